@@ -1,0 +1,170 @@
+package io.orbitkv.client;
+
+import com.google.protobuf.ByteString;
+import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.orbitkv.protocol.engine.*;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * One registered engine instance: its session, its mapping of the Manager's pool, and the calls that use them.
+ *
+ * <p>Design note (ownership): the session maps the pool read-write and unmaps it on {@link #close()}, after
+ * unregistering (which releases every lease it still holds). Heartbeats run every third of the session ttl on the
+ * client's event loop; a closed session stops them. Copying into and out of pool slots is the engine's job; the
+ * helpers here check a descriptor against the mapping before touching memory.
+ */
+public final class EngineSession implements AutoCloseable {
+    private final OrbitKvClient client;
+    private final InstanceIdentity identity;
+    private final RegisterReply registration;
+    private final SessionRef session;
+    private final SharedMemoryFile pool;
+    private final long heartbeatTimer;
+    private volatile boolean closed;
+
+    EngineSession(OrbitKvClient client, InstanceIdentity identity, RegisterReply registration) throws IOException {
+        this.client = client;
+        this.identity = identity;
+        this.registration = registration;
+        this.session = SessionRef.newBuilder().setInstanceId(registration.getInstanceId())
+                .setSessionEpoch(registration.getSessionEpoch()).build();
+        this.pool = SharedMemoryFile.map(Path.of(registration.getPool().getPath()), registration.getPool().getSizeBytes());
+        long period = Math.max(50, registration.getSessionTtlMillis() / 3);
+        this.heartbeatTimer = client.vertx().setPeriodic(period, id -> {
+            if (!closed) {
+                heartbeat();
+            }
+        });
+    }
+
+    public SessionRef session() {
+        return session;
+    }
+
+    public long instanceId() {
+        return registration.getInstanceId();
+    }
+
+    public ByteString namespace() {
+        return registration.getNamespaceId();
+    }
+
+    public InstanceIdentity identity() {
+        return identity;
+    }
+
+    public RegisterReply registration() {
+        return registration;
+    }
+
+    /** The whole mapped pool (engine side). */
+    public MemorySegment pool() {
+        return pool.segment();
+    }
+
+    /** The pool bytes a descriptor names, after checking it lies inside the mapping. */
+    public MemorySegment slot(PoolDescriptor descriptor) {
+        if (descriptor.getRegionId() != registration.getPool().getRegionId()) {
+            throw new IllegalArgumentException("descriptor names region " + descriptor.getRegionId());
+        }
+        return pool.segment().asSlice(descriptor.getOffset(), descriptor.getLength());
+    }
+
+    public Future<HeartbeatReply> heartbeat() {
+        return client.call(EngineServiceGrpcClient.Heartbeat, HeartbeatRequest.newBuilder().setSession(session).build());
+    }
+
+    public Future<AllocatePublishReply> allocate(List<PageKey> pages) {
+        return client.call(EngineServiceGrpcClient.AllocatePublish, AllocatePublishRequest.newBuilder()
+                .setSession(session).setNamespaceId(namespace()).addAllPages(pages).build());
+    }
+
+    public Future<SealPublishReply> seal(long publishId, List<Integer> crc32c) {
+        return client.call(EngineServiceGrpcClient.SealPublish, SealPublishRequest.newBuilder().setSession(session)
+                .setPublishId(publishId).addAllCrc32C(crc32c).build());
+    }
+
+    public Future<SealPublishReply> seal(SealPublishRequest.Builder request) {
+        return client.call(EngineServiceGrpcClient.SealPublish, request.setSession(session).build());
+    }
+
+    public Future<AbortPublishReply> abort(long publishId) {
+        return client.call(EngineServiceGrpcClient.AbortPublish, AbortPublishRequest.newBuilder().setSession(session)
+                .setPublishId(publishId).build());
+    }
+
+    public Future<QueryReply> submit(List<GroupChain> groups, long revision) {
+        return client.call(EngineServiceGrpcClient.SubmitQuery, SubmitQueryRequest.newBuilder().setSession(session)
+                .setNamespaceId(namespace()).addAllGroups(groups).setRevision(revision).build());
+    }
+
+    public Future<QueryReply> submit(SubmitQueryRequest.Builder request) {
+        return client.call(EngineServiceGrpcClient.SubmitQuery, request.setSession(session).build());
+    }
+
+    public Future<QueryReply> poll(long ticket) {
+        return client.call(EngineServiceGrpcClient.PollQuery, PollQueryRequest.newBuilder().setSession(session)
+                .setTicket(ticket).build());
+    }
+
+    /** Submits and polls (as an engine scheduler would, honouring retry_after) until READY or MISS. */
+    public Future<QueryReply> query(List<GroupChain> groups) {
+        return submit(groups, 0).compose(this::untilSettled);
+    }
+
+    private Future<QueryReply> untilSettled(QueryReply reply) {
+        if (reply.getStatus() != QueryStatus.PENDING) {
+            return Future.succeededFuture(reply);
+        }
+        Promise<QueryReply> next = Promise.promise();
+        long delayMillis = Math.max(1, reply.getRetryAfterMicros() / 1000);
+        client.vertx().setTimer(delayMillis, id -> poll(reply.getTicket()).compose(this::untilSettled).onComplete(next));
+        return next.future();
+    }
+
+    public Future<CancelQueryReply> cancel(long ticket) {
+        return client.call(EngineServiceGrpcClient.CancelQuery, CancelQueryRequest.newBuilder().setSession(session)
+                .setTicket(ticket).build());
+    }
+
+    public Future<ReleaseLeaseReply> release(long leaseId) {
+        return client.call(EngineServiceGrpcClient.ReleaseLease, ReleaseLeaseRequest.newBuilder().setSession(session)
+                .setLeaseId(leaseId).build());
+    }
+
+    public Future<StatsReply> stats() {
+        return client.call(EngineServiceGrpcClient.Stats, StatsRequest.newBuilder().setSession(session).build());
+    }
+
+    public Future<UnregisterReply> unregister() {
+        closed = true;
+        client.vertx().cancelTimer(heartbeatTimer);
+        return client.call(EngineServiceGrpcClient.Unregister, UnregisterRequest.newBuilder().setSession(session).build());
+    }
+
+    /** Stops heartbeats and unmaps the pool without unregistering (the session lapses after its ttl). */
+    public void abandon() throws IOException {
+        closed = true;
+        client.vertx().cancelTimer(heartbeatTimer);
+        pool.close();
+    }
+
+    @Override
+    public void close() throws IOException {
+        if (!closed) {
+            try {
+                unregister().await(10, java.util.concurrent.TimeUnit.SECONDS);
+            } catch (Exception e) {
+                // The Manager may be gone already; the mapping is ours to release regardless.
+            }
+        }
+        closed = true;
+        client.vertx().cancelTimer(heartbeatTimer);
+        pool.close();
+    }
+}

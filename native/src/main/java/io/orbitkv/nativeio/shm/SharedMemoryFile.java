@@ -1,0 +1,124 @@
+package io.orbitkv.nativeio.shm;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Set;
+
+/**
+ * An owner-only shared-memory file mapped read-write into this process.
+ *
+ * <p>Design note (ownership): the creator ({@link #create}) owns the file: it creates it exclusively with mode 0600,
+ * reserves every byte up front (so a full tmpfs fails here with a clear error instead of a SIGBUS on first touch),
+ * and removes it on {@link #close()}. A mapper ({@link #map}) — an engine process — only maps an existing file and
+ * never removes it. The mapping lives in a shared {@link Arena}: the segment stays valid until {@code close()}, after
+ * which any access fails with {@link IllegalStateException} instead of touching unmapped memory. {@code close()} is
+ * idempotent.
+ */
+public final class SharedMemoryFile implements AutoCloseable {
+    private static final Set<java.nio.file.attribute.PosixFilePermission> OWNER_ONLY =
+            PosixFilePermissions.fromString("rw-------");
+
+    private final Path path;
+    private final long sizeBytes;
+    private final boolean owner;
+    private final Arena arena;
+    private final MemorySegment segment;
+    private boolean closed;
+
+    private SharedMemoryFile(Path path, long sizeBytes, boolean owner, Arena arena, MemorySegment segment) {
+        this.path = path;
+        this.sizeBytes = sizeBytes;
+        this.owner = owner;
+        this.arena = arena;
+        this.segment = segment;
+    }
+
+    /** Creates {@code path} exclusively (mode 0600), reserves {@code sizeBytes} and maps it. */
+    public static SharedMemoryFile create(Path path, long sizeBytes) throws IOException {
+        if (sizeBytes <= 0) {
+            throw new IllegalArgumentException("shared-memory size must be positive, got " + sizeBytes);
+        }
+        Files.createFile(path, PosixFilePermissions.asFileAttribute(OWNER_ONLY));
+        // The umask may not strip bits from an explicit attribute on every file system; set it again to be sure.
+        Files.setPosixFilePermissions(path, OWNER_ONLY);
+        Arena arena = Arena.ofShared();
+        try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            reserve(channel, sizeBytes);
+            MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, sizeBytes, arena);
+            return new SharedMemoryFile(path, sizeBytes, true, arena, segment);
+        } catch (IOException | RuntimeException e) {
+            arena.close();
+            Files.deleteIfExists(path);
+            throw e;
+        }
+    }
+
+    /** Maps an existing shared-memory file created by another process; the caller never removes it. */
+    public static SharedMemoryFile map(Path path, long sizeBytes) throws IOException {
+        Arena arena = Arena.ofShared();
+        try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            long actual = channel.size();
+            if (actual < sizeBytes) {
+                throw new IOException("shared-memory file " + path + " holds " + actual + " bytes, expected " + sizeBytes);
+            }
+            MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, sizeBytes, arena);
+            return new SharedMemoryFile(path, sizeBytes, false, arena, segment);
+        } catch (IOException | RuntimeException e) {
+            arena.close();
+            throw e;
+        }
+    }
+
+    /**
+     * Writes one byte into every 4 KiB of the file so tmpfs allocates its pages now. A file system without space
+     * fails here with an IOException ("No space left on device") rather than later with SIGBUS in a memcpy.
+     */
+    private static void reserve(FileChannel channel, long sizeBytes) throws IOException {
+        channel.truncate(0);
+        java.nio.ByteBuffer zero = java.nio.ByteBuffer.allocate(1);
+        for (long offset = 0; offset < sizeBytes; offset += 4096) {
+            zero.clear();
+            channel.write(zero, offset);
+        }
+        zero.clear();
+        channel.write(zero, sizeBytes - 1);
+        if (channel.size() != sizeBytes) {
+            throw new IOException("could not reserve " + sizeBytes + " bytes of shared memory");
+        }
+    }
+
+    public Path path() {
+        return path;
+    }
+
+    public long sizeBytes() {
+        return sizeBytes;
+    }
+
+    /** The whole mapping; valid until {@link #close()}. */
+    public MemorySegment segment() {
+        return segment;
+    }
+
+    public boolean isOwner() {
+        return owner;
+    }
+
+    @Override
+    public synchronized void close() throws IOException {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        arena.close();
+        if (owner) {
+            Files.deleteIfExists(path);
+        }
+    }
+}

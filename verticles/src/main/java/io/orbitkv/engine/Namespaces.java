@@ -1,0 +1,129 @@
+package io.orbitkv.engine;
+
+import io.orbitkv.common.OrbitException;
+import io.orbitkv.protocol.engine.ErrorReason;
+import io.orbitkv.protocol.engine.GroupKind;
+import io.orbitkv.protocol.engine.GroupSpec;
+import io.orbitkv.protocol.engine.InstanceIdentity;
+import io.orbitkv.protocol.engine.Representation;
+import io.orbitkv.storage.StateKey;
+import java.io.ByteArrayOutputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+
+/**
+ * Derives an instance's namespace from everything that decides whether bytes are interchangeable: model
+ * fingerprint, representation, layout, geometry, page size, TP/PP rank and size, and the group specs. Two instances
+ * with equal identity get the same 16 bytes (and so share published prefixes); any difference gives another
+ * namespace. Role and label are deliberately left out: a prefill and a decode instance of one model share bytes.
+ */
+public final class Namespaces {
+    private static final int MAX_TEXT = 512;
+
+    private Namespaces() {}
+
+    /** Validates an identity; every refusal names the field. */
+    public static void validate(InstanceIdentity id, long poolBytes) {
+        requireText("model_fingerprint", id.getModelFingerprint());
+        requireLength("layout", id.getLayout());
+        requireLength("geometry", id.getGeometry());
+        if (id.getRepresentation() != Representation.RAW) {
+            throw invalid("representation must be RAW, got " + id.getRepresentation());
+        }
+        if (id.getPageSizeTokens() == 0) {
+            throw invalid("page_size_tokens must be positive");
+        }
+        if (id.getTpSize() == 0 || id.getTpRank() >= id.getTpSize()) {
+            throw invalid("tp_rank " + id.getTpRank() + " must be below tp_size " + id.getTpSize() + " (tp_size >= 1)");
+        }
+        if (id.getPpSize() == 0 || id.getPpRank() >= id.getPpSize()) {
+            throw invalid("pp_rank " + id.getPpRank() + " must be below pp_size " + id.getPpSize() + " (pp_size >= 1)");
+        }
+        if (id.getGroupsCount() == 0 || id.getGroupsCount() > 64) {
+            throw invalid("an instance declares 1..64 groups, got " + id.getGroupsCount());
+        }
+        Set<Integer> ids = new HashSet<>();
+        for (GroupSpec g : id.getGroupsList()) {
+            if (!ids.add(g.getGroupId())) {
+                throw invalid("group " + g.getGroupId() + " declared twice");
+            }
+            if (g.getKind() == GroupKind.GROUP_KIND_UNSPECIFIED || g.getKind() == GroupKind.UNRECOGNIZED) {
+                throw invalid("group " + g.getGroupId() + " has no kind");
+            }
+            if (g.getBytesPerPage() == 0 || g.getBytesPerPage() > poolBytes) {
+                throw invalid("group " + g.getGroupId() + " bytes_per_page must be 1.." + poolBytes + ", got " + g.getBytesPerPage());
+            }
+            if (g.getKind() == GroupKind.SLIDING_WINDOW && g.getWindowTokens() == 0) {
+                throw invalid("sliding-window group " + g.getGroupId() + " needs window_tokens");
+            }
+            if (g.getKind() == GroupKind.RECURRENT && (g.getCheckpointIntervalTokens() == 0
+                    || g.getCheckpointIntervalTokens() % id.getPageSizeTokens() != 0)) {
+                throw invalid("recurrent group " + g.getGroupId() + " needs checkpoint_interval_tokens, a multiple of the page size");
+            }
+        }
+    }
+
+    private static void requireText(String field, String value) {
+        if (value.isBlank()) {
+            throw invalid(field + " must not be empty");
+        }
+        requireLength(field, value);
+    }
+
+    private static void requireLength(String field, String value) {
+        if (value.length() > MAX_TEXT) {
+            throw invalid(field + " is longer than " + MAX_TEXT + " characters");
+        }
+    }
+
+    private static OrbitException invalid(String message) {
+        return new OrbitException(ErrorReason.INVALID_IDENTITY, message);
+    }
+
+    public static byte[] derive(InstanceIdentity id) {
+        try {
+            ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+            DataOutputStream out = new DataOutputStream(bytes);
+            out.writeUTF("orbitkv-namespace-v1");
+            writeText(out, id.getModelFingerprint());
+            out.writeInt(id.getRepresentationValue());
+            writeText(out, id.getLayout());
+            writeText(out, id.getGeometry());
+            out.writeInt(id.getPageSizeTokens());
+            out.writeInt(id.getTpRank());
+            out.writeInt(id.getTpSize());
+            out.writeInt(id.getPpRank());
+            out.writeInt(id.getPpSize());
+            List<GroupSpec> groups = new ArrayList<>(id.getGroupsList());
+            groups.sort(Comparator.comparingInt(GroupSpec::getGroupId));
+            for (GroupSpec g : groups) {
+                out.writeInt(g.getGroupId());
+                out.writeInt(g.getKindValue());
+                out.writeLong(g.getBytesPerPage());
+                out.writeInt(g.getWindowTokens());
+                out.writeInt(g.getCheckpointIntervalTokens());
+            }
+            byte[] digest = MessageDigest.getInstance("SHA-256").digest(bytes.toByteArray());
+            return java.util.Arrays.copyOf(digest, StateKey.NAMESPACE_BYTES);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is missing from this JDK", e);
+        }
+    }
+
+    private static void writeText(DataOutputStream out, String text) throws IOException {
+        byte[] utf8 = text.getBytes(StandardCharsets.UTF_8);
+        out.writeInt(utf8.length);
+        out.write(utf8);
+    }
+}

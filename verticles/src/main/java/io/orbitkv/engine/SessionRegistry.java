@@ -1,0 +1,118 @@
+package io.orbitkv.engine;
+
+import io.orbitkv.common.OrbitException;
+import io.orbitkv.common.Ticker;
+import io.orbitkv.protocol.engine.ErrorReason;
+import io.orbitkv.protocol.engine.GroupSpec;
+import io.orbitkv.protocol.engine.InstanceIdentity;
+import io.orbitkv.protocol.engine.InstanceRole;
+import io.orbitkv.protocol.engine.SessionRef;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Registered engine instances and their sessions.
+ *
+ * <p>Design note: an instance id is issued once per registration and never reused by this Manager; the session
+ * epoch is random, so a caller cannot guess a live session of another instance, and an epoch from before a
+ * re-registration ({@code resume}) is detectably stale. A session is alive while calls or heartbeats arrive within
+ * its ttl; {@link #expire} returns the instances whose sessions lapsed so the engine role releases what they held.
+ * Confined to the engine role's event loop.
+ */
+final class SessionRegistry {
+    record Instance(long id, long epoch, InstanceIdentity identity, InstanceRole role, byte[] namespace,
+                    Map<Integer, GroupSpec> groups, long lastSeenNanos) {
+        Instance touched(long now) {
+            return new Instance(id, epoch, identity, role, namespace, groups, now);
+        }
+
+        boolean inNamespace(byte[] other) {
+            return Arrays.equals(namespace, other);
+        }
+    }
+
+    private final Map<Long, Instance> instances = new HashMap<>();
+    private final SecureRandom random = new SecureRandom();
+    private final Ticker ticker;
+    private final long ttlNanos;
+    private long nextId;
+
+    SessionRegistry(Ticker ticker, long ttlNanos, long firstId) {
+        this.ticker = ticker;
+        this.ttlNanos = ttlNanos;
+        this.nextId = firstId;
+    }
+
+    Instance register(InstanceIdentity identity, InstanceRole role) {
+        Map<Integer, GroupSpec> groups = new HashMap<>();
+        for (GroupSpec g : identity.getGroupsList()) {
+            groups.put(g.getGroupId(), g);
+        }
+        long epoch = random.nextLong() & Long.MAX_VALUE | 1L;
+        Instance instance = new Instance(nextId++, epoch, identity, role, Namespaces.derive(identity),
+                Map.copyOf(groups), ticker.nanos());
+        instances.put(instance.id(), instance);
+        return instance;
+    }
+
+    /** Checks the caller's session and refreshes its liveness. */
+    Instance authenticate(SessionRef session) {
+        Instance instance = instances.get(session.getInstanceId());
+        if (instance == null) {
+            throw new OrbitException(ErrorReason.UNKNOWN_INSTANCE, "instance " + session.getInstanceId()
+                    + " is not registered (never registered, unregistered, or its session expired)");
+        }
+        if (instance.epoch() != session.getSessionEpoch()) {
+            throw new OrbitException(ErrorReason.STALE_SESSION_EPOCH, "session epoch does not match the live session of instance "
+                    + session.getInstanceId());
+        }
+        Instance touched = instance.touched(ticker.nanos());
+        instances.put(touched.id(), touched);
+        return touched;
+    }
+
+    /** Re-registers an existing instance id with a fresh epoch; the old epoch is stale from now on. */
+    Instance resume(long id, InstanceIdentity identity, InstanceRole role) {
+        Map<Integer, GroupSpec> groups = new HashMap<>();
+        for (GroupSpec g : identity.getGroupsList()) {
+            groups.put(g.getGroupId(), g);
+        }
+        long epoch = random.nextLong() & Long.MAX_VALUE | 1L;
+        Instance instance = new Instance(id, epoch, identity, role, Namespaces.derive(identity), Map.copyOf(groups),
+                ticker.nanos());
+        instances.put(id, instance);
+        return instance;
+    }
+
+    void restore(Instance instance) {
+        instances.put(instance.id(), instance);
+    }
+
+    Instance remove(long id) {
+        return instances.remove(id);
+    }
+
+    List<Long> expire() {
+        long now = ticker.nanos();
+        List<Long> lapsed = new ArrayList<>();
+        for (Instance instance : instances.values()) {
+            if (now - instance.lastSeenNanos() > ttlNanos) {
+                lapsed.add(instance.id());
+            }
+        }
+        lapsed.forEach(instances::remove);
+        return lapsed;
+    }
+
+    int size() {
+        return instances.size();
+    }
+
+    long ttlNanos() {
+        return ttlNanos;
+    }
+}

@@ -1,0 +1,49 @@
+package io.orbitkv.manager;
+
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.orbitkv.storage.StorageProxy;
+import io.vertx.core.Future;
+import io.vertx.core.VerticleBase;
+import io.vertx.core.http.HttpServer;
+import io.vertx.core.json.JsonObject;
+
+/** Serves {@code GET /metrics} (Prometheus text) and {@code GET /health} (JSON) on the metrics address. */
+public final class HealthAndMetricsVerticle extends VerticleBase {
+    private final PrometheusMeterRegistry registry;
+    private final String host;
+    private final int port;
+    private HttpServer server;
+
+    public HealthAndMetricsVerticle(PrometheusMeterRegistry registry, String host, int port) {
+        this.registry = registry;
+        this.host = host;
+        this.port = port;
+    }
+
+    public int actualPort() {
+        return server.actualPort();
+    }
+
+    @Override
+    public Future<?> start() {
+        StorageProxy storage = new StorageProxy(vertx);
+        return vertx.createHttpServer().requestHandler(request -> {
+            switch (request.path()) {
+                case "/metrics" -> request.response().putHeader("content-type", "text/plain; version=0.0.4; charset=utf-8")
+                        .end(registry.scrape());
+                case "/health" -> storage.stats().onComplete(ar -> {
+                    if (ar.succeeded()) {
+                        request.response().putHeader("content-type", "application/json").end(new JsonObject()
+                                .put("status", "UP").put("pool_bytes", ar.result().poolBytes())
+                                .put("pool_used_bytes", ar.result().usedBytes())
+                                .put("resident_images", ar.result().residentImages()).encode());
+                    } else {
+                        request.response().setStatusCode(503).putHeader("content-type", "application/json")
+                                .end(new JsonObject().put("status", "DOWN").put("reason", "storage role not answering").encode());
+                    }
+                });
+                default -> request.response().setStatusCode(404).end("not found: try /metrics or /health\n");
+            }
+        }).listen(port, host).onSuccess(s -> server = s);
+    }
+}

@@ -1,0 +1,146 @@
+package io.orbitkv.manager;
+
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.orbitkv.admission.AdmissionVerticle;
+import io.orbitkv.common.Ticker;
+import io.orbitkv.engine.EngineVerticle;
+import io.orbitkv.storage.StorageVerticle;
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import io.vertx.core.VertxOptions;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.SecureRandom;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * One running Manager: its Vertx, its metrics registry, and its role verticles, started in dependency order
+ * (storage → admission → engine → health/metrics) and stopped in reverse by closing the Vertx.
+ *
+ * <p>Design note: each Manager owns its own Vertx and registry, so tests can run several in one JVM. Starting fails
+ * (and releases what it made) before anything listens when the data directory or the pool cannot be created.
+ */
+public final class Manager implements AutoCloseable {
+    private final Vertx vertx;
+    private final ManagerConfig config;
+    private final PrometheusMeterRegistry registry;
+    private final EngineVerticle engine;
+    private final HealthAndMetricsVerticle health;
+    private final String token;
+    private final Path poolPath;
+
+    private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, EngineVerticle engine,
+                    HealthAndMetricsVerticle health, String token, Path poolPath) {
+        this.vertx = vertx;
+        this.config = config;
+        this.registry = registry;
+        this.engine = engine;
+        this.health = health;
+        this.token = token;
+        this.poolPath = poolPath;
+    }
+
+    /**
+     * A Vertx on the epoll transport: Vert.x 5.0.7's io_uring transport refuses Unix domain sockets, and engines
+     * connect over one by default. (The SSD role drives io_uring for file I/O on its own netty loop.)
+     */
+    public static Vertx newVertx() {
+        return Vertx.builder().with(new VertxOptions().setPreferNativeTransport(true))
+                .withTransport(io.vertx.core.transport.Transport.EPOLL).build();
+    }
+
+    /** Starts a Manager on its own Vertx; the future fails with a clear cause, leaving nothing running. */
+    public static Future<Manager> start(ManagerConfig config) {
+        Vertx vertx = newVertx();
+        if (!vertx.isNativeTransportEnabled()) {
+            vertx.close();
+            return Future.failedFuture(new IllegalStateException("no native transport (io_uring/epoll): Unix-socket gRPC is unavailable: "
+                    + vertx.unavailableNativeTransportCause()));
+        }
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        long incarnation = new SecureRandom().nextLong() & Long.MAX_VALUE;
+        Path poolPath = config.poolPath(incarnation);
+        Future<String> prepared = vertx.executeBlocking(() -> {
+            prepareDataDir(config.dataDir());
+            if (!Files.isDirectory(config.poolShmDir())) {
+                throw new ConfigException("pool.shm-dir", config.poolShmDir() + " is not a directory");
+            }
+            return io.orbitkv.engine.EngineVerticle.loadOrCreateToken(config.authTokenFile());
+        });
+        return prepared.compose(token -> {
+            long poolBytes = config.poolSizeBytes();
+            StorageVerticle storage = new StorageVerticle(new StorageVerticle.Settings(poolPath, poolBytes,
+                    config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation), registry);
+            AdmissionVerticle admission = new AdmissionVerticle(new AdmissionVerticle.Settings(
+                    config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding(),
+                    TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()),
+                    TimeUnit.MILLISECONDS.toNanos(config.queryReplyTtlMillis()),
+                    (long) (poolBytes * config.queryByteBudgetFraction())), registry, Ticker.SYSTEM);
+            EngineVerticle engine = new EngineVerticle(new EngineVerticle.Settings(config.grpcUnixSocket(),
+                    config.grpcTcpHost(), config.grpcTcpPort(), config.grpcMaxMessageBytes(),
+                    config.grpcMaxPagesPerRequest(), TimeUnit.MILLISECONDS.toNanos(config.sessionTtlMillis()), token,
+                    poolPath, poolBytes), registry, Ticker.SYSTEM);
+            HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
+            return vertx.deployVerticle(storage)
+                    .compose(id -> vertx.deployVerticle(admission))
+                    .compose(id -> vertx.deployVerticle(engine))
+                    .compose(id -> vertx.deployVerticle(health))
+                    .map(id -> new Manager(vertx, config, registry, engine, health, token, poolPath));
+        }).recover(failure -> vertx.close().transform(ignored -> Future.failedFuture(failure)));
+    }
+
+    private static void prepareDataDir(Path dataDir) throws java.io.IOException {
+        try {
+            Files.createDirectories(dataDir);
+        } catch (java.io.IOException e) {
+            throw new ConfigException("data-dir", "cannot create " + dataDir + ": " + e);
+        }
+        if (!Files.isWritable(dataDir)) {
+            throw new ConfigException("data-dir", dataDir + " is not writable");
+        }
+        Files.setPosixFilePermissions(dataDir, PosixFilePermissions.fromString("rwx------"));
+    }
+
+    public ManagerConfig config() {
+        return config;
+    }
+
+    public PrometheusMeterRegistry registry() {
+        return registry;
+    }
+
+    public Vertx vertx() {
+        return vertx;
+    }
+
+    public int grpcTcpPort() {
+        return engine.tcpPort();
+    }
+
+    public int metricsPort() {
+        return health.actualPort();
+    }
+
+    public Path unixSocket() {
+        return config.grpcUnixSocket();
+    }
+
+    public String token() {
+        return token;
+    }
+
+    public Path poolPath() {
+        return poolPath;
+    }
+
+    public Future<Void> stop() {
+        return vertx.close();
+    }
+
+    @Override
+    public void close() throws Exception {
+        stop().await(30, TimeUnit.SECONDS);
+    }
+}

@@ -1,0 +1,205 @@
+package io.orbitkv.manager;
+
+import io.vertx.core.json.JsonObject;
+import java.nio.file.Path;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * The Manager's validated configuration. Built from a flat map of dotted keys (defaults from {@code
+ * conf/orbitkv.yaml}, then environment variables, then command-line flags) by {@link #from(Map)}, which rejects the
+ * first invalid value with a {@link ConfigException} naming the key.
+ */
+public record ManagerConfig(
+        Path dataDir,
+        long poolSizeBytes,
+        long poolChunkBytes,
+        Path poolShmDir,
+        Path grpcUnixSocket,
+        String grpcTcpHost,
+        int grpcTcpPort,
+        long grpcMaxMessageBytes,
+        int grpcMaxPagesPerRequest,
+        String metricsHost,
+        int metricsPort,
+        long sessionTtlMillis,
+        int queryMaxOutstandingPerInstance,
+        int queryMaxOutstanding,
+        long queryWaitBudgetMillis,
+        long queryReplyTtlMillis,
+        double queryByteBudgetFraction,
+        double publishBudgetFraction,
+        Path authTokenFile) {
+
+    /** Every key with its default, as documented in the README and conf/orbitkv.yaml. */
+    public static final Map<String, String> DEFAULTS = defaults();
+
+    private static Map<String, String> defaults() {
+        Map<String, String> d = new TreeMap<>();
+        d.put("data-dir", "./data");
+        d.put("pool.size", "1GiB");
+        d.put("pool.chunk", "2MiB");
+        d.put("pool.shm-dir", "/dev/shm");
+        d.put("grpc.unix-socket", "");
+        d.put("grpc.tcp-host", "127.0.0.1");
+        d.put("grpc.tcp-port", "50055");
+        d.put("grpc.max-message", "16MiB");
+        d.put("grpc.max-pages-per-request", "65536");
+        d.put("metrics.host", "127.0.0.1");
+        d.put("metrics.port", "9091");
+        d.put("session.ttl-ms", "30000");
+        d.put("query.max-outstanding-per-instance", "256");
+        d.put("query.max-outstanding", "8192");
+        d.put("query.wait-budget-ms", "5000");
+        d.put("query.reply-ttl-ms", "30000");
+        d.put("query.byte-budget-fraction", "0.75");
+        d.put("publish.budget-fraction", "0.5");
+        d.put("auth.token-file", "");
+        return Map.copyOf(d);
+    }
+
+    public static ManagerConfig from(Map<String, String> raw) {
+        for (String key : raw.keySet()) {
+            if (!DEFAULTS.containsKey(key)) {
+                throw new ConfigException(key, "unknown key (known keys: " + String.join(", ", new TreeMap<>(DEFAULTS).keySet()) + ")");
+            }
+        }
+        Map<String, String> v = new TreeMap<>(DEFAULTS);
+        v.putAll(raw);
+        Path dataDir = path(v, "data-dir", false);
+        long pool = size(v, "pool.size", 4L << 20, 1L << 40);
+        long chunk = size(v, "pool.chunk", 64L << 10, 1L << 30);
+        if (chunk % 4096 != 0) {
+            throw new ConfigException("pool.chunk", "must be a multiple of 4KiB, got " + v.get("pool.chunk"));
+        }
+        if (pool % chunk != 0) {
+            throw new ConfigException("pool.size", "must be a multiple of pool.chunk (" + v.get("pool.chunk") + "), got " + v.get("pool.size"));
+        }
+        String socket = v.get("grpc.unix-socket");
+        String token = v.get("auth.token-file");
+        return new ManagerConfig(
+                dataDir,
+                pool,
+                chunk,
+                path(v, "pool.shm-dir", false),
+                socket.isBlank() ? dataDir.resolve("engine.sock") : Path.of(socket),
+                host(v, "grpc.tcp-host"),
+                port(v, "grpc.tcp-port"),
+                size(v, "grpc.max-message", 64L << 10, 1L << 30),
+                (int) integer(v, "grpc.max-pages-per-request", 1, 1 << 20),
+                host(v, "metrics.host"),
+                port(v, "metrics.port"),
+                integer(v, "session.ttl-ms", 100, 24L * 3600 * 1000),
+                (int) integer(v, "query.max-outstanding-per-instance", 1, 1 << 20),
+                (int) integer(v, "query.max-outstanding", 1, 1 << 24),
+                integer(v, "query.wait-budget-ms", 0, 3600_000),
+                integer(v, "query.reply-ttl-ms", 100, 3600_000),
+                fraction(v, "query.byte-budget-fraction"),
+                fraction(v, "publish.budget-fraction"),
+                token.isBlank() ? dataDir.resolve("engine.token") : Path.of(token));
+    }
+
+    /** A pool file name unique to this Manager's data directory and process. */
+    public Path poolPath(long incarnation) {
+        return poolShmDir.resolve("orbitkv-pool-" + ProcessHandle.current().pid() + "-" + Long.toHexString(incarnation));
+    }
+
+    public JsonObject toJson() {
+        return new JsonObject()
+                .put("data-dir", dataDir.toString()).put("pool.size", poolSizeBytes).put("pool.chunk", poolChunkBytes)
+                .put("pool.shm-dir", poolShmDir.toString()).put("grpc.unix-socket", grpcUnixSocket.toString())
+                .put("grpc.tcp-host", grpcTcpHost).put("grpc.tcp-port", grpcTcpPort)
+                .put("metrics.host", metricsHost).put("metrics.port", metricsPort);
+    }
+
+    private static final Pattern SIZE = Pattern.compile("(\\d+)\\s*([KMGT]i?B|B)?", Pattern.CASE_INSENSITIVE);
+
+    static long parseSize(String key, String text) {
+        Matcher m = SIZE.matcher(text.strip());
+        if (!m.matches()) {
+            throw new ConfigException(key, "must be a size such as 1GiB, 512MiB or 4096, got '" + text + "'");
+        }
+        long n;
+        try {
+            n = Long.parseLong(m.group(1));
+        } catch (NumberFormatException e) {
+            throw new ConfigException(key, "number too large: '" + text + "'");
+        }
+        String unit = m.group(2) == null ? "B" : m.group(2).toUpperCase(Locale.ROOT);
+        int shift = switch (unit.charAt(0)) {
+            case 'K' -> 10;
+            case 'M' -> 20;
+            case 'G' -> 30;
+            case 'T' -> 40;
+            default -> 0;
+        };
+        if (shift > 0 && !unit.contains("I")) {
+            throw new ConfigException(key, "use binary units (KiB, MiB, GiB, TiB), got '" + text + "'");
+        }
+        if (n > (Long.MAX_VALUE >> shift)) {
+            throw new ConfigException(key, "size too large: '" + text + "'");
+        }
+        return n << shift;
+    }
+
+    private static long size(Map<String, String> v, String key, long min, long max) {
+        long n = parseSize(key, v.get(key));
+        if (n < min || n > max) {
+            throw new ConfigException(key, "must be between " + min + " and " + max + " bytes, got " + n);
+        }
+        return n;
+    }
+
+    private static long integer(Map<String, String> v, String key, long min, long max) {
+        long n;
+        try {
+            n = Long.parseLong(v.get(key).strip());
+        } catch (NumberFormatException e) {
+            throw new ConfigException(key, "must be an integer, got '" + v.get(key) + "'");
+        }
+        if (n < min || n > max) {
+            throw new ConfigException(key, "must be between " + min + " and " + max + ", got " + n);
+        }
+        return n;
+    }
+
+    private static int port(Map<String, String> v, String key) {
+        return (int) integer(v, key, 0, 65535);
+    }
+
+    private static double fraction(Map<String, String> v, String key) {
+        double d;
+        try {
+            d = Double.parseDouble(v.get(key).strip());
+        } catch (NumberFormatException e) {
+            throw new ConfigException(key, "must be a fraction in (0, 1], got '" + v.get(key) + "'");
+        }
+        if (!(d > 0 && d <= 1)) {
+            throw new ConfigException(key, "must be a fraction in (0, 1], got " + d);
+        }
+        return d;
+    }
+
+    private static String host(Map<String, String> v, String key) {
+        String h = v.get(key).strip();
+        if (h.isEmpty() || h.contains(" ") || h.contains("/")) {
+            throw new ConfigException(key, "must be a host name or address, got '" + v.get(key) + "'");
+        }
+        return h;
+    }
+
+    private static Path path(Map<String, String> v, String key, boolean mayBeEmpty) {
+        String p = v.get(key).strip();
+        if (p.isEmpty() && !mayBeEmpty) {
+            throw new ConfigException(key, "must not be empty");
+        }
+        try {
+            return Path.of(p);
+        } catch (java.nio.file.InvalidPathException e) {
+            throw new ConfigException(key, "not a valid path: " + e.getMessage());
+        }
+    }
+}

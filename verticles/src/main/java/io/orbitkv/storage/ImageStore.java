@@ -1,0 +1,371 @@
+package io.orbitkv.storage;
+
+import io.orbitkv.common.OrbitException;
+import io.orbitkv.protocol.engine.ErrorReason;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.zip.CRC32C;
+
+/**
+ * Resident DRAM images: which key lives in which pool slot, in which state, pinned by how many leases.
+ *
+ * <p>Design note (ownership): every slot the allocator grants is owned by exactly one {@link Image}. An image is
+ * {@code WRITING} from allocation until its publish is sealed (the engine owns the bytes meanwhile; queries never see
+ * it as resident) and {@code SEALED} after. A sealed image is evictable only while no lease pins it; pins are counted
+ * and released by the admission role. An aborted publish, a lost session or an eviction frees the slot. Nothing else
+ * frees slots, so a slot is never reused while a lease or writer can still reach it.
+ *
+ * <p>Eviction: LRU over sealed, unpinned images (access order refreshed by every lookup that pins). Pinned and
+ * writing images are never evicted. Allocation evicts from the LRU head until the allocator can satisfy the request
+ * or nothing evictable remains.
+ *
+ * <p>Budgets: one instance may hold at most {@code publishBudgetBytes} in unsealed publishes at a time.
+ *
+ * <p>Concurrency: owned by the storage role's event loop; not thread-safe. Tests drive it directly.
+ */
+public final class ImageStore {
+    public enum ImageState { WRITING, SEALED }
+
+    /** What a caller may hold on to: a key at one exact slot generation. */
+    public record ImageRef(StateKey key, long offset, long lengthBytes, long generation) {}
+
+    /** One slot of an allocate request: null ref = already present (nothing to write). */
+    public record SlotGrant(boolean allocated, ImageRef ref) {}
+
+    public record AllocateResult(long publishId, List<SlotGrant> slots) {}
+
+    public record SealResult(int sealedPages, long sealedBytes) {}
+
+    /**
+     * Longest resident prefix common to every requested group. {@code pinned} holds, group by group in request
+     * order, the first {@code readyBlocks} images of each chain; {@code pendingExtension} tells that the block right
+     * after the prefix is being written by a publisher now.
+     */
+    public record Lookup(int readyBlocks, boolean pendingExtension, List<List<ImageRef>> pinned, long pinnedBytes) {}
+
+    static final class Image {
+        final StateKey key;
+        final PoolAllocator.Slot slot;
+        final long ownerInstance;
+        final long publishId;
+        ImageState state = ImageState.WRITING;
+        int pins;
+
+        Image(StateKey key, PoolAllocator.Slot slot, long ownerInstance, long publishId) {
+            this.key = key;
+            this.slot = slot;
+            this.ownerInstance = ownerInstance;
+            this.publishId = publishId;
+        }
+
+        ImageRef ref() {
+            return new ImageRef(key, slot.offset(), slot.lengthBytes(), slot.generation());
+        }
+    }
+
+    private record Publish(long ownerInstance, List<Image> images, long bytes) {}
+
+    /** Observer of changes that matter outside: metrics and, later, SSD write admission. */
+    public interface Listener {
+        default void onSealed(ImageRef image) {}
+
+        default void onEvicted(ImageRef image) {}
+    }
+
+    private final PoolAllocator allocator;
+    private final MemorySegment pool;
+    private final long publishBudgetBytes;
+    private final ResidencyStream residency;
+    private final Listener listener;
+    private final Map<StateKey, Image> images = new HashMap<>();
+    /** Sealed, unpinned images in LRU order (eldest first). */
+    private final LinkedHashMap<StateKey, Image> evictable = new LinkedHashMap<>(16, 0.75f, true);
+    private final Map<Long, Publish> publishes = new HashMap<>();
+    private final Map<Long, Long> unsealedBytesByInstance = new HashMap<>();
+    private long nextPublishId = 1;
+    private long evictions;
+    private long pinnedImages;
+    private long sealedBytes;
+
+    public ImageStore(PoolAllocator allocator, MemorySegment pool, long publishBudgetBytes,
+                      ResidencyStream residency, Listener listener) {
+        this.allocator = allocator;
+        this.pool = pool;
+        this.publishBudgetBytes = publishBudgetBytes;
+        this.residency = residency;
+        this.listener = listener;
+    }
+
+    public AllocateResult allocate(long instance, List<StateKey> keys, List<Long> lengths) {
+        long requested = 0;
+        for (long length : lengths) {
+            if (length <= 0 || length > allocator.poolBytes()) {
+                throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "page length " + length + " is outside 1.." + allocator.poolBytes());
+            }
+        }
+        List<SlotGrant> slots = new ArrayList<>(keys.size());
+        List<Image> allocated = new ArrayList<>();
+        Map<StateKey, Boolean> seen = new HashMap<>();
+        long held = unsealedBytesByInstance.getOrDefault(instance, 0L);
+        long publishId = nextPublishId++;
+        for (int i = 0; i < keys.size(); i++) {
+            StateKey key = keys.get(i);
+            if (images.containsKey(key) || seen.putIfAbsent(key, Boolean.TRUE) != null) {
+                slots.add(new SlotGrant(false, null));
+                continue;
+            }
+            long length = lengths.get(i);
+            requested += length;
+            if (held + requested > publishBudgetBytes) {
+                rollback(allocated);
+                throw new OrbitException(ErrorReason.BUDGET_EXCEEDED, "unsealed publishes of this instance would hold "
+                        + (held + requested) + " bytes, budget " + publishBudgetBytes);
+            }
+            PoolAllocator.Slot slot = allocateEvicting(length);
+            if (slot == null) {
+                rollback(allocated);
+                throw new OrbitException(ErrorReason.POOL_EXHAUSTED, "no pool space for " + length
+                        + " bytes: every resident image is pinned or being written");
+            }
+            Image image = new Image(key, slot, instance, publishId);
+            images.put(key, image);
+            allocated.add(image);
+            slots.add(new SlotGrant(true, image.ref()));
+        }
+        if (!allocated.isEmpty()) {
+            publishes.put(publishId, new Publish(instance, allocated, requested));
+            unsealedBytesByInstance.merge(instance, requested, Long::sum);
+        }
+        return new AllocateResult(publishId, slots);
+    }
+
+    private void rollback(List<Image> allocated) {
+        for (Image image : allocated) {
+            images.remove(image.key);
+            allocator.free(image.slot);
+        }
+    }
+
+    private PoolAllocator.Slot allocateEvicting(long length) {
+        PoolAllocator.Slot slot = allocator.allocate(length);
+        while (slot == null && !evictable.isEmpty()) {
+            evict(evictable.firstEntry().getValue());
+            slot = allocator.allocate(length);
+        }
+        return slot;
+    }
+
+    private void evict(Image image) {
+        evictable.remove(image.key);
+        images.remove(image.key);
+        allocator.free(image.slot);
+        sealedBytes -= image.slot.lengthBytes();
+        evictions++;
+        residency.append(ResidencyStream.Change.DRAM_REMOVED, image.key, image.slot.generation());
+        listener.onEvicted(image.ref());
+    }
+
+    /**
+     * Seals a publish. When {@code crc32c} is non-empty it must hold one CRC32C per allocated slot, and each is
+     * checked against the bytes in the pool; a mismatch aborts the whole publish. When {@code written} is non-empty
+     * it must name exactly the allocated slots, in order.
+     */
+    public SealResult seal(long instance, long publishId, List<Integer> crc32c, List<ImageRef> written) {
+        Publish publish = ownedPublish(instance, publishId);
+        List<Image> publishImages = publish.images();
+        if (!written.isEmpty()) {
+            if (written.size() != publishImages.size()) {
+                throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "seal names " + written.size()
+                        + " written slots, the publish allocated " + publishImages.size());
+            }
+            for (int i = 0; i < written.size(); i++) {
+                ImageRef w = written.get(i);
+                checkInsidePool(w.offset(), w.lengthBytes());
+                ImageRef expected = publishImages.get(i).ref();
+                if (w.offset() != expected.offset() || w.lengthBytes() != expected.lengthBytes()
+                        || w.generation() != expected.generation()) {
+                    throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "written slot " + i + " does not match the allocated slot");
+                }
+            }
+        }
+        if (!crc32c.isEmpty()) {
+            if (crc32c.size() != publishImages.size()) {
+                throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "seal carries " + crc32c.size()
+                        + " checksums for " + publishImages.size() + " allocated slots");
+            }
+            for (int i = 0; i < publishImages.size(); i++) {
+                PoolAllocator.Slot slot = publishImages.get(i).slot;
+                int actual = crc32c(pool.asSlice(slot.offset(), slot.lengthBytes()));
+                if (actual != crc32c.get(i)) {
+                    abort(instance, publishId);
+                    throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "checksum mismatch in slot " + i + ": publish aborted");
+                }
+            }
+        }
+        publishes.remove(publishId);
+        unsealedBytesByInstance.merge(instance, -publish.bytes(), Long::sum);
+        unsealedBytesByInstance.remove(instance, 0L);
+        for (Image image : publishImages) {
+            image.state = ImageState.SEALED;
+            evictable.put(image.key, image);
+            sealedBytes += image.slot.lengthBytes();
+            residency.append(ResidencyStream.Change.DRAM_ADDED, image.key, image.slot.generation());
+            listener.onSealed(image.ref());
+        }
+        return new SealResult(publishImages.size(), publish.bytes());
+    }
+
+    public void checkInsidePool(long offset, long length) {
+        if (offset < 0 || length <= 0 || offset > allocator.poolBytes() - length) {
+            throw new OrbitException(ErrorReason.DESCRIPTOR_OUTSIDE_POOL, "descriptor [" + offset + ", +" + length
+                    + ") is outside the pool of " + allocator.poolBytes() + " bytes");
+        }
+    }
+
+    static int crc32c(MemorySegment bytes) {
+        CRC32C crc = new CRC32C();
+        crc.update(bytes.asByteBuffer());
+        return (int) crc.getValue();
+    }
+
+    public int abort(long instance, long publishId) {
+        Publish publish = ownedPublish(instance, publishId);
+        publishes.remove(publishId);
+        unsealedBytesByInstance.merge(instance, -publish.bytes(), Long::sum);
+        unsealedBytesByInstance.remove(instance, 0L);
+        for (Image image : publish.images()) {
+            images.remove(image.key);
+            allocator.free(image.slot);
+        }
+        return publish.images().size();
+    }
+
+    private Publish ownedPublish(long instance, long publishId) {
+        Publish publish = publishes.get(publishId);
+        if (publish == null || publish.ownerInstance() != instance) {
+            throw new OrbitException(ErrorReason.UNKNOWN_PUBLISH, "no open publish " + publishId + " for this instance");
+        }
+        return publish;
+    }
+
+    /** Aborts every unsealed publish of a departed instance; returns how many. */
+    public int releaseInstance(long instance) {
+        List<Long> owned = new ArrayList<>();
+        for (Map.Entry<Long, Publish> e : publishes.entrySet()) {
+            if (e.getValue().ownerInstance() == instance) {
+                owned.add(e.getKey());
+            }
+        }
+        for (long publishId : owned) {
+            abort(instance, publishId);
+        }
+        return owned.size();
+    }
+
+    /**
+     * Finds the longest prefix resident for every chain and pins it (each image once per chain position). The caller
+     * owns the pins and must {@link #unpin} them.
+     */
+    public Lookup lookupAndPin(List<List<StateKey>> chains) {
+        int ready = Integer.MAX_VALUE;
+        boolean pending = false;
+        for (List<StateKey> chain : chains) {
+            int n = 0;
+            while (n < chain.size() && n < ready) {
+                Image image = images.get(chain.get(n));
+                if (image == null || image.state != ImageState.SEALED) {
+                    break;
+                }
+                n++;
+            }
+            if (n < ready) {
+                ready = n;
+                pending = false;
+            }
+            if (n == ready && n < chain.size()) {
+                Image next = images.get(chain.get(n));
+                pending |= next != null && next.state == ImageState.WRITING;
+            }
+        }
+        if (chains.isEmpty()) {
+            ready = 0;
+        }
+        List<List<ImageRef>> pinned = new ArrayList<>(chains.size());
+        long bytes = 0;
+        for (List<StateKey> chain : chains) {
+            List<ImageRef> refs = new ArrayList<>(ready);
+            for (int i = 0; i < ready; i++) {
+                Image image = images.get(chain.get(i));
+                if (image.pins++ == 0) {
+                    evictable.remove(image.key);
+                    pinnedImages++;
+                }
+                bytes += image.slot.lengthBytes();
+                refs.add(image.ref());
+            }
+            pinned.add(refs);
+        }
+        return new Lookup(ready, pending, pinned, bytes);
+    }
+
+    /** Drops pins taken by {@link #lookupAndPin}. */
+    public void unpin(List<List<ImageRef>> pinned) {
+        for (List<ImageRef> chain : pinned) {
+            for (ImageRef ref : chain) {
+                Image image = images.get(ref.key());
+                if (image == null || image.slot.generation() != ref.generation() || image.pins == 0) {
+                    throw new IllegalStateException("unpin of an image that is not pinned: " + ref.key());
+                }
+                if (--image.pins == 0) {
+                    pinnedImages--;
+                    evictable.put(image.key, image);
+                }
+            }
+        }
+    }
+
+    public ImageState stateOf(StateKey key) {
+        Image image = images.get(key);
+        return image == null ? null : image.state;
+    }
+
+    public long evictions() {
+        return evictions;
+    }
+
+    public int residentImages() {
+        return images.size() - (int) unsealedImages();
+    }
+
+    public long unsealedImages() {
+        long n = 0;
+        for (Publish p : publishes.values()) {
+            n += p.images().size();
+        }
+        return n;
+    }
+
+    public long pinnedImages() {
+        return pinnedImages;
+    }
+
+    public long sealedBytes() {
+        return sealedBytes;
+    }
+
+    public int openPublishes() {
+        return publishes.size();
+    }
+
+    public PoolAllocator allocator() {
+        return allocator;
+    }
+
+    public ResidencyStream residency() {
+        return residency;
+    }
+}

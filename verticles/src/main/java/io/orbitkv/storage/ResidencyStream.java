@@ -1,0 +1,60 @@
+package io.orbitkv.storage;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The Manager's residency stream: every change of what it holds per key, with a sequence number that is per owner
+ * (this Manager's incarnation) and strictly increasing. Later peer streams carry it so peers can follow this
+ * Manager's inventory incrementally and detect gaps.
+ *
+ * <p>Design note (bounds): the last {@code capacity} events are kept in a ring. A follower that asks for a sequence
+ * older than the ring's tail gets {@link Page#gap()} = true and must resynchronise from a snapshot. Owned by the
+ * storage role's event loop; not thread-safe.
+ */
+public final class ResidencyStream {
+    public enum Change { DRAM_ADDED, DRAM_REMOVED, SSD_ADDED, SSD_REMOVED }
+
+    public record Event(long sequence, Change change, StateKey key, long generation) {}
+
+    /** A page of events after a sequence; {@code gap} means events were lost to the ring bound. */
+    public record Page(List<Event> events, boolean gap, long lastSequence) {}
+
+    private final long incarnation;
+    private final Event[] ring;
+    private long lastSequence;
+
+    public ResidencyStream(long incarnation, int capacity) {
+        if (capacity <= 0) {
+            throw new IllegalArgumentException("capacity must be positive");
+        }
+        this.incarnation = incarnation;
+        this.ring = new Event[capacity];
+    }
+
+    public long incarnation() {
+        return incarnation;
+    }
+
+    public long lastSequence() {
+        return lastSequence;
+    }
+
+    long append(Change change, StateKey key, long generation) {
+        long sequence = ++lastSequence;
+        ring[(int) (sequence % ring.length)] = new Event(sequence, change, key, generation);
+        return sequence;
+    }
+
+    /** Events with sequence &gt; {@code after}, at most {@code max}. */
+    public Page since(long after, int max) {
+        long oldest = Math.max(1, lastSequence - ring.length + 1);
+        boolean gap = after + 1 < oldest;
+        long from = Math.max(after + 1, oldest);
+        List<Event> events = new ArrayList<>();
+        for (long s = from; s <= lastSequence && events.size() < max; s++) {
+            events.add(ring[(int) (s % ring.length)]);
+        }
+        return new Page(events, gap, lastSequence);
+    }
+}

@@ -1,0 +1,36 @@
+package io.orbitkv.storage;
+
+import java.util.List;
+
+/** Messages the storage role accepts. Local records only (see {@link io.orbitkv.common.LocalCodec}). */
+public final class StorageCommands {
+    private StorageCommands() {}
+
+    public record Allocate(long instance, List<StateKey> keys, List<Long> lengths) {}
+
+    public record Seal(long instance, long publishId, List<Integer> crc32c, List<ImageStore.ImageRef> written) {}
+
+    public record Abort(long instance, long publishId) {}
+
+    public record LookupAndPin(List<List<StateKey>> chains) {}
+
+    public record Unpin(List<List<ImageStore.ImageRef>> pinned) {}
+
+    public record ReleaseInstance(long instance) {}
+
+    public record GetStats() {}
+
+    /** A consistent view of the storage role, published after every change. */
+    public record StorageStats(long poolBytes, long spanBytes, long slotBytes, long requestedBytes, long freeBytes,
+                               long strandedFreeBytes, long largestFreeRunBytes, long residentImages,
+                               long unsealedImages, long pinnedImages, long openPublishes, long evictions,
+                               long residencySequence) {
+        public long usedBytes() {
+            return spanBytes;
+        }
+    }
+
+    static final List<Class<?>> MESSAGE_TYPES = List.of(Allocate.class, Seal.class, Abort.class, LookupAndPin.class,
+            Unpin.class, ReleaseInstance.class, GetStats.class, StorageStats.class, ImageStore.AllocateResult.class,
+            ImageStore.SealResult.class, ImageStore.Lookup.class, Integer.class);
+}

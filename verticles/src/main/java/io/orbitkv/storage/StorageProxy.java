@@ -1,0 +1,55 @@
+package io.orbitkv.storage;
+
+import io.orbitkv.common.RoleProxies;
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import io.vertx.core.eventbus.DeliveryOptions;
+import io.vertx.core.eventbus.EventBus;
+import java.util.List;
+
+/** Typed proxy of the storage role: one method per command; callers never see event-bus addresses. */
+public final class StorageProxy {
+    static final String ALLOCATE = "orbitkv.storage.allocate";
+    static final String SEAL = "orbitkv.storage.seal";
+    static final String ABORT = "orbitkv.storage.abort";
+    static final String LOOKUP = "orbitkv.storage.lookup";
+    static final String UNPIN = "orbitkv.storage.unpin";
+    static final String RELEASE_INSTANCE = "orbitkv.storage.release-instance";
+    static final String STATS = "orbitkv.storage.stats";
+
+    private final EventBus bus;
+    private final DeliveryOptions options = new DeliveryOptions().setSendTimeout(10_000).setLocalOnly(true);
+
+    public StorageProxy(Vertx vertx) {
+        this.bus = vertx.eventBus();
+    }
+
+    public Future<ImageStore.AllocateResult> allocate(long instance, List<StateKey> keys, List<Long> lengths) {
+        return RoleProxies.request(bus, ALLOCATE, new StorageCommands.Allocate(instance, keys, lengths), options);
+    }
+
+    public Future<ImageStore.SealResult> seal(long instance, long publishId, List<Integer> crc32c,
+                                              List<ImageStore.ImageRef> written) {
+        return RoleProxies.request(bus, SEAL, new StorageCommands.Seal(instance, publishId, crc32c, written), options);
+    }
+
+    public Future<Integer> abort(long instance, long publishId) {
+        return RoleProxies.request(bus, ABORT, new StorageCommands.Abort(instance, publishId), options);
+    }
+
+    public Future<ImageStore.Lookup> lookupAndPin(List<List<StateKey>> chains) {
+        return RoleProxies.request(bus, LOOKUP, new StorageCommands.LookupAndPin(chains), options);
+    }
+
+    public Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned) {
+        return RoleProxies.request(bus, UNPIN, new StorageCommands.Unpin(pinned), options);
+    }
+
+    public Future<Integer> releaseInstance(long instance) {
+        return RoleProxies.request(bus, RELEASE_INSTANCE, new StorageCommands.ReleaseInstance(instance), options);
+    }
+
+    public Future<StorageCommands.StorageStats> stats() {
+        return RoleProxies.request(bus, STATS, new StorageCommands.GetStats(), options);
+    }
+}

@@ -1,0 +1,111 @@
+package io.orbitkv.it;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.orbitkv.client.EngineSession;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.manager.Manager;
+import io.orbitkv.manager.ManagerConfig;
+import io.orbitkv.protocol.engine.GroupKind;
+import io.orbitkv.protocol.engine.GroupSpec;
+import io.orbitkv.protocol.engine.InstanceIdentity;
+import io.orbitkv.protocol.engine.Representation;
+import io.orbitkv.protocol.engine.StatsReply;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.extension.AfterEachCallback;
+import org.junit.jupiter.api.extension.BeforeEachCallback;
+import org.junit.jupiter.api.extension.ExtensionContext;
+
+/**
+ * A real Manager for one test: its own data directory, a small pool in /dev/shm, gRPC on a Unix socket and an
+ * ephemeral TCP port, metrics on an ephemeral port. After the test it checks that nothing leaked (no leases, no pool
+ * bytes, no pinned images), stops the Manager and checks that its pool file and socket are gone.
+ */
+public final class RunningManager implements BeforeEachCallback, AfterEachCallback {
+    private final Map<String, String> overrides = new HashMap<>();
+    private Path dataDir;
+    private Manager manager;
+
+    public RunningManager with(String key, String value) {
+        overrides.put(key, value);
+        return this;
+    }
+
+    @Override
+    public void beforeEach(ExtensionContext context) throws Exception {
+        dataDir = Files.createTempDirectory("orbitkv-it-");
+        Map<String, String> settings = new HashMap<>();
+        settings.put("data-dir", dataDir.toString());
+        settings.put("pool.size", "64MiB");
+        settings.put("grpc.tcp-port", "0");
+        settings.put("metrics.port", "0");
+        settings.putAll(overrides);
+        manager = Manager.start(ManagerConfig.from(settings)).await(60, TimeUnit.SECONDS);
+    }
+
+    @Override
+    public void afterEach(ExtensionContext context) throws Exception {
+        Path pool = manager.poolPath();
+        Path socket = manager.unixSocket();
+        manager.close();
+        assertThat(Files.exists(pool)).as("pool file removed on stop").isFalse();
+        assertThat(Files.exists(socket)).as("socket removed on stop").isFalse();
+    }
+
+    public Manager manager() {
+        return manager;
+    }
+
+    public OrbitKvClient unixClient() {
+        return OrbitKvClient.connectUnix(manager.unixSocket(), manager.token());
+    }
+
+    public OrbitKvClient tcpClient() {
+        return OrbitKvClient.connectTcp("127.0.0.1", manager.grpcTcpPort(), manager.token());
+    }
+
+    public static InstanceIdentity.Builder identity(String model, long bytesPerPage) {
+        return InstanceIdentity.newBuilder().setModelFingerprint(model).setRepresentation(Representation.RAW)
+                .setLayout("test:NHD").setGeometry("layers=2;kv_heads=2;head_dim=64;dtype=bf16").setPageSizeTokens(16)
+                .setTpRank(0).setTpSize(1).setPpRank(0).setPpSize(1)
+                .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(bytesPerPage));
+    }
+
+    /** Asserts, through a live session, that no lease or pinned byte remains and the pool holds only sealed images. */
+    public static void assertNoLeases(EngineSession session) {
+        StatsReply stats = session.stats().await();
+        assertThat(stats.getActiveLeases()).as("active leases").isZero();
+        assertThat(stats.getSessionOutstandingQueries()).as("outstanding queries").isZero();
+    }
+
+    /** Reads a metric value from the real /metrics endpoint. */
+    public double metric(String nameAndLabels) throws Exception {
+        String body = scrape();
+        for (String line : body.split("\n")) {
+            if (line.startsWith(nameAndLabels + " ")) {
+                return Double.parseDouble(line.substring(nameAndLabels.length() + 1).trim());
+            }
+        }
+        throw new AssertionError("metric " + nameAndLabels + " not found in scrape:\n" + body);
+    }
+
+    public String scrape() throws Exception {
+        var client = java.net.http.HttpClient.newHttpClient();
+        var response = client.send(java.net.http.HttpRequest.newBuilder(
+                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + "/metrics")).build(),
+                java.net.http.HttpResponse.BodyHandlers.ofString());
+        assertThat(response.statusCode()).isEqualTo(200);
+        return response.body();
+    }
+
+    public String health() throws Exception {
+        var client = java.net.http.HttpClient.newHttpClient();
+        return client.send(java.net.http.HttpRequest.newBuilder(
+                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + "/health")).build(),
+                java.net.http.HttpResponse.BodyHandlers.ofString()).body();
+    }
+}
