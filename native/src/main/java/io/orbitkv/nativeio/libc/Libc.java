@@ -151,6 +151,7 @@ public final class Libc {
     }
 
     /** The C library's text for {@code errno}, or {@code "errno N"} when libc is unavailable. */
+    @SuppressWarnings("restricted") // strerror returns a NUL-terminated static string of unknown length
     public static String describeErrno(int errno) {
         if (!AVAILABLE) {
             return "errno " + errno;

@@ -18,6 +18,7 @@ import java.lang.invoke.VarHandle;
  * ({@link #allocateCallState}) because errno must be read in the same downcall: any JVM work between the call and a
  * later {@code __errno_location()} read may overwrite it.
  */
+@SuppressWarnings("restricted") // downcall handles are the point of this class; access is granted at launch
 final class LibcBindings {
 
     static final StructLayout CALL_STATE_LAYOUT = Linker.Option.captureStateLayout();
