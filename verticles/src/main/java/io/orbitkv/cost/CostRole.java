@@ -64,9 +64,4 @@ final class CostRole {
         }
         return result;
     }
-
-    /** For tests: direct estimator reads without recording an age. */
-    CostEstimator estimator() {
-        return estimator;
-    }
 }

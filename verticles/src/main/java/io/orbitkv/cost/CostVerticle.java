@@ -93,9 +93,9 @@ public final class CostVerticle extends VerticleBase {
         }
     }
 
-    /** For tests: the role state, to be touched only on this verticle's context. */
-    CostRole role() {
-        return role;
+    /** For tests: runs {@code task} on this verticle's event loop. */
+    void runOnCostLoop(Runnable task) {
+        context.runOnContext(ignored -> task.run());
     }
 
     /** For tests: the shared intake. */
