@@ -1,0 +1,42 @@
+package io.orbitkv.cost;
+
+import java.util.Locale;
+
+/**
+ * The bounded set of measured paths. Each path has exactly one {@link SampleKind}; its name in lower case is the
+ * {@code path} metric label.
+ */
+public enum CostPath {
+    SSD_READ(SampleKind.OPERATION),
+    SSD_WRITE(SampleKind.OPERATION),
+    POOL_COPY_IN(SampleKind.OPERATION),
+    POOL_COPY_OUT(SampleKind.OPERATION),
+    CODEC_ENCODE(SampleKind.OPERATION),
+    CODEC_DECODE(SampleKind.OPERATION),
+    PEER_FETCH(SampleKind.OPERATION),
+    /** Enqueue to engine-restore completion through host-staged io_uring reads. */
+    SSD_RESTORE_ROUTE(SampleKind.ROUTE),
+    /** Enqueue to engine-restore completion through cuFile GPU staging. */
+    SSD_CUFILE_RESTORE_ROUTE(SampleKind.ROUTE),
+    /** Enqueue until the state is resident in local DRAM (host ready) from a local source. */
+    HOST_READY_ROUTE(SampleKind.ROUTE),
+    /** Enqueue until the state is resident in local DRAM (host ready) from a peer source. */
+    PEER_HOST_READY_ROUTE(SampleKind.ROUTE);
+
+    private final SampleKind sampleKind;
+    private final String label;
+
+    CostPath(SampleKind sampleKind) {
+        this.sampleKind = sampleKind;
+        this.label = name().toLowerCase(Locale.ROOT);
+    }
+
+    public SampleKind sampleKind() {
+        return sampleKind;
+    }
+
+    /** The metric label value. */
+    public String label() {
+        return label;
+    }
+}

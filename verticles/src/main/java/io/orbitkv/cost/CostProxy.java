@@ -1,0 +1,122 @@
+package io.orbitkv.cost;
+
+import io.vertx.core.Future;
+import io.vertx.core.eventbus.DeliveryOptions;
+import io.vertx.core.eventbus.EventBus;
+import io.vertx.core.eventbus.Message;
+
+import java.util.Objects;
+
+/**
+ * Typed entry point to the cost role; callers never see its address. Obtain it from {@link CostVerticle#proxy()}.
+ *
+ * <p>Design note: every method returns without waiting. Observations are fire-and-forget through the bounded
+ * {@link CostIntake}; when the role is busy the update is dropped and counted in
+ * {@code orbitkv_cost_updates_dropped_total}. Shadow and estimate requests answer {@link ShadowDecision#UNKNOWN} /
+ * {@link CostEstimateResult.Reason#BUSY} in that case and never fail: cost is advisory and must not change execution.
+ * With observations off every method is a no-op fast path that touches no counter.
+ */
+public final class CostProxy {
+
+    static final String ADDRESS = "orbitkv.cost";
+    static final long REQUEST_TIMEOUT_MS = 5_000;
+
+    private static final DeliveryOptions SEND = new DeliveryOptions().setLocalOnly(true);
+    private static final DeliveryOptions REQUEST =
+            new DeliveryOptions().setLocalOnly(true).setSendTimeout(REQUEST_TIMEOUT_MS);
+
+    private final CostSettings settings;
+    private final CostIntake intake;
+    private final CostMetrics metrics;
+    private final CostClock clock;
+
+    CostProxy(CostSettings settings, CostIntake intake, CostMetrics metrics, CostClock clock) {
+        this.settings = Objects.requireNonNull(settings, "settings");
+        this.intake = Objects.requireNonNull(intake, "intake");
+        this.metrics = Objects.requireNonNull(metrics, "metrics");
+        this.clock = Objects.requireNonNull(clock, "clock");
+    }
+
+    /** Whether observations and shadow comparisons are on. */
+    public boolean observationsEnabled() {
+        return settings.observationsEnabled();
+    }
+
+    /** Whether the guarded cost-based selection may be used (implies observations). */
+    public boolean selectionEnabled() {
+        return settings.selectionEnabled();
+    }
+
+    /** The clock observations are timed with. */
+    public CostClock clock() {
+        return clock;
+    }
+
+    /** Reports a terminal observation; never blocks; dropped and counted when the role is busy. */
+    public void report(ObservationRecord record) {
+        if (!settings.observationsEnabled()) {
+            return;
+        }
+        offer(record, CostMessageKind.OBSERVATION);
+    }
+
+    /**
+     * Starts timing work whose completion the calling owner will report (see {@link InFlightObservation}); the time
+     * origin is now.
+     */
+    public InFlightObservation start(CostEstimateKey key) {
+        if (!settings.observationsEnabled()) {
+            return InFlightObservation.DISABLED;
+        }
+        return new InFlightObservation(this, Objects.requireNonNull(key, "key"), clock.nanoTime());
+    }
+
+    /** Compares the executing path with its alternatives; records the decision; never changes execution. */
+    public Future<ShadowResult> shadow(ShadowRequest request) {
+        if (!settings.observationsEnabled()) {
+            return Future.succeededFuture(ShadowResult.UNKNOWN_NOT_RECORDED);
+        }
+        EventBus bus = intake.tryAcquire();
+        if (bus == null) {
+            metrics.dropped(CostMessageKind.SHADOW);
+            return Future.succeededFuture(ShadowResult.UNKNOWN_NOT_RECORDED);
+        }
+        return bus.<ShadowResult>request(ADDRESS, request, REQUEST)
+                .map(Message::body)
+                .otherwise(ShadowResult.UNKNOWN_NOT_RECORDED);
+    }
+
+    /** The current estimate for {@code key}, or the reason there is none. */
+    public Future<CostEstimateResult> estimate(CostEstimateKey key) {
+        if (!settings.observationsEnabled()) {
+            return Future.succeededFuture(new CostEstimateResult.Unavailable(CostEstimateResult.Reason.DISABLED, 0));
+        }
+        CostEstimateResult busy = new CostEstimateResult.Unavailable(CostEstimateResult.Reason.BUSY, 0);
+        EventBus bus = intake.tryAcquire();
+        if (bus == null) {
+            metrics.dropped(CostMessageKind.ESTIMATE);
+            return Future.succeededFuture(busy);
+        }
+        return bus.<CostEstimateResult>request(ADDRESS, new EstimateQuery(key), REQUEST)
+                .map(Message::body)
+                .otherwise(busy);
+    }
+
+    void duplicateFinish(CostPath path) {
+        metrics.duplicateFinish(path);
+    }
+
+    private void offer(CostMessage message, CostMessageKind kind) {
+        EventBus bus = intake.tryAcquire();
+        if (bus == null) {
+            metrics.dropped(kind);
+            return;
+        }
+        try {
+            bus.send(ADDRESS, message, SEND);
+        } catch (RuntimeException sendFailure) {
+            intake.release();
+            metrics.dropped(kind);
+        }
+    }
+}

@@ -1,0 +1,105 @@
+package io.orbitkv.cost;
+
+import io.micrometer.core.instrument.MeterRegistry;
+import io.vertx.core.Future;
+import io.vertx.core.VerticleBase;
+import io.vertx.core.eventbus.DeliveryOptions;
+import io.vertx.core.eventbus.Message;
+import io.vertx.core.eventbus.MessageConsumer;
+import io.vertx.core.eventbus.MessageConsumerOptions;
+
+import java.util.Objects;
+
+/**
+ * The cost role (cost observation): observation intake, bounded estimates, shadow comparisons and cost metrics.
+ *
+ * <p>Design note — concurrency: the estimator, comparator and lazily created meters are owned by this verticle's event
+ * loop; the only state shared with other threads is the {@link CostIntake} slot counter (and thread-safe Micrometer
+ * counters for drops and duplicate finishes). Other roles talk to it only through {@link #proxy()}.
+ *
+ * <p>Design note — bounds: the intake admits at most {@link CostSettings#intakeCapacity()} messages queued or running
+ * here; the consumer's own buffer ({@code maxBufferedMessages}) is set to the same figure so the event bus never
+ * discards a message the intake admitted. Each handler gives its slot back before doing any work.
+ *
+ * <p>Design note — off by default: with observations off, {@link #start()} registers nothing and the proxy is a no-op.
+ *
+ * <p>Usage: {@code var cost = new CostVerticle(CostSettings.fromEnvironment(config), registry);
+ * vertx.deployVerticle(cost).onSuccess(id -> otherRole(cost.proxy()))}. The proxy exists from construction; before
+ * the deployment completes (and after undeploy) reports are dropped and counted.
+ */
+public final class CostVerticle extends VerticleBase {
+
+    private static final DeliveryOptions REPLY = new DeliveryOptions().setLocalOnly(true);
+
+    private final CostSettings settings;
+    private final CostIntake intake;
+    private final CostRole role;
+    private final CostProxy proxy;
+    private MessageConsumer<CostMessage> consumer;
+
+    public CostVerticle(CostSettings settings, MeterRegistry registry) {
+        this(settings, registry, CostClock.SYSTEM);
+    }
+
+    public CostVerticle(CostSettings settings, MeterRegistry registry, CostClock clock) {
+        this.settings = Objects.requireNonNull(settings, "settings");
+        CostMetrics metrics = new CostMetrics(registry);
+        this.intake = new CostIntake(settings.intakeCapacity());
+        this.role = new CostRole(clock, metrics);
+        this.proxy = new CostProxy(settings, intake, metrics, clock);
+    }
+
+    /** The typed proxy other roles use; safe to share across threads. */
+    public CostProxy proxy() {
+        return proxy;
+    }
+
+    /** Registers the local codecs of every cost message and reply type on this Vertx (idempotent). */
+    static void registerCodecs(io.vertx.core.Vertx vertx) {
+        LocalObjectCodec.registerOnce(vertx, ObservationRecord.class);
+        LocalObjectCodec.registerOnce(vertx, ShadowRequest.class);
+        LocalObjectCodec.registerOnce(vertx, EstimateQuery.class);
+        LocalObjectCodec.registerOnce(vertx, ShadowResult.class);
+        LocalObjectCodec.registerOnce(vertx, CostEstimateResult.Usable.class);
+        LocalObjectCodec.registerOnce(vertx, CostEstimateResult.Unavailable.class);
+    }
+
+    @Override
+    public Future<?> start() {
+        if (!settings.observationsEnabled()) {
+            return Future.succeededFuture();
+        }
+        registerCodecs(vertx);
+        consumer = vertx.eventBus().consumer(new MessageConsumerOptions()
+                .setAddress(CostProxy.ADDRESS)
+                .setLocalOnly(true)
+                .setMaxBufferedMessages(settings.intakeCapacity()));
+        consumer.handler(this::onMessage);
+        return consumer.completion().onSuccess(registered -> intake.open(vertx.eventBus()));
+    }
+
+    @Override
+    public Future<?> stop() {
+        intake.close();
+        return consumer == null ? Future.succeededFuture() : consumer.unregister();
+    }
+
+    private void onMessage(Message<CostMessage> message) {
+        intake.release();
+        switch (message.body()) {
+            case ObservationRecord record -> role.onObservation(record);
+            case ShadowRequest request -> message.reply(role.onShadow(request), REPLY);
+            case EstimateQuery query -> message.reply(role.onEstimate(query), REPLY);
+        }
+    }
+
+    /** For tests: runs {@code task} on this verticle's event loop. */
+    void runOnCostLoop(Runnable task) {
+        context.runOnContext(ignored -> task.run());
+    }
+
+    /** For tests: the shared intake. */
+    CostIntake intake() {
+        return intake;
+    }
+}

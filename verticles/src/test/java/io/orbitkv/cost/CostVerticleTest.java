@@ -1,0 +1,206 @@
+package io.orbitkv.cost;
+
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.vertx.core.Vertx;
+import io.vertx.core.eventbus.DeliveryOptions;
+import io.vertx.junit5.Timeout;
+import io.vertx.junit5.VertxExtension;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+/** Full path through the real local event bus. Futures are joined with hard timeouts; nothing sleeps. */
+@ExtendWith(VertxExtension.class)
+@Timeout(value = 15, timeUnit = TimeUnit.SECONDS)
+class CostVerticleTest {
+
+    private static final long WAIT_S = 10;
+
+    private Vertx vertx;
+    private SimpleMeterRegistry registry;
+    private final ManualClock clock = new ManualClock();
+
+    @BeforeEach
+    void setUp() {
+        vertx = Vertx.vertx();
+        registry = new SimpleMeterRegistry();
+    }
+
+    @AfterEach
+    void tearDown() throws Exception {
+        vertx.close().toCompletionStage().toCompletableFuture().get(WAIT_S, TimeUnit.SECONDS);
+    }
+
+    private CostVerticle deploy(CostSettings settings) throws Exception {
+        CostVerticle verticle = new CostVerticle(settings, registry, clock);
+        vertx.deployVerticle(verticle).toCompletionStage().toCompletableFuture().get(WAIT_S, TimeUnit.SECONDS);
+        return verticle;
+    }
+
+    private <T> T join(io.vertx.core.Future<T> future) throws Exception {
+        return future.toCompletionStage().toCompletableFuture().get(WAIT_S, TimeUnit.SECONDS);
+    }
+
+    private double count(String name, String... tags) {
+        var counter = registry.find(name).tags(tags).counter();
+        return counter == null ? 0 : counter.count();
+    }
+
+    @Test
+    void fullIntakeDropsAndCountsWhileReportReturnsImmediately() throws Exception {
+        int capacity = 8;
+        int extra = 100;
+        CostVerticle verticle = deploy(CostSettings.observing(capacity));
+        CostProxy proxy = verticle.proxy();
+
+        // Make the cost role busy: its event loop waits on a latch this test thread holds.
+        CountDownLatch busy = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        verticle.runOnCostLoop(() -> {
+            busy.countDown();
+            try {
+                release.await(WAIT_S, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        assertThat(busy.await(WAIT_S, TimeUnit.SECONDS)).isTrue();
+
+        ObservationRecord record = TestKeys.succeeded(TestKeys.ssdRead(4096), 1_000);
+        for (int i = 0; i < capacity + extra; i++) {
+            proxy.report(record); // would deadlock this test if it waited for the blocked loop
+        }
+        assertThat(verticle.intake().inFlight()).isEqualTo(capacity);
+        assertThat(count("orbitkv.cost.updates.dropped", "message", "observation")).isEqualTo(extra);
+        assertThat(count("orbitkv.cost.operations")).isZero();
+
+        release.countDown();
+        await().atMost(WAIT_S, TimeUnit.SECONDS).untilAsserted(() ->
+                assertThat(count("orbitkv.cost.operations", "path", "ssd_read", "outcome", "succeeded"))
+                        .isEqualTo(capacity));
+        await().atMost(WAIT_S, TimeUnit.SECONDS).until(() -> verticle.intake().inFlight() == 0);
+        // Capacity is free again: the next report is accepted, not dropped.
+        proxy.report(record);
+        await().atMost(WAIT_S, TimeUnit.SECONDS).untilAsserted(() ->
+                assertThat(count("orbitkv.cost.operations", "path", "ssd_read", "outcome", "succeeded"))
+                        .isEqualTo(capacity + 1));
+        assertThat(count("orbitkv.cost.updates.dropped", "message", "observation")).isEqualTo(extra);
+    }
+
+    @Test
+    void reportsTrainEstimatesAndShadowAnswersThroughTheProxy() throws Exception {
+        CostProxy proxy = deploy(CostSettings.observing(64)).proxy();
+        CostEstimateKey uring = TestKeys.restore(CostPath.SSD_RESTORE_ROUTE, TestKeys.GPU0);
+        CostEstimateKey cufile = TestKeys.restore(CostPath.SSD_CUFILE_RESTORE_ROUTE, TestKeys.GPU0);
+        for (int i = 0; i < 4; i++) {
+            proxy.report(TestKeys.succeeded(uring, 2_000_000));
+            proxy.report(TestKeys.succeeded(cufile, 500_000));
+        }
+        // The intake is FIFO on one loop: a query sent after the reports sees them all.
+        CostEstimateResult estimate = join(proxy.estimate(uring));
+        assertThat(estimate.usable()).hasValue(new CostEstimate(2_000_000, 0, 4, 0));
+        assertThat(join(proxy.estimate(TestKeys.restore(CostPath.SSD_RESTORE_ROUTE, TestKeys.GPU1))))
+                .isEqualTo(new CostEstimateResult.Unavailable(CostEstimateResult.Reason.NO_ENTRY, 0));
+
+        ShadowResult shadow = join(proxy.shadow(new ShadowRequest(uring,
+                List.of(ShadowAlternative.when(cufile, () -> true)))));
+        assertThat(shadow.decision()).isEqualTo(ShadowDecision.SUGGEST_ALTERNATIVE);
+        assertThat(shadow.suggested()).hasValue(cufile);
+        assertThat(count("orbitkv.cost.shadow.decisions", "decision", "suggest_alternative")).isEqualTo(1);
+        assertThat(proxy.selectionEnabled()).isFalse();
+    }
+
+    @Test
+    void onlyTheOwnerFinishesAnInFlightObservationAndOnlyOnce() throws Exception {
+        CostVerticle verticle = deploy(CostSettings.observing(64));
+        CostProxy proxy = verticle.proxy();
+        CostEstimateKey key = TestKeys.ssdRead(1 << 20);
+
+        InFlightObservation observation = proxy.start(key); // enqueued at t0
+        clock.advanceNanos(3_000);
+        observation.markSubmitted(); // queue 3 us
+        clock.advanceNanos(40_000);
+        assertThat(observation.finish(ObservationOutcome.SUCCEEDED, ObservedBytes.of(1 << 20, 1 << 20))).isTrue();
+        assertThat(observation.finish(ObservationOutcome.FAILED, ObservedBytes.UNKNOWN)).isFalse();
+        assertThat(observation.finish(ObservationOutcome.SUCCEEDED, ObservedBytes.UNKNOWN)).isFalse();
+        assertThat(count("orbitkv.cost.finish.duplicates", "path", "ssd_read")).isEqualTo(2);
+
+        for (int i = 0; i < 3; i++) {
+            InFlightObservation next = proxy.start(key);
+            clock.advanceNanos(40_000);
+            next.finish(ObservationOutcome.SUCCEEDED, ObservedBytes.of(1 << 20, 1 << 20));
+        }
+        // Service time only (40 us), never queue + service.
+        assertThat(join(proxy.estimate(key)).usable().orElseThrow().predictedNanos()).isEqualTo(40_000);
+        var service = registry.find("orbitkv.cost.stage").tags("stage", "service", "path", "ssd_read").timer();
+        var queue = registry.find("orbitkv.cost.stage").tags("stage", "queue", "path", "ssd_read").timer();
+        assertThat(service.count()).isEqualTo(4);
+        assertThat(queue.count()).isEqualTo(1);
+        assertThat(queue.totalTime(TimeUnit.NANOSECONDS)).isEqualTo(3_000);
+    }
+
+    @Test
+    void routeTimeoutIsCensoredAndNeverTrains() throws Exception {
+        CostProxy proxy = deploy(CostSettings.observing(64)).proxy();
+        CostEstimateKey route = TestKeys.restore(CostPath.SSD_RESTORE_ROUTE, TestKeys.GPU0);
+        for (int i = 0; i < 6; i++) {
+            InFlightObservation observation = proxy.start(route);
+            clock.advanceNanos(1_000_000);
+            observation.markAdmitted();
+            clock.advanceNanos(9_000_000);
+            observation.finish(ObservationOutcome.TIMED_OUT, ObservedBytes.UNKNOWN);
+        }
+        assertThat(join(proxy.estimate(route)))
+                .isEqualTo(new CostEstimateResult.Unavailable(CostEstimateResult.Reason.NO_ENTRY, 0));
+        assertThat(count("orbitkv.cost.operations", "outcome", "timed_out")).isEqualTo(6);
+        assertThat(registry.find("orbitkv.cost.stage").tags("stage", "total").timer()).isNull();
+        assertThat(registry.find("orbitkv.cost.stage").tags("stage", "admission").timer().count()).isEqualTo(6);
+    }
+
+    @Test
+    void disabledIsACounterFreeNoOp() throws Exception {
+        CostVerticle verticle = deploy(CostSettings.disabled());
+        CostProxy proxy = verticle.proxy();
+        CostEstimateKey key = TestKeys.ssdRead(4096);
+        proxy.report(TestKeys.succeeded(key, 1_000));
+        InFlightObservation observation = proxy.start(key);
+        assertThat(observation.finish(ObservationOutcome.SUCCEEDED, ObservedBytes.UNKNOWN)).isFalse();
+        assertThat(observation.finish(ObservationOutcome.SUCCEEDED, ObservedBytes.UNKNOWN)).isFalse();
+        assertThat(join(proxy.shadow(new ShadowRequest(key, List.of()))).decision())
+                .isEqualTo(ShadowDecision.UNKNOWN);
+        assertThat(join(proxy.estimate(key)))
+                .isEqualTo(new CostEstimateResult.Unavailable(CostEstimateResult.Reason.DISABLED, 0));
+        registry.getMeters().forEach(meter -> meter.measure().forEach(m ->
+                assertThat(m.getValue()).as(meter.getId().toString()).isZero()));
+        assertThat(verticle.intake().inFlight()).isZero();
+    }
+
+    @Test
+    void reportsBeforeDeploymentAreDroppedNotLeaked() {
+        CostVerticle verticle = new CostVerticle(CostSettings.observing(4), registry, clock);
+        verticle.proxy().report(TestKeys.succeeded(TestKeys.ssdRead(1), 1));
+        assertThat(verticle.intake().inFlight()).isZero();
+        assertThat(count("orbitkv.cost.updates.dropped", "message", "observation")).isEqualTo(1);
+    }
+
+    @Test
+    void localCodecRegistersOnceAndHandsOverTheSameObject() throws Exception {
+        CostVerticle.registerCodecs(vertx);
+        CostVerticle.registerCodecs(vertx);
+        ObservationRecord sent = TestKeys.succeeded(TestKeys.ssdRead(1), 1);
+        CompletableFuture<Object> received = new CompletableFuture<>();
+        vertx.eventBus().<ObservationRecord>localConsumer("codec-test", message -> received.complete(message.body()))
+                .completion().toCompletionStage().toCompletableFuture().get(WAIT_S, TimeUnit.SECONDS);
+        vertx.eventBus().send("codec-test", sent, new DeliveryOptions().setLocalOnly(true));
+        assertThat(received.get(WAIT_S, TimeUnit.SECONDS)).isSameAs(sent);
+    }
+}
