@@ -49,6 +49,13 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
 
     @Override
     public void afterEach(ExtensionContext context) throws Exception {
+        // Nothing a test did may leave a lease, a pinned byte or an outstanding query behind.
+        if (context.getExecutionException().isEmpty()) {
+            assertThat(metric("orbitkv_leases_active")).as("leases left").isZero();
+            assertThat(metric("orbitkv_leases_bytes")).as("leased bytes left").isZero();
+            assertThat(metric("orbitkv_images_pinned")).as("pinned images left").isZero();
+            assertThat(metric("orbitkv_queries_outstanding")).as("outstanding queries left").isZero();
+        }
         Path pool = manager.poolPath();
         Path socket = manager.unixSocket();
         manager.close();
