@@ -47,14 +47,14 @@ public final class Manager implements AutoCloseable {
      * A Vertx on the epoll transport: Vert.x 5.0.7's io_uring transport refuses Unix domain sockets, and engines
      * connect over one by default. (The SSD role drives io_uring for file I/O on its own netty loop.)
      */
-    public static Vertx newVertx() {
-        return Vertx.builder().with(new VertxOptions().setPreferNativeTransport(true))
+    public static Vertx newVertx(int eventLoopThreads) {
+        return Vertx.builder().with(new VertxOptions().setPreferNativeTransport(true).setEventLoopPoolSize(eventLoopThreads))
                 .withTransport(io.vertx.core.transport.Transport.EPOLL).build();
     }
 
     /** Starts a Manager on its own Vertx; the future fails with a clear cause, leaving nothing running. */
     public static Future<Manager> start(ManagerConfig config) {
-        Vertx vertx = newVertx();
+        Vertx vertx = newVertx(config.eventLoopThreads());
         if (!vertx.isNativeTransportEnabled()) {
             vertx.close();
             return Future.failedFuture(new IllegalStateException("no native transport (io_uring/epoll): Unix-socket gRPC is unavailable: "

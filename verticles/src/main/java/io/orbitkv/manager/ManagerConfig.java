@@ -32,7 +32,8 @@ public record ManagerConfig(
         long queryReplyTtlMillis,
         double queryByteBudgetFraction,
         double publishBudgetFraction,
-        Path authTokenFile) {
+        Path authTokenFile,
+        int eventLoopThreads) {
 
     /** Every key with its default, as documented in the README and conf/orbitkv.yaml. */
     public static final Map<String, String> DEFAULTS = defaults();
@@ -58,6 +59,7 @@ public record ManagerConfig(
         d.put("query.byte-budget-fraction", "0.75");
         d.put("publish.budget-fraction", "0.5");
         d.put("auth.token-file", "");
+        d.put("manager.event-loop-threads", "1");
         return Map.copyOf(d);
     }
 
@@ -99,7 +101,8 @@ public record ManagerConfig(
                 integer(v, "query.reply-ttl-ms", 100, 3600_000),
                 fraction(v, "query.byte-budget-fraction"),
                 fraction(v, "publish.budget-fraction"),
-                token.isBlank() ? dataDir.resolve("engine.token") : Path.of(token));
+                token.isBlank() ? dataDir.resolve("engine.token") : Path.of(token),
+                (int) integer(v, "manager.event-loop-threads", 1, 256));
     }
 
     /** A pool file name unique to this Manager's data directory and process. */

@@ -45,20 +45,21 @@ public final class DramBench {
         int queryIterations = Integer.parseInt(opts.getOrDefault("query-iterations", "3000"));
         String poolSize = opts.getOrDefault("pool-size", "1GiB");
         try {
-            return measure(pageBytes, batchPages, rounds, queryIterations, poolSize);
+            return measure(pageBytes, batchPages, rounds, queryIterations, poolSize, opts);
         } catch (Exception e) {
             throw new IllegalStateException("dram bench failed: " + e.getMessage(), e);
         }
     }
 
-    private static JsonObject measure(long pageBytes, int batchPages, int rounds, int queryIterations, String poolSize)
-            throws Exception {
+    private static JsonObject measure(long pageBytes, int batchPages, int rounds, int queryIterations, String poolSize,
+                                      Map<String, String> opts) throws Exception {
         Path dataDir = Files.createTempDirectory("orbitkv-bench-dram-");
         Map<String, String> settings = new HashMap<>();
         settings.put("data-dir", dataDir.toString());
         settings.put("pool.size", poolSize);
         settings.put("grpc.tcp-port", "0");
         settings.put("metrics.port", "0");
+        settings.put("manager.event-loop-threads", opts.getOrDefault("event-loop-threads", "1"));
         ManagerConfig config = ManagerConfig.from(settings);
         try (Manager manager = Manager.start(config).await(120, TimeUnit.SECONDS);
              OrbitKvClient client = OrbitKvClient.connectUnix(manager.unixSocket(), manager.token());
@@ -155,6 +156,7 @@ public final class DramBench {
                         .config("page_bytes", pageBytes).config("batch_pages", batchPages).config("rounds", rounds)
                         .config("query_iterations", queryIterations).config("pool_size", poolSize)
                         .config("channel", "grpc over unix socket")
+                        .config("manager_event_loop_threads", config.eventLoopThreads())
                         .build().toJson();
             }
         } finally {
