@@ -32,7 +32,10 @@ public record ManagerConfig(
         long queryReplyTtlMillis,
         double queryByteBudgetFraction,
         double publishBudgetFraction,
-        Path authTokenFile) {
+        Path authTokenFile,
+        double queryInstanceBudgetFraction,
+        double querySpeculativeFraction,
+        io.orbitkv.admission.TenantShares queryTenantShares) {
 
     /** Every key with its default, as documented in the README and conf/orbitkv.yaml. */
     public static final Map<String, String> DEFAULTS = defaults();
@@ -56,6 +59,12 @@ public record ManagerConfig(
         d.put("query.wait-budget-ms", "5000");
         d.put("query.reply-ttl-ms", "30000");
         d.put("query.byte-budget-fraction", "0.75");
+        // Of the query byte budget: demand lease bytes one engine instance may hold.
+        d.put("query.instance-budget-fraction", "1.0");
+        // Of the pool: the cap on speculative warming leases (they also only use what demand leaves of the budget).
+        d.put("query.speculative-fraction", "0.1");
+        // "a=0.5,b=0.5": tenants' shares of the query byte budget; empty = equal shares among active tenants.
+        d.put("query.tenant-shares", "");
         d.put("publish.budget-fraction", "0.5");
         d.put("auth.token-file", "");
         return Map.copyOf(d);
@@ -99,7 +108,10 @@ public record ManagerConfig(
                 integer(v, "query.reply-ttl-ms", 100, 3600_000),
                 fraction(v, "query.byte-budget-fraction"),
                 fraction(v, "publish.budget-fraction"),
-                token.isBlank() ? dataDir.resolve("engine.token") : Path.of(token));
+                token.isBlank() ? dataDir.resolve("engine.token") : Path.of(token),
+                fraction(v, "query.instance-budget-fraction"),
+                fraction(v, "query.speculative-fraction"),
+                tenantShares(v, "query.tenant-shares"));
     }
 
     /** A pool file name unique to this Manager's data directory and process. */
@@ -181,6 +193,14 @@ public record ManagerConfig(
             throw new ConfigException(key, "must be a fraction in (0, 1], got " + d);
         }
         return d;
+    }
+
+    private static io.orbitkv.admission.TenantShares tenantShares(Map<String, String> v, String key) {
+        try {
+            return io.orbitkv.admission.TenantShares.parse(v.get(key));
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(key, e.getMessage());
+        }
     }
 
     private static String host(Map<String, String> v, String key) {
