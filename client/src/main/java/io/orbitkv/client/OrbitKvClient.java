@@ -68,8 +68,11 @@ public final class OrbitKvClient implements AutoCloseable {
         return vertx;
     }
 
-    /** One unary call with the token header; a non-OK status becomes an OrbitKvException. */
-    <Q, R> Future<R> call(ServiceMethod<R, Q> method, Q request) {
+    /**
+     * One raw unary call with the token header; a non-OK status becomes an OrbitKvException. The typed methods of
+     * {@link EngineSession} cover the API; this is for tools and tests that need to send exactly what they want.
+     */
+    public <Q, R> Future<R> call(ServiceMethod<R, Q> method, Q request) {
         return grpc.request(address, method).compose(req -> {
             req.headers().set(TOKEN_HEADER, token);
             return req.end(request).compose(v -> req.response()).compose(resp -> resp.last().recover(failure -> {
@@ -77,16 +80,24 @@ public final class OrbitKvClient implements AutoCloseable {
                 if (status == null || status == GrpcStatus.OK) {
                     return Future.failedFuture(failure);
                 }
+                String message = resp.statusMessage() == null ? status.name() : resp.statusMessage();
+                // A refusal without a payload travels as a trailers-only response: the reason may then sit in the
+                // headers; the status message always starts with it ("REASON: explanation").
                 String reasonName = resp.trailers().get("orbitkv-error-reason");
+                if (reasonName == null) {
+                    reasonName = resp.headers().get("orbitkv-error-reason");
+                }
+                if (reasonName == null && message.indexOf(':') > 0) {
+                    reasonName = message.substring(0, message.indexOf(':'));
+                }
                 ErrorReason reason = ErrorReason.ERROR_REASON_UNSPECIFIED;
                 if (reasonName != null) {
                     try {
                         reason = ErrorReason.valueOf(reasonName);
                     } catch (IllegalArgumentException unknown) {
-                        // A newer Manager's reason: keep UNSPECIFIED, the message still explains.
+                        // A newer Manager's reason, or not a Manager refusal: UNSPECIFIED; the message explains.
                     }
                 }
-                String message = resp.statusMessage() == null ? status.name() : resp.statusMessage();
                 return Future.failedFuture(new OrbitKvException(reason, status.name(), message));
             }));
         });

@@ -23,6 +23,7 @@ import java.util.concurrent.TimeUnit;
  * (and releases what it made) before anything listens when the data directory or the pool cannot be created.
  */
 public final class Manager implements AutoCloseable {
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Manager.class);
     private final Vertx vertx;
     private final ManagerConfig config;
     private final PrometheusMeterRegistry registry;
@@ -67,9 +68,12 @@ public final class Manager implements AutoCloseable {
             if (!Files.isDirectory(config.poolShmDir())) {
                 throw new ConfigException("pool.shm-dir", config.poolShmDir() + " is not a directory");
             }
+            for (Path stale : StalePools.removeDead(config.poolShmDir())) {
+                LOG.info("removed the pool file {} of a Manager that is no longer running", stale);
+            }
             return io.orbitkv.engine.EngineVerticle.loadOrCreateToken(config.authTokenFile());
         });
-        return prepared.compose(token -> {
+        Future<Manager> started = prepared.compose(token -> {
             long poolBytes = config.poolSizeBytes();
             StorageVerticle storage = new StorageVerticle(new StorageVerticle.Settings(poolPath, poolBytes,
                     config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation), registry);
@@ -91,7 +95,25 @@ public final class Manager implements AutoCloseable {
                     .compose(id -> vertx.deployVerticle(engine))
                     .compose(id -> vertx.deployVerticle(health))
                     .map(id -> new Manager(vertx, config, registry, engine, health, token, poolPath));
-        }).recover(failure -> vertx.close().transform(ignored -> Future.failedFuture(failure)));
+        });
+        // The caller's future is completed outside any Vert.x context: on failure the Vertx is closed first, from a
+        // thread it does not own, so nothing is left running when the caller hears of the failure.
+        java.util.concurrent.CompletableFuture<Manager> result = new java.util.concurrent.CompletableFuture<>();
+        started.onComplete(ar -> {
+            if (ar.succeeded()) {
+                result.complete(ar.result());
+                return;
+            }
+            Thread.ofPlatform().name("orbitkv-start-failure").start(() -> {
+                try {
+                    vertx.close().await(30, TimeUnit.SECONDS);
+                } catch (Exception ignored) {
+                    // Reporting the start failure matters more than a slow close.
+                }
+                result.completeExceptionally(ar.cause());
+            });
+        });
+        return Future.fromCompletionStage(result);
     }
 
     private static void prepareDataDir(Path dataDir) throws java.io.IOException {

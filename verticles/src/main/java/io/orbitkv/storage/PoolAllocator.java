@@ -101,7 +101,9 @@ public final class PoolAllocator {
             sizeClass.withFreeSlot.remove(span);
         }
         long offset = span.startChunk * chunkBytes + index * classBytes;
-        return grant(offset, lengthBytes, classBytes);
+        Slot slot = grant(offset, lengthBytes, classBytes);
+        span.generations[index] = slot.generation();
+        return slot;
     }
 
     private Slot allocateLarge(long lengthBytes) {
@@ -116,7 +118,9 @@ public final class PoolAllocator {
         span.used = 1;
         spansByChunk.put(start, span);
         spanBytes += chunks * chunkBytes;
-        return grant(start * chunkBytes, lengthBytes, chunks * chunkBytes);
+        Slot slot = grant(start * chunkBytes, lengthBytes, chunks * chunkBytes);
+        span.generations[0] = slot.generation();
+        return slot;
     }
 
     private Slot grant(long offset, long lengthBytes, long slotSize) {
@@ -135,8 +139,9 @@ public final class PoolAllocator {
         }
         int index = span.sizeClass == null ? 0
                 : (int) ((slot.offset() - span.startChunk * chunkBytes) / span.sizeClass.classBytes);
-        if (!span.occupied.get(index)) {
-            throw new IllegalStateException("slot at " + slot.offset() + " freed twice");
+        if (!span.occupied.get(index) || span.generations[index] != slot.generation()) {
+            throw new IllegalStateException("slot at " + slot.offset() + " generation " + slot.generation()
+                    + " is not live (freed twice, or reused since)");
         }
         span.occupied.clear(index);
         span.used--;
@@ -281,6 +286,8 @@ public final class PoolAllocator {
         final int chunks;
         final int capacity;
         final BitSet occupied;
+        /** Generation of each live slot: a stale Slot (freed, then reused) is detected on free. */
+        final long[] generations;
         int used;
 
         Span(SizeClass sizeClass, int startChunk, int chunks, int capacity) {
@@ -289,6 +296,7 @@ public final class PoolAllocator {
             this.chunks = chunks;
             this.capacity = capacity;
             this.occupied = new BitSet(capacity);
+            this.generations = new long[capacity];
         }
     }
 }

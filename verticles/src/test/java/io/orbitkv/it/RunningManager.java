@@ -82,6 +82,16 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         assertThat(stats.getSessionOutstandingQueries()).as("outstanding queries").isZero();
     }
 
+    /** Releases the given READY leases, then asserts that no lease remains. */
+    public static void assertNoLeasesAfter(EngineSession session, io.orbitkv.protocol.engine.QueryReply... replies) {
+        for (io.orbitkv.protocol.engine.QueryReply reply : replies) {
+            if (reply.getStatus() == io.orbitkv.protocol.engine.QueryStatus.READY) {
+                session.release(reply.getLease().getLeaseId()).await();
+            }
+        }
+        assertNoLeases(session);
+    }
+
     /** Reads a metric value from the real /metrics endpoint. */
     public double metric(String nameAndLabels) throws Exception {
         String body = scrape();

@@ -1,0 +1,15 @@
+package io.orbitkv.app;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+import picocli.CommandLine;
+
+/** Subcommands added by other parts of the project (e.g. {@code replay}); one line each. */
+final class ExtraCommands {
+    private ExtraCommands() {}
+
+    static Map<String, CommandLine> all() {
+        Map<String, CommandLine> commands = new LinkedHashMap<>();
+        return commands;
+    }
+}

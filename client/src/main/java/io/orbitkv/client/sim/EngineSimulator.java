@@ -1,0 +1,128 @@
+package io.orbitkv.client.sim;
+
+import com.google.protobuf.ByteString;
+import io.orbitkv.client.EngineSession;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.codecs.extent.Crc32c;
+import io.orbitkv.protocol.engine.*;
+import io.vertx.core.json.JsonObject;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Consumer;
+
+/**
+ * What a new user runs next to a Manager to see it work: registers an engine instance, publishes {@code pages}
+ * pages of deterministic synthetic KV, queries several prefixes (whole, half, one block, and a longer chain whose
+ * tail is unknown), copies every READY page out of the pool into its own memory, verifies every byte, releases each
+ * lease and unregisters.
+ */
+public final class EngineSimulator {
+    public record Options(Path dataDir, String tcp, int pages, long pageBytes, long seed) {}
+
+    public record Result(int publishedPages, long publishedBytes, int queries, int readyQueries, long verifiedBytes,
+                         long mismatches, List<String> problems) {
+        public boolean ok() {
+            return mismatches == 0 && problems.isEmpty();
+        }
+
+        public JsonObject toJson() {
+            return new JsonObject().put("ok", ok()).put("published_pages", publishedPages)
+                    .put("published_bytes", publishedBytes).put("queries", queries).put("ready_queries", readyQueries)
+                    .put("verified_bytes", verifiedBytes).put("mismatched_pages", mismatches).put("problems", problems);
+        }
+    }
+
+    private EngineSimulator() {}
+
+    public static Result run(Options options, Consumer<String> progress) throws Exception {
+        if (options.pages() <= 0 || options.pageBytes() <= 0) {
+            throw new IllegalArgumentException("pages and page bytes must be positive");
+        }
+        String token = OrbitKvClient.readToken(options.dataDir().resolve("engine.token"));
+        try (OrbitKvClient client = options.tcp() == null
+                ? OrbitKvClient.connectUnix(options.dataDir().resolve("engine.sock"), token)
+                : OrbitKvClient.connectTcp(options.tcp().substring(0, options.tcp().lastIndexOf(':')),
+                        Integer.parseInt(options.tcp().substring(options.tcp().lastIndexOf(':') + 1)), token);
+             Arena arena = Arena.ofConfined()) {
+            InstanceIdentity identity = InstanceIdentity.newBuilder().setModelFingerprint("orbitkv-sim/synthetic-8b")
+                    .setRepresentation(Representation.RAW).setLayout("sim:NHD")
+                    .setGeometry("layers=32;kv_heads=8;head_dim=128;dtype=bf16").setPageSizeTokens(16)
+                    .setTpSize(1).setPpSize(1)
+                    .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION)
+                            .setBytesPerPage(options.pageBytes()))
+                    .build();
+            List<String> problems = new ArrayList<>();
+            try (EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE).await()) {
+                progress.accept("registered instance " + session.instanceId() + "; pool " + session.registration().getPool().getPath());
+                List<ByteString> hashes = SyntheticKv.chain(options.seed(), options.pages());
+                int published = 0;
+                long publishedBytes = 0;
+                for (int start = 0; start < hashes.size(); start += 64) {
+                    List<ByteString> batch = hashes.subList(start, Math.min(hashes.size(), start + 64));
+                    List<PageKey> keys = batch.stream().map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList();
+                    AllocatePublishReply allocated = session.allocate(keys).await();
+                    List<Integer> crcs = new ArrayList<>();
+                    for (int i = 0; i < allocated.getSlotsCount(); i++) {
+                        if (allocated.getSlots(i).getStatus() == SlotStatus.ALLOCATED) {
+                            MemorySegment slot = session.slot(allocated.getSlots(i).getSlot());
+                            SyntheticKv.fill(slot, options.seed(), 0, start + i);
+                            crcs.add(Crc32c.of(slot));
+                        }
+                    }
+                    if (!crcs.isEmpty()) {
+                        SealPublishReply sealed = session.seal(allocated.getPublishId(), crcs).await();
+                        published += sealed.getSealedPages();
+                        publishedBytes += sealed.getSealedBytes();
+                    }
+                }
+                progress.accept("published " + published + " pages (" + publishedBytes + " bytes; the rest were already present)");
+                int[] prefixes = {options.pages(), Math.max(1, options.pages() / 2), 1};
+                int queries = 0;
+                int ready = 0;
+                long verified = 0;
+                long mismatches = 0;
+                MemorySegment engineMemory = arena.allocate(options.pageBytes(), 64);
+                List<List<ByteString>> demands = new ArrayList<>();
+                for (int p : prefixes) {
+                    demands.add(hashes.subList(0, p));
+                }
+                List<ByteString> longer = new ArrayList<>(hashes);
+                longer.addAll(SyntheticKv.chain(options.seed() ^ 0x5eed, 8));
+                demands.add(longer);
+                for (List<ByteString> demand : demands) {
+                    queries++;
+                    QueryReply reply = session.query(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(demand).build())).await();
+                    int expected = Math.min(demand.size(), options.pages());
+                    if (reply.getStatus() != QueryStatus.READY) {
+                        problems.add("query of " + demand.size() + " blocks answered " + reply.getStatus());
+                        continue;
+                    }
+                    ready++;
+                    if (reply.getReadyBlocks() != expected) {
+                        problems.add("query of " + demand.size() + " blocks was READY for " + reply.getReadyBlocks() + ", expected " + expected);
+                    }
+                    for (LeasedPage page : reply.getLease().getPagesList()) {
+                        engineMemory.copyFrom(session.slot(page.getSlot()));
+                        if (SyntheticKv.verify(engineMemory, options.seed(), page.getGroupId(), page.getPosition()) >= 0) {
+                            mismatches++;
+                        } else {
+                            verified += engineMemory.byteSize();
+                        }
+                    }
+                    session.release(reply.getLease().getLeaseId()).await();
+                    progress.accept("query of " + demand.size() + " blocks: READY " + reply.getReadyBlocks()
+                            + " blocks, copied out and verified, lease released");
+                }
+                StatsReply stats = session.stats().await();
+                if (stats.getSessionLeases() != 0) {
+                    problems.add(stats.getSessionLeases() + " leases still held after release");
+                }
+                progress.accept(mismatches == 0 && problems.isEmpty() ? "OK: every byte verified" : "FAILED: " + problems);
+                return new Result(published, publishedBytes, queries, ready, verified, mismatches, problems);
+            }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+package io.orbitkv.manager;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.vertx.core.Vertx;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+class ManagerConfigTest {
+    @Test
+    void defaultsAreTheDocumentedOnes() {
+        ManagerConfig c = ManagerConfig.from(Map.of());
+        assertThat(c.poolSizeBytes()).isEqualTo(1L << 30);
+        assertThat(c.grpcTcpPort()).isEqualTo(50055);
+        assertThat(c.metricsPort()).isEqualTo(9091);
+        assertThat(c.grpcTcpHost()).isEqualTo("127.0.0.1");
+        assertThat(c.grpcUnixSocket()).isEqualTo(Path.of("./data/engine.sock"));
+    }
+
+    @Test
+    void everyInvalidValueNamesItsKey() {
+        Map<String, String> bad = Map.of(
+                "pool.size", "lots", "grpc.tcp-port", "70000", "query.byte-budget-fraction", "1.5",
+                "pool.chunk", "3000", "session.ttl-ms", "x", "metrics.host", "", "no.such.key", "1");
+        for (var e : bad.entrySet()) {
+            assertThatThrownBy(() -> ManagerConfig.from(Map.of(e.getKey(), e.getValue())))
+                    .isInstanceOfSatisfying(ConfigException.class, ex -> assertThat(ex.key()).isEqualTo(e.getKey()))
+                    .hasMessageContaining(e.getKey());
+        }
+        assertThatThrownBy(() -> ManagerConfig.from(Map.of("pool.size", "5MiB")))
+                .hasMessageContaining("multiple of pool.chunk");
+        assertThatThrownBy(() -> ManagerConfig.from(Map.of("pool.size", "1GB"))).hasMessageContaining("binary units");
+    }
+
+    @Test
+    void yamlThenEnvironmentThenFlags() throws Exception {
+        Path yaml = Files.createTempFile("orbitkv", ".yaml");
+        Files.writeString(yaml, "pool:\n  size: 64MiB\ngrpc:\n  tcp-port: 1234\nmetrics:\n  port: 1111\n");
+        Vertx vertx = Vertx.vertx();
+        try {
+            Map<String, String> flat = ConfigSources.gather(vertx, yaml,
+                    Map.of("ORBITKV_GRPC_TCP_PORT", "2345", "ORBITKV_METRICS_PORT", "2222", "UNRELATED", "x"),
+                    Map.of("metrics.port", "3333")).await(10, TimeUnit.SECONDS);
+            ManagerConfig c = ManagerConfig.from(flat);
+            assertThat(c.poolSizeBytes()).isEqualTo(64L << 20);
+            assertThat(c.grpcTcpPort()).isEqualTo(2345);
+            assertThat(c.metricsPort()).isEqualTo(3333);
+            assertThat(ConfigSources.envName("query.wait-budget-ms")).isEqualTo("ORBITKV_QUERY_WAIT_BUDGET_MS");
+            Path broken = Files.createTempFile("orbitkv", ".yaml");
+            Files.writeString(broken, "pool: [unclosed\n");
+            assertThatThrownBy(() -> ConfigSources.gather(vertx, broken, Map.of(), Map.of()).await(10, TimeUnit.SECONDS))
+                    .isInstanceOf(ConfigException.class).hasMessageContaining("cannot parse");
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    void theShippedYamlParsesToTheEmbeddedDefaults() throws Exception {
+        Path yaml = Path.of("..", "conf", "orbitkv.yaml");
+        Vertx vertx = Vertx.vertx();
+        try {
+            Map<String, String> flat = ConfigSources.gather(vertx, yaml, Map.of(), Map.of()).await(10, TimeUnit.SECONDS);
+            assertThat(ManagerConfig.from(flat)).isEqualTo(ManagerConfig.from(Map.of()));
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    void anUncreatableDataDirectoryFailsStartupWithItsKeyAndLeavesNothingRunning() throws Exception {
+        Path file = Files.createTempFile("orbitkv", ".notadir");
+        ManagerConfig c = ManagerConfig.from(Map.of("data-dir", file.resolve("sub").toString(), "pool.size", "8MiB",
+                "grpc.tcp-port", "0", "metrics.port", "0"));
+        assertThatThrownBy(() -> Manager.start(c).await(30, TimeUnit.SECONDS))
+                .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.key()).isEqualTo("data-dir"));
+    }
+
+    @Test
+    void poolFilesOfDeadManagersAreRemoved() throws Exception {
+        Path shm = Files.createTempDirectory("orbitkv-shm");
+        Process dead = new ProcessBuilder("true").start();
+        dead.waitFor();
+        Path stale = Files.createFile(shm.resolve("orbitkv-pool-" + dead.pid() + "-abc"));
+        Path live = Files.createFile(shm.resolve("orbitkv-pool-" + ProcessHandle.current().pid() + "-def"));
+        Path other = Files.createFile(shm.resolve("unrelated"));
+        assertThat(StalePools.removeDead(shm)).containsExactly(stale);
+        assertThat(Files.exists(live)).isTrue();
+        assertThat(Files.exists(other)).isTrue();
+    }
+}

@@ -1,0 +1,166 @@
+package io.orbitkv.storage;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.orbitkv.common.OrbitException;
+import io.orbitkv.protocol.engine.ErrorReason;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.zip.CRC32C;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** The storage role's state machine, driven directly (no event bus). */
+class ImageStoreTest {
+    static final long PAGE = 1 << 20;
+    static final byte[] NS = new byte[16];
+    final Arena arena = Arena.ofConfined();
+    final MemorySegment pool = arena.allocate(8 * PAGE, 4096);
+    final List<ImageStore.ImageRef> evicted = new ArrayList<>();
+    final ResidencyStream residency = new ResidencyStream(7, 1024);
+    final ImageStore store = new ImageStore(new PoolAllocator(8 * PAGE, 2 * PAGE), pool, 6 * PAGE, residency,
+            new ImageStore.Listener() {
+                @Override
+                public void onEvicted(ImageStore.ImageRef image) {
+                    evicted.add(image);
+                }
+            });
+
+    @AfterEach
+    void close() {
+        arena.close();
+    }
+
+    static StateKey key(int i) {
+        return StateKey.of(NS, 0, new byte[] {(byte) i, 1});
+    }
+
+    static List<StateKey> keys(int from, int to) {
+        List<StateKey> keys = new ArrayList<>();
+        for (int i = from; i < to; i++) {
+            keys.add(key(i));
+        }
+        return keys;
+    }
+
+    ImageStore.AllocateResult publish(int from, int to) {
+        List<StateKey> keys = keys(from, to);
+        ImageStore.AllocateResult r = store.allocate(1, keys, Collections.nCopies(keys.size(), PAGE));
+        store.seal(1, r.publishId(), List.of(), List.of());
+        return r;
+    }
+
+    @Test
+    void lruEvictsTheLeastRecentlyUsedUnpinnedImageFirstAndTheStreamSaysSo() {
+        publish(0, 4);
+        publish(4, 8);
+        // Touch 0 so that 1 becomes the eldest.
+        store.unpin(store.lookupAndPin(List.of(keys(0, 1))).pinned());
+        publish(8, 9);
+        assertThat(evicted).extracting(ImageStore.ImageRef::key).containsExactly(key(1));
+        assertThat(store.stateOf(key(1))).isNull();
+        assertThat(store.stateOf(key(0))).isEqualTo(ImageStore.ImageState.SEALED);
+        ResidencyStream.Page events = residency.since(0, 100);
+        assertThat(events.events()).extracting(ResidencyStream.Event::change).contains(ResidencyStream.Change.DRAM_REMOVED);
+        assertThat(events.lastSequence()).isEqualTo(10); // 9 adds + 1 removal
+    }
+
+    @Test
+    void pinnedAndWritingImagesAreNeverEvicted() {
+        publish(0, 4);
+        ImageStore.Lookup pinned = store.lookupAndPin(List.of(keys(0, 4)));
+        assertThat(pinned.readyBlocks()).isEqualTo(4);
+        ImageStore.AllocateResult writing = store.allocate(2, keys(4, 6), List.of(PAGE, PAGE));
+        // 6 of 8 pages are pinned or being written; two more fit, the third must fail without evicting them.
+        ImageStore.AllocateResult more = store.allocate(3, keys(6, 8), List.of(PAGE, PAGE));
+        assertThatThrownBy(() -> store.allocate(3, keys(8, 9), List.of(PAGE)))
+                .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.POOL_EXHAUSTED));
+        assertThat(evicted).isEmpty();
+        store.unpin(pinned.pinned());
+        store.abort(2, writing.publishId());
+        store.abort(3, more.publishId());
+        assertThat(store.pinnedImages()).isZero();
+        assertThat(store.allocator().requestedBytes()).isEqualTo(4 * PAGE);
+    }
+
+    @Test
+    void lookupFindsTheCommonResidentPrefixAndReportsAPendingExtension() {
+        publish(0, 3);
+        ImageStore.AllocateResult writing = store.allocate(1, keys(3, 4), List.of(PAGE));
+        ImageStore.Lookup lookup = store.lookupAndPin(List.of(keys(0, 6)));
+        assertThat(lookup.readyBlocks()).isEqualTo(3);
+        assertThat(lookup.pendingExtension()).isTrue();
+        assertThat(lookup.pinnedBytes()).isEqualTo(3 * PAGE);
+        store.unpin(lookup.pinned());
+        store.seal(1, writing.publishId(), List.of(), List.of());
+        ImageStore.Lookup after = store.lookupAndPin(List.of(keys(0, 6)));
+        assertThat(after.readyBlocks()).isEqualTo(4);
+        assertThat(after.pendingExtension()).isFalse();
+        store.unpin(after.pinned());
+        assertThat(store.pinnedImages()).isZero();
+    }
+
+    @Test
+    void aChecksumMismatchAbortsThePublishAndAMatchSeals() {
+        ImageStore.AllocateResult r = store.allocate(1, keys(0, 1), List.of(PAGE));
+        MemorySegment slot = pool.asSlice(r.slots().get(0).ref().offset(), PAGE);
+        slot.fill((byte) 9);
+        CRC32C crc = new CRC32C();
+        crc.update(slot.asByteBuffer());
+        assertThatThrownBy(() -> store.seal(1, r.publishId(), List.of((int) crc.getValue() + 1), List.of()))
+                .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.MALFORMED_REQUEST));
+        assertThat(store.stateOf(key(0))).isNull();
+        assertThat(store.allocator().spanBytes()).isZero();
+        ImageStore.AllocateResult again = store.allocate(1, keys(0, 1), List.of(PAGE));
+        MemorySegment slot2 = pool.asSlice(again.slots().get(0).ref().offset(), PAGE);
+        slot2.fill((byte) 9);
+        assertThat(store.seal(1, again.publishId(), List.of((int) crc.getValue()), List.of()).sealedPages()).isEqualTo(1);
+    }
+
+    @Test
+    void budgetsOwnershipAndDeparturesAreEnforced() {
+        assertThatThrownBy(() -> store.allocate(1, keys(0, 7), Collections.nCopies(7, PAGE)))
+                .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.BUDGET_EXCEEDED));
+        assertThat(store.allocator().spanBytes()).as("a refused publish leaves nothing behind").isZero();
+        ImageStore.AllocateResult r = store.allocate(1, keys(0, 2), List.of(PAGE, PAGE));
+        assertThatThrownBy(() -> store.seal(2, r.publishId(), List.of(), List.of()))
+                .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.UNKNOWN_PUBLISH));
+        // Same keys again while being written: nothing to write.
+        assertThat(store.allocate(2, keys(0, 2), List.of(PAGE, PAGE)).slots()).noneMatch(ImageStore.SlotGrant::allocated);
+        assertThat(store.releaseInstance(1)).isEqualTo(1);
+        assertThat(store.allocator().spanBytes()).isZero();
+        assertThatThrownBy(() -> store.seal(1, r.publishId(), List.of(), List.of()))
+                .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.UNKNOWN_PUBLISH));
+    }
+
+    @Test
+    void writtenDescriptorsMustMatchAndStayInsideThePool() {
+        ImageStore.AllocateResult r = store.allocate(1, keys(0, 1), List.of(PAGE));
+        ImageStore.ImageRef granted = r.slots().get(0).ref();
+        assertThatThrownBy(() -> store.seal(1, r.publishId(), List.of(),
+                List.of(new ImageStore.ImageRef(null, 8 * PAGE, PAGE, granted.generation()))))
+                .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.DESCRIPTOR_OUTSIDE_POOL));
+        assertThatThrownBy(() -> store.seal(1, r.publishId(), List.of(),
+                List.of(new ImageStore.ImageRef(null, granted.offset(), PAGE, granted.generation() + 1))))
+                .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.MALFORMED_REQUEST));
+        assertThat(store.seal(1, r.publishId(), List.of(), List.of(granted)).sealedPages()).isEqualTo(1);
+    }
+
+    @Test
+    void residencyStreamReportsGapsBeyondItsBound() {
+        ResidencyStream stream = new ResidencyStream(1, 4);
+        for (int i = 0; i < 10; i++) {
+            stream.append(ResidencyStream.Change.DRAM_ADDED, key(i), i);
+        }
+        ResidencyStream.Page fromStart = stream.since(0, 100);
+        assertThat(fromStart.gap()).isTrue();
+        assertThat(fromStart.events()).extracting(ResidencyStream.Event::sequence).containsExactly(7L, 8L, 9L, 10L);
+        ResidencyStream.Page recent = stream.since(8, 100);
+        assertThat(recent.gap()).isFalse();
+        assertThat(recent.events()).extracting(ResidencyStream.Event::sequence).containsExactly(9L, 10L);
+    }
+}
