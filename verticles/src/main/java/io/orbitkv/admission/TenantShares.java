@@ -77,4 +77,19 @@ public final class TenantShares {
     public double fractionOf(String tenant) {
         return fractions.getOrDefault(tenant, remainder);
     }
+
+    @Override
+    public boolean equals(Object other) {
+        return other instanceof TenantShares that && fractions.equals(that.fractions);
+    }
+
+    @Override
+    public int hashCode() {
+        return fractions.hashCode();
+    }
+
+    @Override
+    public String toString() {
+        return fractions.isEmpty() ? "TenantShares[equal]" : "TenantShares" + fractions;
+    }
 }

@@ -205,16 +205,7 @@ public final class EngineVerticle extends VerticleBase {
             if (counter != null) {
                 counter.increment();
             }
-            // A refusal carries no message, so gRPC would send it trailers-only (status and metadata in the header
-            // block), where a client reading trailers (OrbitKvClient does) misses the reason. Send the headers
-            // first, then the reason and status as real trailers, as the API documents. The header block repeats
-            // the reason and the explanation for clients that read the status message from headers (the Vert.x
-            // 5.0.7 gRPC client does); standard clients ignore grpc-message outside trailers.
-            request.response().headers().set("orbitkv-error-reason", orbit.reason().name());
-            request.response().headers().set("grpc-message",
-                    java.net.URLEncoder.encode(orbit.getMessage(), StandardCharsets.UTF_8));
             request.response().trailers().set("orbitkv-error-reason", orbit.reason().name());
-            request.response().writeHead();
             request.response().status(statusOf(orbit.reason())).statusMessage(orbit.getMessage()).end();
         } else {
             internalErrors.increment();
