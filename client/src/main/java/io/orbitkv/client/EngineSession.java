@@ -107,6 +107,21 @@ public final class EngineSession implements AutoCloseable {
         return client.call(EngineServiceGrpcClient.SubmitQuery, request.setSession(session).build());
     }
 
+    /**
+     * Submits (or revises: same request_id, higher revision) an exact demand. An empty namespace_id is filled with
+     * this session's; the answer may be PENDING (poll again), MISS, READY, or RESIDENT for a speculative demand.
+     */
+    public Future<QueryReply> submitDemand(Demand demand) {
+        Demand filled = demand.getNamespaceId().isEmpty() ? demand.toBuilder().setNamespaceId(namespace()).build() : demand;
+        return client.call(EngineServiceGrpcClient.SubmitDemand, SubmitDemandRequest.newBuilder().setSession(session)
+                .setDemand(filled).build());
+    }
+
+    /** Submits a demand and polls (honouring retry_after) until it is no longer PENDING. */
+    public Future<QueryReply> demand(Demand demand) {
+        return submitDemand(demand).compose(this::untilSettled);
+    }
+
     public Future<QueryReply> poll(long ticket) {
         return client.call(EngineServiceGrpcClient.PollQuery, PollQueryRequest.newBuilder().setSession(session)
                 .setTicket(ticket).build());

@@ -1,16 +1,52 @@
 package io.orbitkv.admission;
 
+import io.orbitkv.recovery.RecoveryRules;
 import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
 import java.util.List;
 
 /** Messages the admission role accepts. Local records only. */
 public final class AdmissionCommands {
     private AdmissionCommands() {}
 
-    public enum Status { MISS, PENDING, READY }
+    /** What the engine acts on: MISS (recompute), PENDING (poll again), READY (consume), RESIDENT (speculative, held). */
+    public enum Status { MISS, PENDING, READY, RESIDENT }
 
-    public record Submit(long instance, List<List<StateKey>> chains, long revision) {}
+    /**
+     * How far preparation of a demand got (engine.proto QueryReply.detail). Transitions only go right, except that a
+     * lost source (evicted between evidence and acquisition) drops a demand back to CANDIDATE:
+     * <pre>
+     *   MISS ── evidence ──▶ CANDIDATE ── source leases ──▶ RESERVED ── bytes in local DRAM ──▶ RESIDENT ── legal
+     *   boundary re-checked on what was acquired, handed to the engine ──▶ READY
+     * </pre>
+     * Evidence alone is never READY. Everything is local DRAM today, so RESERVED and RESIDENT are passed in one step.
+     */
+    public enum DemandState { MISS, CANDIDATE, RESERVED, RESIDENT, READY }
+
+    /**
+     * One group of a checked demand: the keys the engine allows restoring (its declared ranges), at their positions,
+     * and the registered bytes of one page (for budgets before anything is pinned).
+     */
+    public record GroupPlan(int groupId, long bytesPerPage, List<ImageStore.PositionedKey> keys) {
+        public GroupPlan {
+            keys = List.copyOf(keys);
+        }
+    }
+
+    /**
+     * A demand the engine role has validated against the instance's registration (group set, page size, ranges,
+     * hashes). {@code requestId} is null for the prefix form (SubmitQuery): such tickets have no revision history.
+     * {@code maxWaitNanos} is -1 for "the configured waiting budget"; otherwise it is capped by it.
+     */
+    public record DemandPlan(String requestId, long revision, long operationId, String tenant, RecoveryRules rules,
+                             long validPrefixTokens, long selectedEndTokens, List<GroupPlan> groups,
+                             long firstUseMicros, int priority, float confidence, long maxWaitNanos,
+                             boolean speculative) {
+        public DemandPlan {
+            groups = List.copyOf(groups);
+        }
+    }
+
+    public record Submit(long instance, DemandPlan plan) {}
 
     public record Poll(long instance, long ticket) {}
 
@@ -22,12 +58,21 @@ public final class AdmissionCommands {
 
     public record GetStats(long instance) {}
 
+    /** The leased pages of one group: positions ascending, {@code refs} parallel to them. */
+    public record LeasedGroup(int groupId, List<Integer> positions, List<ImageStore.ImageRef> refs) {}
+
     /**
-     * The answer to a submit or poll. READY carries the lease and, per chain in request order, the leased images of
-     * the first {@code readyBlocks} positions.
+     * The answer to a submit or poll. READY/RESIDENT carry the lease, the boundary and, per group in ascending id
+     * order, exactly the pages the recovery contract requires for that boundary.
      */
-    public record Outcome(long ticket, Status status, int readyBlocks, long leaseId,
-                          List<List<ImageStore.ImageRef>> leased, long revision, long retryAfterMicros) {}
+    public record Outcome(long ticket, Status status, DemandState detail, long boundaryTokens, int pageSizeTokens,
+                          long leaseId, List<LeasedGroup> leased, long revision, String requestId, long operationId,
+                          long retryAfterMicros) {
+        /** Leading whole pages restored for every group (the prefix form's ready_blocks). */
+        public int readyBlocks() {
+            return pageSizeTokens == 0 ? 0 : (int) (boundaryTokens / pageSizeTokens);
+        }
+    }
 
     public record InstanceReleased(int leases, int queries) {}
 

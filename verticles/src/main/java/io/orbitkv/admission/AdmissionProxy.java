@@ -1,12 +1,10 @@
 package io.orbitkv.admission;
 
 import io.orbitkv.common.RoleProxies;
-import io.orbitkv.storage.StateKey;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
-import java.util.List;
 
 /** Typed proxy of the admission role. */
 public final class AdmissionProxy {
@@ -24,15 +22,17 @@ public final class AdmissionProxy {
         this.bus = vertx.eventBus();
     }
 
-    public Future<AdmissionCommands.Outcome> submit(long instance, List<List<StateKey>> chains, long revision) {
-        return RoleProxies.request(bus, SUBMIT, new AdmissionCommands.Submit(instance, chains, revision), options);
+    /** Submits (or revises, for the same request id) a validated demand. */
+    public Future<AdmissionCommands.Outcome> submit(long instance, AdmissionCommands.DemandPlan plan) {
+        return RoleProxies.request(bus, SUBMIT, new AdmissionCommands.Submit(instance, plan), options);
     }
 
     public Future<AdmissionCommands.Outcome> poll(long instance, long ticket) {
         return RoleProxies.request(bus, POLL, new AdmissionCommands.Poll(instance, ticket), options);
     }
 
-    public Future<Boolean> cancel(long instance, long ticket) {
+    /** Cancels a ticket; completes after in-flight work drained, with the number of pages unpinned. */
+    public Future<Integer> cancel(long instance, long ticket) {
         return RoleProxies.request(bus, CANCEL, new AdmissionCommands.Cancel(instance, ticket), options);
     }
 

@@ -6,9 +6,17 @@ import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.admission.AdmissionCommands;
 import io.orbitkv.admission.AdmissionProxy;
+import io.orbitkv.admission.TenantShares;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.protocol.engine.*;
+import io.orbitkv.recovery.BlockRange;
+import io.orbitkv.recovery.DemandValidator;
+import io.orbitkv.recovery.GroupRanges;
+import io.orbitkv.recovery.GroupRule;
+import io.orbitkv.recovery.RecoveryDemand;
+import io.orbitkv.recovery.RecoveryException;
+import io.orbitkv.recovery.RecoveryRules;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.orbitkv.storage.StorageProxy;
@@ -34,6 +42,7 @@ import java.util.EnumMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalLong;
 import java.util.Set;
 import java.util.function.Function;
 import org.slf4j.Logger;
@@ -51,6 +60,7 @@ import org.slf4j.LoggerFactory;
 public final class EngineVerticle extends VerticleBase {
     public static final String TOKEN_HEADER = "x-orbitkv-token";
     public static final long POOL_REGION_ID = 1;
+    static final int MAX_REQUEST_ID_CHARS = 128;
     private static final Logger LOG = LoggerFactory.getLogger(EngineVerticle.class);
 
     /** Settings of the engine role. */
@@ -109,6 +119,7 @@ public final class EngineVerticle extends VerticleBase {
         bind(grpc, EngineServiceGrpcService.SealPublish, this::onSealPublish);
         bind(grpc, EngineServiceGrpcService.AbortPublish, this::onAbortPublish);
         bind(grpc, EngineServiceGrpcService.SubmitQuery, this::onSubmitQuery);
+        bind(grpc, EngineServiceGrpcService.SubmitDemand, this::onSubmitDemand);
         bind(grpc, EngineServiceGrpcService.PollQuery, this::onPollQuery);
         bind(grpc, EngineServiceGrpcService.CancelQuery, this::onCancelQuery);
         bind(grpc, EngineServiceGrpcService.ReleaseLease, this::onReleaseLease);
@@ -221,6 +232,10 @@ public final class EngineVerticle extends VerticleBase {
 
     private Future<RegisterReply> onRegister(RegisterRequest request) {
         Namespaces.validate(request.getIdentity(), settings.poolBytes());
+        RecoveryRules rules = Namespaces.recoveryRules(request.getIdentity());
+        if (!TenantShares.validName(request.getTenant())) {
+            throw new OrbitException(ErrorReason.INVALID_IDENTITY, "tenant must be 0..64 characters of [A-Za-z0-9._-]");
+        }
         Future<?> previous = Future.succeededFuture();
         if (request.getResumeInstanceId() != 0) {
             SessionRegistry.Instance old = sessions.remove(request.getResumeInstanceId());
@@ -235,8 +250,9 @@ public final class EngineVerticle extends VerticleBase {
         }
         return previous.map(v -> {
             SessionRegistry.Instance instance = request.getResumeInstanceId() != 0
-                    ? sessions.resume(request.getResumeInstanceId(), request.getIdentity(), request.getRole())
-                    : sessions.register(request.getIdentity(), request.getRole());
+                    ? sessions.resume(request.getResumeInstanceId(), request.getIdentity(), request.getRole(),
+                            request.getTenant(), rules)
+                    : sessions.register(request.getIdentity(), request.getRole(), request.getTenant(), rules);
             registeredInstances = sessions.size();
             return RegisterReply.newBuilder()
                     .setInstanceId(instance.id())
@@ -326,6 +342,11 @@ public final class EngineVerticle extends VerticleBase {
 
     // ---- query ----
 
+    /**
+     * The prefix form: every named group is treated as full attention (the longest prefix resident for all of them),
+     * expressed as a demand from origin 0 to the shortest chain. A group registered as sliding window or recurrent
+     * is refused: a plain prefix is not a legal boundary for it (use SubmitDemand).
+     */
     private Future<QueryReply> onSubmitQuery(SubmitQueryRequest request) {
         SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
         requireNamespace(instance, request.getNamespaceId());
@@ -333,46 +354,171 @@ public final class EngineVerticle extends VerticleBase {
             throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "a query names at least one group chain");
         }
         int total = 0;
+        int shortest = Integer.MAX_VALUE;
         Set<Integer> seen = new HashSet<>();
-        List<List<StateKey>> chains = new ArrayList<>(request.getGroupsCount());
+        List<GroupRule> rules = new ArrayList<>();
         for (GroupChain chain : request.getGroupsList()) {
-            requireGroup(instance, chain.getGroupId());
+            GroupSpec spec = requireGroup(instance, chain.getGroupId());
             if (!seen.add(chain.getGroupId())) {
                 throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "group " + chain.getGroupId() + " appears twice in the query");
             }
+            if (spec.getKind() != GroupKind.FULL_ATTENTION) {
+                throw new OrbitException(ErrorReason.INVALID_DEMAND, "group " + chain.getGroupId() + " is " + spec.getKind()
+                        + ": a prefix query cannot restore it exactly; use SubmitDemand");
+            }
             total += chain.getBlockHashesCount();
             requireCount(total);
-            List<StateKey> keys = new ArrayList<>(chain.getBlockHashesCount());
-            for (ByteString hash : chain.getBlockHashesList()) {
-                keys.add(stateKey(instance, chain.getGroupId(), hash));
-            }
-            chains.add(keys);
+            shortest = Math.min(shortest, chain.getBlockHashesCount());
+            rules.add(GroupRule.fullAttention(chain.getGroupId()));
         }
-        return admission.submit(instance.id(), chains, request.getRevision()).map(o -> queryReply(request.getGroupsList(), o));
+        int pageSize = instance.rules().pageSizeTokens();
+        List<AdmissionCommands.GroupPlan> groups = new ArrayList<>(request.getGroupsCount());
+        for (GroupChain chain : request.getGroupsList()) {
+            List<ImageStore.PositionedKey> keys = new ArrayList<>(shortest);
+            for (int position = 0; position < shortest; position++) {
+                keys.add(new ImageStore.PositionedKey(position, stateKey(instance, chain.getGroupId(), chain.getBlockHashes(position))));
+            }
+            groups.add(new AdmissionCommands.GroupPlan(chain.getGroupId(),
+                    instance.groups().get(chain.getGroupId()).getBytesPerPage(), keys));
+        }
+        AdmissionCommands.DemandPlan plan = new AdmissionCommands.DemandPlan(null, request.getRevision(), 0,
+                instance.tenant(), new RecoveryRules(pageSize, rules), 0, (long) shortest * pageSize, groups, 0, 0, 0,
+                -1, false);
+        return admission.submit(instance.id(), plan).map(this::queryReply);
+    }
+
+    /** The exact form: validated against the registration before anything is forwarded or reserved. */
+    private Future<QueryReply> onSubmitDemand(SubmitDemandRequest request) {
+        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
+        Demand demand = request.getDemand();
+        requireNamespace(instance, demand.getNamespaceId());
+        if (demand.getRequestId().isEmpty() || demand.getRequestId().length() > MAX_REQUEST_ID_CHARS) {
+            throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "request_id must be 1.." + MAX_REQUEST_ID_CHARS + " characters");
+        }
+        if (demand.getOperationId() == 0) {
+            throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "operation_id must be non-zero");
+        }
+        if ((demand.getTargetInstanceId() != 0 && demand.getTargetInstanceId() != instance.id())
+                || demand.getTargetTpRank() != instance.identity().getTpRank()
+                || demand.getTargetPpRank() != instance.identity().getPpRank()) {
+            throw new OrbitException(ErrorReason.INVALID_DEMAND, "the target must be the calling instance and its TP/PP ranks"
+                    + " (restores are engine-local)");
+        }
+        if (!(demand.getConfidence() >= 0 && demand.getConfidence() <= 1)) {
+            throw new OrbitException(ErrorReason.INVALID_DEMAND, "confidence must be in [0, 1], got " + demand.getConfidence());
+        }
+        if (demand.getGroupsCount() > instance.groups().size()) {
+            throw new OrbitException(ErrorReason.INVALID_DEMAND, "demand names " + demand.getGroupsCount()
+                    + " groups, the instance registered " + instance.groups().size());
+        }
+        int total = 0;
+        GroupDemand selected = null;
+        List<GroupRanges> declared = new ArrayList<>(demand.getGroupsCount());
+        for (GroupDemand group : demand.getGroupsList()) {
+            total += group.getBlockHashesCount() + group.getRangesCount();
+            requireCount(total);
+            if (group.getGroupId() == demand.getSelectedGroupId() && selected == null) {
+                selected = group;
+            }
+            List<BlockRange> ranges = new ArrayList<>(group.getRangesCount());
+            for (BlockSpan span : group.getRangesList()) {
+                ranges.add(recovery(() -> new BlockRange(span.getStart(), span.getEnd())));
+            }
+            declared.add(new GroupRanges(group.getGroupId(), ranges));
+        }
+        long origin = demand.getValidPrefixTokens();
+        long end = demand.getSelectedEndTokens();
+        int selectedHashes = selected == null ? 0 : selected.getBlockHashesCount();
+        RecoveryDemand recoveryDemand = new RecoveryDemand(demand.getRevision(), demand.getPageSizeTokens(), origin, end,
+                demand.getSelectedGroupId(), selectedHashes, declared);
+        // The revision is checked against the live ticket by admission; everything else here, before any byte moves.
+        recovery(() -> {
+            DemandValidator.validate(instance.rules(), recoveryDemand, OptionalLong.empty());
+            return null;
+        });
+        int endPosition = (int) (end / instance.rules().pageSizeTokens());
+        List<AdmissionCommands.GroupPlan> groups = new ArrayList<>(demand.getGroupsCount());
+        for (GroupDemand group : demand.getGroupsList()) {
+            List<ByteString> chain = group.getBlockHashesCount() == 0 ? selected.getBlockHashesList() : group.getBlockHashesList();
+            if (chain.size() != endPosition) {
+                throw new OrbitException(ErrorReason.INVALID_DEMAND, "HASH_COUNT_MISMATCH: group " + group.getGroupId()
+                        + " sent " + chain.size() + " block hashes; expected 0 (use the selected group's) or " + endPosition);
+            }
+            List<ImageStore.PositionedKey> keys = new ArrayList<>();
+            for (BlockSpan span : group.getRangesList()) {
+                for (int position = span.getStart(); position < span.getEnd(); position++) {
+                    keys.add(new ImageStore.PositionedKey(position, stateKey(instance, group.getGroupId(), chain.get(position))));
+                }
+            }
+            groups.add(new AdmissionCommands.GroupPlan(group.getGroupId(),
+                    instance.groups().get(group.getGroupId()).getBytesPerPage(), keys));
+        }
+        long maxWaitNanos = demand.hasMaxWaitMicros()
+                ? (demand.getMaxWaitMicros() > Long.MAX_VALUE / 1000 ? Long.MAX_VALUE : demand.getMaxWaitMicros() * 1000) : -1;
+        AdmissionCommands.DemandPlan plan = new AdmissionCommands.DemandPlan(demand.getRequestId(), demand.getRevision(),
+                demand.getOperationId(), instance.tenant(), instance.rules(), origin, end, groups,
+                demand.getFirstUseMicros(), demand.getPriority(), demand.getConfidence(), maxWaitNanos,
+                demand.getSpeculative());
+        return admission.submit(instance.id(), plan).map(this::queryReply);
+    }
+
+    private static <T> T recovery(java.util.function.Supplier<T> check) {
+        try {
+            return check.get();
+        } catch (RecoveryException e) {
+            throw new OrbitException(e.reason().wireReason(), e.getMessage());
+        }
     }
 
     private Future<QueryReply> onPollQuery(PollQueryRequest request) {
         SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
-        return admission.poll(instance.id(), request.getTicket()).map(o -> queryReply(null, o));
+        return admission.poll(instance.id(), request.getTicket()).map(this::queryReply);
     }
 
-    private QueryReply queryReply(List<GroupChain> groups, AdmissionCommands.Outcome outcome) {
+    private QueryReply queryReply(AdmissionCommands.Outcome outcome) {
         QueryReply.Builder reply = QueryReply.newBuilder().setTicket(outcome.ticket())
                 .setRevision(outcome.revision()).setRetryAfterMicros(outcome.retryAfterMicros())
                 .setStatus(switch (outcome.status()) {
                     case MISS -> QueryStatus.MISS;
                     case PENDING -> QueryStatus.PENDING;
                     case READY -> QueryStatus.READY;
-                });
-        if (outcome.status() == AdmissionCommands.Status.READY) {
-            reply.setReadyBlocks(outcome.readyBlocks());
+                    case RESIDENT -> QueryStatus.RESIDENT;
+                })
+                .setDetail(switch (outcome.detail()) {
+                    case MISS -> QueryStatus.MISS;
+                    case CANDIDATE -> QueryStatus.CANDIDATE;
+                    case RESERVED -> QueryStatus.RESERVED;
+                    case RESIDENT -> QueryStatus.RESIDENT;
+                    case READY -> QueryStatus.READY;
+                })
+                .setOperationId(outcome.operationId());
+        if (outcome.requestId() != null) {
+            reply.setRequestId(outcome.requestId());
+        }
+        if (outcome.leaseId() != 0) {
+            reply.setReadyBlocks(outcome.readyBlocks()).setBoundaryTokens(outcome.boundaryTokens());
             Lease.Builder lease = Lease.newBuilder().setLeaseId(outcome.leaseId());
-            for (List<ImageStore.ImageRef> chain : outcome.leased()) {
-                for (int position = 0; position < chain.size(); position++) {
-                    ImageStore.ImageRef ref = chain.get(position);
-                    lease.addPages(LeasedPage.newBuilder().setGroupId(ref.key().groupId()).setPosition(position)
+            for (AdmissionCommands.LeasedGroup group : outcome.leased()) {
+                GroupSpans.Builder spans = GroupSpans.newBuilder().setGroupId(group.groupId());
+                int runStart = -1;
+                int previous = -2;
+                for (int i = 0; i < group.positions().size(); i++) {
+                    int position = group.positions().get(i);
+                    ImageStore.ImageRef ref = group.refs().get(i);
+                    lease.addPages(LeasedPage.newBuilder().setGroupId(group.groupId()).setPosition(position)
                             .setSlot(descriptor(ref)));
+                    if (position != previous + 1) {
+                        if (runStart >= 0) {
+                            spans.addSpans(BlockSpan.newBuilder().setStart(runStart).setEnd(previous + 1));
+                        }
+                        runStart = position;
+                    }
+                    previous = position;
                 }
+                if (runStart >= 0) {
+                    spans.addSpans(BlockSpan.newBuilder().setStart(runStart).setEnd(previous + 1));
+                }
+                reply.addLeasedRanges(spans);
             }
             reply.setLease(lease);
         }
@@ -381,7 +527,8 @@ public final class EngineVerticle extends VerticleBase {
 
     private Future<CancelQueryReply> onCancelQuery(CancelQueryRequest request) {
         SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
-        return admission.cancel(instance.id(), request.getTicket()).map(v -> CancelQueryReply.getDefaultInstance());
+        return admission.cancel(instance.id(), request.getTicket())
+                .map(pages -> CancelQueryReply.newBuilder().setReleasedPages(pages).build());
     }
 
     private Future<ReleaseLeaseReply> onReleaseLease(ReleaseLeaseRequest request) {

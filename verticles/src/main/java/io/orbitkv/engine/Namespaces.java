@@ -6,6 +6,9 @@ import io.orbitkv.protocol.engine.GroupKind;
 import io.orbitkv.protocol.engine.GroupSpec;
 import io.orbitkv.protocol.engine.InstanceIdentity;
 import io.orbitkv.protocol.engine.Representation;
+import io.orbitkv.recovery.GroupRule;
+import io.orbitkv.recovery.RecoveryException;
+import io.orbitkv.recovery.RecoveryRules;
 import io.orbitkv.storage.StateKey;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
@@ -69,6 +72,29 @@ public final class Namespaces {
                     || g.getCheckpointIntervalTokens() % id.getPageSizeTokens() != 0)) {
                 throw invalid("recurrent group " + g.getGroupId() + " needs checkpoint_interval_tokens, a multiple of the page size");
             }
+        }
+    }
+
+    /**
+     * The recovery rules of a validated identity: page size and one rule per group. A group spec that sets a parameter
+     * of another kind (a window on a recurrent group, say) is refused as INVALID_IDENTITY.
+     */
+    public static RecoveryRules recoveryRules(InstanceIdentity id) {
+        List<GroupRule> rules = new ArrayList<>(id.getGroupsCount());
+        try {
+            for (GroupSpec g : id.getGroupsList()) {
+                io.orbitkv.recovery.GroupKind kind = switch (g.getKind()) {
+                    case FULL_ATTENTION -> io.orbitkv.recovery.GroupKind.FULL_ATTENTION;
+                    case SLIDING_WINDOW -> io.orbitkv.recovery.GroupKind.SLIDING_WINDOW;
+                    case RECURRENT -> io.orbitkv.recovery.GroupKind.RECURRENT;
+                    default -> throw invalid("group " + g.getGroupId() + " has no kind");
+                };
+                rules.add(new GroupRule(g.getGroupId(), kind, Integer.toUnsignedLong(g.getWindowTokens()),
+                        Integer.toUnsignedLong(g.getCheckpointIntervalTokens())));
+            }
+            return new RecoveryRules(id.getPageSizeTokens(), rules);
+        } catch (RecoveryException e) {
+            throw invalid(e.getMessage());
         }
     }
 

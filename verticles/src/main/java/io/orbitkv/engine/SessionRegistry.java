@@ -7,6 +7,7 @@ import io.orbitkv.protocol.engine.GroupSpec;
 import io.orbitkv.protocol.engine.InstanceIdentity;
 import io.orbitkv.protocol.engine.InstanceRole;
 import io.orbitkv.protocol.engine.SessionRef;
+import io.orbitkv.recovery.RecoveryRules;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -25,9 +26,9 @@ import java.util.Map;
  */
 final class SessionRegistry {
     record Instance(long id, long epoch, InstanceIdentity identity, InstanceRole role, byte[] namespace,
-                    Map<Integer, GroupSpec> groups, long lastSeenNanos) {
+                    Map<Integer, GroupSpec> groups, long lastSeenNanos, String tenant, RecoveryRules rules) {
         Instance touched(long now) {
-            return new Instance(id, epoch, identity, role, namespace, groups, now);
+            return new Instance(id, epoch, identity, role, namespace, groups, now, tenant, rules);
         }
 
         boolean inNamespace(byte[] other) {
@@ -47,14 +48,14 @@ final class SessionRegistry {
         this.nextId = firstId;
     }
 
-    Instance register(InstanceIdentity identity, InstanceRole role) {
+    Instance register(InstanceIdentity identity, InstanceRole role, String tenant, RecoveryRules rules) {
         Map<Integer, GroupSpec> groups = new HashMap<>();
         for (GroupSpec g : identity.getGroupsList()) {
             groups.put(g.getGroupId(), g);
         }
         long epoch = random.nextLong() & Long.MAX_VALUE | 1L;
         Instance instance = new Instance(nextId++, epoch, identity, role, Namespaces.derive(identity),
-                Map.copyOf(groups), ticker.nanos());
+                Map.copyOf(groups), ticker.nanos(), tenant, rules);
         instances.put(instance.id(), instance);
         return instance;
     }
@@ -76,14 +77,14 @@ final class SessionRegistry {
     }
 
     /** Re-registers an existing instance id with a fresh epoch; the old epoch is stale from now on. */
-    Instance resume(long id, InstanceIdentity identity, InstanceRole role) {
+    Instance resume(long id, InstanceIdentity identity, InstanceRole role, String tenant, RecoveryRules rules) {
         Map<Integer, GroupSpec> groups = new HashMap<>();
         for (GroupSpec g : identity.getGroupsList()) {
             groups.put(g.getGroupId(), g);
         }
         long epoch = random.nextLong() & Long.MAX_VALUE | 1L;
         Instance instance = new Instance(id, epoch, identity, role, Namespaces.derive(identity), Map.copyOf(groups),
-                ticker.nanos());
+                ticker.nanos(), tenant, rules);
         instances.put(id, instance);
         return instance;
     }

@@ -81,7 +81,10 @@ public final class Manager implements AutoCloseable {
                     config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding(),
                     TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()),
                     TimeUnit.MILLISECONDS.toNanos(config.queryReplyTtlMillis()),
-                    (long) (poolBytes * config.queryByteBudgetFraction())), registry, Ticker.SYSTEM);
+                    (long) (poolBytes * config.queryByteBudgetFraction()),
+                    (long) (poolBytes * config.queryByteBudgetFraction() * config.queryInstanceBudgetFraction()),
+                    (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares()),
+                    registry, Ticker.SYSTEM);
             EngineVerticle engine = new EngineVerticle(new EngineVerticle.Settings(config.grpcUnixSocket(),
                     config.grpcTcpHost(), config.grpcTcpPort(), config.grpcMaxMessageBytes(),
                     config.grpcMaxPagesPerRequest(), TimeUnit.MILLISECONDS.toNanos(config.sessionTtlMillis()), token,

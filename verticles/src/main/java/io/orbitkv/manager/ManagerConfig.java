@@ -33,6 +33,9 @@ public record ManagerConfig(
         double queryByteBudgetFraction,
         double publishBudgetFraction,
         Path authTokenFile,
+        double queryInstanceBudgetFraction,
+        double querySpeculativeFraction,
+        io.orbitkv.admission.TenantShares queryTenantShares,
         int eventLoopThreads) {
 
     /** Every key with its default, as documented in the README and conf/orbitkv.yaml. */
@@ -57,6 +60,12 @@ public record ManagerConfig(
         d.put("query.wait-budget-ms", "5000");
         d.put("query.reply-ttl-ms", "30000");
         d.put("query.byte-budget-fraction", "0.75");
+        // Of the query byte budget: demand lease bytes one engine instance may hold.
+        d.put("query.instance-budget-fraction", "1.0");
+        // Of the pool: the cap on speculative warming leases (they also only use what demand leaves of the budget).
+        d.put("query.speculative-fraction", "0.1");
+        // "a=0.5,b=0.5": tenants' shares of the query byte budget; empty = equal shares among active tenants.
+        d.put("query.tenant-shares", "");
         d.put("publish.budget-fraction", "0.5");
         d.put("auth.token-file", "");
         d.put("manager.event-loop-threads", "1");
@@ -102,6 +111,9 @@ public record ManagerConfig(
                 fraction(v, "query.byte-budget-fraction"),
                 fraction(v, "publish.budget-fraction"),
                 token.isBlank() ? dataDir.resolve("engine.token") : Path.of(token),
+                fraction(v, "query.instance-budget-fraction"),
+                fraction(v, "query.speculative-fraction"),
+                tenantShares(v, "query.tenant-shares"),
                 (int) integer(v, "manager.event-loop-threads", 1, 256));
     }
 
@@ -184,6 +196,14 @@ public record ManagerConfig(
             throw new ConfigException(key, "must be a fraction in (0, 1], got " + d);
         }
         return d;
+    }
+
+    private static io.orbitkv.admission.TenantShares tenantShares(Map<String, String> v, String key) {
+        try {
+            return io.orbitkv.admission.TenantShares.parse(v.get(key));
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(key, e.getMessage());
+        }
     }
 
     private static String host(Map<String, String> v, String key) {

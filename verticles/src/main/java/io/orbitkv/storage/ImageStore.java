@@ -4,6 +4,7 @@ import io.orbitkv.common.OrbitException;
 import io.orbitkv.protocol.engine.ErrorReason;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
+import java.util.BitSet;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -24,6 +25,12 @@ import java.util.zip.CRC32C;
  * or nothing evictable remains.
  *
  * <p>Budgets: one instance may hold at most {@code publishBudgetBytes} in unsealed publishes at a time.
+ *
+ * <p>Queries (design note): demand admission asks in two steps, so that a plan is chosen from evidence before
+ * anything is owned. {@link #probe} reads metadata only (which positions of each group are sealed or being written)
+ * and pins nothing, touches no LRU order. {@link #pinExact} then pins exactly the chosen keys, all or nothing: if any
+ * was evicted or replaced since the probe, it pins none and names the first missing key, and the caller re-plans.
+ * The older {@link #lookupAndPin} (longest common prefix, pinned in one step) is kept for callers of the prefix form.
  *
  * <p>Concurrency: owned by the storage role's event loop; not thread-safe. Tests drive it directly.
  */
@@ -46,6 +53,25 @@ public final class ImageStore {
      * after the prefix is being written by a publisher now.
      */
     public record Lookup(int readyBlocks, boolean pendingExtension, List<List<ImageRef>> pinned, long pinnedBytes) {}
+
+    /** A key at a block position of its group's chain. */
+    public record PositionedKey(int position, StateKey key) {}
+
+    /** The keys of one group to probe, at their block positions. */
+    public record GroupProbe(int groupId, List<PositionedKey> keys) {}
+
+    /**
+     * What {@link #probe} found for one group: the probed positions whose image is sealed, and those being written.
+     * The bit sets are fresh and handed over; neither side mutates them afterwards.
+     */
+    public record GroupPresence(int groupId, BitSet sealed, BitSet writing) {}
+
+    /**
+     * The result of {@link #pinExact}: when {@code complete}, {@code pinned} holds one ref per requested key, group by
+     * group in request order, and the caller owns those pins; otherwise nothing is pinned and {@code missing} names
+     * the first key that is not sealed any more.
+     */
+    public record ExactPin(boolean complete, List<List<ImageRef>> pinned, long pinnedBytes, StateKey missing) {}
 
     static final class Image {
         final StateKey key;
@@ -312,7 +338,52 @@ public final class ImageStore {
         return new Lookup(ready, pending, pinned, bytes);
     }
 
-    /** Drops pins taken by {@link #lookupAndPin}. */
+    /** Which probed positions are sealed or being written; metadata only, pins nothing, keeps LRU order unchanged. */
+    public List<GroupPresence> probe(List<GroupProbe> groups) {
+        List<GroupPresence> found = new ArrayList<>(groups.size());
+        for (GroupProbe group : groups) {
+            BitSet sealed = new BitSet();
+            BitSet writing = new BitSet();
+            for (PositionedKey pk : group.keys()) {
+                Image image = images.get(pk.key());
+                if (image != null) {
+                    (image.state == ImageState.SEALED ? sealed : writing).set(pk.position());
+                }
+            }
+            found.add(new GroupPresence(group.groupId(), sealed, writing));
+        }
+        return found;
+    }
+
+    /** Pins exactly these keys (every one sealed) or none; see {@link ExactPin}. Pins are dropped by {@link #unpin}. */
+    public ExactPin pinExact(List<List<StateKey>> groups) {
+        for (List<StateKey> group : groups) {
+            for (StateKey key : group) {
+                Image image = images.get(key);
+                if (image == null || image.state != ImageState.SEALED) {
+                    return new ExactPin(false, List.of(), 0, key);
+                }
+            }
+        }
+        List<List<ImageRef>> pinned = new ArrayList<>(groups.size());
+        long bytes = 0;
+        for (List<StateKey> group : groups) {
+            List<ImageRef> refs = new ArrayList<>(group.size());
+            for (StateKey key : group) {
+                Image image = images.get(key);
+                if (image.pins++ == 0) {
+                    evictable.remove(image.key);
+                    pinnedImages++;
+                }
+                bytes += image.slot.lengthBytes();
+                refs.add(image.ref());
+            }
+            pinned.add(refs);
+        }
+        return new ExactPin(true, pinned, bytes, null);
+    }
+
+    /** Drops pins taken by {@link #lookupAndPin} or {@link #pinExact}. */
     public void unpin(List<List<ImageRef>> pinned) {
         for (List<ImageRef> chain : pinned) {
             for (ImageRef ref : chain) {

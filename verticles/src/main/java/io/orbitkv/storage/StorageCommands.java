@@ -14,6 +14,13 @@ public final class StorageCommands {
 
     public record LookupAndPin(List<List<StateKey>> chains) {}
 
+    public record Probe(List<ImageStore.GroupProbe> groups) {}
+
+    public record PinExact(List<List<StateKey>> groups) {}
+
+    /** The answer to {@link Probe}: one presence per probed group, in request order. */
+    public record Presence(List<ImageStore.GroupPresence> groups) {}
+
     public record Unpin(List<List<ImageStore.ImageRef>> pinned) {}
 
     public record ReleaseInstance(long instance) {}
@@ -32,5 +39,6 @@ public final class StorageCommands {
 
     static final List<Class<?>> MESSAGE_TYPES = List.of(Allocate.class, Seal.class, Abort.class, LookupAndPin.class,
             Unpin.class, ReleaseInstance.class, GetStats.class, StorageStats.class, ImageStore.AllocateResult.class,
-            ImageStore.SealResult.class, ImageStore.Lookup.class, Integer.class);
+            ImageStore.SealResult.class, ImageStore.Lookup.class, Integer.class, Probe.class, PinExact.class, Presence.class,
+            ImageStore.ExactPin.class);
 }

@@ -13,6 +13,8 @@ public final class StorageProxy {
     static final String SEAL = "orbitkv.storage.seal";
     static final String ABORT = "orbitkv.storage.abort";
     static final String LOOKUP = "orbitkv.storage.lookup";
+    static final String PROBE = "orbitkv.storage.probe";
+    static final String PIN_EXACT = "orbitkv.storage.pin-exact";
     static final String UNPIN = "orbitkv.storage.unpin";
     static final String RELEASE_INSTANCE = "orbitkv.storage.release-instance";
     static final String STATS = "orbitkv.storage.stats";
@@ -39,6 +41,16 @@ public final class StorageProxy {
 
     public Future<ImageStore.Lookup> lookupAndPin(List<List<StateKey>> chains) {
         return RoleProxies.request(bus, LOOKUP, new StorageCommands.LookupAndPin(chains), options);
+    }
+
+    /** Metadata only: which positions of each group are sealed or being written; pins nothing. */
+    public Future<StorageCommands.Presence> probe(List<ImageStore.GroupProbe> groups) {
+        return RoleProxies.request(bus, PROBE, new StorageCommands.Probe(groups), options);
+    }
+
+    /** Pins exactly these keys or none (see {@link ImageStore#pinExact}). */
+    public Future<ImageStore.ExactPin> pinExact(List<List<StateKey>> groups) {
+        return RoleProxies.request(bus, PIN_EXACT, new StorageCommands.PinExact(groups), options);
     }
 
     public Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned) {

@@ -60,6 +60,10 @@ public final class StorageVerticle extends VerticleBase {
                 c -> changed(store.abort(c.instance(), c.publishId())));
         RoleProxies.<StorageCommands.LookupAndPin, ImageStore.Lookup>serve(bus, StorageProxy.LOOKUP,
                 c -> changed(store.lookupAndPin(c.chains())));
+        RoleProxies.<StorageCommands.Probe, StorageCommands.Presence>serve(bus, StorageProxy.PROBE,
+                c -> Future.succeededFuture(new StorageCommands.Presence(store.probe(c.groups()))));
+        RoleProxies.<StorageCommands.PinExact, ImageStore.ExactPin>serve(bus, StorageProxy.PIN_EXACT,
+                c -> changed(store.pinExact(c.groups())));
         RoleProxies.<StorageCommands.Unpin, Integer>serve(bus, StorageProxy.UNPIN, c -> {
             store.unpin(c.pinned());
             return changed(c.pinned().size());

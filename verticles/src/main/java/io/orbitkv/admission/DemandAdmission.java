@@ -1,0 +1,563 @@
+package io.orbitkv.admission;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.admission.AdmissionCommands.DemandPlan;
+import io.orbitkv.admission.AdmissionCommands.DemandState;
+import io.orbitkv.admission.AdmissionCommands.GroupPlan;
+import io.orbitkv.admission.AdmissionCommands.LeasedGroup;
+import io.orbitkv.admission.AdmissionCommands.Outcome;
+import io.orbitkv.admission.AdmissionCommands.Status;
+import io.orbitkv.common.OrbitException;
+import io.orbitkv.common.Ticker;
+import io.orbitkv.protocol.engine.ErrorReason;
+import io.orbitkv.recovery.BlockRange;
+import io.orbitkv.recovery.GroupAvailability;
+import io.orbitkv.recovery.GroupRanges;
+import io.orbitkv.recovery.RecoveryContract;
+import io.orbitkv.recovery.RecoveryException;
+import io.orbitkv.storage.ImageStore;
+import io.orbitkv.storage.StateKey;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import java.util.ArrayList;
+import java.util.BitSet;
+import java.util.EnumMap;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+
+/**
+ * Demand admission: query tickets and their revisions, waiting budgets, byte budgets, and the leases handed to engines.
+ * {@link AdmissionVerticle} wires it to the event bus; tests drive it directly with a {@link StoragePort} of their own.
+ *
+ * <h2>Evaluation</h2>
+ * A ticket is evaluated on submit and on every poll while it has no answer: (1) probe storage metadata for the
+ * positions the demand allows (pins nothing: evidence, state CANDIDATE); (2) {@link RecoveryContract#bestBoundary}
+ * over what is sealed; if pages being written would allow a later boundary and waiting budget is left, answer PENDING;
+ * (3) {@link RecoveryContract#requiredRanges} for the best boundary gives the exact pages (a window group only those it
+ * attends to, a recurrent group only the checkpoint at the boundary); (4) check budgets with their registered sizes and
+ * reserve them; (5) pin exactly those pages, all or nothing (RESERVED; local DRAM, so also RESIDENT); a page lost since
+ * the probe re-plans (at most {@value #MAX_PLAN_ATTEMPTS} times, then PENDING); (6) re-check the boundary is legal on
+ * what was acquired, and only then answer READY (RESIDENT for speculative warming). Evidence alone never answers READY.
+ *
+ * <h2>Lifecycle and ownership</h2>
+ * One live ticket per (instance, request id) and per (instance, operation id). A resubmission with a higher revision
+ * replaces the demand (a changed boundary or another group's ranges is a new demand even when the selected group's
+ * hashes are equal), ends any lease of the old revision and re-evaluates; a lower revision is REVISION_BACKWARDS; an
+ * equal revision with the identical demand gets the same answer, with another demand DUPLICATE_OPERATION (as does an
+ * operation id held by another request). An evaluation in flight captures the ticket's generation; if the ticket is
+ * revised or cancelled meanwhile, it drains (its pins are released when they arrive) instead of answering.
+ * Cancel revokes scheduling interest at once (the ticket leaves every table), waits for in-flight work to drain, then
+ * releases the ticket's lease. A lease ends exactly once: by release, cancel, revision, or the end of its session.
+ *
+ * <h2>Budgets and bounds</h2>
+ * Waiting: a PENDING ticket waits at most its budget (the demand's max wait, capped by the configured one, default
+ * 5 s) from its latest revision, then settles on what is resident (a shorter legal boundary or MISS) so the engine
+ * recomputes; the budget never interrupts pins already requested. Bytes: see {@link QueryBudgets}. Outstanding
+ * (PENDING) tickets are bounded per instance and in total; an answer lives {@code replyTtlNanos} (while its lease
+ * lives, longer), then the ticket is forgotten and polls get UNKNOWN_TICKET.
+ *
+ * <p>Confined to one event loop; futures from the {@link StoragePort} must complete on it.
+ */
+final class DemandAdmission {
+    static final int MAX_PLAN_ATTEMPTS = 3;
+    static final long RETRY_AFTER_MICROS = 1000;
+
+    /** What admission needs from the storage role. */
+    interface StoragePort {
+        Future<List<ImageStore.GroupPresence>> probe(List<ImageStore.GroupProbe> groups);
+
+        Future<ImageStore.ExactPin> pinExact(List<List<StateKey>> groups);
+
+        Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned);
+    }
+
+    private record RequestKey(long instance, String requestId) {}
+
+    private record OperationKey(long instance, long operationId) {}
+
+    private static final class Ticket {
+        final long id;
+        final long instance;
+        DemandPlan plan;
+        long revisedNanos;
+        int generation;
+        boolean cancelled;
+        boolean outstanding;
+        Outcome answer;
+        long answerExpiresNanos;
+        DemandState lastDetail = DemandState.MISS;
+        Future<Void> inFlight;
+        Lease lease;
+        int drainedPages;
+
+        Ticket(long id, long instance, DemandPlan plan, long now) {
+            this.id = id;
+            this.instance = instance;
+            this.plan = plan;
+            this.revisedNanos = now;
+        }
+    }
+
+    private record Lease(long id, long instance, Ticket ticket, String tenant, boolean speculative,
+                         List<List<ImageStore.ImageRef>> pinned, long bytes, int pages) {}
+
+    private final AdmissionVerticle.Settings settings;
+    private final Ticker ticker;
+    private final StoragePort storage;
+    private final QueryBudgets budgets;
+    private final Map<Long, Ticket> tickets = new HashMap<>();
+    private final Map<RequestKey, Ticket> byRequest = new HashMap<>();
+    private final Map<OperationKey, Ticket> byOperation = new HashMap<>();
+    private final Map<Long, Lease> leases = new HashMap<>();
+    private final Map<Long, Integer> outstandingByInstance = new HashMap<>();
+    private final Map<Status, Counter> queriesByOutcome = new EnumMap<>(Status.class);
+    private final Counter restoredBytes;
+    private final Counter replans;
+    private long outstanding;
+    private long leasedBytes;
+    private long nextTicket = 1;
+    private long nextLease = 1;
+
+    DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, StoragePort storage) {
+        this.settings = settings;
+        this.ticker = ticker;
+        this.storage = storage;
+        this.budgets = new QueryBudgets(settings.leaseBudgetBytes(), settings.instanceBudgetBytes(),
+                settings.speculativeBudgetBytes(), settings.tenantShares());
+        for (Status status : Status.values()) {
+            queriesByOutcome.put(status, Counter.builder("orbitkv.queries").tag("outcome", status.name().toLowerCase())
+                    .description("Query answers by outcome").register(registry));
+        }
+        restoredBytes = Counter.builder("orbitkv.restored.bytes").baseUnit("bytes")
+                .description("Bytes handed to engines under READY leases").register(registry);
+        replans = Counter.builder("orbitkv.queries.replans")
+                .description("Plans whose pages were lost between evidence and pinning").register(registry);
+    }
+
+    // ---- commands ----
+
+    Future<Outcome> submit(long instance, DemandPlan plan) {
+        sweep();
+        if (plan.requestId() != null) {
+            Ticket existing = byRequest.get(new RequestKey(instance, plan.requestId()));
+            if (existing != null) {
+                return resubmit(existing, plan);
+            }
+            Ticket holder = byOperation.get(new OperationKey(instance, plan.operationId()));
+            if (holder != null) {
+                throw new OrbitException(ErrorReason.DUPLICATE_OPERATION, "operation " + Long.toUnsignedString(plan.operationId())
+                        + " is held by another live request of this instance");
+            }
+        }
+        requireOutstandingRoom(instance);
+        budgets.requireHeadroom(instance, plan.tenant(), plan.speculative());
+        Ticket ticket = new Ticket(nextTicket++, instance, plan, ticker.nanos());
+        tickets.put(ticket.id, ticket);
+        if (plan.requestId() != null) {
+            byRequest.put(new RequestKey(instance, plan.requestId()), ticket);
+            byOperation.put(new OperationKey(instance, plan.operationId()), ticket);
+        }
+        markOutstanding(ticket, true);
+        return evaluate(ticket);
+    }
+
+    private Future<Outcome> resubmit(Ticket ticket, DemandPlan plan) {
+        int order = Long.compareUnsigned(plan.revision(), ticket.plan.revision());
+        if (order < 0) {
+            throw new OrbitException(ErrorReason.REVISION_BACKWARDS, "revision " + Long.toUnsignedString(plan.revision())
+                    + " of request '" + plan.requestId() + "' is older than its live revision "
+                    + Long.toUnsignedString(ticket.plan.revision()));
+        }
+        if (order == 0) {
+            if (!plan.equals(ticket.plan)) {
+                throw new OrbitException(ErrorReason.DUPLICATE_OPERATION, "revision " + Long.toUnsignedString(plan.revision())
+                        + " of request '" + plan.requestId() + "' was already claimed by another demand; raise the revision to change it");
+            }
+            return poll(ticket.instance, ticket.id);
+        }
+        if (plan.operationId() != ticket.plan.operationId()) {
+            throw new OrbitException(ErrorReason.DUPLICATE_OPERATION, "request '" + plan.requestId()
+                    + "' is operation " + Long.toUnsignedString(ticket.plan.operationId()) + "; a revision keeps its operation id");
+        }
+        if (!ticket.outstanding) {
+            requireOutstandingRoom(ticket.instance);
+        }
+        budgets.requireHeadroom(ticket.instance, plan.tenant(), plan.speculative());
+        ticket.plan = plan;
+        ticket.generation++;
+        ticket.revisedNanos = ticker.nanos();
+        ticket.answer = null;
+        ticket.lastDetail = DemandState.MISS;
+        markOutstanding(ticket, true);
+        Future<Integer> released = ticket.lease != null ? endLease(ticket.lease) : Future.succeededFuture(0);
+        return released.compose(n -> drained(ticket)).compose(v -> {
+            if (ticket.cancelled) {
+                return Future.succeededFuture(pending(ticket));
+            }
+            return ticket.answer != null ? Future.succeededFuture(ticket.answer) : evaluate(ticket);
+        });
+    }
+
+    Future<Outcome> poll(long instance, long ticketId) {
+        Ticket ticket = ownedTicket(instance, ticketId);
+        if (ticket.answer != null) {
+            return Future.succeededFuture(ticket.answer);
+        }
+        if (ticket.inFlight != null) {
+            return Future.succeededFuture(pending(ticket));
+        }
+        return evaluate(ticket);
+    }
+
+    /** Revokes interest now; completes after in-flight work drained and the lease (if any) is released. */
+    Future<Integer> cancel(long instance, long ticketId) {
+        Ticket ticket = ownedTicket(instance, ticketId);
+        forget(ticket);
+        ticket.cancelled = true;
+        ticket.generation++;
+        return drained(ticket).compose(v -> ticket.lease != null ? endLease(ticket.lease) : Future.succeededFuture(0))
+                .map(n -> n + ticket.drainedPages);
+    }
+
+    Future<Integer> release(long instance, long leaseId) {
+        Lease lease = leases.get(leaseId);
+        if (lease == null || lease.instance() != instance) {
+            throw new OrbitException(ErrorReason.UNKNOWN_LEASE, "no lease " + leaseId
+                    + " held by this instance (never granted or already released)");
+        }
+        return endLease(lease);
+    }
+
+    Future<AdmissionCommands.InstanceReleased> releaseInstance(long instance) {
+        List<Future<?>> waits = new ArrayList<>();
+        int leaseCount = 0;
+        for (Lease lease : List.copyOf(leases.values())) {
+            if (lease.instance() == instance) {
+                leaseCount++;
+                waits.add(endLease(lease));
+            }
+        }
+        int queries = 0;
+        for (Ticket ticket : List.copyOf(tickets.values())) {
+            if (ticket.instance == instance) {
+                if (ticket.outstanding) {
+                    queries++;
+                }
+                forget(ticket);
+                ticket.cancelled = true;
+                ticket.generation++;
+                waits.add(drained(ticket));
+            }
+        }
+        int released = leaseCount;
+        int cancelled = queries;
+        return Future.join(waits).transform(ar -> Future.succeededFuture(new AdmissionCommands.InstanceReleased(released, cancelled)));
+    }
+
+    AdmissionCommands.AdmissionStats stats(long instance) {
+        long mine = leases.values().stream().filter(l -> l.instance() == instance).count();
+        return new AdmissionCommands.AdmissionStats(leases.size(), leasedBytes, outstanding, mine,
+                outstandingByInstance.getOrDefault(instance, 0));
+    }
+
+    /** Forgets answered tickets whose reply lifetime ended and that hold no lease. */
+    void sweep() {
+        long now = ticker.nanos();
+        for (Ticket ticket : List.copyOf(tickets.values())) {
+            if (ticket.answer != null && ticket.lease == null && now - ticket.answerExpiresNanos > 0) {
+                forget(ticket);
+            }
+        }
+    }
+
+    int activeLeases() {
+        return leases.size();
+    }
+
+    long leasedBytes() {
+        return leasedBytes;
+    }
+
+    long outstanding() {
+        return outstanding;
+    }
+
+    int liveTickets() {
+        return tickets.size();
+    }
+
+    QueryBudgets budgets() {
+        return budgets;
+    }
+
+    // ---- evaluation ----
+
+    private Future<Outcome> evaluate(Ticket ticket) {
+        if (ticket.inFlight != null) {
+            return Future.succeededFuture(pending(ticket));
+        }
+        Promise<Void> done = Promise.promise();
+        ticket.inFlight = done.future();
+        int generation = ticket.generation;
+        Future<Outcome> result;
+        try {
+            result = attempt(ticket, generation, MAX_PLAN_ATTEMPTS);
+        } catch (RuntimeException e) {
+            result = Future.failedFuture(e);
+        }
+        return result.transform(ar -> {
+            ticket.inFlight = null;
+            done.complete();
+            if (ar.failed()) {
+                if (ticket.generation == generation) {
+                    forget(ticket);
+                }
+                return Future.failedFuture(typed(ar.cause()));
+            }
+            return Future.succeededFuture(ar.result());
+        });
+    }
+
+    private Future<Outcome> attempt(Ticket ticket, int generation, int attemptsLeft) {
+        DemandPlan plan = ticket.plan;
+        return storage.probe(probes(plan)).compose(presence -> {
+            if (stale(ticket, generation)) {
+                return Future.succeededFuture(current(ticket));
+            }
+            List<GroupAvailability> sealed = new ArrayList<>(presence.size());
+            List<GroupAvailability> sealedOrWriting = new ArrayList<>(presence.size());
+            for (ImageStore.GroupPresence group : presence) {
+                sealed.add(GroupAvailability.of(group.groupId(), group.sealed()));
+                BitSet both = (BitSet) group.sealed().clone();
+                both.or(group.writing());
+                sealedOrWriting.add(GroupAvailability.of(group.groupId(), both));
+            }
+            OptionalLong best = RecoveryContract.bestBoundary(plan.rules(), sealed, plan.validPrefixTokens(), plan.selectedEndTokens());
+            ticket.lastDetail = best.isPresent() ? DemandState.CANDIDATE : DemandState.MISS;
+            if (waitLeft(ticket)) {
+                OptionalLong later = RecoveryContract.bestBoundary(plan.rules(), sealedOrWriting, plan.validPrefixTokens(),
+                        plan.selectedEndTokens());
+                if (later.isPresent() && (best.isEmpty() || later.getAsLong() > best.getAsLong())) {
+                    return Future.succeededFuture(pending(ticket));
+                }
+            }
+            if (best.isEmpty()) {
+                return Future.succeededFuture(answer(ticket, Status.MISS, DemandState.MISS, 0, null));
+            }
+            return reserve(ticket, generation, best.getAsLong(), attemptsLeft);
+        });
+    }
+
+    private Future<Outcome> reserve(Ticket ticket, int generation, long boundary, int attemptsLeft) {
+        DemandPlan plan = ticket.plan;
+        List<GroupRanges> required = RecoveryContract.requiredRanges(plan.rules(), boundary, plan.validPrefixTokens());
+        List<List<StateKey>> keys = new ArrayList<>(required.size());
+        List<List<Integer>> positions = new ArrayList<>(required.size());
+        long bytes = 0;
+        for (GroupRanges ranges : required) {
+            GroupPlan group = groupPlan(plan, ranges.groupId());
+            Map<Integer, StateKey> byPosition = new HashMap<>();
+            for (ImageStore.PositionedKey pk : group.keys()) {
+                byPosition.put(pk.position(), pk.key());
+            }
+            List<StateKey> groupKeys = new ArrayList<>();
+            List<Integer> groupPositions = new ArrayList<>();
+            for (BlockRange range : ranges.ranges()) {
+                for (int p = range.startInclusive(); p < range.endExclusive(); p++) {
+                    groupKeys.add(byPosition.get(p));
+                    groupPositions.add(p);
+                }
+            }
+            keys.add(groupKeys);
+            positions.add(groupPositions);
+            bytes += group.bytesPerPage() * groupKeys.size();
+        }
+        budgets.check(ticket.instance, plan.tenant(), plan.speculative(), bytes);
+        long reserved = bytes;
+        budgets.charge(ticket.instance, plan.tenant(), plan.speculative(), reserved);
+        return storage.pinExact(keys).compose(pin -> {
+            if (!pin.complete()) {
+                budgets.refund(ticket.instance, plan.tenant(), plan.speculative(), reserved);
+                replans.increment();
+                if (attemptsLeft > 1 && !stale(ticket, generation)) {
+                    return attempt(ticket, generation, attemptsLeft - 1);
+                }
+                ticket.lastDetail = DemandState.CANDIDATE;
+                return Future.succeededFuture(stale(ticket, generation) ? current(ticket) : pending(ticket));
+            }
+            if (stale(ticket, generation)) {
+                budgets.refund(ticket.instance, plan.tenant(), plan.speculative(), reserved);
+                return storage.unpin(pin.pinned()).map(n -> {
+                    ticket.drainedPages += countPages(pin.pinned());
+                    return current(ticket);
+                });
+            }
+            ticket.lastDetail = DemandState.RESERVED;
+            // Local DRAM: the reserved sources are the resident bytes. Re-check legality on what was acquired.
+            List<GroupAvailability> acquired = new ArrayList<>(positions.size());
+            for (int g = 0; g < positions.size(); g++) {
+                BitSet bits = new BitSet();
+                positions.get(g).forEach(bits::set);
+                acquired.add(GroupAvailability.of(required.get(g).groupId(), bits));
+            }
+            if (!RecoveryContract.isLegal(plan.rules(), acquired, plan.validPrefixTokens(), boundary)) {
+                budgets.refund(ticket.instance, plan.tenant(), plan.speculative(), reserved);
+                return storage.unpin(pin.pinned()).compose(n -> Future.failedFuture(new IllegalStateException(
+                        "acquired pages do not make boundary " + boundary + " legal")));
+            }
+            ticket.lastDetail = DemandState.RESIDENT;
+            Lease lease = new Lease(nextLease++, ticket.instance, ticket, plan.tenant(), plan.speculative(),
+                    pin.pinned(), reserved, countPages(pin.pinned()));
+            leases.put(lease.id(), lease);
+            leasedBytes += lease.bytes();
+            ticket.lease = lease;
+            List<LeasedGroup> leased = new ArrayList<>(positions.size());
+            for (int g = 0; g < positions.size(); g++) {
+                leased.add(new LeasedGroup(required.get(g).groupId(), List.copyOf(positions.get(g)), pin.pinned().get(g)));
+            }
+            if (plan.speculative()) {
+                return Future.succeededFuture(answer(ticket, Status.RESIDENT, DemandState.RESIDENT, boundary, leased));
+            }
+            restoredBytes.increment(lease.bytes());
+            return Future.succeededFuture(answer(ticket, Status.READY, DemandState.READY, boundary, leased));
+        }, failure -> {
+            budgets.refund(ticket.instance, plan.tenant(), plan.speculative(), reserved);
+            return Future.failedFuture(failure);
+        });
+    }
+
+    private static List<ImageStore.GroupProbe> probes(DemandPlan plan) {
+        List<ImageStore.GroupProbe> probes = new ArrayList<>(plan.groups().size());
+        for (GroupPlan group : plan.groups()) {
+            probes.add(new ImageStore.GroupProbe(group.groupId(), group.keys()));
+        }
+        return probes;
+    }
+
+    private static GroupPlan groupPlan(DemandPlan plan, int groupId) {
+        for (GroupPlan group : plan.groups()) {
+            if (group.groupId() == groupId) {
+                return group;
+            }
+        }
+        throw new IllegalStateException("validated demand lacks group " + groupId);
+    }
+
+    private boolean waitLeft(Ticket ticket) {
+        long budget = settings.waitBudgetNanos();
+        if (ticket.plan.maxWaitNanos() >= 0) {
+            budget = Math.min(budget, ticket.plan.maxWaitNanos());
+        }
+        return ticker.nanos() - ticket.revisedNanos < budget;
+    }
+
+    private static boolean stale(Ticket ticket, int generation) {
+        return ticket.cancelled || ticket.generation != generation;
+    }
+
+    private Outcome current(Ticket ticket) {
+        return ticket.answer != null ? ticket.answer : pending(ticket);
+    }
+
+    private Outcome pending(Ticket ticket) {
+        queriesByOutcome.get(Status.PENDING).increment();
+        return new Outcome(ticket.id, Status.PENDING, ticket.lastDetail, 0, ticket.plan.rules().pageSizeTokens(), 0,
+                List.of(), ticket.plan.revision(), ticket.plan.requestId(), ticket.plan.operationId(), RETRY_AFTER_MICROS);
+    }
+
+    private Outcome answer(Ticket ticket, Status status, DemandState detail, long boundary, List<LeasedGroup> leased) {
+        ticket.lastDetail = detail;
+        ticket.answer = new Outcome(ticket.id, status, detail, boundary, ticket.plan.rules().pageSizeTokens(),
+                ticket.lease == null ? 0 : ticket.lease.id(), leased == null ? List.of() : List.copyOf(leased),
+                ticket.plan.revision(), ticket.plan.requestId(), ticket.plan.operationId(), 0);
+        ticket.answerExpiresNanos = ticker.nanos() + settings.replyTtlNanos();
+        markOutstanding(ticket, false);
+        queriesByOutcome.get(status).increment();
+        return ticket.answer;
+    }
+
+    // ---- tables ----
+
+    private Future<Void> drained(Ticket ticket) {
+        return ticket.inFlight == null ? Future.succeededFuture() : ticket.inFlight;
+    }
+
+    private void requireOutstandingRoom(long instance) {
+        if (outstanding >= settings.maxOutstanding()) {
+            throw new OrbitException(ErrorReason.TOO_MANY_OUTSTANDING, "the Manager has " + outstanding + " outstanding queries");
+        }
+        int mine = outstandingByInstance.getOrDefault(instance, 0);
+        if (mine >= settings.maxOutstandingPerInstance()) {
+            throw new OrbitException(ErrorReason.TOO_MANY_OUTSTANDING, "this instance has " + mine + " outstanding queries");
+        }
+    }
+
+    private void markOutstanding(Ticket ticket, boolean now) {
+        if (ticket.outstanding == now) {
+            return;
+        }
+        ticket.outstanding = now;
+        int delta = now ? 1 : -1;
+        outstanding += delta;
+        outstandingByInstance.merge(ticket.instance, delta, Integer::sum);
+        outstandingByInstance.remove(ticket.instance, 0);
+    }
+
+    /** Removes a ticket from every table (its lease, if any, lives on until released). */
+    private void forget(Ticket ticket) {
+        if (tickets.remove(ticket.id) != ticket) {
+            return;
+        }
+        markOutstanding(ticket, false);
+        if (ticket.plan.requestId() != null) {
+            byRequest.remove(new RequestKey(ticket.instance, ticket.plan.requestId()), ticket);
+            byOperation.remove(new OperationKey(ticket.instance, ticket.plan.operationId()), ticket);
+        }
+    }
+
+    private Ticket ownedTicket(long instance, long id) {
+        Ticket ticket = tickets.get(id);
+        if (ticket != null && ticket.answer != null && ticket.lease == null && ticker.nanos() - ticket.answerExpiresNanos > 0) {
+            forget(ticket);
+            ticket = null;
+        }
+        if (ticket == null || ticket.instance != instance) {
+            throw new OrbitException(ErrorReason.UNKNOWN_TICKET, "no ticket " + id
+                    + " for this instance (never issued, cancelled or expired)");
+        }
+        return ticket;
+    }
+
+    private Future<Integer> endLease(Lease lease) {
+        if (leases.remove(lease.id()) == null) {
+            return Future.succeededFuture(0);
+        }
+        leasedBytes -= lease.bytes();
+        budgets.refund(lease.instance(), lease.tenant(), lease.speculative(), lease.bytes());
+        if (lease.ticket().lease == lease) {
+            lease.ticket().lease = null;
+            lease.ticket().answerExpiresNanos = Math.min(lease.ticket().answerExpiresNanos,
+                    ticker.nanos() + settings.replyTtlNanos());
+        }
+        return storage.unpin(lease.pinned()).map(n -> lease.pages());
+    }
+
+    private static int countPages(List<List<ImageStore.ImageRef>> pinned) {
+        int pages = 0;
+        for (List<ImageStore.ImageRef> group : pinned) {
+            pages += group.size();
+        }
+        return pages;
+    }
+
+    /** Contract failures travel as their engine-API reason. */
+    static Throwable typed(Throwable failure) {
+        if (failure instanceof RecoveryException recovery) {
+            return new OrbitException(recovery.reason().wireReason(), recovery.getMessage());
+        }
+        return failure;
+    }
+}

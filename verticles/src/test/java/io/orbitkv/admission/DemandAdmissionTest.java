@@ -1,0 +1,259 @@
+package io.orbitkv.admission;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.catchThrowableOfType;
+
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.admission.AdmissionCommands.DemandPlan;
+import io.orbitkv.admission.AdmissionCommands.DemandState;
+import io.orbitkv.admission.AdmissionCommands.GroupPlan;
+import io.orbitkv.admission.AdmissionCommands.Outcome;
+import io.orbitkv.admission.AdmissionCommands.Status;
+import io.orbitkv.common.OrbitException;
+import io.orbitkv.protocol.engine.ErrorReason;
+import io.orbitkv.recovery.GroupRule;
+import io.orbitkv.recovery.RecoveryRules;
+import io.orbitkv.storage.ImageStore;
+import io.orbitkv.storage.PoolAllocator;
+import io.orbitkv.storage.ResidencyStream;
+import io.orbitkv.storage.StateKey;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import java.lang.foreign.Arena;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The admission role's handlers driven directly, without the event bus: a real {@link ImageStore} behind a storage
+ * port the test can hold (to put a pin "in flight"), and a hand-stepped ticker. No sleeps.
+ */
+class DemandAdmissionTest {
+    static final int P = 16;
+    static final long PAGE = 4096;
+    static final byte[] NS = new byte[16];
+    static final long WAIT = TimeUnit.SECONDS.toNanos(5);
+    static final long TTL = TimeUnit.SECONDS.toNanos(30);
+    static final RecoveryRules RULES = RecoveryRules.of(P, GroupRule.fullAttention(0), GroupRule.recurrent(2, 4 * P));
+
+    final Arena arena = Arena.ofShared();
+    final ImageStore store = new ImageStore(new PoolAllocator(4 << 20, 64 << 10), arena.allocate(4 << 20), 4 << 20,
+            new ResidencyStream(1, 1024), new ImageStore.Listener() {});
+    long now = 1_000_000_000L;
+    /** When set, pinExact waits here until the test completes it. */
+    boolean holdPins;
+    final Deque<Runnable> heldPins = new ArrayDeque<>();
+    boolean losePages;
+
+    final DemandAdmission.StoragePort port = new DemandAdmission.StoragePort() {
+        @Override
+        public Future<List<ImageStore.GroupPresence>> probe(List<ImageStore.GroupProbe> groups) {
+            return Future.succeededFuture(store.probe(groups));
+        }
+
+        @Override
+        public Future<ImageStore.ExactPin> pinExact(List<List<StateKey>> groups) {
+            if (losePages) {
+                return Future.succeededFuture(new ImageStore.ExactPin(false, List.of(), 0, groups.getFirst().getFirst()));
+            }
+            if (!holdPins) {
+                return Future.succeededFuture(store.pinExact(groups));
+            }
+            Promise<ImageStore.ExactPin> held = Promise.promise();
+            heldPins.add(() -> held.complete(store.pinExact(groups)));
+            return held.future();
+        }
+
+        @Override
+        public Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned) {
+            store.unpin(pinned);
+            return Future.succeededFuture(pinned.size());
+        }
+    };
+
+    final SimpleMeterRegistry registry = new SimpleMeterRegistry();
+
+    DemandAdmission admission(int maxOutstanding) {
+        return new DemandAdmission(new AdmissionVerticle.Settings(8, maxOutstanding, WAIT, TTL, 1 << 20, 1 << 20,
+                64 << 10, TenantShares.equalShares()), registry, () -> now, port);
+    }
+
+    @AfterEach
+    void release() {
+        arena.close();
+    }
+
+    static StateKey key(int group, int position) {
+        return StateKey.of(NS, group, new byte[] {(byte) position, 7});
+    }
+
+    void publish(int group, List<Integer> positions, boolean seal) {
+        List<StateKey> keys = positions.stream().map(p -> key(group, p)).toList();
+        ImageStore.AllocateResult result = store.allocate(1, keys, keys.stream().map(k -> PAGE).toList());
+        if (seal) {
+            store.seal(1, result.publishId(), List.of(), List.of());
+        }
+    }
+
+    static DemandPlan plan(String request, long revision, long operation, int endPages, int recurrentEnd) {
+        List<GroupPlan> groups = new ArrayList<>();
+        List<ImageStore.PositionedKey> full = new ArrayList<>();
+        List<ImageStore.PositionedKey> recurrent = new ArrayList<>();
+        for (int p = 0; p < endPages; p++) {
+            full.add(new ImageStore.PositionedKey(p, key(0, p)));
+            if (p < recurrentEnd) {
+                recurrent.add(new ImageStore.PositionedKey(p, key(2, p)));
+            }
+        }
+        groups.add(new GroupPlan(0, PAGE, full));
+        groups.add(new GroupPlan(2, PAGE, recurrent));
+        return new DemandPlan(request, revision, operation, "", RULES, 0, (long) endPages * P, groups, 0, 0, 0, -1, false);
+    }
+
+    /** Ten attention pages, a checkpoint at 4 pages, and the 8-page checkpoint still being written. */
+    void tenPagesCheckpointAtFourEightBeingWritten() {
+        publish(0, range(10), true);
+        publish(2, List.of(3), true);
+        publish(2, List.of(7), false);
+    }
+
+    static List<Integer> range(int n) {
+        List<Integer> positions = new ArrayList<>();
+        for (int p = 0; p < n; p++) {
+            positions.add(p);
+        }
+        return positions;
+    }
+
+    void assertNothingHeld(DemandAdmission admission) {
+        assertThat(admission.activeLeases()).as("leases").isZero();
+        assertThat(admission.leasedBytes()).as("leased bytes").isZero();
+        assertThat(admission.outstanding()).as("outstanding").isZero();
+        assertThat(admission.budgets().isEmpty()).as("budgets charged").isTrue();
+        assertThat(store.pinnedImages()).as("pinned images").isZero();
+    }
+
+    @Test
+    void theWaitingBudgetEndsPreparationAndSettlesOnWhatIsResident() {
+        tenPagesCheckpointAtFourEightBeingWritten();
+        DemandAdmission admission = admission(100);
+        Outcome pending = admission.submit(1, plan("r", 0, 1, 10, 10)).await();
+        assertThat(pending.status()).isEqualTo(Status.PENDING);
+        assertThat(pending.detail()).isEqualTo(DemandState.CANDIDATE);
+        assertThat(store.pinnedImages()).as("evidence pins nothing").isZero();
+
+        now += WAIT - 1;
+        assertThat(admission.poll(1, pending.ticket()).await().status()).isEqualTo(Status.PENDING);
+        now += 1;
+        Outcome settled = admission.poll(1, pending.ticket()).await();
+        assertThat(settled.status()).isEqualTo(Status.READY);
+        assertThat(settled.boundaryTokens()).isEqualTo(4 * P);
+        assertThat(settled.leased()).extracting(AdmissionCommands.LeasedGroup::positions)
+                .containsExactly(List.of(0, 1, 2, 3), List.of(3));
+        admission.release(1, settled.leaseId()).await();
+        assertNothingHeld(admission);
+    }
+
+    @Test
+    void aDemandAskingForLessWaitIsCappedAndTheConfiguredBudgetCapsALongerOne() {
+        tenPagesCheckpointAtFourEightBeingWritten();
+        DemandAdmission admission = admission(100);
+        DemandPlan base = plan("r", 0, 1, 10, 10);
+        DemandPlan longWait = new DemandPlan("r", 0, 1, "", RULES, 0, 10 * P, base.groups(), 0, 0, 0, 10 * WAIT, false);
+        Outcome pending = admission.submit(1, longWait).await();
+        now += WAIT;
+        Outcome settled = admission.poll(1, pending.ticket()).await();
+        assertThat(settled.status()).as("capped by the configured 5 s").isEqualTo(Status.READY);
+        admission.cancel(1, settled.ticket()).await();
+        assertNothingHeld(admission);
+    }
+
+    @Test
+    void cancelRevokesAtOnceButReleasesOnlyAfterTheSubmittedPinDrains() {
+        publish(0, range(10), true);
+        publish(2, List.of(3), true);
+        DemandAdmission admission = admission(100);
+        holdPins = true;
+        Future<Outcome> submitted = admission.submit(1, plan("r", 0, 1, 10, 10));
+        assertThat(submitted.isComplete()).isFalse();
+        assertThat(heldPins).hasSize(1);
+
+        Future<Integer> cancelled = admission.cancel(1, 1);
+        assertThat(admission.liveTickets()).as("scheduling interest revoked at once").isZero();
+        assertThat(admission.outstanding()).isZero();
+        assertThat(cancelled.isComplete()).as("waits for the submitted pin").isFalse();
+        OrbitException again = catchThrowableOfType(OrbitException.class, () -> admission.cancel(1, 1));
+        assertThat(again.reason()).isEqualTo(ErrorReason.UNKNOWN_TICKET);
+
+        heldPins.poll().run();
+        assertThat(submitted.await().status()).as("a cancelled ticket never answers READY").isEqualTo(Status.PENDING);
+        assertThat(cancelled.await()).as("drained pages: 4 attention + 1 checkpoint").isEqualTo(5);
+        assertNothingHeld(admission);
+    }
+
+    @Test
+    void aRevisionDuringAnInFlightPinDrainsTheOldPinsAndAnswersTheNewDemand() {
+        publish(0, range(10), true);
+        publish(2, List.of(3, 7), true);
+        DemandAdmission admission = admission(100);
+        holdPins = true;
+        Future<Outcome> first = admission.submit(1, plan("r", 0, 1, 10, 4));
+        Future<Outcome> revised = admission.submit(1, plan("r", 1, 1, 10, 10));
+        assertThat(revised.isComplete()).isFalse();
+        heldPins.poll().run();
+        assertThat(first.await().status()).isEqualTo(Status.PENDING);
+        assertThat(store.pinnedImages()).as("revision 0's pins drained").isZero();
+        assertThat(heldPins).as("revision 1 pins now").hasSize(1);
+        heldPins.poll().run();
+        Outcome ready = revised.await();
+        assertThat(ready.status()).isEqualTo(Status.READY);
+        assertThat(ready.revision()).isEqualTo(1);
+        assertThat(ready.boundaryTokens()).isEqualTo(8 * P);
+        assertThat(admission.activeLeases()).isEqualTo(1);
+        assertThat(store.pinnedImages()).isEqualTo(9);
+        admission.release(1, ready.leaseId()).await();
+        assertNothingHeld(admission);
+    }
+
+    @Test
+    void pagesLostBetweenEvidenceAndPinningAreReplannedAndNeverAnsweredReady() {
+        publish(0, range(10), true);
+        publish(2, List.of(3), true);
+        DemandAdmission admission = admission(100);
+        losePages = true;
+        Outcome outcome = admission.submit(1, plan("r", 0, 1, 10, 10)).await();
+        assertThat(outcome.status()).isEqualTo(Status.PENDING);
+        assertThat(outcome.detail()).isEqualTo(DemandState.CANDIDATE);
+        assertThat(registry.get("orbitkv.queries.replans").counter().count()).isEqualTo(DemandAdmission.MAX_PLAN_ATTEMPTS);
+        assertThat(admission.budgets().isEmpty()).as("reservations refunded").isTrue();
+        losePages = false;
+        Outcome ready = admission.poll(1, outcome.ticket()).await();
+        assertThat(ready.status()).isEqualTo(Status.READY);
+        admission.release(1, ready.leaseId()).await();
+        assertNothingHeld(admission);
+    }
+
+    @Test
+    void answersLiveForTheirReplyLifetimeAndOutstandingQueriesAreBoundedInTotal() {
+        tenPagesCheckpointAtFourEightBeingWritten();
+        DemandAdmission admission = admission(1);
+        Outcome miss = admission.submit(1, plan("m", 0, 9, 2, 2)).await();
+        assertThat(miss.status()).isEqualTo(Status.MISS);
+        Outcome pending = admission.submit(1, plan("p", 0, 1, 10, 10)).await();
+        assertThat(pending.status()).isEqualTo(Status.PENDING);
+        OrbitException full = catchThrowableOfType(OrbitException.class, () -> admission.submit(2, plan("q", 0, 1, 10, 10)));
+        assertThat(full.reason()).isEqualTo(ErrorReason.TOO_MANY_OUTSTANDING);
+
+        assertThat(admission.poll(1, miss.ticket()).await()).isEqualTo(miss);
+        now += TTL + 1;
+        OrbitException expired = catchThrowableOfType(OrbitException.class, () -> admission.poll(1, miss.ticket()));
+        assertThat(expired.reason()).isEqualTo(ErrorReason.UNKNOWN_TICKET);
+        // The request id is free again once its ticket is forgotten.
+        assertThat(admission.releaseInstance(1).await().queries()).isEqualTo(1);
+        assertNothingHeld(admission);
+    }
+}
