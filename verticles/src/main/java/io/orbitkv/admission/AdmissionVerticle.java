@@ -48,7 +48,18 @@ public final class AdmissionVerticle extends VerticleBase {
     private DemandAdmission admission;
     private long sweepTimer;
 
+    private final io.orbitkv.cost.CostProxy cost;
+    private final io.orbitkv.cost.ResourceId dramPool;
+
     public AdmissionVerticle(Settings settings, MeterRegistry registry, Ticker ticker) {
+        this(settings, registry, ticker, null, null);
+    }
+
+    /** With cost observation: complete HOST_READY routes are reported to {@code cost} against {@code dramPool}. */
+    public AdmissionVerticle(Settings settings, MeterRegistry registry, Ticker ticker, io.orbitkv.cost.CostProxy cost,
+                             io.orbitkv.cost.ResourceId dramPool) {
+        this.cost = cost;
+        this.dramPool = dramPool;
         this.settings = settings;
         this.registry = registry;
         this.ticker = ticker;
@@ -72,7 +83,7 @@ public final class AdmissionVerticle extends VerticleBase {
             public Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned) {
                 return storage.unpin(pinned);
             }
-        });
+        }, cost, dramPool);
         DemandAdmission a = admission;
         Gauge.builder("orbitkv.leases.active", a, DemandAdmission::activeLeases).description("Leases held by engines").register(registry);
         Gauge.builder("orbitkv.leases.bytes", a, DemandAdmission::leasedBytes).baseUnit("bytes")

@@ -116,12 +116,25 @@ final class DemandAdmission {
     private final Map<Status, Counter> queriesByOutcome = new EnumMap<>(Status.class);
     private final Counter restoredBytes;
     private final Counter replans;
+    private final io.orbitkv.cost.CostProxy cost;
+    private final io.orbitkv.cost.ResourceId dramPool;
     private long outstanding;
     private long leasedBytes;
     private long nextTicket = 1;
     private long nextLease = 1;
 
     DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, StoragePort storage) {
+        this(settings, registry, ticker, storage, null, null);
+    }
+
+    /**
+     * @param cost     where complete-route samples go (HOST_READY_ROUTE: revision → READY); null = not observed
+     * @param dramPool the resource identity of this Manager's DRAM pool (with its incarnation)
+     */
+    DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, StoragePort storage,
+                    io.orbitkv.cost.CostProxy cost, io.orbitkv.cost.ResourceId dramPool) {
+        this.cost = cost;
+        this.dramPool = dramPool;
         this.settings = settings;
         this.ticker = ticker;
         this.storage = storage;
@@ -216,6 +229,9 @@ final class DemandAdmission {
     Future<Integer> cancel(long instance, long ticketId) {
         Ticket ticket = ownedTicket(instance, ticketId);
         forget(ticket);
+        if (ticket.answer == null) {
+            observeHostReady(ticket, io.orbitkv.cost.ObservationOutcome.CANCELLED, -1, -1);
+        }
         ticket.cancelled = true;
         ticket.generation++;
         return drained(ticket).compose(v -> ticket.lease != null ? endLease(ticket.lease) : Future.succeededFuture(0))
@@ -422,11 +438,30 @@ final class DemandAdmission {
                 return Future.succeededFuture(answer(ticket, Status.RESIDENT, DemandState.RESIDENT, boundary, leased));
             }
             restoredBytes.increment(lease.bytes());
+            observeHostReady(ticket, io.orbitkv.cost.ObservationOutcome.SUCCEEDED, lease.bytes(), lease.pages());
             return Future.succeededFuture(answer(ticket, Status.READY, DemandState.READY, boundary, leased));
         }, failure -> {
             budgets.refund(ticket.instance, plan.tenant(), plan.speculative(), reserved);
             return Future.failedFuture(failure);
         });
+    }
+
+    /**
+     * A complete-route sample: from the ticket's latest revision to the state being host-ready (leased in local DRAM).
+     * Only the completion owner (this role, at READY) reports it; a cancelled ticket reports CANCELLED, which never
+     * trains an estimate.
+     */
+    private void observeHostReady(Ticket ticket, io.orbitkv.cost.ObservationOutcome outcome, long bytes, long pages) {
+        if (cost == null || !cost.observationsEnabled()) {
+            return;
+        }
+        io.orbitkv.cost.CostEstimateKey key = io.orbitkv.cost.CostEstimateKey.route(io.orbitkv.cost.CostPath.HOST_READY_ROUTE,
+                dramPool, io.orbitkv.cost.RepresentationFamily.RAW,
+                bytes < 0 ? io.orbitkv.cost.SizeBucket.UNKNOWN : io.orbitkv.cost.SizeBucket.of(bytes),
+                pages < 0 ? io.orbitkv.cost.SizeBucket.UNKNOWN : io.orbitkv.cost.SizeBucket.of(pages),
+                io.orbitkv.cost.CompletionTarget.hostReady());
+        cost.report(io.orbitkv.cost.ObservationRecord.of(key, outcome, Math.max(0, ticker.nanos() - ticket.revisedNanos),
+                bytes < 0 ? io.orbitkv.cost.ObservedBytes.UNKNOWN : io.orbitkv.cost.ObservedBytes.logicalOnly(bytes)));
     }
 
     private static List<ImageStore.GroupProbe> probes(DemandPlan plan) {

@@ -73,8 +73,11 @@ public final class Manager implements AutoCloseable {
             }
             return io.orbitkv.engine.EngineVerticle.loadOrCreateToken(config.authTokenFile());
         });
+        io.orbitkv.cost.CostVerticle cost = new io.orbitkv.cost.CostVerticle(config.cost(), registry);
         Future<Manager> started = prepared.compose(token -> {
             long poolBytes = config.poolSizeBytes();
+            io.orbitkv.cost.ResourceId dramPool = new io.orbitkv.cost.ResourceId(io.orbitkv.cost.ResourceKind.DRAM_POOL,
+                    "dram-pool", incarnation);
             StorageVerticle storage = new StorageVerticle(new StorageVerticle.Settings(poolPath, poolBytes,
                     config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation), registry);
             AdmissionVerticle admission = new AdmissionVerticle(new AdmissionVerticle.Settings(
@@ -84,13 +87,14 @@ public final class Manager implements AutoCloseable {
                     (long) (poolBytes * config.queryByteBudgetFraction()),
                     (long) (poolBytes * config.queryByteBudgetFraction() * config.queryInstanceBudgetFraction()),
                     (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares()),
-                    registry, Ticker.SYSTEM);
+                    registry, Ticker.SYSTEM, cost.proxy(), dramPool);
             EngineVerticle engine = new EngineVerticle(new EngineVerticle.Settings(config.grpcUnixSocket(),
                     config.grpcTcpHost(), config.grpcTcpPort(), config.grpcMaxMessageBytes(),
                     config.grpcMaxPagesPerRequest(), TimeUnit.MILLISECONDS.toNanos(config.sessionTtlMillis()), token,
                     poolPath, poolBytes), registry, Ticker.SYSTEM);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
-            return vertx.deployVerticle(storage)
+            return vertx.deployVerticle(cost)
+                    .compose(id -> vertx.deployVerticle(storage))
                     .compose(id -> vertx.deployVerticle(admission))
                     .compose(id -> vertx.deployVerticle(engine))
                     .compose(id -> vertx.deployVerticle(health))

@@ -36,7 +36,8 @@ public record ManagerConfig(
         double queryInstanceBudgetFraction,
         double querySpeculativeFraction,
         io.orbitkv.admission.TenantShares queryTenantShares,
-        int eventLoopThreads) {
+        int eventLoopThreads,
+        io.orbitkv.cost.CostSettings cost) {
 
     /** Every key with its default, as documented in the README and conf/orbitkv.yaml. */
     public static final Map<String, String> DEFAULTS = defaults();
@@ -69,6 +70,9 @@ public record ManagerConfig(
         d.put("publish.budget-fraction", "0.5");
         d.put("auth.token-file", "");
         d.put("manager.event-loop-threads", "1");
+        d.put("cost.observations", "false");
+        d.put("cost.selection", "false");
+        d.put("cost.intake-capacity", "1024");
         return Map.copyOf(d);
     }
 
@@ -114,7 +118,24 @@ public record ManagerConfig(
                 fraction(v, "query.instance-budget-fraction"),
                 fraction(v, "query.speculative-fraction"),
                 tenantShares(v, "query.tenant-shares"),
-                (int) integer(v, "manager.event-loop-threads", 1, 256));
+                (int) integer(v, "manager.event-loop-threads", 1, 256),
+                costSettings(v));
+    }
+
+    /** ORBITKV_COST_OBSERVATIONS=1 (cost.observations) turns observation and shadow on; selection needs both. */
+    private static io.orbitkv.cost.CostSettings costSettings(Map<String, String> v) {
+        boolean observations = bool(v, "cost.observations");
+        boolean selection = bool(v, "cost.selection");
+        return new io.orbitkv.cost.CostSettings(observations, observations && selection,
+                (int) integer(v, "cost.intake-capacity", 1, 1 << 20));
+    }
+
+    private static boolean bool(Map<String, String> v, String key) {
+        return switch (v.get(key).strip().toLowerCase(Locale.ROOT)) {
+            case "1", "true", "yes", "on" -> true;
+            case "0", "false", "no", "off" -> false;
+            default -> throw new ConfigException(key, "must be true/false (or 1/0), got '" + v.get(key) + "'");
+        };
     }
 
     /** A pool file name unique to this Manager's data directory and process. */

@@ -1,0 +1,47 @@
+package io.orbitkv.it;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.google.protobuf.ByteString;
+import io.orbitkv.client.EngineSession;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.protocol.engine.*;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/** With cost observation switched on, real queries train complete-route samples that show on the real /metrics. */
+@Timeout(120)
+class CostObservationIT {
+    static final int PAGE = 64 * 1024;
+
+    @RegisterExtension
+    final RunningManager running = new RunningManager().with("cost.observations", "1");
+
+    @Test
+    void hostReadyRoutesAppearOnMetricsWithoutIdentities() throws Exception {
+        try (OrbitKvClient client = running.unixClient();
+             EngineSession session = client.register(RunningManager.identity("model-a", PAGE).build(), InstanceRole.DECODE).await()) {
+            List<ByteString> hashes = PublishQueryRestoreIT.publish(session, "cost", 8);
+            for (int i = 0; i < 5; i++) {
+                QueryReply reply = session.query(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hashes).build())).await();
+                assertThat(reply.getStatus()).isEqualTo(QueryStatus.READY);
+                session.release(reply.getLease().getLeaseId()).await();
+            }
+            String succeeded = "orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"host_ready_route\"}";
+            await().atMost(Duration.ofSeconds(10)).until(() -> running.scrape().contains(succeeded)
+                    && running.metric(succeeded) == 5.0);
+            String scrape = running.scrape();
+            assertThat(scrape).contains("orbitkv_cost_stage_seconds_bucket");
+            // No key, namespace, hash or incarnation ever becomes a label value.
+            assertThat(scrape).doesNotContain(hex(hashes.get(0))).doesNotContain("dram-pool");
+        }
+    }
+
+    static String hex(ByteString bytes) {
+        return java.util.HexFormat.of().formatHex(bytes.toByteArray());
+    }
+}
