@@ -15,6 +15,7 @@ public final class Benchmarks {
 
     static {
         register("dram", io.orbitkv.perf.dram.DramBench::run);
+        register("cost-overhead", io.orbitkv.perf.cost.CostOverheadBench::run);
     }
 
     private Benchmarks() {}
