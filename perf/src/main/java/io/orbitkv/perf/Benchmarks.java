@@ -15,6 +15,7 @@ public final class Benchmarks {
 
     static {
         register("dram", io.orbitkv.perf.dram.DramBench::run);
+        register("load", io.orbitkv.perf.load.LoadBench::run);
     }
 
     private Benchmarks() {}
