@@ -41,7 +41,7 @@ import java.util.concurrent.locks.LockSupport;
  * <ol>
  *   <li><b>closed loop</b> (no think time unless {@code --think-ms}): each engine issues its next request when the
  *       last is done. Its requests/s is the capacity at C, the throughput-vs-concurrency figure.
- *   <li><b>open loop</b>: Poisson arrivals at {@code --load-fraction} (default 0.7) of the closed-loop capacity (or
+ *   <li><b>open loop</b>: Poisson arrivals at {@code --load-fraction} (default 0.5) of the closed-loop capacity (or
  *       {@code --rate}), split evenly over the C engines. Latency is measured from each request's scheduled arrival,
  *       so it includes the time a request waited behind its engine's previous one (the generator's queue): nothing is
  *       hidden by starting the clock when the request is served.
