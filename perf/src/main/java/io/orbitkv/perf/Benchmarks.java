@@ -16,6 +16,8 @@ public final class Benchmarks {
     static {
         register("dram", io.orbitkv.perf.dram.DramBench::run);
         register("cost-overhead", io.orbitkv.perf.cost.CostOverheadBench::run);
+        register("load", io.orbitkv.perf.load.LoadBench::run);
+        register("jmh", io.orbitkv.perf.jmh.JmhBench::run);
     }
 
     private Benchmarks() {}

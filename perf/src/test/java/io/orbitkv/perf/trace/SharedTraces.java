@@ -7,16 +7,16 @@ import java.util.Optional;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** Finds the shared Mooncake trace: {@code shared/traces/} beside or above the repository (e.g. /work/shared). */
-final class SharedTraces {
+public final class SharedTraces {
 
-    static final String SYNTHETIC = "synthetic_trace.jsonl";
+    public static final String SYNTHETIC = "synthetic_trace.jsonl";
     static final String SYNTHETIC_SHA256 = "bd070915a98fc0ed264d7cfef2ce746002eb3076a695ec31ba2674c0111ec131";
 
     private SharedTraces() {
     }
 
     /** Walks up from the working directory (surefire runs in the module directory) looking for shared/traces/NAME. */
-    static Optional<Path> find(String name) {
+    public static Optional<Path> find(String name) {
         for (Path dir = Path.of("").toAbsolutePath(); dir != null; dir = dir.getParent()) {
             Path candidate = dir.resolve("shared").resolve("traces").resolve(name);
             if (Files.isRegularFile(candidate)) {
@@ -27,7 +27,7 @@ final class SharedTraces {
     }
 
     /** The synthetic trace, or skips the test when this checkout has no shared traces next to it. */
-    static Path syntheticOrSkip() {
+    public static Path syntheticOrSkip() {
         Optional<Path> trace = find(SYNTHETIC);
         assumeTrue(trace.isPresent(), "no shared/traces/" + SYNTHETIC + " above " + Path.of("").toAbsolutePath());
         return trace.get();

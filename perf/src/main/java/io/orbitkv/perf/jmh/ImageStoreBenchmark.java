@@ -1,0 +1,67 @@
+package io.orbitkv.perf.jmh;
+
+import io.orbitkv.storage.ImageStore;
+import io.orbitkv.storage.PoolAllocator;
+import io.orbitkv.storage.ResidencyStream;
+import io.orbitkv.storage.StateKey;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.*;
+
+/**
+ * The index lookup of a query: {@link ImageStore#lookupAndPin} of a {@code chainBlocks}-block chain that is fully
+ * resident, then {@link ImageStore#unpin}, on a store populated with 4,096 sealed 64 KiB images in an Arena-allocated
+ * 256 MiB pool segment. This is the storage role's share of a READY query, per request (not per page).
+ */
+@State(Scope.Thread)
+@BenchmarkMode(Mode.AverageTime)
+@OutputTimeUnit(TimeUnit.NANOSECONDS)
+public class ImageStoreBenchmark {
+    private static final long PAGE_BYTES = 64 << 10;
+    private static final int IMAGES = 4096;
+
+    @Param({"32"})
+    public int chainBlocks;
+
+    private Arena arena;
+    private ImageStore store;
+    private List<List<StateKey>> chains;
+
+    @Setup
+    public void setUp() {
+        arena = Arena.ofShared();
+        long poolBytes = PAGE_BYTES * IMAGES;
+        MemorySegment pool = arena.allocate(poolBytes, 4096);
+        store = new ImageStore(new PoolAllocator(poolBytes, 2L << 20), pool, poolBytes, new ResidencyStream(1, 1 << 16),
+                new ImageStore.Listener() {});
+        byte[] namespace = new byte[StateKey.NAMESPACE_BYTES];
+        namespace[0] = 7;
+        List<StateKey> keys = new ArrayList<>(IMAGES);
+        for (int i = 0; i < IMAGES; i++) {
+            keys.add(StateKey.of(namespace, 0, ByteBuffer.allocate(32).putLong(0x5EED).putLong(i).array()));
+        }
+        for (int start = 0; start < IMAGES; start += 256) {
+            List<StateKey> batch = keys.subList(start, start + 256);
+            ImageStore.AllocateResult allocated = store.allocate(1, batch, Collections.nCopies(batch.size(), PAGE_BYTES));
+            store.seal(1, allocated.publishId(), List.of(), List.of());
+        }
+        chains = List.of(keys.subList(IMAGES / 2, IMAGES / 2 + chainBlocks));
+    }
+
+    @TearDown
+    public void tearDown() {
+        arena.close();
+    }
+
+    @Benchmark
+    public int lookupPinUnpin() {
+        ImageStore.Lookup lookup = store.lookupAndPin(chains);
+        store.unpin(lookup.pinned());
+        return lookup.readyBlocks();
+    }
+}

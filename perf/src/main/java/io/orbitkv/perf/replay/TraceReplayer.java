@@ -1,0 +1,416 @@
+package io.orbitkv.perf.replay;
+
+import com.google.protobuf.ByteString;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.perf.engine.InProcessManager;
+import io.orbitkv.perf.engine.SimulatedEngine;
+import io.orbitkv.perf.report.BenchReport;
+import io.orbitkv.perf.report.LatencyRecorder;
+import io.orbitkv.perf.report.LatencySummary;
+import io.orbitkv.perf.report.MachineInfo;
+import io.orbitkv.perf.report.Plots;
+import io.orbitkv.perf.trace.CacheBounds;
+import io.orbitkv.perf.trace.ChainedBlockHashes;
+import io.orbitkv.perf.trace.MooncakeTrace;
+import io.orbitkv.perf.trace.TraceBoundsReport;
+import io.orbitkv.perf.trace.TraceRequest;
+import io.orbitkv.protocol.engine.InstanceIdentity;
+import io.orbitkv.protocol.engine.StatsReply;
+import io.orbitkv.storage.PoolAllocator;
+import io.vertx.core.json.JsonArray;
+import io.vertx.core.json.JsonObject;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeSet;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.Consumer;
+
+/**
+ * Replays a Mooncake trace against a Manager as an inference engine would, and judges the Manager's hits against the
+ * trace's offline bounds.
+ *
+ * <h2>What one request does</h2>
+ * Its {@code hash_ids} become a chained block-hash prefix ({@link ChainedBlockHashes}) of a registered instance, one
+ * page per 512-token block. At the request's arrival the replayer queries the chain (submit, poll while PENDING), copies
+ * the READY pages out of the pool and verifies a sample of bytes, releases the lease, and then "prefills": publishes
+ * the pages the Manager did not have (the engine computed them). The page of block {@code i} holds SyntheticKv's
+ * stream for (hash id, i), so any hit can be verified against what was published.
+ *
+ * <h2>Geometry and the byte scale</h2>
+ * A logical page is {@code bytesPerToken × blockTokens}: 131,072 B/token (an 8B-class model: 32 layers × 8 KV heads ×
+ * 128 dims × 2 (K and V) × 2 bytes) × 512 tokens = 64 MiB. Replaying 64 MiB pages would need ~640 GiB of pool for a
+ * 10K-block cache and move ~5 TB for this trace, so the bytes actually stored and copied are divided by
+ * {@code bytesScale}. Hits, evictions and capacities are counted in blocks and do not depend on the scale; bytes are
+ * reported both ways ({@code *_logical_bytes} and {@code *_scaled_bytes}); latencies are those of the scaled pages.
+ *
+ * <h2>Time</h2>
+ * {@code speed = 0} replays as fast as possible (each request arrives when the previous is done); {@code speed = N}
+ * schedules request arrivals at trace timestamp / N, and time-to-ready counts from that scheduled arrival (a replayer
+ * behind schedule shows it as latency, nothing is hidden). Modelled TTFT = time-to-ready + (input_length -
+ * hit_tokens) / prefill rate, hit_tokens = min(ready_blocks × blockTokens, input_length); it ignores the copy into HBM
+ * and the decode step, and assumes prefill runs alone at the configured rate.
+ */
+public final class TraceReplayer {
+    public static final String BENCH_NAME = "replay";
+    public static final String REPORT_FILE = "replay.json";
+    public static final String HIT_RATIO_PLOT = "replay_hit_ratio_vs_capacity.png";
+    public static final String LATENCY_PLOT = "replay_time_to_ready_cdf.png";
+
+    /** Replay settings. {@code dataDir} null: start a Manager in-process with {@code poolBlocks} pages of pool. */
+    public record Options(Path trace, Path out, long limit, double speed, long bytesPerToken, int blockTokens,
+                          long bytesScale, long poolBlocks, Path dataDir, double prefillTokensPerSecond, int engines,
+                          int fullVerifyEvery) {
+        public long logicalPageBytes() {
+            return bytesPerToken * blockTokens;
+        }
+
+        public long scaledPageBytes() {
+            return logicalPageBytes() / bytesScale;
+        }
+
+        void validate() {
+            if (bytesPerToken <= 0 || blockTokens <= 0 || bytesScale <= 0) {
+                throw new IllegalArgumentException("bytes per token, block tokens and bytes scale must be positive");
+            }
+            if (logicalPageBytes() % bytesScale != 0 || scaledPageBytes() % 4096 != 0 || scaledPageBytes() == 0) {
+                throw new IllegalArgumentException("a scaled page (" + logicalPageBytes() + " / " + bytesScale
+                        + ") must be a whole multiple of 4096 bytes");
+            }
+            if (speed < 0 || prefillTokensPerSecond <= 0 || engines < 1 || poolBlocks < 1) {
+                throw new IllegalArgumentException("speed >= 0, prefill rate > 0, engines >= 1, pool blocks >= 1");
+            }
+        }
+    }
+
+    private TraceReplayer() {}
+
+    /** Replays, writes {@value #REPORT_FILE} and the PNGs into {@code options.out()}, and returns the report. */
+    public static JsonObject run(Options options, Consumer<String> progress) throws Exception {
+        options.validate();
+        List<TraceRequest> requests = new ArrayList<>();
+        try (MooncakeTrace trace = MooncakeTrace.open(options.trace())) {
+            for (TraceRequest r = trace.next(); r != null && (options.limit() <= 0 || requests.size() < options.limit()); r = trace.next()) {
+                requests.add(r);
+            }
+        }
+        long pageBytes = options.scaledPageBytes();
+        long slotBytes = PoolAllocator.sizeClassOf(pageBytes);
+        progress.accept(String.format(Locale.ROOT, "replay: %d requests from %s; page %d B logical, %d B stored (scale 1/%d)",
+                requests.size(), options.trace(), options.logicalPageBytes(), pageBytes, options.bytesScale()));
+        InProcessManager inProcess = null;
+        try {
+            Path socket;
+            String token;
+            if (options.dataDir() == null) {
+                // Chunk = one slot when a slot is at least the Manager's minimum chunk, so capacity is exactly
+                // poolBlocks pages; smaller pages share 64 KiB chunks and the capacity rounds up to fill them.
+                long chunk = slotBytes >= (64 << 10) ? slotBytes : 64 << 10;
+                long pagesPerChunk = chunk / slotBytes;
+                long chunks = (options.poolBlocks() + pagesPerChunk - 1) / pagesPerChunk;
+                inProcess = InProcessManager.start("orbitkv-replay-", chunks * chunk, chunk, Map.of());
+                socket = inProcess.unixSocket();
+                token = inProcess.token();
+                progress.accept(String.format(Locale.ROOT, "replay: in-process Manager, pool %d B = %d pages", chunks * chunk,
+                        chunks * pagesPerChunk));
+            } else {
+                socket = options.dataDir().resolve("engine.sock");
+                token = OrbitKvClient.readToken(options.dataDir().resolve("engine.token"));
+                progress.accept("replay: using the Manager at " + socket);
+            }
+            return replay(options, requests, socket, token, inProcess != null, progress);
+        } finally {
+            if (inProcess != null) {
+                inProcess.close();
+            }
+        }
+    }
+
+    private static JsonObject replay(Options options, List<TraceRequest> requests, Path socket, String token,
+                                     boolean inProcess, Consumer<String> progress) throws Exception {
+        long pageBytes = options.scaledPageBytes();
+        InstanceIdentity identity = SimulatedEngine.identity("orbitkv-replay/8b-class",
+                String.format(Locale.ROOT, "bytes_per_token=%d;block_tokens=%d;scale=1/%d", options.bytesPerToken(),
+                        options.blockTokens(), options.bytesScale()), options.blockTokens(), pageBytes);
+        List<SimulatedEngine> engines = new ArrayList<>();
+        try {
+            for (int i = 0; i < options.engines(); i++) {
+                engines.add(SimulatedEngine.register(OrbitKvClient.connectUnix(socket, token), true, identity,
+                        options.fullVerifyEvery()));
+            }
+            StatsReply before = engines.get(0).stats();
+            long capacityBlocks = before.getPoolBytesTotal() / PoolAllocator.sizeClassOf(pageBytes);
+            Counters counters = new Counters();
+            AtomicInteger next = new AtomicInteger();
+            long start = System.nanoTime();
+            List<Thread> threads = new ArrayList<>();
+            List<Throwable> failures = java.util.Collections.synchronizedList(new ArrayList<>());
+            for (SimulatedEngine engine : engines) {
+                threads.add(Thread.ofPlatform().name("replay-engine").start(() -> {
+                    try {
+                        for (int i = next.getAndIncrement(); i < requests.size(); i = next.getAndIncrement()) {
+                            replayOne(options, requests.get(i), engine, start, counters);
+                            int done = counters.completed.intValue();
+                            if (done % 500 == 0) {
+                                progress.accept(String.format(Locale.ROOT, "replay: %d/%d requests, hit ratio so far %.1f%%",
+                                        done, requests.size(), 100.0 * counters.hitBlocks.sum() / Math.max(1, counters.referenceBlocks.sum())));
+                            }
+                        }
+                    } catch (Throwable t) {
+                        failures.add(t);
+                    }
+                }));
+            }
+            for (Thread thread : threads) {
+                thread.join();
+            }
+            long elapsedNanos = System.nanoTime() - start;
+            if (!failures.isEmpty()) {
+                throw new IllegalStateException("replay engine failed: " + failures.get(0), failures.get(0));
+            }
+            StatsReply after = engines.get(0).stats();
+            long sessionLeases = 0;
+            for (SimulatedEngine engine : engines) {
+                sessionLeases += engine.stats().getSessionLeases();
+            }
+            progress.accept(String.format(Locale.ROOT, "replay: done in %.1f s; simulating offline bounds", elapsedNanos / 1e9));
+
+            // Offline bounds on exactly the replayed requests, LRU at the Manager's capacity and along a curve.
+            TreeSet<Long> capacities = new TreeSet<>();
+            for (long c : TraceBoundsReport.README_CAPACITIES_BLOCKS) {
+                capacities.add(c);
+            }
+            capacities.add(capacityBlocks);
+            long unique = requests.stream().flatMapToLong(r -> java.util.Arrays.stream(r.hashIds())).distinct().count();
+            for (int i = 1; i <= 20; i++) {
+                capacities.add(Math.max(1, unique * i / 16));
+            }
+            CacheBounds.Bounds bounds = CacheBounds.simulate(requests, capacities.stream().mapToLong(Long::longValue).toArray());
+            ManagerLruModel model = new ManagerLruModel(capacityBlocks);
+            for (TraceRequest r : requests) {
+                model.onRequest(r.hashIds());
+            }
+            return report(options, requests.size(), counters, elapsedNanos, capacityBlocks, before, after, sessionLeases,
+                    bounds, model, inProcess, progress);
+        } finally {
+            for (SimulatedEngine engine : engines) {
+                engine.close();
+            }
+        }
+    }
+
+    /** Shared by the engine threads. */
+    static final class Counters {
+        final LongAdder completed = new LongAdder();
+        final LongAdder referenceBlocks = new LongAdder();
+        final LongAdder hitBlocks = new LongAdder();
+        final LongAdder readyQueries = new LongAdder();
+        final LongAdder inputTokens = new LongAdder();
+        final LongAdder hitTokens = new LongAdder();
+        final LongAdder restoredBytes = new LongAdder();
+        final LongAdder verifiedBytes = new LongAdder();
+        final LongAdder mismatchedPages = new LongAdder();
+        final LongAdder publishedPages = new LongAdder();
+        final LongAdder publishedBytes = new LongAdder();
+        final LongAdder alreadyPresentPages = new LongAdder();
+        final LongAdder pendingPolls = new LongAdder();
+        final LongAdder queryRefusals = new LongAdder();
+        final LongAdder publishRefusals = new LongAdder();
+        final LatencyRecorder timeToReady = LatencyRecorder.concurrent();
+        final LatencyRecorder ttft = LatencyRecorder.concurrent();
+        final LatencyRecorder ttftNoCache = LatencyRecorder.concurrent();
+    }
+
+    static void replayOne(Options options, TraceRequest request, SimulatedEngine engine, long start, Counters counters) {
+        long arrival;
+        if (options.speed() > 0) {
+            arrival = start + (long) (request.timestampMs() * 1e6 / options.speed());
+            while (System.nanoTime() < arrival) {
+                LockSupport.parkNanos(arrival - System.nanoTime());
+            }
+        } else {
+            arrival = System.nanoTime();
+        }
+        long[] ids = request.hashIds();
+        byte[][] hashes = ChainedBlockHashes.chain(ids);
+        List<ByteString> chain = new ArrayList<>(hashes.length);
+        for (byte[] hash : hashes) {
+            chain.add(ByteString.copyFrom(hash));
+        }
+        SimulatedEngine.PageSeeds seeds = position -> ids[position];
+        SimulatedEngine.QueryOutcome query = ids.length == 0 ? null : engine.query(chain);
+        long settled = System.nanoTime();
+        int ready = 0;
+        if (query != null) {
+            if (query.refusal() != null) {
+                counters.queryRefusals.increment();
+            }
+            counters.pendingPolls.add(query.polls());
+            if (query.ready()) {
+                ready = query.readyBlocks();
+                counters.readyQueries.increment();
+                SimulatedEngine.CopyOutcome copy = engine.copyOut(query, Integer.MAX_VALUE, seeds);
+                counters.restoredBytes.add(copy.bytes());
+                counters.verifiedBytes.add(copy.verifiedBytes());
+                counters.mismatchedPages.add(copy.mismatchedPages());
+                engine.release(query);
+            }
+        }
+        long timeToReady = settled - arrival;
+        long hitTokens = Math.min((long) ready * options.blockTokens(), request.inputLength());
+        long prefillNanos = (long) ((request.inputLength() - hitTokens) * 1e9 / options.prefillTokensPerSecond());
+        counters.timeToReady.recordNanos(timeToReady);
+        counters.ttft.recordNanos(timeToReady + prefillNanos);
+        counters.ttftNoCache.recordNanos((long) (request.inputLength() * 1e9 / options.prefillTokensPerSecond()));
+        counters.referenceBlocks.add(ids.length);
+        counters.hitBlocks.add(ready);
+        counters.inputTokens.add(request.inputLength());
+        counters.hitTokens.add(hitTokens);
+        SimulatedEngine.PublishOutcome published = engine.publish(chain, ready, seeds);
+        if (published.refusal() != null) {
+            counters.publishRefusals.increment();
+        }
+        counters.publishedPages.add(published.sealedPages());
+        counters.publishedBytes.add(published.sealedBytes());
+        counters.alreadyPresentPages.add(published.alreadyPresentPages());
+        counters.completed.increment();
+    }
+
+    private static JsonObject report(Options options, int requestCount, Counters c, long elapsedNanos, long capacityBlocks,
+                                     StatsReply before, StatsReply after, long sessionLeases, CacheBounds.Bounds bounds,
+                                     ManagerLruModel model, boolean inProcess, Consumer<String> progress) throws Exception {
+        long references = c.referenceBlocks.sum();
+        double measured = references == 0 ? 0.0 : (double) c.hitBlocks.sum() / references;
+        CacheBounds.HitRatio lru = bounds.lruAt(capacityBlocks);
+        LatencySummary ttr = c.timeToReady.summary();
+        LatencySummary ttft = c.ttft.summary();
+        LatencySummary ttftNoCache = c.ttftNoCache.summary();
+        long logicalPage = options.logicalPageBytes();
+        long scaledPage = options.scaledPageBytes();
+        JsonArray lruCurve = new JsonArray();
+        for (CacheBounds.HitRatio point : bounds.lru()) {
+            lruCurve.add(new JsonObject().put("capacity_blocks", point.capacityBlocks()).put("hit_ratio", point.ratio())
+                    .put("hit_ratio_percent", point.percentRounded()));
+        }
+        JsonObject readme = new JsonObject();
+        for (long cap : TraceBoundsReport.README_CAPACITIES_BLOCKS) {
+            readme.put(Long.toString(cap), bounds.lruAt(cap).percentRounded());
+        }
+        long hitBlocks = c.hitBlocks.sum();
+        String explanation = String.format(Locale.ROOT,
+                "LRU touches every block of a request; the Manager refreshes only the leading resident run (the query's pins) "
+                        + "and inserts absent blocks, while %d blocks resident behind a gap came back ALREADY_PRESENT and were "
+                        + "not refreshed. The offline model of exactly that rule predicts %d hit blocks (%.2f%%); the Manager "
+                        + "measured %d (%.2f%%)%s.", c.alreadyPresentPages.sum(), model.hits(), 100 * model.hitRatio(),
+                hitBlocks, 100 * measured,
+                options.engines() > 1 ? "; with " + options.engines() + " engines requests also interleave, which LRU's "
+                        + "one-at-a-time order does not model" : (model.hits() == hitBlocks ? ": identical" : ": the remainder "
+                        + "comes from pinned or in-flight pages, or a Manager that held other data"));
+        BenchReport.Builder report = BenchReport.builder(BENCH_NAME)
+                .figure("requests", requestCount)
+                .figure("seconds", elapsedNanos / 1e9)
+                .figure("requests_per_second", requestCount * 1e9 / elapsedNanos)
+                .figure("block_references", references)
+                .figure("hit_blocks", hitBlocks)
+                .figure("hit_ratio", measured)
+                .figure("hit_ratio_percent", Math.round(measured * 1000) / 10.0)
+                .figure("hits_by_tier", new JsonObject()
+                        .put("dram", new JsonObject().put("available", true).put("hit_blocks", hitBlocks).put("hit_ratio", measured))
+                        .put("ssd", new JsonObject().put("available", false).put("hit_blocks", 0).put("reason", "no SSD tier in this build"))
+                        .put("peer", new JsonObject().put("available", false).put("hit_blocks", 0).put("reason", "no peer tier in this build")))
+                .figure("ready_queries", c.readyQueries.sum())
+                .figure("input_tokens", c.inputTokens.sum())
+                .figure("hit_tokens", c.hitTokens.sum())
+                .figure("token_hit_ratio", c.inputTokens.sum() == 0 ? 0.0 : (double) c.hitTokens.sum() / c.inputTokens.sum())
+                .figure("restored_scaled_bytes", c.restoredBytes.sum())
+                .figure("restored_logical_bytes", c.restoredBytes.sum() / scaledPage * logicalPage)
+                .figure("published_pages", c.publishedPages.sum())
+                .figure("published_scaled_bytes", c.publishedBytes.sum())
+                .figure("published_logical_bytes", c.publishedPages.sum() * logicalPage)
+                .figure("already_present_pages", c.alreadyPresentPages.sum())
+                .figure("verified_bytes", c.verifiedBytes.sum())
+                .figure("mismatched_pages", c.mismatchedPages.sum())
+                .figure("pending_polls", c.pendingPolls.sum())
+                .figure("query_refusals", c.queryRefusals.sum())
+                .figure("publish_refusals", c.publishRefusals.sum())
+                .figure("evictions", after.getEvictions() - before.getEvictions())
+                .figure("time_to_ready", ttr.toJson())
+                .figure("ttft_modelled", ttft.toJson())
+                .figure("active_leases_at_end", after.getActiveLeases())
+                .figure("session_leases_at_end", sessionLeases)
+                .figure("manager_semantics_model", new JsonObject().put("hit_blocks", model.hits())
+                        .put("hit_ratio", model.hitRatio()).put("resident_behind_gap_blocks", model.residentBehindGap()))
+                .figure("difference_explained", explanation)
+                .baseline("infinite_cache_hit_ratio", bounds.infinite().ratio())
+                .baseline("infinite_cache_hit_ratio_percent", bounds.infinite().percentRounded())
+                .baseline("infinite_cache_hit_blocks", bounds.infinite().hitBlocks())
+                .baseline("unique_blocks", bounds.uniqueBlocks())
+                .baseline("lru_at_manager_capacity", new JsonObject().put("capacity_blocks", capacityBlocks)
+                        .put("hit_blocks", lru.hitBlocks()).put("hit_ratio", lru.ratio()).put("hit_ratio_percent", lru.percentRounded()))
+                .baseline("lru_at_readme_capacities_percent", readme)
+                .baseline("lru_curve", lruCurve)
+                .baseline("ttft_no_cache", ttftNoCache.toJson())
+                .ratio("hit_ratio_over_infinite", bounds.infinite().ratio() == 0 ? 0.0 : measured / bounds.infinite().ratio())
+                .ratio("ttft_mean_over_no_cache", ttftNoCache.meanNanos() == 0 ? 0.0 : ttft.meanNanos() / ttftNoCache.meanNanos())
+                .config("trace", options.trace().toString())
+                .config("limit", options.limit())
+                .config("speed", options.speed())
+                .config("bytes_per_token", options.bytesPerToken())
+                .config("block_tokens", options.blockTokens())
+                .config("bytes_scale", "1/" + options.bytesScale())
+                .config("logical_page_bytes", logicalPage)
+                .config("scaled_page_bytes", scaledPage)
+                .config("manager", inProcess ? "in-process" : "existing at " + options.dataDir())
+                .config("pool_bytes", before.getPoolBytesTotal())
+                .config("pool_capacity_blocks", capacityBlocks)
+                .config("prefill_tokens_per_second", options.prefillTokensPerSecond())
+                .config("ttft_model", "time_to_ready + (input_length - hit_tokens) / prefill_tokens_per_second")
+                .config("engines", options.engines())
+                .config("verification", "first " + SimulatedEngine.VERIFY_PREFIX_BYTES + " bytes of every restored page, whole page for 1 in " + options.fullVerifyEvery())
+                .machine(MachineInfo.probe());
+        if (lru.ratio() > 0) {
+            report.topLevelRatio("hit_ratio_over_lru", measured / lru.ratio());
+        }
+        BenchReport built = report.build();
+        if (options.out() != null) {
+            built.writeTo(options.out(), REPORT_FILE);
+            plot(options.out(), bounds, capacityBlocks, measured, model, ttr, ttft, options.trace().getFileName().toString());
+            progress.accept("replay: wrote " + options.out().resolve(REPORT_FILE) + " and PNGs");
+        }
+        progress.accept(String.format(Locale.ROOT,
+                "replay: hit ratio %.2f%% (LRU at %d blocks %.2f%%, infinite %.2f%%); time-to-ready p50 %.0f µs p99 %.0f µs; TTFT mean %.1f ms (no cache %.1f ms)",
+                100 * measured, capacityBlocks, 100 * lru.ratio(), 100 * bounds.infinite().ratio(), ttr.p50Nanos() / 1e3,
+                ttr.p99Nanos() / 1e3, ttft.meanNanos() / 1e6, ttftNoCache.meanNanos() / 1e6));
+        return built.toJson();
+    }
+
+    private static void plot(Path out, CacheBounds.Bounds bounds, long capacityBlocks, double measured, ManagerLruModel model,
+                             LatencySummary ttr, LatencySummary ttft, String traceName) throws Exception {
+        List<CacheBounds.HitRatio> lru = bounds.lru();
+        double[] x = new double[lru.size() + 1];
+        double[] y = new double[lru.size() + 1];
+        for (int i = 0; i < lru.size(); i++) {
+            x[i + 1] = lru.get(i).capacityBlocks();
+            y[i + 1] = lru.get(i).ratio();
+        }
+        double maxX = x[x.length - 1];
+        List<Plots.Series> series = List.of(
+                Plots.Series.measured("LRU (offline)", x, y),
+                Plots.Series.horizontal(String.format(Locale.ROOT, "infinite cache (%.1f%%)", 100 * bounds.infinite().ratio()),
+                        bounds.infinite().ratio(), 0, maxX),
+                // A bar up to the measured point: a lone marker would hide under the LRU curve's marker when they agree.
+                Plots.Series.measured(String.format(Locale.ROOT, "Manager measured: %.2f%% at its %d-block pool (model %.2f%%)",
+                                100 * measured, capacityBlocks, 100 * model.hitRatio()),
+                        new double[] {capacityBlocks, capacityBlocks}, new double[] {0, measured}));
+        Plots.hitRatioVsCapacity(out.resolve(HIT_RATIO_PLOT), "Replay hit ratio vs capacity: " + traceName, series,
+                Plots.DEFAULT_WIDTH, Plots.DEFAULT_HEIGHT);
+        Plots.latencyCdf(out.resolve(LATENCY_PLOT), "Replay: time-to-ready and modelled TTFT: " + traceName,
+                List.of(Plots.Series.latencyCdf("time-to-ready (measured)", ttr.cdf()),
+                        Plots.Series.latencyCdf("TTFT (modelled)", ttft.cdf())),
+                Plots.DEFAULT_WIDTH, Plots.DEFAULT_HEIGHT);
+    }
+}

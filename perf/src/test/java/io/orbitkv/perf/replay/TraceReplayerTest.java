@@ -1,0 +1,55 @@
+package io.orbitkv.perf.replay;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.orbitkv.perf.trace.CacheBounds;
+import io.orbitkv.perf.trace.MooncakeTrace;
+import io.orbitkv.perf.trace.SharedTraces;
+import io.orbitkv.perf.trace.TraceRequest;
+import io.vertx.core.json.JsonObject;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Replays a slice of the shared trace against an in-process Manager whose pool is far smaller than the slice. */
+class TraceReplayerTest {
+    private static final int LIMIT = 200;
+    private static final long POOL_BLOCKS = 1000;
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void replayMatchesTheOfflineBoundsAndReturnsEveryLease(@TempDir Path out) throws Exception {
+        Path trace = SharedTraces.syntheticOrSkip();
+        TraceReplayer.Options options = new TraceReplayer.Options(trace, out, LIMIT, 0, 131072, 512, 1024, POOL_BLOCKS,
+                null, 10_000, 1, 16);
+
+        JsonObject report = TraceReplayer.run(options, line -> { });
+
+        List<TraceRequest> slice = MooncakeTrace.readAll(trace).subList(0, LIMIT);
+        CacheBounds.Bounds bounds = CacheBounds.simulate(slice, POOL_BLOCKS);
+        JsonObject figures = report.getJsonObject("figures");
+        JsonObject baselines = report.getJsonObject("baselines");
+        assertThat(report.getJsonObject("config").getLong("pool_capacity_blocks")).isEqualTo(POOL_BLOCKS);
+        assertThat(baselines.getDouble("infinite_cache_hit_ratio")).isEqualTo(bounds.infinite().ratio());
+        assertThat(baselines.getLong("infinite_cache_hit_blocks")).isEqualTo(bounds.infinite().hitBlocks());
+        assertThat(baselines.getJsonObject("lru_at_manager_capacity").getLong("hit_blocks"))
+                .isEqualTo(bounds.lruAt(POOL_BLOCKS).hitBlocks());
+        assertThat(figures.getLong("block_references")).isEqualTo(bounds.blockReferences());
+        assertThat(figures.getLong("hit_blocks")).isPositive().isLessThanOrEqualTo(bounds.infinite().hitBlocks());
+        // One engine in trace order: the Manager does exactly what its offline model predicts.
+        assertThat(figures.getLong("hit_blocks")).isEqualTo(figures.getJsonObject("manager_semantics_model").getLong("hit_blocks"));
+        assertThat(figures.getLong("evictions")).isPositive();
+        assertThat(figures.getLong("mismatched_pages")).isZero();
+        assertThat(figures.getLong("verified_bytes")).isPositive();
+        assertThat(figures.getLong("active_leases_at_end")).isZero();
+        assertThat(figures.getLong("session_leases_at_end")).isZero();
+        assertThat(figures.getJsonObject("hits_by_tier").getJsonObject("ssd").getBoolean("available")).isFalse();
+        assertThat(out.resolve(TraceReplayer.REPORT_FILE)).isRegularFile();
+        assertThat(Files.size(out.resolve(TraceReplayer.HIT_RATIO_PLOT))).isPositive();
+        assertThat(Files.size(out.resolve(TraceReplayer.LATENCY_PLOT))).isPositive();
+    }
+}
