@@ -527,17 +527,11 @@ public final class SsdStore {
 
     // ------------------------------------------------------------------------------------------------ writes
 
-    /** {@link #offerWrite(StateKey, WeakImageSource, long)} with a supplier as the weak source. */
-    public CompletableFuture<SsdWriteOutcome> offerWrite(StateKey key,
-                                                         java.util.function.Supplier<MemorySegment> weakSource,
-                                                         long lengthBytes) {
-        return offerWrite(key, WeakImageSource.of(weakSource), lengthBytes);
-    }
-
     /**
      * Offers a sealed DRAM image for an SSD write. Never blocks: the write is queued (bounded), or dropped and
      * counted. The returned future (completing on the role thread) says whether it committed; fire-and-forget
-     * callers ignore it. The source is held only weakly: see {@link WeakImageSource}.
+     * callers ignore it. The source is held only weakly: see {@link WeakImageSource} (a lambda returning the
+     * segment or null works; {@link WeakImageSource#of} adapts a {@code Supplier}).
      */
     public CompletableFuture<SsdWriteOutcome> offerWrite(StateKey key, WeakImageSource source, long lengthBytes) {
         checkLoop();

@@ -13,6 +13,7 @@ import java.util.function.Supplier;
  * own aligned staging buffer (before any I/O is queued). The storage role can implement acquire/release as a short
  * pin of the exact slot generation.
  */
+@FunctionalInterface
 public interface WeakImageSource {
 
     /** The image bytes (at least the offered length), or null when the image is no longer resident. */
