@@ -1,0 +1,302 @@
+package io.orbitkv.perf.ssd;
+
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.perf.report.BenchReport;
+import io.orbitkv.perf.report.LatencyRecorder;
+import io.orbitkv.perf.report.MachineInfo;
+import io.orbitkv.ssd.RoleLoop;
+import io.orbitkv.ssd.SsdEntry;
+import io.orbitkv.ssd.SsdLease;
+import io.orbitkv.ssd.SsdListener;
+import io.orbitkv.ssd.SsdSettings;
+import io.orbitkv.ssd.SsdStats;
+import io.orbitkv.ssd.SsdStore;
+import io.orbitkv.storage.StateKey;
+import io.vertx.core.json.JsonObject;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+/**
+ * {@code orbitkv bench ssd}: write and restore-read throughput through {@link SsdStore} (2 MiB pages in 2 MiB + 4 KiB
+ * extents, O_DIRECT, io_uring at queue depth 16), against fio with io_uring + O_DIRECT on the same shard file and
+ * directory, in the same run.
+ *
+ * <p>Method: the store is opened on an empty directory with a data set of {@code --size-gib} (default 2 GiB; O_DIRECT
+ * bypasses the page cache, so the page cache size does not matter), every extent is written once (offers kept 48
+ * ahead; throughput = payload bytes / time to the last commit, including the intent and commit header writes and the
+ * CRC32C), the store is reopened to time the recovery scan of the full directory, then every extent is read into
+ * 4096-aligned 2 MiB destinations with 16 reads outstanding, each under its own exact-generation lease and verified
+ * by CRC32C ({@code --read-passes} passes, the best reported). fio then reads the same shard file sequentially and
+ * writes a fresh file of the same size in the same directory, bs=2M, iodepth=16. Ratios are ours / fio.
+ *
+ * <p>Usage: {@code java --enable-native-access=ALL-UNNAMED -cp ... io.orbitkv.perf.ssd.SsdBench [--dir DIR]
+ * [--size-gib N] [--queue-depth N] [--read-passes N] [--keep]}. Progress goes to stderr, the report (one JSON line)
+ * to stdout.
+ */
+public final class SsdBench {
+
+    private static final long MIB = 1L << 20;
+    private static final long PAGE_BYTES = 2 * MIB;
+    private static final byte[] NAMESPACE = "orbitkv-ssdbench".getBytes(StandardCharsets.US_ASCII);
+    private static final int WRITE_WINDOW = 48;
+
+    private SsdBench() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        JsonObject report = run(args);
+        System.out.println(report.encode());
+    }
+
+    public static JsonObject run(String[] args) throws Exception {
+        Path dir = null;
+        double sizeGib = 2;
+        int queueDepth = 16;
+        int readPasses = 2;
+        boolean keep = false;
+        for (int i = 0; i < args.length; i++) {
+            switch (args[i]) {
+                case "--dir" -> dir = Path.of(args[++i]);
+                case "--size-gib" -> sizeGib = Double.parseDouble(args[++i]);
+                case "--queue-depth" -> queueDepth = Integer.parseInt(args[++i]);
+                case "--read-passes" -> readPasses = Integer.parseInt(args[++i]);
+                case "--keep" -> keep = true;
+                default -> throw new IllegalArgumentException("unknown argument " + args[i]);
+            }
+        }
+        boolean ownDir = dir == null;
+        if (ownDir) {
+            dir = Files.createTempDirectory(Path.of("/var/tmp"), "orbitkv-ssdbench-");
+        }
+        long extentBytes = PAGE_BYTES + 4096;
+        int extents = (int) (sizeGib * (1L << 30) / extentBytes);
+        SsdSettings settings = new SsdSettings().directory(dir).extentBytes(extentBytes)
+                .capacityBytes(extents * extentBytes).queueDepth(queueDepth).writeStagingBuffers(queueDepth)
+                .writeQueueCapacity(WRITE_WINDOW + 16).bounceBuffers(0);
+        BenchReport.Builder report = BenchReport.builder("ssd")
+                .config("dir", dir.toString()).config("extents", extents).config("extent_bytes", extentBytes)
+                .config("page_bytes", PAGE_BYTES).config("queue_depth", queueDepth)
+                .config("data_set_bytes", extents * PAGE_BYTES).config("read_passes", readPasses);
+        progress("ssd bench in %s: %d extents of %d bytes (%.2f GiB), queue depth %d", dir, extents, extentBytes,
+                extents * (double) extentBytes / (1L << 30), queueDepth);
+        try (RoleLoop.Dedicated loop = RoleLoop.dedicated("ssdbench-role"); Arena arena = Arena.ofShared()) {
+            MemorySegment source = arena.allocate(PAGE_BYTES, 4096);
+            SplittableRandom random = new SplittableRandom(42);
+            for (long i = 0; i < PAGE_BYTES; i += 8) {
+                source.set(ValueLayout.JAVA_LONG_UNALIGNED, i, random.nextLong());
+            }
+            // ---- writes
+            SsdStore store = SsdStore.open(settings, loop, SsdListener.NONE, new SimpleMeterRegistry())
+                    .get(60, TimeUnit.SECONDS);
+            report.config("direct_io", store.directIo());
+            long writeNanos = writeAll(loop, store, source, extents);
+            double writeRate = extents * PAGE_BYTES / (writeNanos / 1e9);
+            SsdStats afterWrites = call(loop, store::stats);
+            progress("SsdStore write: %.1f MiB/s (%d committed, dropped %s)", writeRate / MIB,
+                    afterWrites.writesCommitted(), afterWrites.writesDropped());
+            if (afterWrites.writesCommitted() != extents) {
+                throw new IllegalStateException("only " + afterWrites.writesCommitted() + " of " + extents
+                        + " writes committed: " + afterWrites.writesDropped());
+            }
+            store.close().get(60, TimeUnit.SECONDS);
+
+            // ---- recovery of the full directory
+            store = SsdStore.open(settings, loop, SsdListener.NONE, new SimpleMeterRegistry()).get(60, TimeUnit.SECONDS);
+            SsdStats recovered = call(loop, store::stats);
+            progress("recovery: %d extents in %.4f s", recovered.recoveredExtents(), recovered.recoverySeconds());
+
+            // ---- restore reads
+            List<MemorySegment> destinations = new ArrayList<>();
+            for (int i = 0; i < queueDepth; i++) {
+                destinations.add(arena.allocate(PAGE_BYTES, 4096));
+            }
+            double bestReadRate = 0;
+            JsonObject latency = null;
+            List<Double> passRates = new ArrayList<>();
+            for (int pass = 0; pass < readPasses; pass++) {
+                LatencyRecorder recorder = LatencyRecorder.singleWriter();
+                long readNanos = readAll(loop, store, destinations, extents, recorder);
+                double rate = extents * PAGE_BYTES / (readNanos / 1e9);
+                passRates.add(rate);
+                progress("SsdStore read pass %d: %.1f MiB/s", pass + 1, rate / MIB);
+                if (rate > bestReadRate) {
+                    bestReadRate = rate;
+                    latency = recorder.summary().toJson();
+                }
+            }
+            SsdStats afterReads = call(loop, store::stats);
+            store.close().get(60, TimeUnit.SECONDS);
+            if (afterReads.readHits() != (long) extents * readPasses) {
+                throw new IllegalStateException("reads verified " + afterReads.readHits() + " of "
+                        + (long) extents * readPasses);
+            }
+
+            // ---- fio on the same file and directory
+            Path shard = dir.resolve("shard-000.okv");
+            long fileBytes = extents * extentBytes;
+            JsonObject fioRead = fio(dir, "r", shard, "read", fileBytes, queueDepth);
+            double fioReadRate = fioRead.getJsonArray("jobs").getJsonObject(0).getJsonObject("read")
+                    .getDouble("bw_bytes");
+            progress("fio read: %.1f MiB/s", fioReadRate / MIB);
+            Path fioFile = dir.resolve("fio-write.dat");
+            JsonObject fioWrite = fio(dir, "w", fioFile, "write", extents * PAGE_BYTES, queueDepth);
+            double fioWriteRate = fioWrite.getJsonArray("jobs").getJsonObject(0).getJsonObject("write")
+                    .getDouble("bw_bytes");
+            progress("fio write: %.1f MiB/s", fioWriteRate / MIB);
+            Files.deleteIfExists(fioFile);
+
+            report.figure("ssd_write_bytes_per_s", Math.round(writeRate))
+                    .figure("ssd_read_bytes_per_s", Math.round(bestReadRate))
+                    .figure("ssd_read_pass_bytes_per_s", new io.vertx.core.json.JsonArray(passRates.stream()
+                            .map(Math::round).toList()))
+                    .figure("ssd_read_latency", latency)
+                    .figure("ssd_write_seconds", writeNanos / 1e9)
+                    .figure("recovery_seconds", recovered.recoverySeconds())
+                    .figure("recovered_extents", recovered.recoveredExtents())
+                    .figure("overwrite_refused", afterReads.overwriteRefused())
+                    .figure("corrupt_extents", afterReads.corruptExtents())
+                    .baseline("fio_read_bytes_per_s", Math.round(fioReadRate))
+                    .baseline("fio_write_bytes_per_s", Math.round(fioWriteRate))
+                    .baseline("fio_read_command", fioCommand("r", shard, "read", fileBytes, queueDepth).toString())
+                    .baseline("fio_write_command", fioCommand("w", fioFile, "write", extents * PAGE_BYTES,
+                            queueDepth).toString())
+                    .topLevelRatio("read_ratio", bestReadRate, fioReadRate)
+                    .topLevelRatio("write_ratio", writeRate, fioWriteRate)
+                    .machine(MachineInfo.probe());
+        } finally {
+            if (ownDir && !keep) {
+                deleteTree(dir);
+            }
+        }
+        BenchReport built = report.build();
+        progress("%s", built.toOneLine());
+        return built.toJson();
+    }
+
+    private static StateKey key(long index) {
+        return StateKey.of(NAMESPACE, 0, ByteBuffer.allocate(8).putLong(index).array());
+    }
+
+    /** Offers every extent, WRITE_WINDOW ahead, and returns the nanoseconds to the last outcome. */
+    private static long writeAll(RoleLoop loop, SsdStore store, MemorySegment source, int count) throws Exception {
+        CompletableFuture<Long> finished = new CompletableFuture<>();
+        int[] state = new int[2]; // next, done
+        long start = System.nanoTime();
+        Runnable[] offer = new Runnable[1];
+        offer[0] = () -> {
+            if (state[0] >= count) {
+                return;
+            }
+            int index = state[0]++;
+            store.offerWrite(key(index), () -> source, PAGE_BYTES).whenComplete((outcome, failure) -> {
+                if (++state[1] == count) {
+                    finished.complete(System.nanoTime() - start);
+                } else {
+                    offer[0].run();
+                }
+            });
+        };
+        loop.execute(() -> {
+            for (int i = 0; i < WRITE_WINDOW; i++) {
+                offer[0].run();
+            }
+        });
+        return finished.get(10, TimeUnit.MINUTES);
+    }
+
+    /** Reads every extent under its own lease, one read outstanding per destination; nanoseconds to the last. */
+    private static long readAll(RoleLoop loop, SsdStore store, List<MemorySegment> destinations, int count,
+                                LatencyRecorder recorder) throws Exception {
+        CompletableFuture<Long> finished = new CompletableFuture<>();
+        int[] state = new int[3]; // next, done, failures
+        long start = System.nanoTime();
+        class Reader {
+            void next(MemorySegment destination) {
+                if (state[0] >= count) {
+                    return;
+                }
+                StateKey key = key(state[0]++);
+                SsdEntry entry = store.lookup(key);
+                SsdLease lease = store.acquireLease(key, entry.generation());
+                long t0 = System.nanoTime();
+                store.readInto(lease, destination).whenComplete((result, failure) -> {
+                    recorder.recordNanos(System.nanoTime() - t0);
+                    store.release(lease);
+                    if (failure != null && state[2]++ == 0) {
+                        progress("read failed: %s", failure);
+                    }
+                    if (++state[1] == count) {
+                        finished.complete(System.nanoTime() - start);
+                    } else {
+                        next(destination);
+                    }
+                });
+            }
+        }
+        Reader reader = new Reader();
+        loop.execute(() -> destinations.forEach(reader::next));
+        long nanos = finished.get(10, TimeUnit.MINUTES);
+        if (state[2] > 0) {
+            throw new IllegalStateException(state[2] + " reads failed");
+        }
+        return nanos;
+    }
+
+    private static List<String> fioCommand(String name, Path file, String rw, long size, int depth) {
+        return List.of("fio", "--name=" + name, "--filename=" + file, "--rw=" + rw, "--bs=2M",
+                "--iodepth=" + depth, "--ioengine=io_uring", "--direct=1", "--size=" + size,
+                "--output-format=json");
+    }
+
+    private static JsonObject fio(Path dir, String name, Path file, String rw, long size, int depth)
+            throws IOException, InterruptedException {
+        Path out = dir.resolve("fio-" + name + ".json");
+        Process process = new ProcessBuilder(fioCommand(name, file, rw, size, depth)).redirectOutput(out.toFile())
+                .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        if (!process.waitFor(5, TimeUnit.MINUTES) || process.exitValue() != 0) {
+            process.destroyForcibly();
+            throw new IllegalStateException("fio failed (is it installed? apt-get install -y fio): exit "
+                    + (process.isAlive() ? "timeout" : process.exitValue()));
+        }
+        String text = Files.readString(out);
+        Files.deleteIfExists(out);
+        return new JsonObject(text.substring(text.indexOf('{'))); // fio may print notes before the JSON
+    }
+
+    private static <T> T call(RoleLoop loop, java.util.function.Supplier<T> action) throws Exception {
+        CompletableFuture<T> result = new CompletableFuture<>();
+        loop.execute(() -> {
+            try {
+                result.complete(action.get());
+            } catch (Throwable t) {
+                result.completeExceptionally(t);
+            }
+        });
+        return result.get(60, TimeUnit.SECONDS);
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        try (Stream<Path> paths = Files.walk(dir)) {
+            for (Path p : paths.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        }
+    }
+
+    static void progress(String format, Object... args) {
+        System.err.printf(format + "%n", args);
+    }
+}
