@@ -54,22 +54,24 @@ import org.slf4j.LoggerFactory;
  *
  * <p><b>Generations.</b> Every write of a slot gets a fresh 64-bit generation from one counter; on open the counter
  * restarts at (highest generation found in any decodable header, committed or not) + 1, and the ring cursor at the
- * slot after the one holding that generation, so the oldest extent is overwritten first across restarts. Every write
- * persists its generation in its first step (the intent header, below), so no generation is ever reused after a
- * crash. A commit sequence (header field) orders commits the same way.
+ * slot after the one holding that generation, so the oldest extent is overwritten first across restarts. A write
+ * persists its generation in its intent header (below) or at the latest in its commit header, so a generation that
+ * was ever committed, hence advertised, is never handed out again after a crash (only the generation of a write that
+ * never committed can be reused, and nobody holds evidence of it). A commit sequence (header field) orders commits.
  *
  * <p><b>Write order (the commit protocol).</b> A write leaves the bounded queue when an extent-sized staging buffer
  * (owned here, 4096-aligned) is free. Then, on the role thread: (0) the weak source is acquired (null: dropped
  * {@code SOURCE_EVICTED}), copied into the staging buffer, released; the payload CRC32C is computed; (1) the ring
  * reserves the next slot, skipping slots pinned by leases ({@code overwrite_refused}) or busy; if the slot held a
  * committed extent, that extent leaves the index and {@link SsdResidencyChange.Cause#OVERWRITTEN} is emitted — before
- * any byte of the slot changes. On disk, strictly one after the other (each step is issued only after the previous
- * one completed; with {@link SsdSettings#syncWrites} an fdatasync separates them too):
+ * any byte of the slot changes. On disk, strictly one after the other (each step is issued, from the io_uring loop, only after the
+ * previous one completed; with {@link SsdSettings#syncWrites} an fdatasync separates them too):
  * <ol>
  *   <li><b>intent</b>: a 4 KiB header for the new key and generation with commit flag 0. It replaces the old header,
  *       so from now on the slot decodes as "torn" and the old key can never come back with new bytes;</li>
  *   <li><b>payload</b>: the payload and its padding, at header offset + 4096;</li>
- *   <li><b>commit</b>: the same header with commit flag 1, the commit sequence and the payload CRC32C. Its completion
+ *   <li><b>commit</b>: the same header with commit flag 1, the commit sequence (reservation order) and the payload
+ *       CRC32C. Its completion
  *       is the publication boundary: only then is the extent indexed, advertised ({@code SSD_ADDED}) and served.</li>
  * </ol>
  * Why nothing torn is ever served: a crash before (3) completes leaves the intent header (commit flag 0: decodes
@@ -119,6 +121,13 @@ public final class SsdStore {
         long payloadLength;
         int payloadCrc;
         int pins;
+        /**
+         * False only while the slot's on-disk header is known not to decode as committed (never written, zeroed,
+         * uncommitted intent, corrupt): then a write may skip its intent step (nothing to invalidate). Set true as a
+         * commit header is issued (it may land even if we never see the completion) and by the scan for valid
+         * headers.
+         */
+        boolean headerMayBeCommitted = true;
 
         Extent(int position, Shard shard, long fileOffset) {
             this.position = position;
@@ -334,7 +343,8 @@ public final class SsdStore {
                 .threadName("orbitkv-ssd-uring"));
         long extentBytes = settings.extentBytes();
         long bounceBytes = alignUp(maxPayloadBytes);
-        long stagingTotal = extentBytes * settings.writeStagingBuffers();
+        long stagingBytes = extentBytes + BLOCK_BYTES; // + the commit header block
+        long stagingTotal = stagingBytes * settings.writeStagingBuffers();
         long bounceTotal = bounceBytes * settings.bounceBuffers();
         long blocksTotal = (long) BLOCK_BYTES * blocks;
         arena = Arena.ofShared();
@@ -342,7 +352,7 @@ public final class SsdStore {
         LIVE_NATIVE_BYTES.addAndGet(nativeBytes);
         MemorySegment staging = arena.allocate(stagingTotal, BLOCK_BYTES);
         for (int i = 0; i < settings.writeStagingBuffers(); i++) {
-            freeStaging.add(staging.asSlice(i * extentBytes, extentBytes));
+            freeStaging.add(staging.asSlice(i * stagingBytes, stagingBytes));
         }
         if (bounceTotal > 0) {
             MemorySegment bounce = arena.allocate(bounceTotal, BLOCK_BYTES);
@@ -476,6 +486,7 @@ public final class SsdStore {
     }
 
     private void classify(Extent extent, ExtentDecodeResult result) {
+        extent.headerMayBeCommitted = result.isValid();
         switch (result) {
             case ExtentDecodeResult.NotAnExtent ignored -> {
             }
@@ -632,7 +643,7 @@ public final class SsdStore {
                 continue;
             }
             writesInFlight++;
-            writeIntent(op);
+            startWriteChain(op);
         }
         pendingWritesGauge = pendingWrites.size();
     }
@@ -663,15 +674,41 @@ public final class SsdStore {
         return null;
     }
 
-    private void writeIntent(WriteOp op) {
-        header(op, false, 0).encode(op.staging.asSlice(0, BLOCK_BYTES));
-        submitWrite(op, op.extent.fileOffset, op.staging.asSlice(0, BLOCK_BYTES), () -> barrier(op, () ->
-                submitWrite(op, op.extent.fileOffset + BLOCK_BYTES,
-                        op.staging.asSlice(BLOCK_BYTES, alignUp(op.write.lengthBytes())), () -> barrier(op, () -> {
-                            header(op, true, nextCommitSequence++).encode(op.staging.asSlice(0, BLOCK_BYTES));
-                            submitWrite(op, op.extent.fileOffset, op.staging.asSlice(0, BLOCK_BYTES),
-                                    () -> barrier(op, () -> onCommitted(op)));
-                        }))));
+    /**
+     * Steps (1)-(3) of the commit protocol, chained on the io_uring loop: each step is submitted from the previous
+     * step's completion (no hop back here in between), and only the end of the chain hops back to publish. Both
+     * headers are encoded here first, on the role thread: the intent into the staging buffer's first block, the
+     * commit header into its extra block past the extent. Step (1) is skipped when the slot's on-disk header is known
+     * not to be a committed one (a fresh or invalidated slot): there is no old evidence to invalidate, and an
+     * interrupted write leaves a non-committed header either way. Such a write's generation is then persisted by its
+     * commit only; an uncommitted generation was never advertised, so its reuse after a crash is harmless.
+     */
+    private void startWriteChain(WriteOp op) {
+        Extent extent = op.extent;
+        UringFile file = extent.shard.file;
+        boolean intent = extent.headerMayBeCommitted;
+        extent.headerMayBeCommitted = true; // conservative from now on: the commit header may land
+        MemorySegment intentBlock = op.staging.asSlice(0, BLOCK_BYTES);
+        MemorySegment payload = op.staging.asSlice(BLOCK_BYTES, alignUp(op.write.lengthBytes()));
+        MemorySegment commitBlock = op.staging.asSlice(settings.extentBytes(), BLOCK_BYTES);
+        if (intent) {
+            header(op, false, 0).encode(intentBlock);
+        }
+        header(op, true, nextCommitSequence++).encode(commitBlock);
+        IoUringFileIo uring = io;
+        CompletableFuture<Integer> chain = intent ? uring.write(file, extent.fileOffset, intentBlock, IoLane.WRITE)
+                : CompletableFuture.completedFuture(0);
+        chain.thenCompose(ignored -> barrier(uring, file, intent))
+                .thenCompose(ignored -> uring.write(file, extent.fileOffset + BLOCK_BYTES, payload, IoLane.WRITE))
+                .thenCompose(ignored -> barrier(uring, file, true))
+                .thenCompose(ignored -> uring.write(file, extent.fileOffset, commitBlock, IoLane.WRITE))
+                .thenCompose(ignored -> barrier(uring, file, true))
+                .whenComplete((ignored, failure) -> loop.execute(() -> afterWriteChain(op, failure)));
+    }
+
+    private CompletableFuture<Integer> barrier(IoUringFileIo uring, UringFile file, boolean wanted) {
+        return wanted && settings.syncWrites() ? uring.datasync(file, IoLane.WRITE)
+                : CompletableFuture.completedFuture(0);
     }
 
     private static SsdExtentHeader header(WriteOp op, boolean committed, long commitSequence) {
@@ -680,21 +717,7 @@ public final class SsdStore {
                 op.write.lengthBytes(), op.generation, committed, commitSequence, op.crc);
     }
 
-    private void submitWrite(WriteOp op, long fileOffset, MemorySegment buffer, Runnable next) {
-        io.write(op.extent.shard.file, fileOffset, buffer, IoLane.WRITE).whenComplete((bytes, failure) ->
-                loop.execute(() -> afterWriteStep(op, failure, next)));
-    }
-
-    private void barrier(WriteOp op, Runnable next) {
-        if (!settings.syncWrites()) {
-            next.run();
-            return;
-        }
-        io.datasync(op.extent.shard.file, IoLane.WRITE).whenComplete((bytes, failure) ->
-                loop.execute(() -> afterWriteStep(op, failure, next)));
-    }
-
-    private void afterWriteStep(WriteOp op, Throwable failure, Runnable next) {
+    private void afterWriteChain(WriteOp op, Throwable failure) {
         if (closed) {
             endWrite(op, SsdDropReason.CLOSED);
         } else if (failure != null) {
@@ -703,15 +726,11 @@ public final class SsdStore {
             LOG.debug("SSD write of extent {} failed: {}", op.extent.position, cause.toString());
             endWrite(op, noSpace ? SsdDropReason.NO_SPACE : SsdDropReason.IO_ERROR);
         } else {
-            next.run();
+            onCommitted(op);
         }
     }
 
     private void onCommitted(WriteOp op) {
-        if (closed) {
-            endWrite(op, SsdDropReason.CLOSED);
-            return;
-        }
         Extent extent = op.extent;
         extent.state = ExtentState.COMMITTED;
         index.put(extent.key, extent);
@@ -985,6 +1004,9 @@ public final class SsdStore {
         io.write(extent.shard.file, extent.fileOffset, block, IoLane.WRITE).whenComplete((bytes, failure) ->
                 loop.execute(() -> {
                     freeBlocks.add(block);
+                    if (failure == null) {
+                        extent.headerMayBeCommitted = false;
+                    }
                     extent.clear();
                     pumpWrites();
                 }));

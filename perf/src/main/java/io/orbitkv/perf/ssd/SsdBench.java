@@ -51,7 +51,7 @@ public final class SsdBench {
     private static final long MIB = 1L << 20;
     private static final long PAGE_BYTES = 2 * MIB;
     private static final byte[] NAMESPACE = "orbitkv-ssdbench".getBytes(StandardCharsets.US_ASCII);
-    private static final int WRITE_WINDOW = 48;
+    private static final int WRITE_WINDOW = 64;
 
     private SsdBench() {
     }
@@ -65,14 +65,18 @@ public final class SsdBench {
         Path dir = null;
         double sizeGib = 2;
         int queueDepth = 16;
-        int readPasses = 2;
+        int rounds = 7;
+        int staging = -1;
+        int storeQueueDepth = -1;
         boolean keep = false;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--dir" -> dir = Path.of(args[++i]);
                 case "--size-gib" -> sizeGib = Double.parseDouble(args[++i]);
                 case "--queue-depth" -> queueDepth = Integer.parseInt(args[++i]);
-                case "--read-passes" -> readPasses = Integer.parseInt(args[++i]);
+                case "--rounds" -> rounds = Integer.parseInt(args[++i]);
+                case "--staging" -> staging = Integer.parseInt(args[++i]);
+                case "--store-queue-depth" -> storeQueueDepth = Integer.parseInt(args[++i]);
                 case "--keep" -> keep = true;
                 default -> throw new IllegalArgumentException("unknown argument " + args[i]);
             }
@@ -83,98 +87,123 @@ public final class SsdBench {
         }
         long extentBytes = PAGE_BYTES + 4096;
         int extents = (int) (sizeGib * (1L << 30) / extentBytes);
+        if (staging < 0) {
+            staging = queueDepth; // at most queueDepth 2 MiB payload writes in flight, like fio's iodepth
+        }
+        if (storeQueueDepth < 0) {
+            storeQueueDepth = 2 * queueDepth; // room for the 4 KiB header writes beside the payload writes
+        }
         SsdSettings settings = new SsdSettings().directory(dir).extentBytes(extentBytes)
-                .capacityBytes(extents * extentBytes).queueDepth(queueDepth).writeStagingBuffers(queueDepth)
+                .capacityBytes(extents * extentBytes).queueDepth(storeQueueDepth).writeStagingBuffers(staging)
                 .writeQueueCapacity(WRITE_WINDOW + 16).bounceBuffers(0);
         BenchReport.Builder report = BenchReport.builder("ssd")
                 .config("dir", dir.toString()).config("extents", extents).config("extent_bytes", extentBytes)
                 .config("page_bytes", PAGE_BYTES).config("queue_depth", queueDepth)
-                .config("data_set_bytes", extents * PAGE_BYTES).config("read_passes", readPasses);
-        progress("ssd bench in %s: %d extents of %d bytes (%.2f GiB), queue depth %d", dir, extents, extentBytes,
-                extents * (double) extentBytes / (1L << 30), queueDepth);
+                .config("store_queue_depth", storeQueueDepth).config("write_staging_buffers", staging)
+                .config("data_set_bytes", extents * PAGE_BYTES).config("rounds", rounds);
+        progress("ssd bench in %s: %d extents of %d bytes (%.2f GiB), read queue depth %d, store queue depth %d, "
+                        + "%d write staging buffers, %d rounds", dir, extents, extentBytes,
+                extents * (double) extentBytes / (1L << 30), queueDepth, storeQueueDepth, staging, rounds);
         try (RoleLoop.Dedicated loop = RoleLoop.dedicated("ssdbench-role"); Arena arena = Arena.ofShared()) {
             MemorySegment source = arena.allocate(PAGE_BYTES, 4096);
             SplittableRandom random = new SplittableRandom(42);
             for (long i = 0; i < PAGE_BYTES; i += 8) {
                 source.set(ValueLayout.JAVA_LONG_UNALIGNED, i, random.nextLong());
             }
-            // ---- writes
+            List<MemorySegment> destinations = new ArrayList<>();
+            for (int i = 0; i < queueDepth; i++) {
+                destinations.add(arena.allocate(PAGE_BYTES, 4096));
+            }
             SsdStore store = SsdStore.open(settings, loop, SsdListener.NONE, new SimpleMeterRegistry())
                     .get(60, TimeUnit.SECONDS);
             report.config("direct_io", store.directIo());
-            long writeNanos = writeAll(loop, store, source, extents);
-            double writeRate = extents * PAGE_BYTES / (writeNanos / 1e9);
-            SsdStats afterWrites = call(loop, store::stats);
-            progress("SsdStore write: %.1f MiB/s (%d committed, dropped %s)", writeRate / MIB,
-                    afterWrites.writesCommitted(), afterWrites.writesDropped());
-            if (afterWrites.writesCommitted() != extents) {
-                throw new IllegalStateException("only " + afterWrites.writesCommitted() + " of " + extents
-                        + " writes committed: " + afterWrites.writesDropped());
+            Path shard = dir.resolve("shard-000.okv");
+            Path fioFile = dir.resolve("fio-write.dat");
+            long fileBytes = extents * extentBytes;
+            List<Double> ourWrites = new ArrayList<>();
+            List<Double> ourReads = new ArrayList<>();
+            List<Double> fioWrites = new ArrayList<>();
+            List<Double> fioReads = new ArrayList<>();
+            List<Double> fioLayoutReads = new ArrayList<>();
+            JsonObject latency = null;
+            // Rounds interleave ours and fio so that both see the same (noisy, shared) device. Round 1 writes fresh
+            // slots; later rounds write new keys over the previous round's extents: the steady-state ring reuse path.
+            for (int round = 0; round < rounds; round++) {
+                long firstKey = (long) round * extents;
+                boolean fioFirst = round % 2 == 1; // alternate who goes first, against drift of the device
+                if (fioFirst) {
+                    fioWrites.add(fioWrite(dir, fioFile, extents, queueDepth));
+                }
+                long writeNanos = writeAll(loop, store, source, firstKey, extents);
+                ourWrites.add(extents * PAGE_BYTES / (writeNanos / 1e9));
+                SsdStats afterWrites = call(loop, store::stats);
+                if (afterWrites.writesCommitted() != (long) extents * (round + 1)) {
+                    throw new IllegalStateException("only " + afterWrites.writesCommitted() + " writes committed: "
+                            + afterWrites.writesDropped());
+                }
+                if (!fioFirst) {
+                    fioWrites.add(fioWrite(dir, fioFile, extents, queueDepth));
+                }
+                if (fioFirst) {
+                    fioReads.add(fioRead(dir, shard, fileBytes, queueDepth));
+                }
+                LatencyRecorder recorder = LatencyRecorder.singleWriter();
+                long readNanos = readAll(loop, store, destinations, firstKey, extents, recorder);
+                ourReads.add(extents * PAGE_BYTES / (readNanos / 1e9));
+                latency = recorder.summary().toJson();
+                if (!fioFirst) {
+                    fioReads.add(fioRead(dir, shard, fileBytes, queueDepth));
+                }
+                fioLayoutReads.add(fioLayoutRead(dir, shard, fileBytes, queueDepth));
+                progress("round %d: SsdStore write %.1f MiB/s, fio write %.1f MiB/s, SsdStore read %.1f MiB/s, "
+                                + "fio read %.1f MiB/s, fio read in extent layout %.1f MiB/s", round + 1, ourWrites.getLast() / MIB,
+                        fioWrites.getLast() / MIB, ourReads.getLast() / MIB, fioReads.getLast() / MIB,
+                        fioLayoutReads.getLast() / MIB);
+            }
+            SsdStats afterReads = call(loop, store::stats);
+            if (afterReads.readHits() != (long) extents * rounds) {
+                throw new IllegalStateException("reads verified " + afterReads.readHits() + " of "
+                        + (long) extents * rounds);
             }
             store.close().get(60, TimeUnit.SECONDS);
 
             // ---- recovery of the full directory
             store = SsdStore.open(settings, loop, SsdListener.NONE, new SimpleMeterRegistry()).get(60, TimeUnit.SECONDS);
             SsdStats recovered = call(loop, store::stats);
+            store.close().get(60, TimeUnit.SECONDS);
             progress("recovery: %d extents in %.4f s", recovered.recoveredExtents(), recovered.recoverySeconds());
 
-            // ---- restore reads
-            List<MemorySegment> destinations = new ArrayList<>();
-            for (int i = 0; i < queueDepth; i++) {
-                destinations.add(arena.allocate(PAGE_BYTES, 4096));
-            }
-            double bestReadRate = 0;
-            JsonObject latency = null;
-            List<Double> passRates = new ArrayList<>();
-            for (int pass = 0; pass < readPasses; pass++) {
-                LatencyRecorder recorder = LatencyRecorder.singleWriter();
-                long readNanos = readAll(loop, store, destinations, extents, recorder);
-                double rate = extents * PAGE_BYTES / (readNanos / 1e9);
-                passRates.add(rate);
-                progress("SsdStore read pass %d: %.1f MiB/s", pass + 1, rate / MIB);
-                if (rate > bestReadRate) {
-                    bestReadRate = rate;
-                    latency = recorder.summary().toJson();
-                }
-            }
-            SsdStats afterReads = call(loop, store::stats);
-            store.close().get(60, TimeUnit.SECONDS);
-            if (afterReads.readHits() != (long) extents * readPasses) {
-                throw new IllegalStateException("reads verified " + afterReads.readHits() + " of "
-                        + (long) extents * readPasses);
-            }
-
-            // ---- fio on the same file and directory
-            Path shard = dir.resolve("shard-000.okv");
-            long fileBytes = extents * extentBytes;
-            JsonObject fioRead = fio(dir, "r", shard, "read", fileBytes, queueDepth);
-            double fioReadRate = fioRead.getJsonArray("jobs").getJsonObject(0).getJsonObject("read")
-                    .getDouble("bw_bytes");
-            progress("fio read: %.1f MiB/s", fioReadRate / MIB);
-            Path fioFile = dir.resolve("fio-write.dat");
-            JsonObject fioWrite = fio(dir, "w", fioFile, "write", extents * PAGE_BYTES, queueDepth);
-            double fioWriteRate = fioWrite.getJsonArray("jobs").getJsonObject(0).getJsonObject("write")
-                    .getDouble("bw_bytes");
-            progress("fio write: %.1f MiB/s", fioWriteRate / MIB);
-            Files.deleteIfExists(fioFile);
-
+            double writeRate = median(ourWrites);
+            double readRate = median(ourReads);
+            double fioWriteRate = median(fioWrites);
+            double fioReadRate = median(fioReads);
+            double fioLayoutReadRate = median(fioLayoutReads);
             report.figure("ssd_write_bytes_per_s", Math.round(writeRate))
-                    .figure("ssd_read_bytes_per_s", Math.round(bestReadRate))
-                    .figure("ssd_read_pass_bytes_per_s", new io.vertx.core.json.JsonArray(passRates.stream()
-                            .map(Math::round).toList()))
-                    .figure("ssd_read_latency", latency)
-                    .figure("ssd_write_seconds", writeNanos / 1e9)
+                    .figure("ssd_read_bytes_per_s", Math.round(readRate))
+                    .figure("ssd_write_rounds_bytes_per_s", rates(ourWrites))
+                    .figure("ssd_read_rounds_bytes_per_s", rates(ourReads))
+                    .figure("ssd_read_latency_last_round", latency)
                     .figure("recovery_seconds", recovered.recoverySeconds())
                     .figure("recovered_extents", recovered.recoveredExtents())
                     .figure("overwrite_refused", afterReads.overwriteRefused())
                     .figure("corrupt_extents", afterReads.corruptExtents())
                     .baseline("fio_read_bytes_per_s", Math.round(fioReadRate))
                     .baseline("fio_write_bytes_per_s", Math.round(fioWriteRate))
-                    .baseline("fio_read_command", fioCommand("r", shard, "read", fileBytes, queueDepth).toString())
-                    .baseline("fio_write_command", fioCommand("w", fioFile, "write", extents * PAGE_BYTES,
-                            queueDepth).toString())
-                    .topLevelRatio("read_ratio", bestReadRate, fioReadRate)
+                    .baseline("fio_read_rounds_bytes_per_s", rates(fioReads))
+                    .baseline("fio_write_rounds_bytes_per_s", rates(fioWrites))
+                    .baseline("fio_read_extent_layout_bytes_per_s", Math.round(fioLayoutReadRate))
+                    .baseline("fio_read_extent_layout_rounds_bytes_per_s", rates(fioLayoutReads))
+                    .baseline("fio_read_extent_layout_command", String.join(" ", fioLayoutCommand(shard, fileBytes,
+                            queueDepth)))
+                    .baseline("fio_read_command", String.join(" ", fioCommand("r", shard, "read", fileBytes,
+                            queueDepth)))
+                    .baseline("fio_write_command", String.join(" ", fioCommand("w", fioFile, "write",
+                            extents * PAGE_BYTES, queueDepth)))
+                    .topLevelRatio("read_ratio", readRate, fioReadRate)
                     .topLevelRatio("write_ratio", writeRate, fioWriteRate)
+                    .ratio("read_ratio_same_layout", readRate, fioLayoutReadRate)
+                    .ratio("read_ratio_paired_median", median(paired(ourReads, fioReads)))
+                    .ratio("write_ratio_paired_median", median(paired(ourWrites, fioWrites)))
                     .machine(MachineInfo.probe());
         } finally {
             if (ownDir && !keep) {
@@ -191,7 +220,7 @@ public final class SsdBench {
     }
 
     /** Offers every extent, WRITE_WINDOW ahead, and returns the nanoseconds to the last outcome. */
-    private static long writeAll(RoleLoop loop, SsdStore store, MemorySegment source, int count) throws Exception {
+    private static long writeAll(RoleLoop loop, SsdStore store, MemorySegment source, long firstKey, int count) throws Exception {
         CompletableFuture<Long> finished = new CompletableFuture<>();
         int[] state = new int[2]; // next, done
         long start = System.nanoTime();
@@ -201,7 +230,7 @@ public final class SsdBench {
                 return;
             }
             int index = state[0]++;
-            store.offerWrite(key(index), () -> source, PAGE_BYTES).whenComplete((outcome, failure) -> {
+            store.offerWrite(key(firstKey + index), () -> source, PAGE_BYTES).whenComplete((outcome, failure) -> {
                 if (++state[1] == count) {
                     finished.complete(System.nanoTime() - start);
                 } else {
@@ -218,8 +247,8 @@ public final class SsdBench {
     }
 
     /** Reads every extent under its own lease, one read outstanding per destination; nanoseconds to the last. */
-    private static long readAll(RoleLoop loop, SsdStore store, List<MemorySegment> destinations, int count,
-                                LatencyRecorder recorder) throws Exception {
+    private static long readAll(RoleLoop loop, SsdStore store, List<MemorySegment> destinations, long firstKey,
+                                int count, LatencyRecorder recorder) throws Exception {
         CompletableFuture<Long> finished = new CompletableFuture<>();
         int[] state = new int[3]; // next, done, failures
         long start = System.nanoTime();
@@ -228,7 +257,7 @@ public final class SsdBench {
                 if (state[0] >= count) {
                     return;
                 }
-                StateKey key = key(state[0]++);
+                StateKey key = key(firstKey + state[0]++);
                 SsdEntry entry = store.lookup(key);
                 SsdLease lease = store.acquireLease(key, entry.generation());
                 long t0 = System.nanoTime();
@@ -253,6 +282,59 @@ public final class SsdBench {
             throw new IllegalStateException(state[2] + " reads failed");
         }
         return nanos;
+    }
+
+    private static double fioWrite(Path dir, Path file, int extents, int depth) throws Exception {
+        JsonObject result = fio(dir, "w", file, "write", extents * PAGE_BYTES, depth);
+        Files.deleteIfExists(file);
+        return result.getJsonArray("jobs").getJsonObject(0).getJsonObject("write").getDouble("bw_bytes");
+    }
+
+    private static double fioRead(Path dir, Path shard, long fileBytes, int depth) throws Exception {
+        JsonObject result = fio(dir, "r", shard, "read", fileBytes, depth);
+        return result.getJsonArray("jobs").getJsonObject(0).getJsonObject("read").getDouble("bw_bytes");
+    }
+
+    /**
+     * fio reading exactly the bytes the store reads: 2 MiB payloads at 4 KiB past each 2 MiB + 4 KiB extent start
+     * (so every read is 4 KiB off a 2 MiB boundary), skipping the header blocks.
+     */
+    private static List<String> fioLayoutCommand(Path shard, long fileBytes, int depth) {
+        return List.of("fio", "--name=layout", "--filename=" + shard, "--rw=read:4k", "--bs=2M",
+                "--iodepth=" + depth, "--ioengine=io_uring", "--direct=1", "--offset=4096",
+                "--size=" + (fileBytes - 4096), "--output-format=json");
+    }
+
+    private static double fioLayoutRead(Path dir, Path shard, long fileBytes, int depth) throws Exception {
+        Path out = dir.resolve("fio-layout.json");
+        Process process = new ProcessBuilder(fioLayoutCommand(shard, fileBytes, depth)).redirectOutput(out.toFile())
+                .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        if (!process.waitFor(5, TimeUnit.MINUTES) || process.exitValue() != 0) {
+            process.destroyForcibly();
+            throw new IllegalStateException("fio (extent layout) failed");
+        }
+        String text = Files.readString(out);
+        Files.deleteIfExists(out);
+        return new JsonObject(text.substring(text.indexOf('{'))).getJsonArray("jobs").getJsonObject(0)
+                .getJsonObject("read").getDouble("bw_bytes");
+    }
+
+    private static List<Double> paired(List<Double> ours, List<Double> theirs) {
+        List<Double> ratios = new ArrayList<>();
+        for (int i = 0; i < ours.size(); i++) {
+            ratios.add(ours.get(i) / theirs.get(i));
+        }
+        return ratios;
+    }
+
+    private static double median(List<Double> values) {
+        List<Double> sorted = values.stream().sorted().toList();
+        int n = sorted.size();
+        return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
+    }
+
+    private static io.vertx.core.json.JsonArray rates(List<Double> values) {
+        return new io.vertx.core.json.JsonArray(values.stream().map(Math::round).toList());
     }
 
     private static List<String> fioCommand(String name, Path file, String rw, long size, int depth) {
