@@ -43,7 +43,9 @@ import org.slf4j.LoggerFactory;
  * <p><b>Threads.</b> All state is confined to one {@link RoleLoop} thread (the SSD verticle's event loop); every
  * public method except {@link #close()} and {@link #open} must be called there ({@code IllegalStateException}
  * otherwise). I/O runs on the {@link IoUringFileIo} loop; its completions hop back through {@link RoleLoop#execute}
- * before touching anything. Nothing here blocks: queues are bounded, full ones drop (writes) or fail (reads) at once.
+ * before touching anything. The steps of one write are chained on the io_uring loop itself (they only touch the
+ * write's own staging buffer, prepared beforehand), so an extent costs one hop in and one hop out: thread hand-offs,
+ * not bytes, dominate under CPU contention. Nothing here blocks: queues are bounded, full ones drop (writes) or fail (reads) at once.
  *
  * <p><b>Layout.</b> Each shard file {@code shard-NNN.okv} (mode 0600, O_DIRECT|O_RDWR, preallocated with fallocate
  * unless {@link SsdSettings#preallocate} is off) holds {@code extentsPerShard} slots of {@code extentBytes}. A slot is
@@ -81,8 +83,8 @@ import org.slf4j.LoggerFactory;
  * bytes; a mismatch (bit rot, a flipped byte, a lost write on power failure without syncWrites) drops the extent from
  * the index ({@code SSD_REMOVED}, cause CORRUPT), counts it and fails the read with {@link SsdFailure#CHECKSUM_MISMATCH}.
  *
- * <p><b>Buffers.</b> One shared {@link Arena} owned by this store holds: staging buffers (extent-sized, one per write
- * in progress, returned when the write ends in any way), bounce buffers (payload-sized, only for reads into
+ * <p><b>Buffers.</b> One shared {@link Arena} owned by this store holds: staging buffers (extent + 4 KiB: intent
+ * header, payload, commit header; one per write in progress, returned when the write ends in any way), bounce buffers (payload-sized, only for reads into
  * unaligned destinations), and 4 KiB blocks (header scans, read tails, header invalidations). A buffer lent to an I/O
  * returns to its pool only when that I/O's completion arrived, even when the request was cancelled or the store is
  * closing; the arena is closed only after the io_uring instance closed (all completions arrived) and after the
