@@ -163,37 +163,46 @@ class SsdFaultTest {
                 "cannot mount a tmpfs here (not root?)");
         try {
             // 16 extents of 1 MiB on an 8 MiB file system: sparse shards, so ENOSPC arrives at write time. This
-            // kernel's tmpfs accepts O_DIRECT, so the EINVAL fallback is simulated here to cover the buffered path.
+            // kernel's tmpfs accepts O_DIRECT, so the run is made twice: with O_DIRECT as the file system offers it,
+            // and with the EINVAL fallback simulated to cover the buffered path.
             long extent = (1 << 20) + 4096;
-            SsdSettings settings = new SsdSettings().directory(mount).extentBytes(extent).capacityBytes(16 * extent)
-                    .preallocate(false).writeStagingBuffers(1).simulateDirectIoUnsupported(true);
-            try (SsdTesting t = SsdTesting.open(settings)) {
-                assertThat(t.stats().directIo()).isFalse();
-                assertThat(t.registry.find("orbitkv.ssd.direct.io").gauge().value()).isZero();
-                List<Long> committed = new ArrayList<>();
-                SsdWriteOutcome outcome;
-                long index = 0;
-                do {
-                    outcome = t.write(index, 1 << 20);
-                    if (outcome.committed()) {
-                        committed.add(index);
+            for (boolean simulateNoDirectIo : new boolean[] {false, true}) {
+                Path storeDir = Files.createDirectory(mount.resolve("store-" + simulateNoDirectIo));
+                SsdSettings settings = new SsdSettings().directory(storeDir).extentBytes(extent)
+                        .capacityBytes(16 * extent).preallocate(false).writeStagingBuffers(1)
+                        .simulateDirectIoUnsupported(simulateNoDirectIo);
+                try (SsdTesting t = SsdTesting.open(settings)) {
+                    assertThat(t.stats().directIo()).isEqualTo(!simulateNoDirectIo);
+                    assertThat(t.registry.find("orbitkv.ssd.direct.io").gauge().value())
+                            .isEqualTo(simulateNoDirectIo ? 0 : 1);
+                    List<Long> committed = new ArrayList<>();
+                    SsdWriteOutcome outcome;
+                    long index = 0;
+                    do {
+                        outcome = t.write(index, 1 << 20);
+                        if (outcome.committed()) {
+                            committed.add(index);
+                        }
+                        index++;
+                    } while (outcome.committed() && index < 16);
+                    assertThat(outcome.dropReason()).isEqualTo(SsdDropReason.NO_SPACE);
+                    assertThat(committed).isNotEmpty();
+                    assertThat(t.write(index, 1 << 20).dropReason()).isEqualTo(SsdDropReason.NO_SPACE);
+                    assertThat(t.counter("orbitkv.ssd.writes.dropped", "reason", "NO_SPACE")).isEqualTo(2);
+                    MemorySegment dst = t.arena.allocate(1 << 20, 4096);
+                    for (long k : committed) {
+                        long generation = t.call(() -> t.store.lookup(key(k)).generation());
+                        SsdLease lease = t.call(() -> t.store.acquireLease(key(k), generation));
+                        assertThat(t.await(() -> t.store.readInto(lease, dst)).path()).isEqualTo(simulateNoDirectIo
+                                ? SsdReadResult.ReadPath.BUFFERED : SsdReadResult.ReadPath.DIRECT);
+                        assertThat(SsdTesting.matches(dst, 1 << 20, k)).isTrue();
+                        t.run(() -> t.store.release(lease));
                     }
-                    index++;
-                } while (outcome.committed() && index < 16);
-                assertThat(outcome.dropReason()).isEqualTo(SsdDropReason.NO_SPACE);
-                assertThat(committed).isNotEmpty();
-                assertThat(t.write(index, 1 << 20).dropReason()).isEqualTo(SsdDropReason.NO_SPACE);
-                assertThat(t.counter("orbitkv.ssd.writes.dropped", "reason", "NO_SPACE")).isEqualTo(2);
-                MemorySegment dst = t.arena.allocate(1 << 20, 4096);
-                for (long k : committed) {
-                    long generation = t.call(() -> t.store.lookup(key(k)).generation());
-                    SsdLease lease = t.call(() -> t.store.acquireLease(key(k), generation));
-                    assertThat(t.await(() -> t.store.readInto(lease, dst)).path())
-                            .isEqualTo(SsdReadResult.ReadPath.BUFFERED);
-                    assertThat(SsdTesting.matches(dst, 1 << 20, k)).isTrue();
-                    t.run(() -> t.store.release(lease));
                 }
+                Files.delete(storeDir.resolve("shard-000.okv"));
             }
+            // fill the file system, then preallocation fails the open, naming the shard
+            Files.write(mount.resolve("filler"), new byte[7 << 20]);
             // preallocation on the full file system fails the open, naming the shard
             Path other = Files.createDirectory(mount.resolve("other"));
             assertThatThrownBy(() -> SsdTesting.open(new SsdSettings().directory(other).extentBytes(extent)
