@@ -43,15 +43,18 @@ import java.util.stream.Stream;
  * outstanding, each under its own exact-generation lease and CRC32C-verified, and fio reading the shard file
  * sequentially, plus fio reading exactly the store's byte ranges (2 MiB at 4 KiB past each extent start, i.e. 4 KiB
  * off 2 MiB alignment). Ours and fio alternate who goes first. Reported figures are medians over rounds; the top-level
- * ratios are median(ours) / median(fio); paired (same-round) ratios are reported too. The store uses at most 16
- * payload writes in flight (16 staging buffers) and a kernel queue depth of 32, so its 4 KiB header writes do not
- * take payload slots. After the rounds the store is reopened to time the recovery scan of the full directory.
+ * ratios are median(ours) / median(fio); paired (same-round) ratios are reported too. The store's kernel queue depth
+ * is exactly fio's iodepth (16): the store never has more I/O in the kernel than fio (its 4 KiB header writes share
+ * those 16 slots with the payload writes; 16 staging buffers). The reader keeps 32 reads outstanding so that 16 wait
+ * in the RESTORE lane and the io_uring loop refills the kernel queue from a completion without a thread hop ("keep
+ * the queue depth full"). After the rounds the store is reopened to time the recovery scan of the full directory.
  *
  * <p>The device on a shared VM is noisy (fio alone varies by 2x between runs); rounds, interleaving and medians are
  * the answer to that, not a single figure.
  *
  * <p>Usage: {@code java --enable-native-access=ALL-UNNAMED -cp ... io.orbitkv.perf.ssd.SsdBench [--dir DIR]
- * [--size-gib N] [--queue-depth N] [--rounds N] [--staging N] [--store-queue-depth N] [--keep]}. Progress goes to
+ * [--size-gib N] [--queue-depth N] [--rounds N] [--staging N] [--store-queue-depth N] [--reads-outstanding N]
+ * [--keep]}. Progress goes to
  * stderr, the report (one JSON line) is the last line of stdout.
  */
 public final class SsdBench {
@@ -76,6 +79,7 @@ public final class SsdBench {
         int rounds = 7;
         int staging = -1;
         int storeQueueDepth = -1;
+        int readsOutstanding = -1;
         boolean keep = false;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
@@ -85,6 +89,7 @@ public final class SsdBench {
                 case "--rounds" -> rounds = Integer.parseInt(args[++i]);
                 case "--staging" -> staging = Integer.parseInt(args[++i]);
                 case "--store-queue-depth" -> storeQueueDepth = Integer.parseInt(args[++i]);
+                case "--reads-outstanding" -> readsOutstanding = Integer.parseInt(args[++i]);
                 case "--keep" -> keep = true;
                 default -> throw new IllegalArgumentException("unknown argument " + args[i]);
             }
@@ -99,7 +104,10 @@ public final class SsdBench {
             staging = queueDepth; // at most queueDepth 2 MiB payload writes in flight, like fio's iodepth
         }
         if (storeQueueDepth < 0) {
-            storeQueueDepth = 2 * queueDepth; // room for the 4 KiB header writes beside the payload writes
+            storeQueueDepth = queueDepth; // the kernel never holds more than fio's iodepth
+        }
+        if (readsOutstanding < 0) {
+            readsOutstanding = 2 * queueDepth; // the rest wait in the RESTORE lane: the kernel queue stays full
         }
         SsdSettings settings = new SsdSettings().directory(dir).extentBytes(extentBytes)
                 .capacityBytes(extents * extentBytes).queueDepth(storeQueueDepth).writeStagingBuffers(staging)
@@ -108,10 +116,12 @@ public final class SsdBench {
                 .config("dir", dir.toString()).config("extents", extents).config("extent_bytes", extentBytes)
                 .config("page_bytes", PAGE_BYTES).config("queue_depth", queueDepth)
                 .config("store_queue_depth", storeQueueDepth).config("write_staging_buffers", staging)
+                .config("reads_outstanding", readsOutstanding)
                 .config("data_set_bytes", extents * PAGE_BYTES).config("rounds", rounds);
-        progress("ssd bench in %s: %d extents of %d bytes (%.2f GiB), read queue depth %d, store queue depth %d, "
-                        + "%d write staging buffers, %d rounds", dir, extents, extentBytes,
-                extents * (double) extentBytes / (1L << 30), queueDepth, storeQueueDepth, staging, rounds);
+        progress("ssd bench in %s: %d extents of %d bytes (%.2f GiB), queue depth %d, store (kernel) queue depth %d, "
+                        + "%d write staging buffers, %d reads outstanding, %d rounds", dir, extents, extentBytes,
+                extents * (double) extentBytes / (1L << 30), queueDepth, storeQueueDepth, staging, readsOutstanding,
+                rounds);
         try (RoleLoop.Dedicated loop = RoleLoop.dedicated("ssdbench-role"); Arena arena = Arena.ofShared()) {
             MemorySegment source = arena.allocate(PAGE_BYTES, 4096);
             SplittableRandom random = new SplittableRandom(42);
@@ -119,7 +129,7 @@ public final class SsdBench {
                 source.set(ValueLayout.JAVA_LONG_UNALIGNED, i, random.nextLong());
             }
             List<MemorySegment> destinations = new ArrayList<>();
-            for (int i = 0; i < queueDepth; i++) {
+            for (int i = 0; i < readsOutstanding; i++) {
                 destinations.add(arena.allocate(PAGE_BYTES, 4096));
             }
             SsdStore store = SsdStore.open(settings, loop, SsdListener.NONE, new SimpleMeterRegistry())
