@@ -99,8 +99,8 @@ public final class SsdProxy {
     }
 
     /** Binds a handler, turning SsdExceptions into failure codes {@link #toSsdException} maps back. */
-    static <C, R> void serve(EventBus bus, String address, Function<C, Future<R>> handler) {
-        bus.<C>localConsumer(address, message -> {
+    static <C, R> MessageConsumer<C> serve(EventBus bus, String address, Function<C, Future<R>> handler) {
+        return bus.<C>localConsumer(address, message -> {
             Future<R> result;
             try {
                 result = handler.apply(message.body());

@@ -49,20 +49,20 @@ public final class SsdVerticle extends VerticleBase {
     private void serve(EventBus bus) {
         consumers.add(bus.<SsdCommands.OfferWrite>localConsumer(SsdProxy.OFFER_WRITE, m ->
                 store.offerWrite(m.body().key(), m.body().source(), m.body().lengthBytes())));
-        SsdProxy.<SsdCommands.Lookup, SsdCommands.Entries>serve(bus, SsdProxy.LOOKUP,
-                c -> Future.succeededFuture(new SsdCommands.Entries(store.lookup(c.keys()))));
-        SsdProxy.<SsdCommands.AcquireLease, SsdLease>serve(bus, SsdProxy.ACQUIRE_LEASE,
-                c -> Future.succeededFuture(store.acquireLease(c.key(), c.generation())));
-        SsdProxy.<SsdCommands.ReadInto, SsdReadResult>serve(bus, SsdProxy.READ_INTO,
-                c -> Future.fromCompletionStage(store.readInto(c.lease(), c.destination()), context));
-        SsdProxy.<SsdCommands.Release, Boolean>serve(bus, SsdProxy.RELEASE, c -> {
+        consumers.add(SsdProxy.<SsdCommands.Lookup, SsdCommands.Entries>serve(bus, SsdProxy.LOOKUP,
+                c -> Future.succeededFuture(new SsdCommands.Entries(store.lookup(c.keys())))));
+        consumers.add(SsdProxy.<SsdCommands.AcquireLease, SsdLease>serve(bus, SsdProxy.ACQUIRE_LEASE,
+                c -> Future.succeededFuture(store.acquireLease(c.key(), c.generation()))));
+        consumers.add(SsdProxy.<SsdCommands.ReadInto, SsdReadResult>serve(bus, SsdProxy.READ_INTO,
+                c -> Future.fromCompletionStage(store.readInto(c.lease(), c.destination()), context)));
+        consumers.add(SsdProxy.<SsdCommands.Release, Boolean>serve(bus, SsdProxy.RELEASE, c -> {
             store.release(c.lease());
             return Future.succeededFuture(Boolean.TRUE);
-        });
-        SsdProxy.<SsdCommands.GetStats, SsdStats>serve(bus, SsdProxy.STATS,
-                c -> Future.succeededFuture(store.stats()));
-        SsdProxy.<SsdCommands.GetCommittedEntries, SsdCommands.Entries>serve(bus, SsdProxy.COMMITTED_ENTRIES,
-                c -> Future.succeededFuture(new SsdCommands.Entries(store.committedEntries())));
+        }));
+        consumers.add(SsdProxy.<SsdCommands.GetStats, SsdStats>serve(bus, SsdProxy.STATS,
+                c -> Future.succeededFuture(store.stats())));
+        consumers.add(SsdProxy.<SsdCommands.GetCommittedEntries, SsdCommands.Entries>serve(bus, SsdProxy.COMMITTED_ENTRIES,
+                c -> Future.succeededFuture(new SsdCommands.Entries(store.committedEntries()))));
     }
 
     /** A proxy on this verticle's Vertx. */
