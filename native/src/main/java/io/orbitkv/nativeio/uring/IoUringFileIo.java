@@ -240,6 +240,14 @@ public final class IoUringFileIo implements AutoCloseable {
         });
     }
 
+    /** Sets the file size (ftruncate), on the loop thread: a sparse extension when growing. Setup only. */
+    public CompletableFuture<Void> truncate(UringFile file, long length) {
+        return callOnLoop(file, () -> {
+            file.descriptor.truncate(length);
+            return null;
+        });
+    }
+
     private <T> CompletableFuture<T> callOnLoop(UringFile file, Callable<T> call) {
         requireOwned(file);
         CompletableFuture<T> result = new CompletableFuture<>();

@@ -1,0 +1,402 @@
+package io.orbitkv.perf.ssd;
+
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.perf.report.BenchReport;
+import io.orbitkv.perf.report.LatencyRecorder;
+import io.orbitkv.perf.report.MachineInfo;
+import io.orbitkv.ssd.RoleLoop;
+import io.orbitkv.ssd.SsdEntry;
+import io.orbitkv.ssd.SsdLease;
+import io.orbitkv.ssd.SsdListener;
+import io.orbitkv.ssd.SsdSettings;
+import io.orbitkv.ssd.SsdStats;
+import io.orbitkv.ssd.SsdStore;
+import io.orbitkv.storage.StateKey;
+import io.vertx.core.json.JsonObject;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+/**
+ * {@code orbitkv bench ssd}: write and restore-read throughput through {@link SsdStore} (2 MiB pages in 2 MiB + 4 KiB
+ * extents, O_DIRECT, io_uring), against fio with io_uring + O_DIRECT, bs=2M, iodepth=16 on the same shard file and
+ * directory, in the same run.
+ *
+ * <p>Method: the store is opened on an empty directory with a data set of {@code --size-gib} (default 2 GiB; O_DIRECT
+ * bypasses the page cache, so the page cache size does not matter). Then {@code --rounds} rounds (default 7), each:
+ * write one ring lap of new keys through {@code offerWrite} (offers kept 64 ahead; throughput = payload bytes / time
+ * to the last commit, including the header writes, the staging copy and CRC32C; round 1 fills fresh slots, later
+ * rounds overwrite the previous round's extents, the steady-state reuse path with its intent write) and fio writing a
+ * fresh file of the same size; read every extent of the round into 4096-aligned 2 MiB destinations with 16 reads
+ * outstanding, each under its own exact-generation lease and CRC32C-verified, and fio reading the shard file
+ * sequentially, plus fio reading exactly the store's byte ranges (2 MiB at 4 KiB past each extent start, i.e. 4 KiB
+ * off 2 MiB alignment). Ours and fio alternate who goes first. Reported figures are medians over rounds; the top-level
+ * ratios are median(ours) / median(fio); paired (same-round) ratios are reported too. The store's kernel queue depth
+ * is exactly fio's iodepth (16): the store never has more I/O in the kernel than fio (its 4 KiB header writes share
+ * those 16 slots with the payload writes; 16 staging buffers). The reader keeps 32 reads outstanding so that 16 wait
+ * in the RESTORE lane and the io_uring loop refills the kernel queue from a completion without a thread hop ("keep
+ * the queue depth full"). After the rounds the store is reopened to time the recovery scan of the full directory.
+ *
+ * <p>The device on a shared VM is noisy (fio alone varies by 2x between runs); rounds, interleaving and medians are
+ * the answer to that, not a single figure.
+ *
+ * <p>Usage: {@code java --enable-native-access=ALL-UNNAMED -cp ... io.orbitkv.perf.ssd.SsdBench [--dir DIR]
+ * [--size-gib N] [--queue-depth N] [--rounds N] [--staging N] [--store-queue-depth N] [--reads-outstanding N]
+ * [--keep]}. Progress goes to
+ * stderr, the report (one JSON line) is the last line of stdout.
+ */
+public final class SsdBench {
+
+    private static final long MIB = 1L << 20;
+    private static final long PAGE_BYTES = 2 * MIB;
+    private static final byte[] NAMESPACE = "orbitkv-ssdbench".getBytes(StandardCharsets.US_ASCII);
+    private static final int WRITE_WINDOW = 64;
+
+    private SsdBench() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        JsonObject report = run(args);
+        System.out.println(report.encode());
+    }
+
+    public static JsonObject run(String[] args) throws Exception {
+        Path dir = null;
+        double sizeGib = 2;
+        int queueDepth = 16;
+        int rounds = 7;
+        int staging = -1;
+        int storeQueueDepth = -1;
+        int readsOutstanding = -1;
+        boolean keep = false;
+        for (int i = 0; i < args.length; i++) {
+            switch (args[i]) {
+                case "--dir" -> dir = Path.of(args[++i]);
+                case "--size-gib" -> sizeGib = Double.parseDouble(args[++i]);
+                case "--queue-depth" -> queueDepth = Integer.parseInt(args[++i]);
+                case "--rounds" -> rounds = Integer.parseInt(args[++i]);
+                case "--staging" -> staging = Integer.parseInt(args[++i]);
+                case "--store-queue-depth" -> storeQueueDepth = Integer.parseInt(args[++i]);
+                case "--reads-outstanding" -> readsOutstanding = Integer.parseInt(args[++i]);
+                case "--keep" -> keep = true;
+                default -> throw new IllegalArgumentException("unknown argument " + args[i]);
+            }
+        }
+        boolean ownDir = dir == null;
+        if (ownDir) {
+            dir = Files.createTempDirectory(Path.of("/var/tmp"), "orbitkv-ssdbench-");
+        }
+        long extentBytes = PAGE_BYTES + 4096;
+        int extents = (int) (sizeGib * (1L << 30) / extentBytes);
+        if (staging < 0) {
+            staging = queueDepth; // at most queueDepth 2 MiB payload writes in flight, like fio's iodepth
+        }
+        if (storeQueueDepth < 0) {
+            storeQueueDepth = queueDepth; // the kernel never holds more than fio's iodepth
+        }
+        if (readsOutstanding < 0) {
+            readsOutstanding = 2 * queueDepth; // the rest wait in the RESTORE lane: the kernel queue stays full
+        }
+        SsdSettings settings = new SsdSettings().directory(dir).extentBytes(extentBytes)
+                .capacityBytes(extents * extentBytes).queueDepth(storeQueueDepth).writeStagingBuffers(staging)
+                .writeQueueCapacity(WRITE_WINDOW + 16).bounceBuffers(0);
+        BenchReport.Builder report = BenchReport.builder("ssd")
+                .config("dir", dir.toString()).config("extents", extents).config("extent_bytes", extentBytes)
+                .config("page_bytes", PAGE_BYTES).config("queue_depth", queueDepth)
+                .config("store_queue_depth", storeQueueDepth).config("write_staging_buffers", staging)
+                .config("reads_outstanding", readsOutstanding)
+                .config("data_set_bytes", extents * PAGE_BYTES).config("rounds", rounds);
+        progress("ssd bench in %s: %d extents of %d bytes (%.2f GiB), queue depth %d, store (kernel) queue depth %d, "
+                        + "%d write staging buffers, %d reads outstanding, %d rounds", dir, extents, extentBytes,
+                extents * (double) extentBytes / (1L << 30), queueDepth, storeQueueDepth, staging, readsOutstanding,
+                rounds);
+        try (RoleLoop.Dedicated loop = RoleLoop.dedicated("ssdbench-role"); Arena arena = Arena.ofShared()) {
+            MemorySegment source = arena.allocate(PAGE_BYTES, 4096);
+            SplittableRandom random = new SplittableRandom(42);
+            for (long i = 0; i < PAGE_BYTES; i += 8) {
+                source.set(ValueLayout.JAVA_LONG_UNALIGNED, i, random.nextLong());
+            }
+            List<MemorySegment> destinations = new ArrayList<>();
+            for (int i = 0; i < readsOutstanding; i++) {
+                destinations.add(arena.allocate(PAGE_BYTES, 4096));
+            }
+            SsdStore store = SsdStore.open(settings, loop, SsdListener.NONE, new SimpleMeterRegistry())
+                    .get(60, TimeUnit.SECONDS);
+            report.config("direct_io", store.directIo());
+            Path shard = dir.resolve("shard-000.okv");
+            Path fioFile = dir.resolve("fio-write.dat");
+            long fileBytes = extents * extentBytes;
+            List<Double> ourWrites = new ArrayList<>();
+            List<Double> ourReads = new ArrayList<>();
+            List<Double> fioWrites = new ArrayList<>();
+            List<Double> fioReads = new ArrayList<>();
+            List<Double> fioLayoutReads = new ArrayList<>();
+            JsonObject latency = null;
+            // Rounds interleave ours and fio so that both see the same (noisy, shared) device. Round 1 writes fresh
+            // slots; later rounds write new keys over the previous round's extents: the steady-state ring reuse path.
+            for (int round = 0; round < rounds; round++) {
+                long firstKey = (long) round * extents;
+                boolean fioFirst = round % 2 == 1; // alternate who goes first, against drift of the device
+                if (fioFirst) {
+                    fioWrites.add(fioWrite(dir, fioFile, extents, queueDepth));
+                }
+                long writeNanos = writeAll(loop, store, source, firstKey, extents);
+                ourWrites.add(extents * PAGE_BYTES / (writeNanos / 1e9));
+                SsdStats afterWrites = call(loop, store::stats);
+                if (afterWrites.writesCommitted() != (long) extents * (round + 1)) {
+                    throw new IllegalStateException("only " + afterWrites.writesCommitted() + " writes committed: "
+                            + afterWrites.writesDropped());
+                }
+                if (!fioFirst) {
+                    fioWrites.add(fioWrite(dir, fioFile, extents, queueDepth));
+                }
+                if (fioFirst) {
+                    fioReads.add(fioRead(dir, shard, fileBytes, queueDepth));
+                }
+                LatencyRecorder recorder = LatencyRecorder.singleWriter();
+                long readNanos = readAll(loop, store, destinations, firstKey, extents, recorder);
+                ourReads.add(extents * PAGE_BYTES / (readNanos / 1e9));
+                latency = recorder.summary().toJson();
+                if (!fioFirst) {
+                    fioReads.add(fioRead(dir, shard, fileBytes, queueDepth));
+                }
+                fioLayoutReads.add(fioLayoutRead(dir, shard, fileBytes, queueDepth));
+                progress("round %d: SsdStore write %.1f MiB/s, fio write %.1f MiB/s, SsdStore read %.1f MiB/s, "
+                                + "fio read %.1f MiB/s, fio read in extent layout %.1f MiB/s", round + 1, ourWrites.getLast() / MIB,
+                        fioWrites.getLast() / MIB, ourReads.getLast() / MIB, fioReads.getLast() / MIB,
+                        fioLayoutReads.getLast() / MIB);
+            }
+            SsdStats afterReads = call(loop, store::stats);
+            if (afterReads.readHits() != (long) extents * rounds) {
+                throw new IllegalStateException("reads verified " + afterReads.readHits() + " of "
+                        + (long) extents * rounds);
+            }
+            store.close().get(60, TimeUnit.SECONDS);
+
+            // ---- recovery of the full directory
+            store = SsdStore.open(settings, loop, SsdListener.NONE, new SimpleMeterRegistry()).get(60, TimeUnit.SECONDS);
+            SsdStats recovered = call(loop, store::stats);
+            store.close().get(60, TimeUnit.SECONDS);
+            progress("recovery: %d extents in %.4f s", recovered.recoveredExtents(), recovered.recoverySeconds());
+
+            double writeRate = median(ourWrites);
+            double readRate = median(ourReads);
+            double fioWriteRate = median(fioWrites);
+            double fioReadRate = median(fioReads);
+            double fioLayoutReadRate = median(fioLayoutReads);
+            report.figure("ssd_write_bytes_per_s", Math.round(writeRate))
+                    .figure("ssd_read_bytes_per_s", Math.round(readRate))
+                    .figure("ssd_write_rounds_bytes_per_s", rates(ourWrites))
+                    .figure("ssd_read_rounds_bytes_per_s", rates(ourReads))
+                    .figure("ssd_read_latency_last_round", latency)
+                    .figure("recovery_seconds", recovered.recoverySeconds())
+                    .figure("recovered_extents", recovered.recoveredExtents())
+                    .figure("overwrite_refused", afterReads.overwriteRefused())
+                    .figure("corrupt_extents", afterReads.corruptExtents())
+                    .baseline("fio_read_bytes_per_s", Math.round(fioReadRate))
+                    .baseline("fio_write_bytes_per_s", Math.round(fioWriteRate))
+                    .baseline("fio_read_rounds_bytes_per_s", rates(fioReads))
+                    .baseline("fio_write_rounds_bytes_per_s", rates(fioWrites))
+                    .baseline("fio_read_extent_layout_bytes_per_s", Math.round(fioLayoutReadRate))
+                    .baseline("fio_read_extent_layout_rounds_bytes_per_s", rates(fioLayoutReads))
+                    .baseline("fio_read_extent_layout_command", String.join(" ", fioLayoutCommand(shard, fileBytes,
+                            queueDepth)))
+                    .baseline("fio_read_command", String.join(" ", fioCommand("r", shard, "read", fileBytes,
+                            queueDepth)))
+                    .baseline("fio_write_command", String.join(" ", fioCommand("w", fioFile, "write",
+                            extents * PAGE_BYTES, queueDepth)))
+                    .topLevelRatio("read_ratio", readRate, fioReadRate)
+                    .topLevelRatio("write_ratio", writeRate, fioWriteRate)
+                    .ratio("read_ratio_same_layout", readRate, fioLayoutReadRate)
+                    .ratio("read_ratio_paired_median", median(paired(ourReads, fioReads)))
+                    .ratio("write_ratio_paired_median", median(paired(ourWrites, fioWrites)))
+                    .machine(MachineInfo.probe());
+        } finally {
+            if (ownDir && !keep) {
+                deleteTree(dir);
+            }
+        }
+        BenchReport built = report.build();
+        progress("%s", built.toOneLine());
+        return built.toJson();
+    }
+
+    private static StateKey key(long index) {
+        return StateKey.of(NAMESPACE, 0, ByteBuffer.allocate(8).putLong(index).array());
+    }
+
+    /** Offers every extent, WRITE_WINDOW ahead, and returns the nanoseconds to the last outcome. */
+    private static long writeAll(RoleLoop loop, SsdStore store, MemorySegment source, long firstKey, int count) throws Exception {
+        CompletableFuture<Long> finished = new CompletableFuture<>();
+        int[] state = new int[2]; // next, done
+        long start = System.nanoTime();
+        Runnable[] offer = new Runnable[1];
+        offer[0] = () -> {
+            if (state[0] >= count) {
+                return;
+            }
+            int index = state[0]++;
+            store.offerWrite(key(firstKey + index), () -> source, PAGE_BYTES).whenComplete((outcome, failure) -> {
+                if (++state[1] == count) {
+                    finished.complete(System.nanoTime() - start);
+                } else {
+                    offer[0].run();
+                }
+            });
+        };
+        loop.execute(() -> {
+            for (int i = 0; i < WRITE_WINDOW; i++) {
+                offer[0].run();
+            }
+        });
+        return finished.get(10, TimeUnit.MINUTES);
+    }
+
+    /** Reads every extent under its own lease, one read outstanding per destination; nanoseconds to the last. */
+    private static long readAll(RoleLoop loop, SsdStore store, List<MemorySegment> destinations, long firstKey,
+                                int count, LatencyRecorder recorder) throws Exception {
+        CompletableFuture<Long> finished = new CompletableFuture<>();
+        int[] state = new int[3]; // next, done, failures
+        long start = System.nanoTime();
+        class Reader {
+            void next(MemorySegment destination) {
+                if (state[0] >= count) {
+                    return;
+                }
+                StateKey key = key(firstKey + state[0]++);
+                SsdEntry entry = store.lookup(key);
+                SsdLease lease = store.acquireLease(key, entry.generation());
+                long t0 = System.nanoTime();
+                store.readInto(lease, destination).whenComplete((result, failure) -> {
+                    recorder.recordNanos(System.nanoTime() - t0);
+                    store.release(lease);
+                    if (failure != null && state[2]++ == 0) {
+                        progress("read failed: %s", failure);
+                    }
+                    if (++state[1] == count) {
+                        finished.complete(System.nanoTime() - start);
+                    } else {
+                        next(destination);
+                    }
+                });
+            }
+        }
+        Reader reader = new Reader();
+        loop.execute(() -> destinations.forEach(reader::next));
+        long nanos = finished.get(10, TimeUnit.MINUTES);
+        if (state[2] > 0) {
+            throw new IllegalStateException(state[2] + " reads failed");
+        }
+        return nanos;
+    }
+
+    private static double fioWrite(Path dir, Path file, int extents, int depth) throws Exception {
+        JsonObject result = fio(dir, "w", file, "write", extents * PAGE_BYTES, depth);
+        Files.deleteIfExists(file);
+        return result.getJsonArray("jobs").getJsonObject(0).getJsonObject("write").getDouble("bw_bytes");
+    }
+
+    private static double fioRead(Path dir, Path shard, long fileBytes, int depth) throws Exception {
+        JsonObject result = fio(dir, "r", shard, "read", fileBytes, depth);
+        return result.getJsonArray("jobs").getJsonObject(0).getJsonObject("read").getDouble("bw_bytes");
+    }
+
+    /**
+     * fio reading exactly the bytes the store reads: 2 MiB payloads at 4 KiB past each 2 MiB + 4 KiB extent start
+     * (so every read is 4 KiB off a 2 MiB boundary), skipping the header blocks.
+     */
+    private static List<String> fioLayoutCommand(Path shard, long fileBytes, int depth) {
+        return List.of("fio", "--name=layout", "--filename=" + shard, "--rw=read:4k", "--bs=2M",
+                "--iodepth=" + depth, "--ioengine=io_uring", "--direct=1", "--offset=4096",
+                "--size=" + (fileBytes - 4096), "--output-format=json");
+    }
+
+    private static double fioLayoutRead(Path dir, Path shard, long fileBytes, int depth) throws Exception {
+        Path out = dir.resolve("fio-layout.json");
+        Process process = new ProcessBuilder(fioLayoutCommand(shard, fileBytes, depth)).redirectOutput(out.toFile())
+                .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        if (!process.waitFor(5, TimeUnit.MINUTES) || process.exitValue() != 0) {
+            process.destroyForcibly();
+            throw new IllegalStateException("fio (extent layout) failed");
+        }
+        String text = Files.readString(out);
+        Files.deleteIfExists(out);
+        return new JsonObject(text.substring(text.indexOf('{'))).getJsonArray("jobs").getJsonObject(0)
+                .getJsonObject("read").getDouble("bw_bytes");
+    }
+
+    private static List<Double> paired(List<Double> ours, List<Double> theirs) {
+        List<Double> ratios = new ArrayList<>();
+        for (int i = 0; i < ours.size(); i++) {
+            ratios.add(ours.get(i) / theirs.get(i));
+        }
+        return ratios;
+    }
+
+    private static double median(List<Double> values) {
+        List<Double> sorted = values.stream().sorted().toList();
+        int n = sorted.size();
+        return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
+    }
+
+    private static io.vertx.core.json.JsonArray rates(List<Double> values) {
+        return new io.vertx.core.json.JsonArray(values.stream().map(Math::round).toList());
+    }
+
+    private static List<String> fioCommand(String name, Path file, String rw, long size, int depth) {
+        return List.of("fio", "--name=" + name, "--filename=" + file, "--rw=" + rw, "--bs=2M",
+                "--iodepth=" + depth, "--ioengine=io_uring", "--direct=1", "--size=" + size,
+                "--output-format=json");
+    }
+
+    private static JsonObject fio(Path dir, String name, Path file, String rw, long size, int depth)
+            throws IOException, InterruptedException {
+        Path out = dir.resolve("fio-" + name + ".json");
+        Process process = new ProcessBuilder(fioCommand(name, file, rw, size, depth)).redirectOutput(out.toFile())
+                .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        if (!process.waitFor(5, TimeUnit.MINUTES) || process.exitValue() != 0) {
+            process.destroyForcibly();
+            throw new IllegalStateException("fio failed (is it installed? apt-get install -y fio): exit "
+                    + (process.isAlive() ? "timeout" : process.exitValue()));
+        }
+        String text = Files.readString(out);
+        Files.deleteIfExists(out);
+        return new JsonObject(text.substring(text.indexOf('{'))); // fio may print notes before the JSON
+    }
+
+    private static <T> T call(RoleLoop loop, java.util.function.Supplier<T> action) throws Exception {
+        CompletableFuture<T> result = new CompletableFuture<>();
+        loop.execute(() -> {
+            try {
+                result.complete(action.get());
+            } catch (Throwable t) {
+                result.completeExceptionally(t);
+            }
+        });
+        return result.get(60, TimeUnit.SECONDS);
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        try (Stream<Path> paths = Files.walk(dir)) {
+            for (Path p : paths.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        }
+    }
+
+    static void progress(String format, Object... args) {
+        System.err.printf(format + "%n", args);
+    }
+}

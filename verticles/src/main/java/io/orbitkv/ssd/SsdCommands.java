@@ -1,0 +1,32 @@
+package io.orbitkv.ssd;
+
+import io.orbitkv.storage.StateKey;
+import java.lang.foreign.MemorySegment;
+import java.util.List;
+
+/** Messages the SSD role accepts. Local records only (see {@link io.orbitkv.common.LocalCodec}). */
+public final class SsdCommands {
+    private SsdCommands() {}
+
+    /** Fire-and-forget: no reply. */
+    public record OfferWrite(StateKey key, WeakImageSource source, long lengthBytes) {}
+
+    public record Lookup(List<StateKey> keys) {}
+
+    public record Entries(List<SsdEntry> entries) {}
+
+    public record AcquireLease(StateKey key, long generation) {}
+
+    /** The destination is a descriptor of shared memory (a pool slot); payload bytes never cross the bus. */
+    public record ReadInto(SsdLease lease, MemorySegment destination) {}
+
+    public record Release(SsdLease lease) {}
+
+    public record GetStats() {}
+
+    public record GetCommittedEntries() {}
+
+    static final List<Class<?>> MESSAGE_TYPES = List.of(OfferWrite.class, Lookup.class, Entries.class,
+            AcquireLease.class, ReadInto.class, Release.class, GetStats.class, GetCommittedEntries.class,
+            SsdLease.class, SsdReadResult.class, SsdStats.class, SsdResidencyChange.class);
+}

@@ -1,0 +1,23 @@
+package io.orbitkv.ssd;
+
+/** A typed SSD refusal or miss. No stack trace: misses are expected control flow. */
+public final class SsdException extends RuntimeException {
+
+    private final SsdFailure failure;
+
+    public SsdException(SsdFailure failure, String message) {
+        super(failure.name() + ": " + message, null, false, false);
+        this.failure = failure;
+    }
+
+    public SsdFailure failure() {
+        return failure;
+    }
+
+    /** The message without the failure prefix. */
+    public String detail() {
+        String message = getMessage();
+        int colon = message.indexOf(": ");
+        return colon < 0 ? message : message.substring(colon + 2);
+    }
+}

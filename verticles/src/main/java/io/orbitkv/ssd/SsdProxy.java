@@ -1,0 +1,123 @@
+package io.orbitkv.ssd;
+
+import io.orbitkv.common.RoleProxies;
+import io.orbitkv.storage.StateKey;
+import io.vertx.core.Future;
+import io.vertx.core.Handler;
+import io.vertx.core.Vertx;
+import io.vertx.core.eventbus.DeliveryOptions;
+import io.vertx.core.eventbus.EventBus;
+import io.vertx.core.eventbus.Message;
+import io.vertx.core.eventbus.MessageConsumer;
+import io.vertx.core.eventbus.ReplyException;
+import io.vertx.core.eventbus.ReplyFailure;
+import java.lang.foreign.MemorySegment;
+import java.util.List;
+import java.util.function.Function;
+
+/**
+ * Typed proxy of the SSD role: one method per command; callers never see event-bus addresses. Failures come back as
+ * {@link SsdException} with the role's {@link SsdFailure}.
+ *
+ * <p>Integration: the storage role calls {@link #offerWrite} when a publish is sealed (holding only a weak source),
+ * subscribes to {@link #residencyChanges} (seeded by {@link #committedEntries}) for its residency stream; the query
+ * path calls {@link #lookup} (metadata only), then {@link #acquireLease} for the exact generation it selected,
+ * {@link #readInto} a pool slot, and {@link #release} once the slot holds the bytes (or on cancellation).
+ */
+public final class SsdProxy {
+    static final String OFFER_WRITE = "orbitkv.ssd.offer-write";
+    static final String LOOKUP = "orbitkv.ssd.lookup";
+    static final String ACQUIRE_LEASE = "orbitkv.ssd.acquire-lease";
+    static final String READ_INTO = "orbitkv.ssd.read-into";
+    static final String RELEASE = "orbitkv.ssd.release";
+    static final String STATS = "orbitkv.ssd.stats";
+    static final String COMMITTED_ENTRIES = "orbitkv.ssd.committed-entries";
+    static final String RESIDENCY = "orbitkv.ssd.residency";
+
+    private final EventBus bus;
+    private final DeliveryOptions options = new DeliveryOptions().setSendTimeout(30_000).setLocalOnly(true);
+
+    public SsdProxy(Vertx vertx) {
+        this.bus = vertx.eventBus();
+    }
+
+    /** Fire-and-forget: the SSD role queues the write or drops and counts it; never blocks, never replies. */
+    public void offerWrite(StateKey key, WeakImageSource source, long lengthBytes) {
+        bus.send(OFFER_WRITE, new SsdCommands.OfferWrite(key, source, lengthBytes), options);
+    }
+
+    /** Metadata only, one entry per key in order: present + exact generation + length, or absent. */
+    public Future<List<SsdEntry>> lookup(List<StateKey> keys) {
+        return this.<SsdCommands.Entries>request(LOOKUP, new SsdCommands.Lookup(keys)).map(SsdCommands.Entries::entries);
+    }
+
+    /** Pins exactly {@code generation} of {@code key}; fails NOT_FOUND / STALE_GENERATION. */
+    public Future<SsdLease> acquireLease(StateKey key, long generation) {
+        return request(ACQUIRE_LEASE, new SsdCommands.AcquireLease(key, generation));
+    }
+
+    /**
+     * Reads the leased page into {@code destination} (a 4096-aligned pool slot, ideally holding the length rounded up
+     * to 4096) and verifies it. The slot belongs to the SSD role until the future completes.
+     */
+    public Future<SsdReadResult> readInto(SsdLease lease, MemorySegment destination) {
+        return request(READ_INTO, new SsdCommands.ReadInto(lease, destination));
+    }
+
+    public Future<Boolean> release(SsdLease lease) {
+        return request(RELEASE, new SsdCommands.Release(lease));
+    }
+
+    public Future<SsdStats> stats() {
+        return request(STATS, new SsdCommands.GetStats());
+    }
+
+    /** Every committed extent now: the seed for a residency stream that then follows {@link #residencyChanges}. */
+    public Future<List<SsdEntry>> committedEntries() {
+        return this.<SsdCommands.Entries>request(COMMITTED_ENTRIES, new SsdCommands.GetCommittedEntries())
+                .map(SsdCommands.Entries::entries);
+    }
+
+    /** SSD_ADDED / SSD_REMOVED notifications, in order, on the caller's context. Unregister the consumer to stop. */
+    public MessageConsumer<SsdResidencyChange> residencyChanges(Handler<SsdResidencyChange> handler) {
+        return bus.localConsumer(RESIDENCY, (Message<SsdResidencyChange> m) -> handler.handle(m.body()));
+    }
+
+    private <R> Future<R> request(String address, Object command) {
+        return RoleProxies.<R>request(bus, address, command, options).recover(failure -> Future.failedFuture(
+                toSsdException(failure)));
+    }
+
+    static Throwable toSsdException(Throwable failure) {
+        if (failure instanceof ReplyException reply && reply.failureType() == ReplyFailure.RECIPIENT_FAILURE) {
+            SsdFailure ssd = SsdFailure.forCode(reply.failureCode());
+            if (ssd != null) {
+                return new SsdException(ssd, reply.getMessage());
+            }
+        }
+        return failure;
+    }
+
+    /** Binds a handler, turning SsdExceptions into failure codes {@link #toSsdException} maps back. */
+    static <C, R> MessageConsumer<C> serve(EventBus bus, String address, Function<C, Future<R>> handler) {
+        return bus.<C>localConsumer(address, message -> {
+            Future<R> result;
+            try {
+                result = handler.apply(message.body());
+            } catch (RuntimeException e) {
+                result = Future.failedFuture(e);
+            }
+            result.onComplete(ar -> {
+                if (ar.succeeded()) {
+                    message.reply(ar.result());
+                } else if (ar.cause() instanceof SsdException ssd) {
+                    message.fail(ssd.failure().code(), ssd.detail());
+                } else if (ar.cause() instanceof io.orbitkv.common.OrbitException orbit) {
+                    message.fail(orbit.reason().getNumber(), orbit.detail());
+                } else {
+                    message.fail(-1, String.valueOf(ar.cause()));
+                }
+            });
+        });
+    }
+}

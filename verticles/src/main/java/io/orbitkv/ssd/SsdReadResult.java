@@ -1,0 +1,17 @@
+package io.orbitkv.ssd;
+
+/** A verified read: {@code lengthBytes} payload bytes at the start of the destination match the extent's CRC32C. */
+public record SsdReadResult(SsdLease lease, long lengthBytes, ReadPath path) {
+
+    /** How the bytes reached the destination. */
+    public enum ReadPath {
+        /** One O_DIRECT read of the 4 KiB-rounded length straight into the destination. */
+        DIRECT,
+        /** Aligned head straight into the destination, the last partial 4 KiB block through a small bounce block. */
+        DIRECT_WITH_TAIL,
+        /** Unaligned destination: the whole payload through an owned bounce buffer, then copied. */
+        BOUNCE,
+        /** Buffered (non-O_DIRECT) shard: exact length straight into the destination. */
+        BUFFERED
+    }
+}

@@ -1,0 +1,293 @@
+package io.orbitkv.ssd;
+
+import io.orbitkv.codecs.extent.SsdExtentHeader;
+import io.orbitkv.common.Ticker;
+import io.vertx.core.json.JsonObject;
+import java.nio.file.Path;
+import java.util.Locale;
+import java.util.Objects;
+
+/**
+ * Settings of the SSD role; fluent, validated by {@link #validate()} when a store opens. Sizes in bytes.
+ *
+ * <p>Design note (extent size): extents are fixed-size slots, {@link #EXTENT_BYTES_DEFAULT} = 4 KiB header block +
+ * 2 MiB payload, sized for the largest page we expect (a 2 MiB KV page). Fixed slots keep the ring, the crash scan
+ * (one aligned 4 KiB header read per slot, at a known offset) and reuse trivial; the price is internal
+ * fragmentation for small pages, which is acceptable while pages of one namespace share one size. A deployment with
+ * much smaller pages sets {@code extentBytes} to 4 KiB + its page size. The payload capacity of a slot is
+ * {@code extentBytes - 4096}.
+ *
+ * <p>JSON keys for {@link #fromJson} are the fluent method names (e.g. {@code "writePolicy": "REUSE_AWARE"}).
+ */
+public final class SsdSettings {
+
+    public static final int SHARD_COUNT_DEFAULT = 1;
+    public static final long CAPACITY_BYTES_DEFAULT = 1L << 30;
+    public static final long EXTENT_BYTES_DEFAULT = (2L << 20) + SsdExtentHeader.HEADER_BLOCK_BYTES;
+    public static final boolean PREALLOCATE_DEFAULT = true;
+    public static final int QUEUE_DEPTH_DEFAULT = 16;
+    public static final int WRITE_QUEUE_CAPACITY_DEFAULT = 256;
+    public static final int WRITE_STAGING_BUFFERS_DEFAULT = 8;
+    public static final int RESTORE_QUEUE_CAPACITY_DEFAULT = 1024;
+    public static final int BOUNCE_BUFFERS_DEFAULT = 2;
+    public static final int SMALL_BLOCKS_DEFAULT = 64;
+    public static final int REUSE_AWARE_CAPACITY_DEFAULT = 65_536;
+    public static final int RECOVERY_SCAN_DEPTH_DEFAULT = 32;
+    public static final boolean SYNC_WRITES_DEFAULT = false;
+
+    private Path directory;
+    private int shardCount = SHARD_COUNT_DEFAULT;
+    private long capacityBytes = CAPACITY_BYTES_DEFAULT;
+    private long extentBytes = EXTENT_BYTES_DEFAULT;
+    private boolean preallocate = PREALLOCATE_DEFAULT;
+    private int queueDepth = QUEUE_DEPTH_DEFAULT;
+    private int writeQueueCapacity = WRITE_QUEUE_CAPACITY_DEFAULT;
+    private int writeStagingBuffers = WRITE_STAGING_BUFFERS_DEFAULT;
+    private int restoreQueueCapacity = RESTORE_QUEUE_CAPACITY_DEFAULT;
+    private int bounceBuffers = BOUNCE_BUFFERS_DEFAULT;
+    private int smallBlocks = SMALL_BLOCKS_DEFAULT;
+    private SsdWritePolicy writePolicy = SsdWritePolicy.ALL;
+    private int reuseAwareCapacity = REUSE_AWARE_CAPACITY_DEFAULT;
+    private int recoveryScanDepth = RECOVERY_SCAN_DEPTH_DEFAULT;
+    private boolean syncWrites = SYNC_WRITES_DEFAULT;
+    private Ticker ticker = Ticker.SYSTEM;
+    /** Test seam: behave as if O_DIRECT opens failed with EINVAL (this kernel's tmpfs accepts O_DIRECT). */
+    boolean simulateDirectIoUnsupported;
+
+    /** Directory holding the shard files; must exist and be writable (it is never created). */
+    public SsdSettings directory(Path directory) {
+        this.directory = directory;
+        return this;
+    }
+
+    /** Number of shard files; consecutive ring positions alternate between shards. */
+    public SsdSettings shardCount(int shardCount) {
+        this.shardCount = shardCount;
+        return this;
+    }
+
+    /** Total bytes over all shards; rounded down to whole extents per shard. */
+    public SsdSettings capacityBytes(long capacityBytes) {
+        this.capacityBytes = capacityBytes;
+        return this;
+    }
+
+    /** Bytes per extent slot (header block + largest payload), a multiple of 4096. */
+    public SsdSettings extentBytes(long extentBytes) {
+        this.extentBytes = extentBytes;
+        return this;
+    }
+
+    /**
+     * Reserve every shard's blocks with fallocate on open (a full disk then fails the open, naming the file). False
+     * makes sparse shards (ftruncate): the open always succeeds and a full disk shows up as writes dropped with
+     * {@link SsdDropReason#NO_SPACE}.
+     */
+    public SsdSettings preallocate(boolean preallocate) {
+        this.preallocate = preallocate;
+        return this;
+    }
+
+    /** Requests in the kernel at once, reads and writes together. */
+    public SsdSettings queueDepth(int queueDepth) {
+        this.queueDepth = queueDepth;
+        return this;
+    }
+
+    /** Offered writes waiting for a staging buffer; beyond it offers are dropped ({@link SsdDropReason#QUEUE_FULL}). */
+    public SsdSettings writeQueueCapacity(int writeQueueCapacity) {
+        this.writeQueueCapacity = writeQueueCapacity;
+        return this;
+    }
+
+    /** Extent-sized aligned staging buffers, i.e. writes in progress at once. */
+    public SsdSettings writeStagingBuffers(int writeStagingBuffers) {
+        this.writeStagingBuffers = writeStagingBuffers;
+        return this;
+    }
+
+    /** Reads accepted but not yet submitted before {@link SsdFailure#QUEUE_FULL}. */
+    public SsdSettings restoreQueueCapacity(int restoreQueueCapacity) {
+        this.restoreQueueCapacity = restoreQueueCapacity;
+        return this;
+    }
+
+    /** Payload-sized bounce buffers for reads into destinations that are not 4096-aligned. */
+    public SsdSettings bounceBuffers(int bounceBuffers) {
+        this.bounceBuffers = bounceBuffers;
+        return this;
+    }
+
+    /** 4 KiB blocks for tail reads, header scans and header invalidations. */
+    public SsdSettings smallBlocks(int smallBlocks) {
+        this.smallBlocks = smallBlocks;
+        return this;
+    }
+
+    public SsdSettings writePolicy(SsdWritePolicy writePolicy) {
+        this.writePolicy = Objects.requireNonNull(writePolicy, "writePolicy");
+        return this;
+    }
+
+    /** Keys remembered as "sighted once" by {@link SsdWritePolicy#REUSE_AWARE}. */
+    public SsdSettings reuseAwareCapacity(int reuseAwareCapacity) {
+        this.reuseAwareCapacity = reuseAwareCapacity;
+        return this;
+    }
+
+    /** Header reads in flight during the open-time scan. */
+    public SsdSettings recoveryScanDepth(int recoveryScanDepth) {
+        this.recoveryScanDepth = recoveryScanDepth;
+        return this;
+    }
+
+    /**
+     * Issue fdatasync between the steps of the commit protocol (intent, payload, commit). Off: the protocol is
+     * crash-consistent against process death (completed O_DIRECT writes are in the device); on: also against power
+     * loss on devices with a volatile write cache, at two extra syncs per extent.
+     */
+    public SsdSettings syncWrites(boolean syncWrites) {
+        this.syncWrites = syncWrites;
+        return this;
+    }
+
+    public SsdSettings ticker(Ticker ticker) {
+        this.ticker = Objects.requireNonNull(ticker, "ticker");
+        return this;
+    }
+
+    SsdSettings simulateDirectIoUnsupported(boolean simulate) {
+        this.simulateDirectIoUnsupported = simulate;
+        return this;
+    }
+
+    /** Reads the keys named like the fluent methods; absent keys keep their defaults. */
+    public static SsdSettings fromJson(JsonObject json) {
+        SsdSettings s = new SsdSettings();
+        if (json.containsKey("directory")) {
+            s.directory(Path.of(json.getString("directory")));
+        }
+        s.shardCount(json.getInteger("shardCount", s.shardCount));
+        s.capacityBytes(json.getLong("capacityBytes", s.capacityBytes));
+        s.extentBytes(json.getLong("extentBytes", s.extentBytes));
+        s.preallocate(json.getBoolean("preallocate", s.preallocate));
+        s.queueDepth(json.getInteger("queueDepth", s.queueDepth));
+        s.writeQueueCapacity(json.getInteger("writeQueueCapacity", s.writeQueueCapacity));
+        s.writeStagingBuffers(json.getInteger("writeStagingBuffers", s.writeStagingBuffers));
+        s.restoreQueueCapacity(json.getInteger("restoreQueueCapacity", s.restoreQueueCapacity));
+        s.bounceBuffers(json.getInteger("bounceBuffers", s.bounceBuffers));
+        s.smallBlocks(json.getInteger("smallBlocks", s.smallBlocks));
+        s.writePolicy(SsdWritePolicy.valueOf(json.getString("writePolicy", s.writePolicy.name())
+                .toUpperCase(Locale.ROOT)));
+        s.reuseAwareCapacity(json.getInteger("reuseAwareCapacity", s.reuseAwareCapacity));
+        s.recoveryScanDepth(json.getInteger("recoveryScanDepth", s.recoveryScanDepth));
+        s.syncWrites(json.getBoolean("syncWrites", s.syncWrites));
+        return s;
+    }
+
+    public Path directory() {
+        return directory;
+    }
+
+    public int shardCount() {
+        return shardCount;
+    }
+
+    public long capacityBytes() {
+        return capacityBytes;
+    }
+
+    public long extentBytes() {
+        return extentBytes;
+    }
+
+    /** Largest payload one extent holds. */
+    public long maxPayloadBytes() {
+        return extentBytes - SsdExtentHeader.HEADER_BLOCK_BYTES;
+    }
+
+    /** Extent slots per shard. */
+    public int extentsPerShard() {
+        return (int) (capacityBytes / shardCount / extentBytes);
+    }
+
+    public long shardBytes() {
+        return extentsPerShard() * extentBytes;
+    }
+
+    public boolean preallocate() {
+        return preallocate;
+    }
+
+    public int queueDepth() {
+        return queueDepth;
+    }
+
+    public int writeQueueCapacity() {
+        return writeQueueCapacity;
+    }
+
+    public int writeStagingBuffers() {
+        return writeStagingBuffers;
+    }
+
+    public int restoreQueueCapacity() {
+        return restoreQueueCapacity;
+    }
+
+    public int bounceBuffers() {
+        return bounceBuffers;
+    }
+
+    public int smallBlocks() {
+        return smallBlocks;
+    }
+
+    public SsdWritePolicy writePolicy() {
+        return writePolicy;
+    }
+
+    public int reuseAwareCapacity() {
+        return reuseAwareCapacity;
+    }
+
+    public int recoveryScanDepth() {
+        return recoveryScanDepth;
+    }
+
+    public boolean syncWrites() {
+        return syncWrites;
+    }
+
+    public Ticker ticker() {
+        return ticker;
+    }
+
+    /** @throws IllegalArgumentException naming the first bad setting */
+    public void validate() {
+        if (directory == null) {
+            throw new IllegalArgumentException("ssd directory is not set");
+        }
+        if (extentBytes < 2L * SsdExtentHeader.HEADER_BLOCK_BYTES || extentBytes % SsdExtentHeader.EXTENT_ALIGNMENT_BYTES != 0
+                || extentBytes - SsdExtentHeader.HEADER_BLOCK_BYTES > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("extentBytes must be a multiple of 4096, >= 8192 and hold at most 2 GiB of payload: "
+                    + extentBytes);
+        }
+        if (shardCount < 1 || shardCount > 256) {
+            throw new IllegalArgumentException("shardCount must be 1..256: " + shardCount);
+        }
+        if (extentsPerShard() < 1 || (long) extentsPerShard() * shardCount > Integer.MAX_VALUE / 2) {
+            throw new IllegalArgumentException("capacityBytes " + capacityBytes + " must hold at least one extent of "
+                    + extentBytes + " bytes per shard (" + shardCount + " shards)");
+        }
+        if (queueDepth < 1 || queueDepth > 4096) {
+            throw new IllegalArgumentException("queueDepth must be 1..4096: " + queueDepth);
+        }
+        if (writeQueueCapacity < 1 || writeStagingBuffers < 1 || restoreQueueCapacity < 1 || bounceBuffers < 0
+                || smallBlocks < 2 || reuseAwareCapacity < 1 || recoveryScanDepth < 1
+                || recoveryScanDepth >= smallBlocks) {
+            throw new IllegalArgumentException("queue, buffer and scan sizes must be positive "
+                    + "(smallBlocks >= 2 and > recoveryScanDepth)");
+        }
+    }
+}

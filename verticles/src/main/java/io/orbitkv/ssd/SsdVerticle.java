@@ -1,0 +1,78 @@
+package io.orbitkv.ssd;
+
+import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.common.LocalCodec;
+import io.vertx.core.Future;
+import io.vertx.core.VerticleBase;
+import io.vertx.core.eventbus.DeliveryOptions;
+import io.vertx.core.eventbus.EventBus;
+import io.vertx.core.eventbus.MessageConsumer;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The SSD role: owns one {@link SsdStore} on this verticle's event loop (plus the store's io_uring loop).
+ *
+ * <p>Design note: {@code start()} opens the store (shard files, index rebuild); a missing or unwritable directory or a
+ * shard that cannot be created fails the deployment with a message naming the path. Residency changes are published
+ * locally on the bus (see {@link SsdProxy#residencyChanges}); recovered extents are published during start, before
+ * anyone can subscribe, so subscribers seed themselves with {@link SsdProxy#committedEntries} first. {@code stop()}
+ * closes the store: in-flight I/O completes first, then buffers are freed; committed extents stay on disk.
+ */
+public final class SsdVerticle extends VerticleBase {
+
+    private final SsdSettings settings;
+    private final MeterRegistry registry;
+    private final List<MessageConsumer<?>> consumers = new ArrayList<>();
+    private SsdStore store;
+
+    public SsdVerticle(SsdSettings settings, MeterRegistry registry) {
+        this.settings = settings;
+        this.registry = registry;
+    }
+
+    @Override
+    public Future<?> start() {
+        EventBus bus = vertx.eventBus();
+        LocalCodec.register(vertx, SsdCommands.MESSAGE_TYPES.toArray(Class<?>[]::new));
+        DeliveryOptions publishOptions = new DeliveryOptions().setLocalOnly(true);
+        RoleLoop loop = RoleLoop.ofCurrentContext();
+        return Future.fromCompletionStage(SsdStore.open(settings, loop,
+                change -> bus.publish(SsdProxy.RESIDENCY, change, publishOptions), registry), context)
+                .onSuccess(opened -> {
+                    store = opened;
+                    serve(bus);
+                })
+                .mapEmpty();
+    }
+
+    private void serve(EventBus bus) {
+        consumers.add(bus.<SsdCommands.OfferWrite>localConsumer(SsdProxy.OFFER_WRITE, m ->
+                store.offerWrite(m.body().key(), m.body().source(), m.body().lengthBytes())));
+        consumers.add(SsdProxy.<SsdCommands.Lookup, SsdCommands.Entries>serve(bus, SsdProxy.LOOKUP,
+                c -> Future.succeededFuture(new SsdCommands.Entries(store.lookup(c.keys())))));
+        consumers.add(SsdProxy.<SsdCommands.AcquireLease, SsdLease>serve(bus, SsdProxy.ACQUIRE_LEASE,
+                c -> Future.succeededFuture(store.acquireLease(c.key(), c.generation()))));
+        consumers.add(SsdProxy.<SsdCommands.ReadInto, SsdReadResult>serve(bus, SsdProxy.READ_INTO,
+                c -> Future.fromCompletionStage(store.readInto(c.lease(), c.destination()), context)));
+        consumers.add(SsdProxy.<SsdCommands.Release, Boolean>serve(bus, SsdProxy.RELEASE, c -> {
+            store.release(c.lease());
+            return Future.succeededFuture(Boolean.TRUE);
+        }));
+        consumers.add(SsdProxy.<SsdCommands.GetStats, SsdStats>serve(bus, SsdProxy.STATS,
+                c -> Future.succeededFuture(store.stats())));
+        consumers.add(SsdProxy.<SsdCommands.GetCommittedEntries, SsdCommands.Entries>serve(bus, SsdProxy.COMMITTED_ENTRIES,
+                c -> Future.succeededFuture(new SsdCommands.Entries(store.committedEntries()))));
+    }
+
+    /** A proxy on this verticle's Vertx. */
+    public SsdProxy proxy() {
+        return new SsdProxy(vertx);
+    }
+
+    @Override
+    public Future<?> stop() {
+        consumers.forEach(MessageConsumer::unregister);
+        return store == null ? Future.succeededFuture() : Future.fromCompletionStage(store.close(), context);
+    }
+}

@@ -1,0 +1,364 @@
+package io.orbitkv.ssd;
+
+import static io.orbitkv.ssd.SsdTesting.key;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.orbitkv.codecs.extent.ExtentDecodeResult;
+import io.orbitkv.codecs.extent.SsdExtentHeader;
+import io.orbitkv.nativeio.uring.IoUringFileIo;
+import io.orbitkv.storage.StateKey;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermission;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** SsdStore on real files under /tmp (O_DIRECT capable), driven on its role thread. No sleeps. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class SsdStoreTest {
+
+    static final long EXTENT = (64 << 10) + 4096;
+
+    @TempDir
+    Path dir;
+
+    @BeforeAll
+    static void available() {
+        assumeTrue(IoUringFileIo.isAvailable(), () -> "io_uring unavailable: " + IoUringFileIo.unavailabilityCause());
+    }
+
+    @Test
+    void writesCommitAndReadBackThroughEveryReadPath() throws Exception {
+        try (SsdTesting t = SsdTesting.open(SsdTesting.small(dir, 8))) {
+            long length = 10_000; // not a multiple of 4096
+            SsdWriteOutcome outcome = t.write(1, length);
+            assertThat(outcome.committed()).isTrue();
+            SsdEntry entry = t.call(() -> t.store.lookup(key(1)));
+            assertThat(entry).isEqualTo(new SsdEntry(key(1), true, outcome.generation(), length));
+            assertThat(t.changes).singleElement().satisfies(c -> {
+                assertThat(c.kind()).isEqualTo(SsdResidencyChange.Kind.SSD_ADDED);
+                assertThat(c.cause()).isEqualTo(SsdResidencyChange.Cause.COMMITTED);
+                assertThat(c.generation()).isEqualTo(outcome.generation());
+            });
+            assertThat(t.stats().directIo()).isTrue();
+            assertThat(Files.getPosixFilePermissions(dir.resolve("shard-000.okv")))
+                    .containsExactlyInAnyOrder(PosixFilePermission.OWNER_READ, PosixFilePermission.OWNER_WRITE);
+
+            SsdLease lease = t.call(() -> t.store.acquireLease(key(1), outcome.generation()));
+            MemorySegment roomy = t.arena.allocate(12_288, 4096);
+            MemorySegment exact = t.arena.allocate(length, 4096);
+            MemorySegment unaligned = t.arena.allocate(length + 64, 4096).asSlice(64, length);
+            assertThat(t.await(() -> t.store.readInto(lease, roomy)).path()).isEqualTo(SsdReadResult.ReadPath.DIRECT);
+            assertThat(SsdTesting.matches(roomy, length, 1)).isTrue();
+            assertThat(t.await(() -> t.store.readInto(lease, exact)).path())
+                    .isEqualTo(SsdReadResult.ReadPath.DIRECT_WITH_TAIL);
+            assertThat(SsdTesting.matches(exact, length, 1)).isTrue();
+            assertThat(t.await(() -> t.store.readInto(lease, unaligned)).path())
+                    .isEqualTo(SsdReadResult.ReadPath.BOUNCE);
+            assertThat(SsdTesting.matches(unaligned, length, 1)).isTrue();
+            MemorySegment tooSmall = t.arena.allocate(4096, 4096);
+            assertThatThrownBy(() -> t.await(() -> t.store.readInto(lease, tooSmall)))
+                    .isInstanceOfSatisfying(SsdException.class,
+                            e -> assertThat(e.failure()).isEqualTo(SsdFailure.DESTINATION_TOO_SMALL));
+            t.run(() -> t.store.release(lease));
+            assertThatThrownBy(() -> t.run(() -> t.store.release(lease)))
+                    .isInstanceOfSatisfying(SsdException.class,
+                            e -> assertThat(e.failure()).isEqualTo(SsdFailure.UNKNOWN_LEASE));
+            SsdStats stats = t.stats();
+            assertThat(stats.readHits()).isEqualTo(3);
+            assertThat(stats.bytesRead()).isEqualTo(3 * length);
+            assertThat(stats.bytesWritten()).isEqualTo(length);
+            assertThat(stats.pinnedExtents()).isZero();
+            assertThat(t.registry.find("orbitkv.ssd.read.latency").timer().count()).isEqualTo(3);
+        }
+    }
+
+    @Test
+    void ringOverwritesTheOldestCommittedExtentFirstAndReportsItRemovedBeforeReuse() throws Exception {
+        try (SsdTesting t = SsdTesting.open(SsdTesting.small(dir, 4))) {
+            long[] generations = new long[6];
+            for (int i = 0; i < 4; i++) {
+                int k = i;
+                generations[i] = t.write(i, 5000 + i).generation();
+                assertThat(t.call(() -> t.store.positionOf(key(k)))).isEqualTo(i);
+            }
+            t.changes.clear();
+            generations[4] = t.write(4, 7000).generation();
+            assertThat(t.call(() -> t.store.positionOf(key(4)))).isZero();
+            assertThat(t.call(() -> t.store.lookup(key(0)).present())).isFalse();
+            // removal of the old occupant is reported before the new one is added
+            assertThat(t.changes).extracting(SsdResidencyChange::kind, c -> SsdTesting.indexOf(c.key()))
+                    .containsExactly(org.assertj.core.groups.Tuple.tuple(SsdResidencyChange.Kind.SSD_REMOVED, 0L),
+                            org.assertj.core.groups.Tuple.tuple(SsdResidencyChange.Kind.SSD_ADDED, 4L));
+            assertThat(t.changes.getFirst().cause()).isEqualTo(SsdResidencyChange.Cause.OVERWRITTEN);
+            generations[5] = t.write(5, 7000).generation();
+            assertThat(t.call(() -> t.store.positionOf(key(5)))).isEqualTo(1);
+            assertThat(t.call(() -> t.store.lookup(key(1)).present())).isFalse();
+            for (int i = 1; i < 6; i++) {
+                assertThat(generations[i]).isGreaterThan(generations[i - 1]);
+            }
+            // a committed key is not written twice
+            assertThat(t.write(5, 7000).dropReason()).isEqualTo(SsdDropReason.ALREADY_PRESENT);
+        }
+    }
+
+    @Test
+    void leasePinsTheExactGenerationAndTheRingSkipsIt() throws Exception {
+        try (SsdTesting t = SsdTesting.open(SsdTesting.small(dir, 4))) {
+            long g0 = 0;
+            for (int i = 0; i < 4; i++) {
+                long g = t.write(i, 4096).generation();
+                if (i == 0) {
+                    g0 = g;
+                }
+            }
+            long generation0 = g0;
+            assertThatThrownBy(() -> t.call(() -> t.store.acquireLease(key(0), generation0 + 1000)))
+                    .isInstanceOfSatisfying(SsdException.class,
+                            e -> assertThat(e.failure()).isEqualTo(SsdFailure.STALE_GENERATION));
+            assertThatThrownBy(() -> t.call(() -> t.store.acquireLease(key(99), 1)))
+                    .isInstanceOfSatisfying(SsdException.class,
+                            e -> assertThat(e.failure()).isEqualTo(SsdFailure.NOT_FOUND));
+            SsdLease lease = t.call(() -> t.store.acquireLease(key(0), generation0));
+
+            t.write(4, 4096); // would take position 0: skipped, takes position 1
+            assertThat(t.call(() -> t.store.positionOf(key(4)))).isEqualTo(1);
+            assertThat(t.call(() -> t.store.lookup(key(0)).generation())).isEqualTo(generation0);
+            assertThat(t.stats().overwriteRefused()).isEqualTo(1);
+            t.write(5, 4096);
+            t.write(6, 4096);
+            t.write(7, 4096); // full lap: position 0 still pinned, skipped again
+            assertThat(t.stats().overwriteRefused()).isEqualTo(2);
+            MemorySegment dst = t.arena.allocate(4096, 4096);
+            t.await(() -> t.store.readInto(lease, dst));
+            assertThat(SsdTesting.matches(dst, 4096, 0)).isTrue();
+
+            // every slot pinned: the write is dropped, never blocks
+            List<SsdLease> all = new ArrayList<>();
+            for (long k : new long[] {5, 6, 7}) {
+                long g = t.call(() -> t.store.lookup(key(k)).generation());
+                all.add(t.call(() -> t.store.acquireLease(key(k), g)));
+            }
+            assertThat(t.write(8, 4096).dropReason()).isEqualTo(SsdDropReason.NO_EXTENT);
+            t.run(() -> t.store.release(lease));
+            all.forEach(l -> {
+                try {
+                    t.run(() -> t.store.release(l));
+                } catch (Exception e) {
+                    throw new AssertionError(e);
+                }
+            });
+            // the cursor had moved on to position 2 (key 5): ring order resumes there
+            assertThat(t.write(8, 4096).committed()).isTrue();
+            assertThat(t.call(() -> t.store.positionOf(key(8)))).isEqualTo(2);
+            assertThat(t.call(() -> t.store.lookup(key(5)).present())).isFalse();
+        }
+    }
+
+    @Test
+    void reuseAwarePolicyWritesOnTheSecondSightingWithBoundedMemory() throws Exception {
+        try (SsdTesting t = SsdTesting.open(SsdTesting.small(dir, 8).writePolicy(SsdWritePolicy.REUSE_AWARE)
+                .reuseAwareCapacity(2))) {
+            assertThat(t.write(1, 4096).dropReason()).isEqualTo(SsdDropReason.NOT_YET_REUSED);
+            assertThat(t.write(1, 4096).committed()).isTrue();
+            t.run(() -> t.store.noteReuse(key(2)));
+            assertThat(t.write(2, 4096).committed()).isTrue();
+            // capacity 2: sighting 3, 4, 5 forgets 3
+            for (long k : new long[] {3, 4, 5}) {
+                assertThat(t.write(k, 4096).dropReason()).isEqualTo(SsdDropReason.NOT_YET_REUSED);
+            }
+            assertThat(t.write(3, 4096).dropReason()).isEqualTo(SsdDropReason.NOT_YET_REUSED);
+            assertThat(t.write(5, 4096).committed()).isTrue();
+            assertThat(t.counter("orbitkv.ssd.writes.dropped", "reason", "NOT_YET_REUSED")).isEqualTo(5);
+        }
+    }
+
+    @Test
+    void evictedWeakSourceAndFullQueueDropWithoutBlocking() throws Exception {
+        try (SsdTesting t = SsdTesting.open(SsdTesting.small(dir, 8).writeStagingBuffers(1).writeQueueCapacity(2))) {
+            assertThat(t.await(() -> t.store.offerWrite(key(1), () -> null, 4096)).dropReason())
+                    .isEqualTo(SsdDropReason.SOURCE_EVICTED);
+            assertThat(t.write(2, 70_000).dropReason()).isEqualTo(SsdDropReason.INVALID_SIZE);
+            MemorySegment source = t.source(4096, 7);
+            List<CompletableFuture<SsdWriteOutcome>> outcomes = t.call(() -> {
+                List<CompletableFuture<SsdWriteOutcome>> list = new ArrayList<>();
+                for (int i = 10; i < 20; i++) {
+                    list.add(t.store.offerWrite(key(i), () -> source, 4096));
+                }
+                return list;
+            });
+            // one write took the staging buffer, two wait in the queue, seven were dropped at once
+            for (CompletableFuture<SsdWriteOutcome> outcome : outcomes) {
+                SsdTesting.get(outcome);
+            }
+            assertThat(outcomes.stream().filter(f -> f.join().committed()).count()).isEqualTo(3);
+            assertThat(outcomes.stream().filter(f -> f.join().dropReason() == SsdDropReason.QUEUE_FULL).count())
+                    .isEqualTo(7);
+            assertThat(t.counter("orbitkv.ssd.writes.dropped", "reason", "SOURCE_EVICTED")).isEqualTo(1);
+            assertThat(t.counter("orbitkv.ssd.writes.dropped", "reason", "QUEUE_FULL")).isEqualTo(7);
+        }
+    }
+
+    @Test
+    void restartRebuildsTheIndexGenerationCounterAndRingPosition() throws Exception {
+        SsdSettings settings = SsdTesting.small(dir, 4).shardCount(2).capacityBytes(4 * EXTENT);
+        try (SsdTesting t = SsdTesting.open(settings)) {
+            long last = 0;
+            for (int i = 0; i < 6; i++) {
+                last = t.write(i, 3000 + 1000 * i).generation();
+            }
+            List<SsdEntry> before = t.call(t.store::committedEntries);
+            assertThat(before).hasSize(4);
+            t.reopen(settings);
+            List<SsdEntry> after = t.call(t.store::committedEntries);
+            assertThat(after).containsExactlyInAnyOrderElementsOf(before);
+            assertThat(t.changes).hasSize(4).allMatch(c -> c.cause() == SsdResidencyChange.Cause.RECOVERED);
+            SsdStats stats = t.stats();
+            assertThat(stats.recoveredExtents()).isEqualTo(4);
+            assertThat(stats.recoverySeconds()).isPositive();
+            System.err.printf("recovery of %d extents: %.6f s%n", stats.extentCount(), stats.recoverySeconds());
+            for (SsdEntry entry : after) {
+                long index = SsdTesting.indexOf(entry.key());
+                SsdLease lease = t.call(() -> t.store.acquireLease(entry.key(), entry.generation()));
+                MemorySegment dst = t.arena.allocate(SsdStore.alignUp(entry.lengthBytes()), 4096);
+                t.await(() -> t.store.readInto(lease, dst));
+                assertThat(SsdTesting.matches(dst, entry.lengthBytes(), index)).isTrue();
+                t.run(() -> t.store.release(lease));
+            }
+            // the next write gets a fresh generation and overwrites the oldest survivor (key 2, position 2)
+            SsdWriteOutcome next = t.write(6, 1000);
+            assertThat(next.generation()).isGreaterThan(last);
+            assertThat(t.call(() -> t.store.positionOf(key(6)))).isEqualTo(2);
+            assertThat(t.call(() -> t.store.lookup(key(2)).present())).isFalse();
+        }
+    }
+
+    @Test
+    void duplicatedKeyOnDiskKeepsOnlyTheHighestGeneration() throws Exception {
+        SsdSettings settings = SsdTesting.small(dir, 4);
+        long generation;
+        try (SsdTesting t = SsdTesting.open(settings)) {
+            generation = t.write(1, 9000).generation();
+            t.closeStore();
+        }
+        // copy extent 0 to slot 2 with a higher generation, and to slot 3 with a lower one
+        Path shard = dir.resolve("shard-000.okv");
+        try (FileChannel channel = FileChannel.open(shard, StandardOpenOption.READ, StandardOpenOption.WRITE);
+             Arena arena = Arena.ofConfined()) {
+            ByteBuffer extent = ByteBuffer.allocateDirect((int) EXTENT);
+            channel.read(extent, 0);
+            MemorySegment segment = MemorySegment.ofBuffer(extent.flip());
+            SsdExtentHeader header = ((ExtentDecodeResult.Valid) SsdExtentHeader.decodeHeader(segment)).header();
+            for (long[] copy : new long[][] {{2, generation + 5}, {3, generation - 1}}) {
+                MemorySegment block = arena.allocate(4096);
+                new SsdExtentHeader(header.namespace(), header.groupId(), header.blockHash(),
+                        header.representationCode(), header.payloadLength(), copy[1], true, 1, header.payloadCrc32c())
+                        .encode(block);
+                channel.write(extent.duplicate().position(0), copy[0] * EXTENT);
+                channel.write(block.asByteBuffer(), copy[0] * EXTENT);
+            }
+        }
+        try (SsdTesting t = SsdTesting.open(settings)) {
+            assertThat(t.call(() -> t.store.lookup(key(1)).generation())).isEqualTo(generation + 5);
+            assertThat(t.call(() -> t.store.positionOf(key(1)))).isEqualTo(2);
+            assertThat(t.stats().recoveryDuplicateExtents()).isEqualTo(2);
+            assertThat(t.write(2, 100).generation()).isEqualTo(generation + 6);
+        }
+    }
+
+    @Test
+    void cancelledReadsKeepTheirBuffersUntilTheCompletionArrives() throws Exception {
+        try (SsdTesting t = SsdTesting.open(SsdTesting.small(dir, 8).queueDepth(1))) {
+            long length = 60_000;
+            t.write(1, length);
+            long generation = t.call(() -> t.store.lookup(key(1)).generation());
+            SsdLease lease = t.call(() -> t.store.acquireLease(key(1), generation));
+            List<MemorySegment> destinations = new ArrayList<>();
+            for (int i = 0; i < 16; i++) {
+                destinations.add(t.arena.allocate(length, 4096)); // exact size: head + tail block per read
+            }
+            List<SsdReadFuture> reads = t.call(() -> {
+                List<SsdReadFuture> list = new ArrayList<>();
+                for (MemorySegment dst : destinations) {
+                    list.add(t.store.readInto(lease, dst));
+                }
+                for (SsdReadFuture read : list) {
+                    assertThat(read.cancel(true)).isFalse(); // never completes on the caller's word alone
+                    assertThat(read.isDone()).isFalse();
+                }
+                return list;
+            });
+            int cancelled = 0;
+            for (SsdReadFuture read : reads) {
+                try {
+                    SsdTesting.get(read);
+                } catch (CancellationException e) {
+                    cancelled++;
+                }
+                // completes only after every I/O it lent a buffer to completed
+            }
+            assertThat(cancelled).isEqualTo(reads.size());
+            SsdStats stats = t.stats();
+            assertThat(stats.readsInFlight()).isZero();
+            assertThat(stats.pinnedExtents()).isEqualTo(1); // the lease only
+            // every tail block went back: as many tail reads as blocks still work
+            for (int i = 0; i < t.store.settings().smallBlocks(); i++) {
+                t.await(() -> t.store.readInto(lease, destinations.getFirst()));
+            }
+            assertThat(SsdTesting.matches(destinations.getFirst(), length, 1)).isTrue();
+            t.run(() -> t.store.release(lease));
+            assertThat(t.stats().pinnedExtents()).isZero();
+        }
+    }
+
+    @Test
+    void closeLeaksNoDescriptorsAndNoNativeMemory() throws Exception {
+        // warm-up: netty's native library and class initialization open descriptors once
+        try (SsdTesting warm = SsdTesting.open(SsdTesting.small(dir.resolve("."), 2))) {
+            warm.write(1, 100);
+        }
+        long fdsBefore = openDescriptors();
+        long nativeBefore = SsdStore.liveNativeBytes();
+        try (SsdTesting t = SsdTesting.open(SsdTesting.small(dir, 8).shardCount(2))) {
+            assertThat(SsdStore.liveNativeBytes()).isGreaterThan(nativeBefore);
+            t.write(2, 50_000);
+            long generation = t.call(() -> t.store.lookup(key(2)).generation());
+            SsdLease lease = t.call(() -> t.store.acquireLease(key(2), generation));
+            t.await(() -> t.store.readInto(lease, t.arena.allocate(50_000, 4096)));
+            // close with the lease still held: the store ends it
+        }
+        assertThat(SsdStore.liveNativeBytes()).isEqualTo(nativeBefore);
+        assertThat(openDescriptors()).isEqualTo(fdsBefore);
+    }
+
+    static long openDescriptors() throws Exception {
+        try (Stream<Path> fds = Files.list(Path.of("/proc/self/fd"))) {
+            return fds.count();
+        }
+    }
+
+    @SuppressWarnings("unused")
+    private static Set<StateKey> keys(long... indexes) {
+        Set<StateKey> keys = new java.util.HashSet<>();
+        for (long i : indexes) {
+            keys.add(key(i));
+        }
+        return keys;
+    }
+}

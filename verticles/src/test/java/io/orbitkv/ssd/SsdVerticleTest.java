@@ -1,0 +1,85 @@
+package io.orbitkv.ssd;
+
+import static io.orbitkv.ssd.SsdTesting.key;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.nativeio.uring.IoUringFileIo;
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The SSD role through the real local event bus and its typed proxy. Hard timeouts, no sleeps. */
+@Timeout(value = 30, unit = TimeUnit.SECONDS)
+class SsdVerticleTest {
+
+    @TempDir
+    Path dir;
+
+    private static <T> T join(Future<T> future) throws Exception {
+        try {
+            return future.toCompletionStage().toCompletableFuture().get(SsdTesting.WAIT_S, TimeUnit.SECONDS);
+        } catch (ExecutionException e) {
+            throw (Exception) e.getCause();
+        }
+    }
+
+    @Test
+    void offerLookupLeaseReadReleaseThroughTheProxy() throws Exception {
+        assumeTrue(IoUringFileIo.isAvailable());
+        Vertx vertx = Vertx.vertx();
+        SimpleMeterRegistry registry = new SimpleMeterRegistry();
+        try (Arena arena = Arena.ofShared()) {
+            SsdVerticle verticle = new SsdVerticle(SsdTesting.small(dir, 8), registry);
+            join(vertx.deployVerticle(verticle));
+            SsdProxy proxy = verticle.proxy();
+            assertThat(join(proxy.committedEntries())).isEmpty();
+            CompletableFuture<SsdResidencyChange> added = new CompletableFuture<>();
+            proxy.residencyChanges(added::complete);
+
+            long length = 30_000;
+            MemorySegment image = arena.allocate(length, 4096);
+            SsdTesting.fill(image, length, 7);
+            proxy.offerWrite(key(7), () -> image, length);
+            SsdResidencyChange change = added.get(SsdTesting.WAIT_S, TimeUnit.SECONDS);
+            assertThat(change.kind()).isEqualTo(SsdResidencyChange.Kind.SSD_ADDED);
+
+            List<SsdEntry> entries = join(proxy.lookup(List.of(key(7), key(8))));
+            assertThat(entries.get(0)).isEqualTo(new SsdEntry(key(7), true, change.generation(), length));
+            assertThat(entries.get(1).present()).isFalse();
+
+            assertThatThrownBy(() -> join(proxy.acquireLease(key(7), change.generation() + 1)))
+                    .isInstanceOfSatisfying(SsdException.class,
+                            e -> assertThat(e.failure()).isEqualTo(SsdFailure.STALE_GENERATION));
+            SsdLease lease = join(proxy.acquireLease(key(7), change.generation()));
+            MemorySegment slot = arena.allocate(SsdStore.alignUp(length), 4096);
+            SsdReadResult result = join(proxy.readInto(lease, slot));
+            assertThat(result.lengthBytes()).isEqualTo(length);
+            assertThat(SsdTesting.matches(slot, length, 7)).isTrue();
+            assertThat(join(proxy.release(lease))).isTrue();
+            assertThatThrownBy(() -> join(proxy.release(lease))).isInstanceOfSatisfying(SsdException.class,
+                    e -> assertThat(e.failure()).isEqualTo(SsdFailure.UNKNOWN_LEASE));
+
+            SsdStats stats = join(proxy.stats());
+            assertThat(stats.readHits()).isEqualTo(1);
+            assertThat(stats.writesCommitted()).isEqualTo(1);
+            assertThat(registry.find("orbitkv.ssd.write.bytes").counter().count()).isEqualTo(length);
+            assertThat(registry.find("orbitkv.ssd.queue.depth").tags("lane", "RESTORE", "state", "in_flight")
+                    .gauge()).isNotNull();
+            join(vertx.undeploy(vertx.deploymentIDs().iterator().next()));
+        } finally {
+            join(vertx.close());
+        }
+    }
+}
