@@ -18,6 +18,13 @@ public final class Benchmarks {
         register("cost-overhead", io.orbitkv.perf.cost.CostOverheadBench::run);
         register("load", io.orbitkv.perf.load.LoadBench::run);
         register("jmh", io.orbitkv.perf.jmh.JmhBench::run);
+        register("ssd", args -> {
+            try {
+                return io.orbitkv.perf.ssd.SsdBench.run(args);
+            } catch (Exception e) {
+                throw new IllegalStateException("ssd bench failed: " + e.getMessage(), e);
+            }
+        });
     }
 
     private Benchmarks() {}

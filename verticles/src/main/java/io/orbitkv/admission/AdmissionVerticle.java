@@ -83,6 +83,11 @@ public final class AdmissionVerticle extends VerticleBase {
             public Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned) {
                 return storage.unpin(pinned);
             }
+
+            @Override
+            public Future<Integer> materialize(List<StateKey> keys) {
+                return storage.materialize(keys);
+            }
         }, cost, dramPool);
         DemandAdmission a = admission;
         Gauge.builder("orbitkv.leases.active", a, DemandAdmission::activeLeases).description("Leases held by engines").register(registry);

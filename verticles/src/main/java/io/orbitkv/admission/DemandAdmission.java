@@ -72,6 +72,11 @@ final class DemandAdmission {
         Future<ImageStore.ExactPin> pinExact(List<List<StateKey>> groups);
 
         Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned);
+
+        /** Starts reading keys that are on SSD only back into DRAM; answers how many reads started. */
+        default Future<Integer> materialize(List<StateKey> keys) {
+            return Future.succeededFuture(0);
+        }
     }
 
     private record RequestKey(long instance, String requestId) {}
@@ -344,20 +349,30 @@ final class DemandAdmission {
                 return Future.succeededFuture(current(ticket));
             }
             List<GroupAvailability> sealed = new ArrayList<>(presence.size());
-            List<GroupAvailability> sealedOrWriting = new ArrayList<>(presence.size());
+            List<GroupAvailability> reachable = new ArrayList<>(presence.size());
+            boolean anyOnSsd = false;
             for (ImageStore.GroupPresence group : presence) {
                 sealed.add(GroupAvailability.of(group.groupId(), group.sealed()));
-                BitSet both = (BitSet) group.sealed().clone();
-                both.or(group.writing());
-                sealedOrWriting.add(GroupAvailability.of(group.groupId(), both));
+                BitSet all = (BitSet) group.sealed().clone();
+                all.or(group.writing());
+                all.or(group.onSsd());
+                anyOnSsd |= !group.onSsd().isEmpty();
+                reachable.add(GroupAvailability.of(group.groupId(), all));
             }
             OptionalLong best = RecoveryContract.bestBoundary(plan.rules(), sealed, plan.validPrefixTokens(), plan.selectedEndTokens());
             ticket.lastDetail = best.isPresent() ? DemandState.CANDIDATE : DemandState.MISS;
             if (waitLeft(ticket)) {
-                OptionalLong later = RecoveryContract.bestBoundary(plan.rules(), sealedOrWriting, plan.validPrefixTokens(),
+                // Pages being written (a publish, or a read back from SSD) and pages on SSD only may allow a later
+                // boundary: read back exactly the SSD pages that boundary requires, and ask the engine to poll again.
+                OptionalLong later = RecoveryContract.bestBoundary(plan.rules(), reachable, plan.validPrefixTokens(),
                         plan.selectedEndTokens());
                 if (later.isPresent() && (best.isEmpty() || later.getAsLong() > best.getAsLong())) {
-                    return Future.succeededFuture(pending(ticket));
+                    ticket.lastDetail = DemandState.CANDIDATE;
+                    if (!anyOnSsd) {
+                        return Future.succeededFuture(pending(ticket));
+                    }
+                    List<StateKey> fromSsd = ssdKeysRequired(plan, presence, later.getAsLong());
+                    return storage.materialize(fromSsd).map(started -> pending(ticket));
                 }
             }
             if (best.isEmpty()) {
@@ -365,6 +380,34 @@ final class DemandAdmission {
             }
             return reserve(ticket, generation, best.getAsLong(), attemptsLeft);
         });
+    }
+
+    /** The keys at positions the boundary requires that are on SSD and not in DRAM (minimal: required ranges only). */
+    private static List<StateKey> ssdKeysRequired(DemandPlan plan, List<ImageStore.GroupPresence> presence, long boundary) {
+        List<StateKey> keys = new ArrayList<>();
+        for (GroupRanges ranges : RecoveryContract.requiredRanges(plan.rules(), boundary, plan.validPrefixTokens())) {
+            ImageStore.GroupPresence group = null;
+            for (ImageStore.GroupPresence g : presence) {
+                if (g.groupId() == ranges.groupId()) {
+                    group = g;
+                }
+            }
+            if (group == null) {
+                continue;
+            }
+            Map<Integer, StateKey> byPosition = new HashMap<>();
+            for (ImageStore.PositionedKey pk : groupPlan(plan, ranges.groupId()).keys()) {
+                byPosition.put(pk.position(), pk.key());
+            }
+            for (BlockRange range : ranges.ranges()) {
+                for (long p = range.startInclusive(); p < range.endExclusive(); p++) {
+                    if (group.onSsd().get((int) p) && byPosition.containsKey((int) p)) {
+                        keys.add(byPosition.get((int) p));
+                    }
+                }
+            }
+        }
+        return keys;
     }
 
     private Future<Outcome> reserve(Ticket ticket, int generation, long boundary, int attemptsLeft) {

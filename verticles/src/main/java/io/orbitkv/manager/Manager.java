@@ -68,6 +68,10 @@ public final class Manager implements AutoCloseable {
             if (!Files.isDirectory(config.poolShmDir())) {
                 throw new ConfigException("pool.shm-dir", config.poolShmDir() + " is not a directory");
             }
+            if (config.ssd().enabled() && config.ssd().defaultDirectory()) {
+                Files.createDirectories(config.ssd().directory());
+                Files.setPosixFilePermissions(config.ssd().directory(), PosixFilePermissions.fromString("rwx------"));
+            }
             for (Path stale : StalePools.removeDead(config.poolShmDir())) {
                 LOG.info("removed the pool file {} of a Manager that is no longer running", stale);
             }
@@ -78,8 +82,13 @@ public final class Manager implements AutoCloseable {
             long poolBytes = config.poolSizeBytes();
             io.orbitkv.cost.ResourceId dramPool = new io.orbitkv.cost.ResourceId(io.orbitkv.cost.ResourceKind.DRAM_POOL,
                     "dram-pool", incarnation);
+            io.orbitkv.ssd.SsdVerticle ssd = config.ssd().enabled()
+                    ? new io.orbitkv.ssd.SsdVerticle(config.ssd().settings(), registry) : null;
+            io.orbitkv.cost.ResourceId ssdStore = new io.orbitkv.cost.ResourceId(io.orbitkv.cost.ResourceKind.SSD_STORE,
+                    "ssd-store", incarnation);
             StorageVerticle storage = new StorageVerticle(new StorageVerticle.Settings(poolPath, poolBytes,
-                    config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation), registry);
+                    config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation), registry,
+                    ssd == null ? null : new io.orbitkv.ssd.SsdProxy(vertx), cost.proxy(), dramPool, ssdStore);
             AdmissionVerticle admission = new AdmissionVerticle(new AdmissionVerticle.Settings(
                     config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding(),
                     TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()),
@@ -94,6 +103,7 @@ public final class Manager implements AutoCloseable {
                     poolPath, poolBytes), registry, Ticker.SYSTEM);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             return vertx.deployVerticle(cost)
+                    .compose(id -> ssd == null ? Future.succeededFuture(id) : vertx.deployVerticle(ssd))
                     .compose(id -> vertx.deployVerticle(storage))
                     .compose(id -> vertx.deployVerticle(admission))
                     .compose(id -> vertx.deployVerticle(engine))

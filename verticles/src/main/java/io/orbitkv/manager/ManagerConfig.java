@@ -37,7 +37,26 @@ public record ManagerConfig(
         double querySpeculativeFraction,
         io.orbitkv.admission.TenantShares queryTenantShares,
         int eventLoopThreads,
-        io.orbitkv.cost.CostSettings cost) {
+        io.orbitkv.cost.CostSettings cost,
+        SsdTier ssd) {
+
+    /**
+     * The SSD tier's settings; {@code directory} null = off. {@code defaultDirectory}: the Manager creates it
+     * (inside the data directory); an explicitly configured directory must already exist and be writable.
+     */
+    public record SsdTier(Path directory, boolean defaultDirectory, long capacityBytes, long extentPayloadBytes,
+                          io.orbitkv.ssd.SsdWritePolicy writePolicy, int queueDepth, boolean syncWrites) {
+        public boolean enabled() {
+            return directory != null;
+        }
+
+        public io.orbitkv.ssd.SsdSettings settings() {
+            return new io.orbitkv.ssd.SsdSettings().directory(directory).capacityBytes(capacityBytes)
+                    .extentBytes(extentPayloadBytes + io.orbitkv.codecs.extent.SsdExtentHeader.HEADER_BLOCK_BYTES)
+                    .writePolicy(writePolicy).queueDepth(queueDepth).syncWrites(syncWrites);
+        }
+    }
+
 
     /** Every key with its default, as documented in the README and conf/orbitkv.yaml. */
     public static final Map<String, String> DEFAULTS = defaults();
@@ -73,6 +92,13 @@ public record ManagerConfig(
         d.put("cost.observations", "false");
         d.put("cost.selection", "false");
         d.put("cost.intake-capacity", "1024");
+        d.put("ssd.enabled", "true");
+        d.put("ssd.dir", "");
+        d.put("ssd.capacity", "2GiB");
+        d.put("ssd.extent", "2MiB");
+        d.put("ssd.write-policy", "all");
+        d.put("ssd.queue-depth", "16");
+        d.put("ssd.sync-writes", "false");
         return Map.copyOf(d);
     }
 
@@ -119,7 +145,32 @@ public record ManagerConfig(
                 fraction(v, "query.speculative-fraction"),
                 tenantShares(v, "query.tenant-shares"),
                 (int) integer(v, "manager.event-loop-threads", 1, 256),
-                costSettings(v));
+                costSettings(v),
+                ssdTier(v, dataDir));
+    }
+
+    private static SsdTier ssdTier(Map<String, String> v, Path dataDir) {
+        long extent = size(v, "ssd.extent", 4096, 1L << 30);
+        if (extent % 4096 != 0) {
+            throw new ConfigException("ssd.extent", "must be a multiple of 4KiB, got " + v.get("ssd.extent"));
+        }
+        long capacity = size(v, "ssd.capacity", 0, 1L << 50);
+        if (capacity < extent + 4096) {
+            throw new ConfigException("ssd.capacity", "must hold at least one extent of " + (extent + 4096) + " bytes, got " + capacity);
+        }
+        io.orbitkv.ssd.SsdWritePolicy policy = switch (v.get("ssd.write-policy").strip().toLowerCase(Locale.ROOT)) {
+            case "all" -> io.orbitkv.ssd.SsdWritePolicy.ALL;
+            case "reuse-aware" -> io.orbitkv.ssd.SsdWritePolicy.REUSE_AWARE;
+            default -> throw new ConfigException("ssd.write-policy", "must be all or reuse-aware, got '" + v.get("ssd.write-policy") + "'");
+        };
+        int depth = (int) integer(v, "ssd.queue-depth", 1, 4096);
+        boolean sync = bool(v, "ssd.sync-writes");
+        if (!bool(v, "ssd.enabled")) {
+            return new SsdTier(null, false, capacity, extent, policy, depth, sync);
+        }
+        String dir = v.get("ssd.dir").strip();
+        return new SsdTier(dir.isEmpty() ? dataDir.resolve("ssd") : Path.of(dir), dir.isEmpty(), capacity, extent,
+                policy, depth, sync);
     }
 
     /** ORBITKV_COST_OBSERVATIONS=1 (cost.observations) turns observation and shadow on; selection needs both. */

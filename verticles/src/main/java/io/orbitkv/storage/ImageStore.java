@@ -21,7 +21,13 @@ import java.util.zip.CRC32C;
  * frees slots, so a slot is never reused while a lease or writer can still reach it.
  *
  * <p>Eviction: LRU over sealed, unpinned images (access order refreshed by every lookup that pins). Pinned and
- * writing images are never evicted. Allocation evicts from the LRU head until the allocator can satisfy the request
+ * writing images are never evicted, nor is an image an SSD write is copying at that moment ({@link #weakSource}:
+ * a queued SSD write holds only a weak reference and never delays eviction otherwise).
+ *
+ * <p>SSD: the committed SSD extents are mirrored here by key (fed by the SSD role's residency changes), so a probe
+ * reports keys that left DRAM but survive on SSD, and the residency stream carries DRAM and SSD changes per key.
+ * {@link #materialize} reserves slots to read such keys back; their images are WRITING until the verified read
+ * completes ({@link #finishMaterialization}). Allocation evicts from the LRU head until the allocator can satisfy the request
  * or nothing evictable remains.
  *
  * <p>Budgets: one instance may hold at most {@code publishBudgetBytes} in unsealed publishes at a time.
@@ -64,7 +70,11 @@ public final class ImageStore {
      * What {@link #probe} found for one group: the probed positions whose image is sealed, and those being written.
      * The bit sets are fresh and handed over; neither side mutates them afterwards.
      */
-    public record GroupPresence(int groupId, BitSet sealed, BitSet writing) {}
+    public record GroupPresence(int groupId, BitSet sealed, BitSet writing, BitSet onSsd) {
+        public GroupPresence(int groupId, BitSet sealed, BitSet writing) {
+            this(groupId, sealed, writing, new BitSet());
+        }
+    }
 
     /**
      * The result of {@link #pinExact}: when {@code complete}, {@code pinned} holds one ref per requested key, group by
@@ -80,6 +90,15 @@ public final class ImageStore {
         final long publishId;
         ImageState state = ImageState.WRITING;
         int pins;
+        /** Read back from SSD (not published by an engine): never offered to SSD again. */
+        boolean fromSsd;
+        /**
+         * Copy pins taken by the SSD role's thread through {@link #weakSource}; with {@link #retired} they form a
+         * Dekker handshake (both sequentially consistent): the copier increments then reads {@code retired}; the
+         * evictor writes {@code retired} then reads the pins. At most one of them proceeds.
+         */
+        final java.util.concurrent.atomic.AtomicInteger copyPins = new java.util.concurrent.atomic.AtomicInteger();
+        volatile boolean retired;
 
         Image(StateKey key, PoolAllocator.Slot slot, long ownerInstance, long publishId) {
             this.key = key;
@@ -178,12 +197,145 @@ public final class ImageStore {
 
     private PoolAllocator.Slot allocateEvicting(long length) {
         PoolAllocator.Slot slot = allocator.allocate(length);
-        while (slot == null && !evictable.isEmpty()) {
-            evict(evictable.firstEntry().getValue());
+        while (slot == null) {
+            Image victim = null;
+            for (Image candidate : evictable.values()) {
+                if (tryRetire(candidate)) {
+                    victim = candidate;
+                    break;
+                }
+            }
+            if (victim == null) {
+                return null;
+            }
+            evict(victim);
             slot = allocator.allocate(length);
         }
         return slot;
     }
+
+    /** Claims an image for eviction unless an SSD write is copying it right now (then it stays, and is skipped). */
+    private static boolean tryRetire(Image image) {
+        image.retired = true;
+        if (image.copyPins.get() > 0) {
+            image.retired = false;
+            return false;
+        }
+        return true;
+    }
+
+    /**
+     * A weak reference to a sealed image for a queued SSD write: {@code acquire()} (on the SSD role's thread) pins the
+     * exact slot generation unless the image was evicted meanwhile; {@code release()} unpins. The image is held, not
+     * looked up by key, so a reused slot can never be returned.
+     */
+    public io.orbitkv.ssd.WeakImageSource weakSource(ImageRef ref, Runnable onAcquired, Runnable onReleased) {
+        Image image = images.get(ref.key());
+        if (image == null || image.slot.generation() != ref.generation() || image.state != ImageState.SEALED) {
+            return () -> null;
+        }
+        MemorySegment bytes = pool.asSlice(image.slot.offset(), image.slot.lengthBytes());
+        return new io.orbitkv.ssd.WeakImageSource() {
+            @Override
+            public MemorySegment acquire() {
+                image.copyPins.incrementAndGet();
+                if (image.retired) {
+                    image.copyPins.decrementAndGet();
+                    return null;
+                }
+                onAcquired.run();
+                return bytes;
+            }
+
+            @Override
+            public void release() {
+                onReleased.run();
+                image.copyPins.decrementAndGet();
+            }
+        };
+    }
+
+    // ---- the SSD tier as seen from here: committed extents by key, and reading them back into DRAM ----
+
+    /** Committed SSD evidence of a key: the exact extent generation and the payload length. */
+    public record SsdCopy(long generation, long lengthBytes) {}
+
+    /** A slot being filled from SSD: the DRAM image (WRITING) and the SSD generation to read. */
+    public record Materialization(ImageRef image, long ssdGeneration) {}
+
+    private final Map<StateKey, SsdCopy> onSsd = new HashMap<>();
+    private long materializing;
+
+    public void ssdAdded(StateKey key, long generation, long lengthBytes) {
+        onSsd.put(key, new SsdCopy(generation, lengthBytes));
+        residency.append(ResidencyStream.Change.SSD_ADDED, key, generation);
+    }
+
+    public void ssdRemoved(StateKey key, long generation) {
+        SsdCopy copy = onSsd.get(key);
+        if (copy != null && copy.generation() == generation) {
+            onSsd.remove(key);
+            residency.append(ResidencyStream.Change.SSD_REMOVED, key, generation);
+        }
+    }
+
+    public SsdCopy ssdCopyOf(StateKey key) {
+        return onSsd.get(key);
+    }
+
+    public int ssdKeys() {
+        return onSsd.size();
+    }
+
+    /**
+     * Reserves DRAM slots (WRITING, evicting as needed) for keys that are on SSD and not in DRAM; the caller reads
+     * each from SSD into its slot and then calls {@link #finishMaterialization}. Stops at the first key that does not
+     * fit: the rest stays on SSD.
+     */
+    public List<Materialization> materialize(List<StateKey> keys) {
+        List<Materialization> started = new ArrayList<>();
+        for (StateKey key : keys) {
+            SsdCopy copy = onSsd.get(key);
+            if (copy == null || images.containsKey(key)) {
+                continue;
+            }
+            PoolAllocator.Slot slot = allocateEvicting(copy.lengthBytes());
+            if (slot == null) {
+                break;
+            }
+            Image image = new Image(key, slot, MATERIALIZER, 0);
+            image.fromSsd = true;
+            images.put(key, image);
+            materializing++;
+            started.add(new Materialization(image.ref(), copy.generation()));
+        }
+        return started;
+    }
+
+    /** Seals a materialized image when its verified SSD read completed, or frees its slot when it failed. */
+    public void finishMaterialization(ImageRef ref, boolean succeeded) {
+        Image image = images.get(ref.key());
+        if (image == null || image.slot.generation() != ref.generation() || image.state != ImageState.WRITING || !image.fromSsd) {
+            throw new IllegalStateException("no materialization in progress for " + ref.key());
+        }
+        materializing--;
+        if (!succeeded) {
+            images.remove(image.key);
+            allocator.free(image.slot);
+            return;
+        }
+        image.state = ImageState.SEALED;
+        evictable.put(image.key, image);
+        sealedBytes += image.slot.lengthBytes();
+        residency.append(ResidencyStream.Change.DRAM_ADDED, image.key, image.slot.generation());
+    }
+
+    public long materializingImages() {
+        return materializing;
+    }
+
+    /** The owner recorded on images read back from SSD: no engine instance. */
+    static final long MATERIALIZER = -1;
 
     private void evict(Image image) {
         evictable.remove(image.key);
@@ -344,13 +496,16 @@ public final class ImageStore {
         for (GroupProbe group : groups) {
             BitSet sealed = new BitSet();
             BitSet writing = new BitSet();
+            BitSet ssd = new BitSet();
             for (PositionedKey pk : group.keys()) {
                 Image image = images.get(pk.key());
                 if (image != null) {
                     (image.state == ImageState.SEALED ? sealed : writing).set(pk.position());
+                } else if (onSsd.containsKey(pk.key())) {
+                    ssd.set(pk.position());
                 }
             }
-            found.add(new GroupPresence(group.groupId(), sealed, writing));
+            found.add(new GroupPresence(group.groupId(), sealed, writing, ssd));
         }
         return found;
     }
@@ -409,7 +564,7 @@ public final class ImageStore {
     }
 
     public int residentImages() {
-        return images.size() - (int) unsealedImages();
+        return images.size() - (int) unsealedImages() - (int) materializing;
     }
 
     public long unsealedImages() {

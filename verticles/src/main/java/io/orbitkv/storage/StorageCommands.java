@@ -27,18 +27,21 @@ public final class StorageCommands {
 
     public record GetStats() {}
 
+    /** Read these keys back from SSD into DRAM (those on SSD and not in DRAM); answers how many reads started. */
+    public record Materialize(List<StateKey> keys) {}
+
     /** A consistent view of the storage role, published after every change. */
     public record StorageStats(long poolBytes, long spanBytes, long slotBytes, long requestedBytes, long freeBytes,
                                long strandedFreeBytes, long largestFreeRunBytes, long residentImages,
                                long unsealedImages, long pinnedImages, long openPublishes, long evictions,
-                               long residencySequence) {
+                               long residencySequence, long ssdKeys, long materializingImages) {
         public long usedBytes() {
             return spanBytes;
         }
     }
 
     static final List<Class<?>> MESSAGE_TYPES = List.of(Allocate.class, Seal.class, Abort.class, LookupAndPin.class,
-            Unpin.class, ReleaseInstance.class, GetStats.class, StorageStats.class, ImageStore.AllocateResult.class,
+            Unpin.class, ReleaseInstance.class, GetStats.class, Materialize.class, StorageStats.class, ImageStore.AllocateResult.class,
             ImageStore.SealResult.class, ImageStore.Lookup.class, Integer.class, Probe.class, PinExact.class, Presence.class,
             ImageStore.ExactPin.class);
 }

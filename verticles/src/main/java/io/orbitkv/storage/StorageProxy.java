@@ -15,6 +15,7 @@ public final class StorageProxy {
     static final String LOOKUP = "orbitkv.storage.lookup";
     static final String PROBE = "orbitkv.storage.probe";
     static final String PIN_EXACT = "orbitkv.storage.pin-exact";
+    static final String MATERIALIZE = "orbitkv.storage.materialize";
     static final String UNPIN = "orbitkv.storage.unpin";
     static final String RELEASE_INSTANCE = "orbitkv.storage.release-instance";
     static final String STATS = "orbitkv.storage.stats";
@@ -46,6 +47,11 @@ public final class StorageProxy {
     /** Metadata only: which positions of each group are sealed or being written; pins nothing. */
     public Future<StorageCommands.Presence> probe(List<ImageStore.GroupProbe> groups) {
         return RoleProxies.request(bus, PROBE, new StorageCommands.Probe(groups), options);
+    }
+
+    /** Starts reading these keys back from SSD into DRAM slots; answers how many reads started. */
+    public Future<Integer> materialize(List<StateKey> keys) {
+        return RoleProxies.request(bus, MATERIALIZE, new StorageCommands.Materialize(keys), options);
     }
 
     /** Pins exactly these keys or none (see {@link ImageStore#pinExact}). */

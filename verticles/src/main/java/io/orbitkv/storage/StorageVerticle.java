@@ -11,6 +11,7 @@ import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.List;
 
 /**
  * The storage role: owns the shared-memory pool, its allocator and the resident images.
@@ -32,9 +33,34 @@ public final class StorageVerticle extends VerticleBase {
     private volatile StorageCommands.StorageStats snapshot;
 
     public StorageVerticle(Settings settings, MeterRegistry registry) {
+        this(settings, registry, null, null, null, null);
+    }
+
+    /**
+     * With an SSD tier: sealed images are offered to {@code ssd} (weak references), committed extents are mirrored
+     * for probes, and keys found only on SSD are read back on demand. Observations of the pool copy (image → SSD
+     * staging) and of SSD reads go to {@code cost} against the given resources.
+     */
+    public StorageVerticle(Settings settings, MeterRegistry registry, io.orbitkv.ssd.SsdProxy ssd,
+                           io.orbitkv.cost.CostProxy cost, io.orbitkv.cost.ResourceId dramPool,
+                           io.orbitkv.cost.ResourceId ssdStore) {
         this.settings = settings;
         this.registry = registry;
+        this.ssd = ssd;
+        this.cost = cost;
+        this.dramPool = dramPool;
+        this.ssdStore = ssdStore;
     }
+
+    private final io.orbitkv.ssd.SsdProxy ssd;
+    private final io.orbitkv.cost.CostProxy cost;
+    private final io.orbitkv.cost.ResourceId dramPool;
+    private final io.orbitkv.cost.ResourceId ssdStore;
+    private io.micrometer.core.instrument.Counter dramTierPages;
+    private io.micrometer.core.instrument.Counter dramTierBytes;
+    private io.micrometer.core.instrument.Counter ssdTierPages;
+    private io.micrometer.core.instrument.Counter ssdTierBytes;
+    private io.micrometer.core.instrument.Counter materializeFailures;
 
     @Override
     public Future<?> start() {
@@ -46,9 +72,32 @@ public final class StorageVerticle extends VerticleBase {
         }
         PoolAllocator allocator = new PoolAllocator(settings.poolBytes(), settings.chunkBytes());
         store = new ImageStore(allocator, poolFile.segment(), settings.publishBudgetBytes(),
-                new ResidencyStream(settings.incarnation(), settings.residencyCapacity()), new ImageStore.Listener() {});
+                new ResidencyStream(settings.incarnation(), settings.residencyCapacity()), new ImageStore.Listener() {
+                    @Override
+                    public void onSealed(ImageStore.ImageRef image) {
+                        offerToSsd(image);
+                    }
+                });
         refresh();
         registerMetrics();
+        Future<?> ssdReady = Future.succeededFuture();
+        if (ssd != null) {
+            // Follow changes first, then seed: a change racing the seed is applied twice, which is harmless.
+            ssd.residencyChanges(change -> {
+                if (change.kind() == io.orbitkv.ssd.SsdResidencyChange.Kind.SSD_ADDED) {
+                    store.ssdAdded(change.key(), change.generation(), change.lengthBytes());
+                } else {
+                    store.ssdRemoved(change.key(), change.generation());
+                }
+                refresh();
+            });
+            ssdReady = ssd.committedEntries().onSuccess(entries -> {
+                for (io.orbitkv.ssd.SsdEntry entry : entries) {
+                    store.ssdAdded(entry.key(), entry.generation(), entry.lengthBytes());
+                }
+                refresh();
+            });
+        }
         EventBus bus = vertx.eventBus();
         LocalCodec.register(vertx, StorageCommands.MESSAGE_TYPES.stream()
                 .filter(c -> c != Integer.class).toArray(Class<?>[]::new));
@@ -62,8 +111,17 @@ public final class StorageVerticle extends VerticleBase {
                 c -> changed(store.lookupAndPin(c.chains())));
         RoleProxies.<StorageCommands.Probe, StorageCommands.Presence>serve(bus, StorageProxy.PROBE,
                 c -> Future.succeededFuture(new StorageCommands.Presence(store.probe(c.groups()))));
-        RoleProxies.<StorageCommands.PinExact, ImageStore.ExactPin>serve(bus, StorageProxy.PIN_EXACT,
-                c -> changed(store.pinExact(c.groups())));
+        RoleProxies.<StorageCommands.PinExact, ImageStore.ExactPin>serve(bus, StorageProxy.PIN_EXACT, c -> {
+            ImageStore.ExactPin pin = store.pinExact(c.groups());
+            if (pin.complete()) {
+                long pages = pin.pinned().stream().mapToLong(List::size).sum();
+                dramTierPages.increment(pages);
+                dramTierBytes.increment(pin.pinnedBytes());
+            }
+            return changed(pin);
+        });
+        RoleProxies.<StorageCommands.Materialize, Integer>serve(bus, StorageProxy.MATERIALIZE,
+                c -> changed(materialize(c.keys())));
         RoleProxies.<StorageCommands.Unpin, Integer>serve(bus, StorageProxy.UNPIN, c -> {
             store.unpin(c.pinned());
             return changed(c.pinned().size());
@@ -72,7 +130,72 @@ public final class StorageVerticle extends VerticleBase {
                 c -> changed(store.releaseInstance(c.instance())));
         RoleProxies.<StorageCommands.GetStats, StorageCommands.StorageStats>serve(bus, StorageProxy.STATS,
                 c -> Future.succeededFuture(snapshot));
-        return Future.succeededFuture();
+        return ssdReady;
+    }
+
+    /**
+     * Offers a freshly sealed image to the SSD tier: fire-and-forget, holding only a weak reference, so a slow or
+     * full disk never slows publishing or holds DRAM. The copy into SSD staging happens on the SSD role's thread
+     * between acquire and release; that interval is the pool-copy operation observed.
+     */
+    private void offerToSsd(ImageStore.ImageRef image) {
+        if (ssd == null) {
+            return;
+        }
+        long[] acquiredAt = new long[1];
+        io.orbitkv.ssd.WeakImageSource source = store.weakSource(image, () -> acquiredAt[0] = System.nanoTime(), () -> {
+            if (cost != null && cost.observationsEnabled()) {
+                cost.report(io.orbitkv.cost.ObservationRecord.of(io.orbitkv.cost.CostEstimateKey.operation(
+                                io.orbitkv.cost.CostPath.POOL_COPY_OUT, dramPool, io.orbitkv.cost.RepresentationFamily.RAW,
+                                io.orbitkv.cost.SizeBucket.of(image.lengthBytes()), io.orbitkv.cost.SizeBucket.of(1)),
+                        io.orbitkv.cost.ObservationOutcome.SUCCEEDED, System.nanoTime() - acquiredAt[0],
+                        io.orbitkv.cost.ObservedBytes.of(image.lengthBytes(), image.lengthBytes())));
+            }
+        });
+        ssd.offerWrite(image.key(), source, image.lengthBytes());
+    }
+
+    /**
+     * Reads keys back from SSD into DRAM slots under exact-generation SSD leases: the slot is WRITING (invisible to
+     * queries) until the read is verified, then sealed; a failed or corrupt read frees the slot (and the SSD role drops
+     * a corrupt extent), so a wrong byte is never served. Submitted reads complete even if the asking query is gone.
+     */
+    private int materialize(List<StateKey> keys) {
+        if (ssd == null) {
+            return 0;
+        }
+        List<ImageStore.Materialization> started = store.materialize(keys);
+        for (ImageStore.Materialization m : started) {
+            ImageStore.ImageRef image = m.image();
+            long alignedLength = (image.lengthBytes() + 4095) / 4096 * 4096;
+            java.lang.foreign.MemorySegment slot = poolFile.segment().asSlice(image.offset(), alignedLength);
+            long startNanos = System.nanoTime();
+            ssd.acquireLease(image.key(), m.ssdGeneration())
+                    .compose(lease -> ssd.readInto(lease, slot).eventually(() -> ssd.release(lease)))
+                    .onComplete(ar -> {
+                        store.finishMaterialization(image, ar.succeeded());
+                        if (ar.succeeded()) {
+                            ssdTierPages.increment();
+                            ssdTierBytes.increment(image.lengthBytes());
+                        } else {
+                            materializeFailures.increment();
+                        }
+                        observeSsdRead(image.lengthBytes(), System.nanoTime() - startNanos, ar.succeeded());
+                        refresh();
+                    });
+        }
+        return started.size();
+    }
+
+    private void observeSsdRead(long bytes, long nanos, boolean succeeded) {
+        if (cost == null || !cost.observationsEnabled()) {
+            return;
+        }
+        cost.report(io.orbitkv.cost.ObservationRecord.of(io.orbitkv.cost.CostEstimateKey.operation(
+                        io.orbitkv.cost.CostPath.SSD_READ, ssdStore, io.orbitkv.cost.RepresentationFamily.RAW,
+                        io.orbitkv.cost.SizeBucket.of(bytes), io.orbitkv.cost.SizeBucket.of(1)),
+                succeeded ? io.orbitkv.cost.ObservationOutcome.SUCCEEDED : io.orbitkv.cost.ObservationOutcome.FAILED,
+                nanos, succeeded ? io.orbitkv.cost.ObservedBytes.of(bytes, bytes) : io.orbitkv.cost.ObservedBytes.UNKNOWN));
     }
 
     private <T> Future<T> changed(T result) {
@@ -85,7 +208,7 @@ public final class StorageVerticle extends VerticleBase {
         snapshot = new StorageCommands.StorageStats(a.poolBytes(), a.spanBytes(), a.slotBytes(), a.requestedBytes(),
                 a.freeBytes(), a.strandedFreeBytes(), a.largestFreeRunBytes(), store.residentImages(),
                 store.unsealedImages(), store.pinnedImages(), store.openPublishes(), store.evictions(),
-                store.residency().lastSequence());
+                store.residency().lastSequence(), store.ssdKeys(), store.materializingImages());
     }
 
     private void registerMetrics() {
@@ -108,6 +231,21 @@ public final class StorageVerticle extends VerticleBase {
                 .description("Images pinned by leases").register(registry);
         FunctionCounter.builder("orbitkv.evictions", this, v -> v.snapshot.evictions())
                 .description("Images evicted from DRAM under pressure").register(registry);
+        dramTierPages = io.micrometer.core.instrument.Counter.builder("orbitkv.tier.reads").tag("tier", "dram")
+                .description("Pages leased to engines from DRAM").register(registry);
+        dramTierBytes = io.micrometer.core.instrument.Counter.builder("orbitkv.tier.read.bytes").tag("tier", "dram")
+                .baseUnit("bytes").description("Bytes leased to engines from DRAM").register(registry);
+        ssdTierPages = io.micrometer.core.instrument.Counter.builder("orbitkv.tier.reads").tag("tier", "ssd")
+                .description("Pages read back from SSD into DRAM for queries").register(registry);
+        ssdTierBytes = io.micrometer.core.instrument.Counter.builder("orbitkv.tier.read.bytes").tag("tier", "ssd")
+                .baseUnit("bytes").description("Bytes read back from SSD into DRAM for queries").register(registry);
+        materializeFailures = io.micrometer.core.instrument.Counter.builder("orbitkv.ssd.restore.failures")
+                .description("SSD reads into DRAM that failed (stale, corrupt or I/O error): a miss, never wrong bytes")
+                .register(registry);
+        Gauge.builder("orbitkv.ssd.keys", () -> snapshot.ssdKeys()).description("Keys with a committed SSD extent")
+                .register(registry);
+        Gauge.builder("orbitkv.images.restoring", () -> snapshot.materializingImages())
+                .description("DRAM slots being filled from SSD").register(registry);
     }
 
     @Override

@@ -43,6 +43,7 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         settings.put("pool.size", "64MiB");
         settings.put("grpc.tcp-port", "0");
         settings.put("metrics.port", "0");
+        settings.put("ssd.capacity", "64MiB");
         settings.putAll(overrides);
         manager = Manager.start(ManagerConfig.from(settings)).await(60, TimeUnit.SECONDS);
     }
@@ -61,6 +62,34 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         manager.close();
         assertThat(Files.exists(pool)).as("pool file removed on stop").isFalse();
         assertThat(Files.exists(socket)).as("socket removed on stop").isFalse();
+        deleteTree(dataDir);
+    }
+
+    /** Stops the Manager now (a test that restarts on the same data directory uses {@link #restart}). */
+    public Manager restart(Map<String, String> more) throws Exception {
+        manager.close();
+        Map<String, String> settings = new HashMap<>();
+        settings.put("data-dir", dataDir.toString());
+        settings.put("pool.size", "64MiB");
+        settings.put("grpc.tcp-port", "0");
+        settings.put("metrics.port", "0");
+        settings.put("ssd.capacity", "64MiB");
+        settings.putAll(overrides);
+        settings.putAll(more);
+        manager = Manager.start(ManagerConfig.from(settings)).await(60, TimeUnit.SECONDS);
+        return manager;
+    }
+
+    public Path dataDir() {
+        return dataDir;
+    }
+
+    static void deleteTree(Path dir) throws java.io.IOException {
+        try (var paths = Files.walk(dir)) {
+            for (Path p : paths.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        }
     }
 
     public Manager manager() {
@@ -111,18 +140,22 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
     }
 
     public String scrape() throws Exception {
-        var client = java.net.http.HttpClient.newHttpClient();
+        var client = java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1)
+                .connectTimeout(java.time.Duration.ofSeconds(5)).build();
         var response = client.send(java.net.http.HttpRequest.newBuilder(
-                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + "/metrics")).build(),
+                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + "/metrics"))
+                        .timeout(java.time.Duration.ofSeconds(20)).build(),
                 java.net.http.HttpResponse.BodyHandlers.ofString());
         assertThat(response.statusCode()).isEqualTo(200);
         return response.body();
     }
 
     public String health() throws Exception {
-        var client = java.net.http.HttpClient.newHttpClient();
+        var client = java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1)
+                .connectTimeout(java.time.Duration.ofSeconds(5)).build();
         return client.send(java.net.http.HttpRequest.newBuilder(
-                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + "/health")).build(),
+                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + "/health"))
+                        .timeout(java.time.Duration.ofSeconds(20)).build(),
                 java.net.http.HttpResponse.BodyHandlers.ofString()).body();
     }
 }

@@ -18,7 +18,8 @@ class SessionAndPressureIT {
     static final int PAGE = 1 << 20;
 
     @RegisterExtension
-    final RunningManager running = new RunningManager().with("pool.size", "16MiB").with("session.ttl-ms", "400");
+    final RunningManager running = new RunningManager().with("pool.size", "16MiB").with("session.ttl-ms", "400")
+            .with("ssd.enabled", "false"); // DRAM eviction itself: an evicted prefix must stay gone
 
     static List<PageKey> keys(String seed, int n) throws Exception {
         return PublishQueryRestoreIT.chain(seed, n).stream()

@@ -69,6 +69,10 @@ public final class CostOverheadBench {
         settings.put("grpc.tcp-port", "0");
         settings.put("metrics.port", "0");
         settings.put("cost.observations", String.valueOf(observe));
+        // The SSD tier is on: every publish is offered to SSD (pool copy + SSD write observed), and queries of
+        // prefixes evicted from DRAM read back from SSD (SSD read observed).
+        settings.put("ssd.capacity", "512MiB");
+        settings.put("ssd.extent", "64KiB");
         Manager manager = Manager.start(ManagerConfig.from(settings)).await(120, TimeUnit.SECONDS);
         OrbitKvClient client = OrbitKvClient.connectUnix(manager.unixSocket(), manager.token());
         InstanceIdentity identity = InstanceIdentity.newBuilder().setModelFingerprint("bench/cost")

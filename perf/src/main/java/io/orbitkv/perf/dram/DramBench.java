@@ -59,6 +59,7 @@ public final class DramBench {
         settings.put("pool.size", poolSize);
         settings.put("grpc.tcp-port", "0");
         settings.put("metrics.port", "0");
+        settings.put("ssd.enabled", "false");
         settings.put("manager.event-loop-threads", opts.getOrDefault("event-loop-threads", "1"));
         ManagerConfig config = ManagerConfig.from(settings);
         try (Manager manager = Manager.start(config).await(120, TimeUnit.SECONDS);

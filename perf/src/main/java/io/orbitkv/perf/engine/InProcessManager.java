@@ -35,6 +35,8 @@ public final class InProcessManager implements AutoCloseable {
         settings.put("pool.chunk", Long.toString(chunkBytes));
         settings.put("grpc.tcp-port", "0");
         settings.put("metrics.port", "0");
+        // The DRAM-only figures stay DRAM-only unless a bench asks for the SSD tier (ssd.enabled=true plus a capacity).
+        settings.put("ssd.enabled", "false");
         settings.putAll(extra);
         try {
             ManagerConfig config = ManagerConfig.from(settings);
