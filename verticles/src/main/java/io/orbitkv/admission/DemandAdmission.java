@@ -284,10 +284,24 @@ final class DemandAdmission {
                 outstandingByInstance.getOrDefault(instance, 0));
     }
 
-    /** Forgets answered tickets whose reply lifetime ended and that hold no lease. */
+    /** An answered ticket and when its answer may expire; queued in (nearly) expiry order, checked when popped. */
+    private record Expiry(Ticket ticket, long atNanos) {}
+
+    /** Answer lifetimes are one constant from a monotonic clock, so this queue is in expiry order (see sweep). */
+    private final java.util.ArrayDeque<Expiry> expiries = new java.util.ArrayDeque<>();
+
+    private void scheduleExpiry(Ticket ticket) {
+        expiries.addLast(new Expiry(ticket, ticket.answerExpiresNanos));
+    }
+
+    /**
+     * Forgets answered tickets whose reply lifetime ended and that hold no lease: O(expired), so it can run on every
+     * submit. A ticket still leasing is skipped here and queued again when its lease ends.
+     */
     void sweep() {
         long now = ticker.nanos();
-        for (Ticket ticket : List.copyOf(tickets.values())) {
+        while (!expiries.isEmpty() && now - expiries.peekFirst().atNanos() > 0) {
+            Ticket ticket = expiries.pollFirst().ticket();
             if (ticket.answer != null && ticket.lease == null && now - ticket.answerExpiresNanos > 0) {
                 forget(ticket);
             }
@@ -418,15 +432,12 @@ final class DemandAdmission {
         long bytes = 0;
         for (GroupRanges ranges : required) {
             GroupPlan group = groupPlan(plan, ranges.groupId());
-            Map<Integer, StateKey> byPosition = new HashMap<>();
-            for (ImageStore.PositionedKey pk : group.keys()) {
-                byPosition.put(pk.position(), pk.key());
-            }
+            StateKey[] byPosition = keysByPosition(group);
             List<StateKey> groupKeys = new ArrayList<>();
             List<Integer> groupPositions = new ArrayList<>();
             for (BlockRange range : ranges.ranges()) {
                 for (int p = range.startInclusive(); p < range.endExclusive(); p++) {
-                    groupKeys.add(byPosition.get(p));
+                    groupKeys.add(p < byPosition.length ? byPosition[p] : null);
                     groupPositions.add(p);
                 }
             }
@@ -507,6 +518,19 @@ final class DemandAdmission {
                 bytes < 0 ? io.orbitkv.cost.ObservedBytes.UNKNOWN : io.orbitkv.cost.ObservedBytes.logicalOnly(bytes)));
     }
 
+    /** The group's keys indexed by block position (positions are small and dense: a flat array, no boxing). */
+    private static StateKey[] keysByPosition(GroupPlan group) {
+        int max = -1;
+        for (ImageStore.PositionedKey pk : group.keys()) {
+            max = Math.max(max, pk.position());
+        }
+        StateKey[] byPosition = new StateKey[max + 1];
+        for (ImageStore.PositionedKey pk : group.keys()) {
+            byPosition[pk.position()] = pk.key();
+        }
+        return byPosition;
+    }
+
     private static List<ImageStore.GroupProbe> probes(DemandPlan plan) {
         List<ImageStore.GroupProbe> probes = new ArrayList<>(plan.groups().size());
         for (GroupPlan group : plan.groups()) {
@@ -552,6 +576,7 @@ final class DemandAdmission {
                 ticket.lease == null ? 0 : ticket.lease.id(), leased == null ? List.of() : List.copyOf(leased),
                 ticket.plan.revision(), ticket.plan.requestId(), ticket.plan.operationId(), 0);
         ticket.answerExpiresNanos = ticker.nanos() + settings.replyTtlNanos();
+        scheduleExpiry(ticket);
         markOutstanding(ticket, false);
         queriesByOutcome.get(status).increment();
         return ticket.answer;
@@ -619,6 +644,7 @@ final class DemandAdmission {
             lease.ticket().lease = null;
             lease.ticket().answerExpiresNanos = Math.min(lease.ticket().answerExpiresNanos,
                     ticker.nanos() + settings.replyTtlNanos());
+            scheduleExpiry(lease.ticket());
         }
         return storage.unpin(lease.pinned()).map(n -> lease.pages());
     }

@@ -574,7 +574,8 @@ public final class EngineVerticle extends VerticleBase {
             throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "block hash must be 1.." + StateKey.MAX_BLOCK_HASH_BYTES
                     + " bytes, got " + hash.size());
         }
-        return StateKey.of(instance.namespace(), groupId, hash.toByteArray());
+        // The registration's namespace array is never modified; the hash bytes are a fresh copy.
+        return StateKey.adopt(instance.namespace(), groupId, hash.toByteArray());
     }
 
     private static PoolDescriptor descriptor(ImageStore.ImageRef ref) {

@@ -94,8 +94,35 @@ public final class RecoveryContract {
     /** The largest legal boundary, or empty for a MISS (the engine recomputes from its valid-prefix origin). */
     public static OptionalLong bestBoundary(RecoveryRules rules, List<GroupAvailability> availability,
                                             long validPrefixOriginTokens, long selectedEndTokens) {
-        List<Long> legal = legalBoundaries(rules, availability, validPrefixOriginTokens, selectedEndTokens);
-        return legal.isEmpty() ? OptionalLong.empty() : OptionalLong.of(legal.getLast());
+        // The same candidates as legalBoundaries, scanned from the top: the first legal one is the best, and on the
+        // hot path (a full prefix resident) that is the first candidate checked.
+        Objects.requireNonNull(rules, "rules");
+        int pageSize = rules.pageSizeTokens();
+        int originPosition = rules.position(validPrefixOriginTokens, "valid-prefix origin");
+        int endPosition = rules.position(selectedEndTokens, "selected end");
+        if (selectedEndTokens < validPrefixOriginTokens) {
+            throw new RecoveryException(Reason.END_BEFORE_ORIGIN, "selected end " + selectedEndTokens
+                    + " tokens lies before the valid-prefix origin " + validPrefixOriginTokens + " tokens");
+        }
+        GroupAvailability[] views = viewsInRuleOrder(rules, availability);
+        int lastCandidate = endPosition;
+        long stepPages = 1;
+        for (int g = 0; g < views.length; g++) {
+            GroupRule rule = rules.groups().get(g);
+            switch (rule.kind()) {
+                case FULL_ATTENTION -> lastCandidate = Math.min(lastCandidate, views[g].firstMissingFrom(originPosition));
+                case RECURRENT -> stepPages = lcmCapped(stepPages, rule.checkpointIntervalTokens() / pageSize);
+                case SLIDING_WINDOW -> { }
+            }
+        }
+        long firstCandidate = (originPosition / stepPages + 1) * stepPages;
+        for (long candidate = lastCandidate / stepPages * stepPages; candidate >= firstCandidate; candidate -= stepPages) {
+            long boundary = candidate * pageSize;
+            if (allGroupsAllow(rules, views, validPrefixOriginTokens, boundary, (int) candidate)) {
+                return OptionalLong.of(boundary);
+            }
+        }
+        return OptionalLong.empty();
     }
 
     /**

@@ -25,6 +25,14 @@ public final class StateKey {
 
     /** Validates lengths; callers turn the IllegalArgumentException into a typed MALFORMED_REQUEST. */
     public static StateKey of(byte[] namespace, int groupId, byte[] blockHash) {
+        return adopt(namespace.clone(), groupId, blockHash.clone());
+    }
+
+    /**
+     * Like {@link #of} but takes ownership of the arrays instead of copying them (the hot query path builds a key
+     * per block): the caller must never modify them afterwards.
+     */
+    public static StateKey adopt(byte[] namespace, int groupId, byte[] blockHash) {
         if (namespace.length != NAMESPACE_BYTES) {
             throw new IllegalArgumentException("namespace must be " + NAMESPACE_BYTES + " bytes, got " + namespace.length);
         }
@@ -34,7 +42,7 @@ public final class StateKey {
         if (groupId < 0) {
             throw new IllegalArgumentException("group id must not be negative");
         }
-        return new StateKey(namespace.clone(), groupId, blockHash.clone());
+        return new StateKey(namespace, groupId, blockHash);
     }
 
     public int groupId() {

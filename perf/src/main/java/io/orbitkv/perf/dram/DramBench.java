@@ -83,7 +83,15 @@ public final class DramBench {
                     destination[i].fill((byte) 1);
                     scratch[i].fill((byte) 1);
                 }
-                // Warm up: touch the whole pool once through the real path so first-touch faults are not measured.
+                // Warm up the RPC path (JIT) with small batches, then touch the whole pool once through the real path
+                // so that neither interpreted code nor first-touch page faults are measured.
+                for (int w = 0; w < 1500; w++) {
+                    List<ByteString> small = SyntheticKv.chain(-1 - w, 4);
+                    publish(session, small, source, 0, 4096);
+                    QueryReply reply = session.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(small).build()), 0).await();
+                    session.release(reply.getLease().getLeaseId()).await();
+                    client.ping().await();
+                }
                 long poolBytes = config.poolSizeBytes();
                 int warmRounds = (int) Math.max(2, poolBytes / (pageBytes * batchPages) + 1);
                 long keySeed = 1000;
@@ -192,12 +200,21 @@ public final class DramBench {
     }
 
     private static void publish(EngineSession session, List<ByteString> chain, MemorySegment[] source, int firstSource) {
+        publish(session, chain, source, firstSource, Long.MAX_VALUE);
+    }
+
+    /** Publishes a chain, copying at most {@code copyBytes} of each page (the warm-up copies little). */
+    private static void publish(EngineSession session, List<ByteString> chain, MemorySegment[] source, int firstSource,
+                                long copyBytes) {
         List<PageKey> keys = chain.stream().map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList();
         AllocatePublishReply allocated = session.allocate(keys).await();
         for (int i = 0; i < allocated.getSlotsCount(); i++) {
             PublishSlot slot = allocated.getSlots(i);
             if (slot.getStatus() == SlotStatus.ALLOCATED) {
-                session.slot(slot.getSlot()).copyFrom(source[(firstSource + i) % source.length]);
+                MemorySegment target = session.slot(slot.getSlot());
+                MemorySegment from = source[(firstSource + i) % source.length];
+                long n = Math.min(copyBytes, target.byteSize());
+                target.asSlice(0, n).copyFrom(from.asSlice(0, n));
             }
         }
         session.seal(allocated.getPublishId(), List.of()).await();
