@@ -123,6 +123,7 @@ final class DemandAdmission {
     private final Counter replans;
     private final io.orbitkv.cost.CostProxy cost;
     private final io.orbitkv.cost.ResourceId dramPool;
+    private final Map<Long, io.orbitkv.cost.CostEstimateKey> hostReadyKeys = new HashMap<>();
     private long outstanding;
     private long leasedBytes;
     private long nextTicket = 1;
@@ -509,11 +510,12 @@ final class DemandAdmission {
         if (cost == null || !cost.observationsEnabled()) {
             return;
         }
-        io.orbitkv.cost.CostEstimateKey key = io.orbitkv.cost.CostEstimateKey.route(io.orbitkv.cost.CostPath.HOST_READY_ROUTE,
-                dramPool, io.orbitkv.cost.RepresentationFamily.RAW,
-                bytes < 0 ? io.orbitkv.cost.SizeBucket.UNKNOWN : io.orbitkv.cost.SizeBucket.of(bytes),
-                pages < 0 ? io.orbitkv.cost.SizeBucket.UNKNOWN : io.orbitkv.cost.SizeBucket.of(pages),
-                io.orbitkv.cost.CompletionTarget.hostReady());
+        io.orbitkv.cost.SizeBucket byteBucket = bytes < 0 ? io.orbitkv.cost.SizeBucket.UNKNOWN : io.orbitkv.cost.SizeBucket.of(bytes);
+        io.orbitkv.cost.SizeBucket pageBucket = pages < 0 ? io.orbitkv.cost.SizeBucket.UNKNOWN : io.orbitkv.cost.SizeBucket.of(pages);
+        // Few distinct (bytes, pages) buckets occur: reuse their keys instead of building one per query.
+        io.orbitkv.cost.CostEstimateKey key = hostReadyKeys.computeIfAbsent((long) byteBucket.log2() << 32 | (pageBucket.log2() & 0xffffffffL),
+                k -> io.orbitkv.cost.CostEstimateKey.route(io.orbitkv.cost.CostPath.HOST_READY_ROUTE, dramPool,
+                        io.orbitkv.cost.RepresentationFamily.RAW, byteBucket, pageBucket, io.orbitkv.cost.CompletionTarget.hostReady()));
         cost.report(io.orbitkv.cost.ObservationRecord.of(key, outcome, Math.max(0, ticker.nanos() - ticket.revisedNanos),
                 bytes < 0 ? io.orbitkv.cost.ObservedBytes.UNKNOWN : io.orbitkv.cost.ObservedBytes.logicalOnly(bytes)));
     }

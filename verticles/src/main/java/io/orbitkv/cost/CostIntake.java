@@ -25,18 +25,65 @@ final class CostIntake {
     /** The bus to send on if a slot was taken, or {@code null} when closed or full. */
     EventBus tryAcquire() {
         EventBus bus = openBus;
-        if (bus == null) {
+        if (bus == null || !takeSlot()) {
             return null;
         }
+        return bus;
+    }
+
+    private boolean takeSlot() {
         for (;;) {
             int current = inFlight.get();
             if (current >= capacity) {
-                return null;
+                return false;
             }
             if (inFlight.compareAndSet(current, current + 1)) {
-                return bus;
+                return true;
             }
         }
+    }
+
+    // ---- the observation fast path: a lock-free queue drained in batches on the cost loop ----
+    //
+    // Design note: an observation needs no reply, so it skips the event bus (a message object, a codec lookup and a
+    // task per record) and joins a queue; the first record into an empty batch schedules one drain task on the cost
+    // context, which takes everything queued. Slots bound the queue exactly as they bound event-bus messages.
+
+    private final java.util.concurrent.ConcurrentLinkedQueue<ObservationRecord> observations =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private final java.util.concurrent.atomic.AtomicBoolean drainScheduled = new java.util.concurrent.atomic.AtomicBoolean();
+    private volatile io.vertx.core.Context drainContext;
+    private volatile java.util.function.Consumer<ObservationRecord> drainSink;
+
+    /** Queues an observation for the cost loop; false (dropped) when closed or full. Never blocks. */
+    boolean offerObservation(ObservationRecord record) {
+        io.vertx.core.Context context = drainContext;
+        if (context == null || openBus == null || !takeSlot()) {
+            return false;
+        }
+        observations.add(record);
+        if (drainScheduled.compareAndSet(false, true)) {
+            context.runOnContext(v -> drain());
+        }
+        return true;
+    }
+
+    private void drain() {
+        drainScheduled.set(false);
+        java.util.function.Consumer<ObservationRecord> sink = drainSink;
+        ObservationRecord record;
+        while ((record = observations.poll()) != null) {
+            release();
+            if (sink != null) {
+                sink.accept(record);
+            }
+        }
+    }
+
+    /** Where drained observations go; called on the cost loop, in {@code context}. */
+    void openDrain(io.vertx.core.Context context, java.util.function.Consumer<ObservationRecord> sink) {
+        this.drainSink = sink;
+        this.drainContext = context;
     }
 
     void release() {
@@ -49,6 +96,7 @@ final class CostIntake {
 
     void close() {
         openBus = null;
+        drainContext = null;
     }
 
     int inFlight() {

@@ -30,7 +30,19 @@ public final class CostProxy {
     private final CostMetrics metrics;
     private final CostClock clock;
 
+    /**
+     * Whether observations are taken now: starts as configured; {@link #setObservationsEnabled} flips it at run time
+     * (the overhead benchmark alternates it on one Manager). Off, every method is a no-op fast path.
+     */
+    private volatile boolean observing;
+
+    /** Turns observation and shadow on or off from now on; selection stays as configured (and needs observation). */
+    public void setObservationsEnabled(boolean enabled) {
+        this.observing = enabled;
+    }
+
     CostProxy(CostSettings settings, CostIntake intake, CostMetrics metrics, CostClock clock) {
+        this.observing = settings.observationsEnabled();
         this.settings = Objects.requireNonNull(settings, "settings");
         this.intake = Objects.requireNonNull(intake, "intake");
         this.metrics = Objects.requireNonNull(metrics, "metrics");
@@ -39,12 +51,12 @@ public final class CostProxy {
 
     /** Whether observations and shadow comparisons are on. */
     public boolean observationsEnabled() {
-        return settings.observationsEnabled();
+        return observing;
     }
 
     /** Whether the guarded cost-based selection may be used (implies observations). */
     public boolean selectionEnabled() {
-        return settings.selectionEnabled();
+        return observing && settings.selectionEnabled();
     }
 
     /** The clock observations are timed with. */
@@ -54,10 +66,12 @@ public final class CostProxy {
 
     /** Reports a terminal observation; never blocks; dropped and counted when the role is busy. */
     public void report(ObservationRecord record) {
-        if (!settings.observationsEnabled()) {
+        if (!observing) {
             return;
         }
-        offer(record, CostMessageKind.OBSERVATION);
+        if (!intake.offerObservation(record)) {
+            metrics.dropped(CostMessageKind.OBSERVATION);
+        }
     }
 
     /**
@@ -65,7 +79,7 @@ public final class CostProxy {
      * origin is now.
      */
     public InFlightObservation start(CostEstimateKey key) {
-        if (!settings.observationsEnabled()) {
+        if (!observing) {
             return InFlightObservation.DISABLED;
         }
         return new InFlightObservation(this, Objects.requireNonNull(key, "key"), clock.nanoTime());
@@ -73,7 +87,7 @@ public final class CostProxy {
 
     /** Compares the executing path with its alternatives; records the decision; never changes execution. */
     public Future<ShadowResult> shadow(ShadowRequest request) {
-        if (!settings.observationsEnabled()) {
+        if (!observing) {
             return Future.succeededFuture(ShadowResult.UNKNOWN_NOT_RECORDED);
         }
         EventBus bus = intake.tryAcquire();
@@ -88,7 +102,7 @@ public final class CostProxy {
 
     /** The current estimate for {@code key}, or the reason there is none. */
     public Future<CostEstimateResult> estimate(CostEstimateKey key) {
-        if (!settings.observationsEnabled()) {
+        if (!observing) {
             return Future.succeededFuture(new CostEstimateResult.Unavailable(CostEstimateResult.Reason.DISABLED, 0));
         }
         CostEstimateResult busy = new CostEstimateResult.Unavailable(CostEstimateResult.Reason.BUSY, 0);

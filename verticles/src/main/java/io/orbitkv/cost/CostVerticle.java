@@ -66,16 +66,18 @@ public final class CostVerticle extends VerticleBase {
 
     @Override
     public Future<?> start() {
-        if (!settings.observationsEnabled()) {
-            return Future.succeededFuture();
-        }
+        // The intake opens even when observation starts off, so that it can be switched on at run time; while off
+        // nothing is ever sent to it.
         registerCodecs(vertx);
         consumer = vertx.eventBus().consumer(new MessageConsumerOptions()
                 .setAddress(CostProxy.ADDRESS)
                 .setLocalOnly(true)
                 .setMaxBufferedMessages(settings.intakeCapacity()));
         consumer.handler(this::onMessage);
-        return consumer.completion().onSuccess(registered -> intake.open(vertx.eventBus()));
+        return consumer.completion().onSuccess(registered -> {
+            intake.openDrain(context, role::onObservation);
+            intake.open(vertx.eventBus());
+        });
     }
 
     @Override

@@ -31,6 +31,7 @@ public final class Manager implements AutoCloseable {
     private final HealthAndMetricsVerticle health;
     private final String token;
     private final Path poolPath;
+    private io.orbitkv.cost.CostProxy costProxy;
 
     private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, EngineVerticle engine,
                     HealthAndMetricsVerticle health, String token, Path poolPath) {
@@ -108,7 +109,11 @@ public final class Manager implements AutoCloseable {
                     .compose(id -> vertx.deployVerticle(admission))
                     .compose(id -> vertx.deployVerticle(engine))
                     .compose(id -> vertx.deployVerticle(health))
-                    .map(id -> new Manager(vertx, config, registry, engine, health, token, poolPath));
+                    .map(id -> {
+                        Manager manager = new Manager(vertx, config, registry, engine, health, token, poolPath);
+                        manager.costProxy = cost.proxy();
+                        return manager;
+                    });
         });
         // The caller's future is completed outside any Vert.x context: on failure the Vertx is closed first, from a
         // thread it does not own, so nothing is left running when the caller hears of the failure.
@@ -140,6 +145,11 @@ public final class Manager implements AutoCloseable {
             throw new ConfigException("data-dir", dataDir + " is not writable");
         }
         Files.setPosixFilePermissions(dataDir, PosixFilePermissions.fromString("rwx------"));
+    }
+
+    /** The cost role's proxy: observation can be switched on or off at run time through it. */
+    public io.orbitkv.cost.CostProxy cost() {
+        return costProxy;
     }
 
     public ManagerConfig config() {

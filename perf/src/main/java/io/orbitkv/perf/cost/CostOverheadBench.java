@@ -25,21 +25,22 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /**
- * {@code orbitkv bench cost-overhead}: the price of cost observation. Two Managers in one JVM, identical but for
- * {@code cost.observations}, run the same workload in alternating rounds (off, on, off, on, ...): each request
+ * {@code orbitkv bench cost-overhead}: the price of cost observation. One Manager runs the same workload in
+ * alternating rounds with observation switched off and on at run time (off, on, on, off, ...): each request
  * publishes one new page (the engine's prefill), then queries its prefix, copies the leased pages out and releases.
  * Observed paths: every READY answer reports a complete HOST_READY route, and every Manager-side pool or SSD operation
  * of the request reports its operation sample.
  *
- * <p>Reported: median throughput per configuration and p50 request latency over all rounds, and the regressions
- * {@code throughput_regression = 1 - on/off} and {@code p50_regression = on/off - 1} (fractions; negative = faster
- * with observation, i.e. noise). The baseline is the same workload with observation off, in the same run.
+ * <p>Reported: the regressions {@code throughput_regression = 1 - median_r(on_r/off_r)} and {@code p50_regression =
+ * median_r(p50on_r/p50off_r) - 1} over rounds r, each round's two sides run back to back (fractions; negative =
+ * faster with observation, i.e. noise), plus the unpaired medians. The baseline is the same workload with observation
+ * off, in the same run.
  */
 public final class CostOverheadBench {
     private CostOverheadBench() {}
 
     private record Side(String name, Manager manager, OrbitKvClient client, EngineSession session, LatencyRecorder latency,
-                        double[] throughput) {}
+                        double[] throughput, double[] roundP50) {}
 
     public static JsonObject run(String[] args) {
         Map<String, String> opts = new HashMap<>();
@@ -49,8 +50,8 @@ public final class CostOverheadBench {
             }
             opts.put(arg.substring(2, arg.indexOf('=')), arg.substring(arg.indexOf('=') + 1));
         }
-        int rounds = Integer.parseInt(opts.getOrDefault("rounds", "20"));
-        int requestsPerRound = Integer.parseInt(opts.getOrDefault("requests", "300"));
+        int rounds = Integer.parseInt(opts.getOrDefault("rounds", "60"));
+        int requestsPerRound = Integer.parseInt(opts.getOrDefault("requests", "150"));
         int prefixBlocks = Integer.parseInt(opts.getOrDefault("prefix-blocks", "16"));
         long pageBytes = Long.parseLong(opts.getOrDefault("page-bytes", "65536"));
         try {
@@ -81,26 +82,30 @@ public final class CostOverheadBench {
                 .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(pageBytes))
                 .build();
         EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE).await();
-        return new Side(name, manager, client, session, LatencyRecorder.singleWriter(), new double[rounds]);
+        return new Side(name, manager, client, session, LatencyRecorder.singleWriter(), new double[rounds], new double[rounds]);
     }
 
     private static JsonObject measure(int rounds, int requestsPerRound, int prefixBlocks, long pageBytes) throws Exception {
         List<Path> dirs = new ArrayList<>();
+        // One Manager, observation switched between rounds: the two sides differ in nothing else.
         Side off = open("off", false, pageBytes, rounds, dirs);
-        Side on = open("on", true, pageBytes, rounds, dirs);
+        Side on = new Side("on", off.manager(), off.client(), off.session(), LatencyRecorder.singleWriter(),
+                new double[rounds], new double[rounds]);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment engine = arena.allocate(pageBytes, 4096);
             SyntheticKv.fill(engine, 3, 0, 0);
             List<ByteString> prefix = SyntheticKv.chain(77, prefixBlocks);
+            publish(off.session(), prefix, engine);
             for (Side side : List.of(off, on)) {
-                publish(side.session(), prefix, engine);
-                round(side, prefix, engine, 200, 0, -1); // warm-up, not recorded
+                off.manager().cost().setObservationsEnabled(side == on);
+                round(side, prefix, engine, 300, side == on ? 500 : 0, -1); // warm-up, not recorded
             }
             long[] seed = {1_000_000};
             for (int r = 0; r < rounds; r++) {
                 Side first = r % 2 == 0 ? off : on;
                 Side second = first == off ? on : off;
                 for (Side side : List.of(first, second)) {
+                    off.manager().cost().setObservationsEnabled(side == on);
                     side.throughput()[r] = round(side, prefix, engine, requestsPerRound, seed[0], r);
                     seed[0] += requestsPerRound;
                 }
@@ -109,8 +114,16 @@ public final class CostOverheadBench {
             }
             double offTput = median(off.throughput());
             double onTput = median(on.throughput());
+            // Paired by round (the two sides ran back to back): drift and noise common to a round cancel out.
+            double[] tputRatios = new double[rounds];
+            double[] p50Ratios = new double[rounds];
+            for (int r = 0; r < rounds; r++) {
+                tputRatios[r] = on.throughput()[r] / off.throughput()[r];
+                p50Ratios[r] = on.roundP50()[r] / off.roundP50()[r];
+            }
             LatencySummary offLat = off.latency().summary();
             LatencySummary onLat = on.latency().summary();
+            off.manager().cost().setObservationsEnabled(false);
             String observed = on.manager().registry().scrape();
             long samples = observed.lines().filter(l -> l.startsWith("orbitkv_cost_operations_total{") && l.contains("succeeded"))
                     .mapToLong(l -> (long) Double.parseDouble(l.substring(l.lastIndexOf(' ') + 1))).sum();
@@ -125,18 +138,18 @@ public final class CostOverheadBench {
                     .baseline("observations_off_requests_per_second_median", offTput)
                     .baseline("observations_off_latency", offLat.toJson())
                     .baseline("observations_off_rounds_requests_per_second", new JsonArray(Arrays.stream(off.throughput()).boxed().toList()))
-                    .topLevelRatio("throughput_regression", 1.0 - onTput / offTput)
-                    .topLevelRatio("p50_regression", (double) onLat.p50Nanos() / offLat.p50Nanos() - 1.0)
+                    .topLevelRatio("throughput_regression", 1.0 - median(tputRatios))
+                    .topLevelRatio("p50_regression", median(p50Ratios) - 1.0)
+                    .ratio("throughput_regression_of_medians", 1.0 - onTput / offTput)
+                    .ratio("p50_regression_all_samples", (double) onLat.p50Nanos() / offLat.p50Nanos() - 1.0)
                     .config("rounds", rounds).config("requests_per_round", requestsPerRound)
                     .config("prefix_blocks", prefixBlocks).config("page_bytes", pageBytes)
                     .config("workload", "publish one new page, query prefix+page, copy out, release; alternating off/on rounds")
                     .build().toJson();
         } finally {
-            for (Side side : List.of(off, on)) {
-                side.session().close();
-                side.client().close();
-                side.manager().close();
-            }
+            off.session().close();
+            off.client().close();
+            off.manager().close();
             for (Path dir : dirs) {
                 try (var paths = Files.walk(dir)) {
                     paths.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
@@ -147,6 +160,7 @@ public final class CostOverheadBench {
 
     /** One round of requests on one side; returns requests per second. */
     private static double round(Side side, List<ByteString> prefix, MemorySegment engine, int requests, long seed, int roundIndex) {
+        long[] latencies = new long[requests];
         long start = System.nanoTime();
         for (int i = 0; i < requests; i++) {
             long t0 = System.nanoTime();
@@ -162,11 +176,17 @@ public final class CostOverheadBench {
                 engine.copyFrom(side.session().slot(page.getSlot()));
             }
             side.session().release(reply.getLease().getLeaseId()).await();
+            latencies[i] = System.nanoTime() - t0;
             if (roundIndex >= 0) {
-                side.latency().recordNanos(System.nanoTime() - t0);
+                side.latency().recordNanos(latencies[i]);
             }
         }
-        return requests * 1e9 / (System.nanoTime() - start);
+        double perSecond = requests * 1e9 / (System.nanoTime() - start);
+        if (roundIndex >= 0) {
+            Arrays.sort(latencies);
+            side.roundP50()[roundIndex] = latencies[requests / 2];
+        }
+        return perSecond;
     }
 
     private static void publish(EngineSession session, List<ByteString> hashes, MemorySegment source) {
