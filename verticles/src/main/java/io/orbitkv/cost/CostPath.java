@@ -7,7 +7,10 @@ import java.util.Locale;
  * {@code path} metric label.
  */
 public enum CostPath {
+    /** An SSD read straight into its destination (O_DIRECT into a 4 KiB-aligned pool slot). */
     SSD_READ(SampleKind.OPERATION),
+    /** The same SSD read through an owned bounce buffer, then copied into the destination. */
+    SSD_READ_BOUNCED(SampleKind.OPERATION),
     SSD_WRITE(SampleKind.OPERATION),
     POOL_COPY_IN(SampleKind.OPERATION),
     POOL_COPY_OUT(SampleKind.OPERATION),

@@ -180,22 +180,40 @@ public final class StorageVerticle extends VerticleBase {
                         } else {
                             materializeFailures.increment();
                         }
-                        observeSsdRead(image.lengthBytes(), System.nanoTime() - startNanos, ar.succeeded());
+                        boolean bounced = ar.succeeded() && ar.result().path() == io.orbitkv.ssd.SsdReadResult.ReadPath.BOUNCE;
+                        observeSsdRead(image.lengthBytes(), System.nanoTime() - startNanos, ar.succeeded(), bounced);
                         refresh();
                     });
         }
         return started.size();
     }
 
-    private void observeSsdRead(long bytes, long nanos, boolean succeeded) {
+    /**
+     * Reports the SSD read that filled a slot and asks the cost role, in shadow, whether the other read path of the
+     * SSD store would have been cheaper for the same work: straight into the slot (needs a 4 KiB-aligned slot that
+     * covers the rounded length: every pool slot does) versus through a bounce buffer plus a copy (always possible).
+     * Shadow never launches the alternative and never changes execution; an alternative never executed stays unknown.
+     */
+    private void observeSsdRead(long bytes, long nanos, boolean succeeded, boolean bounced) {
         if (cost == null || !cost.observationsEnabled()) {
             return;
         }
-        cost.report(io.orbitkv.cost.ObservationRecord.of(io.orbitkv.cost.CostEstimateKey.operation(
-                        io.orbitkv.cost.CostPath.SSD_READ, ssdStore, io.orbitkv.cost.RepresentationFamily.RAW,
-                        io.orbitkv.cost.SizeBucket.of(bytes), io.orbitkv.cost.SizeBucket.of(1)),
+        io.orbitkv.cost.CostEstimateKey direct = io.orbitkv.cost.CostEstimateKey.operation(io.orbitkv.cost.CostPath.SSD_READ,
+                ssdStore, io.orbitkv.cost.RepresentationFamily.RAW, io.orbitkv.cost.SizeBucket.of(bytes),
+                io.orbitkv.cost.SizeBucket.of(1));
+        io.orbitkv.cost.CostEstimateKey viaBounce = io.orbitkv.cost.CostEstimateKey.operation(
+                io.orbitkv.cost.CostPath.SSD_READ_BOUNCED, ssdStore, io.orbitkv.cost.RepresentationFamily.RAW,
+                io.orbitkv.cost.SizeBucket.of(bytes), io.orbitkv.cost.SizeBucket.of(1));
+        io.orbitkv.cost.CostEstimateKey executed = bounced ? viaBounce : direct;
+        cost.report(io.orbitkv.cost.ObservationRecord.of(executed,
                 succeeded ? io.orbitkv.cost.ObservationOutcome.SUCCEEDED : io.orbitkv.cost.ObservationOutcome.FAILED,
                 nanos, succeeded ? io.orbitkv.cost.ObservedBytes.of(bytes, bytes) : io.orbitkv.cost.ObservedBytes.UNKNOWN));
+        if (succeeded) {
+            io.orbitkv.cost.ShadowAlternative other = bounced
+                    ? io.orbitkv.cost.ShadowAlternative.when(direct, () -> true) // pool slots are aligned and rounded
+                    : io.orbitkv.cost.ShadowAlternative.when(viaBounce, () -> true);
+            cost.shadow(new io.orbitkv.cost.ShadowRequest(executed, List.of(other)));
+        }
     }
 
     private <T> Future<T> changed(T result) {

@@ -72,6 +72,9 @@ class SsdTierIT {
             await().atMost(Duration.ofSeconds(10)).until(() -> running.scrape()
                     .contains("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"ssd_read\"}"));
             assertThat(running.scrape()).contains("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"pool_copy_out\"}");
+            // Each read back was compared in shadow with the bounce-buffer path; never executed, it stays unknown.
+            await().atMost(Duration.ofSeconds(10)).until(() -> running.scrape()
+                    .contains("orbitkv_cost_shadow_decisions_total{decision=\"unknown\",path=\"ssd_read\"}"));
         }
     }
 
