@@ -45,7 +45,8 @@ public record ManagerConfig(
      * (inside the data directory); an explicitly configured directory must already exist and be writable.
      */
     public record SsdTier(Path directory, boolean defaultDirectory, long capacityBytes, long extentPayloadBytes,
-                          io.orbitkv.ssd.SsdWritePolicy writePolicy, int queueDepth, boolean syncWrites) {
+                          io.orbitkv.ssd.SsdWritePolicy writePolicy, int queueDepth, boolean syncWrites,
+                          boolean preallocate) {
         public boolean enabled() {
             return directory != null;
         }
@@ -53,7 +54,7 @@ public record ManagerConfig(
         public io.orbitkv.ssd.SsdSettings settings() {
             return new io.orbitkv.ssd.SsdSettings().directory(directory).capacityBytes(capacityBytes)
                     .extentBytes(extentPayloadBytes + io.orbitkv.codecs.extent.SsdExtentHeader.HEADER_BLOCK_BYTES)
-                    .writePolicy(writePolicy).queueDepth(queueDepth).syncWrites(syncWrites);
+                    .writePolicy(writePolicy).queueDepth(queueDepth).syncWrites(syncWrites).preallocate(preallocate);
         }
     }
 
@@ -99,6 +100,7 @@ public record ManagerConfig(
         d.put("ssd.write-policy", "all");
         d.put("ssd.queue-depth", "16");
         d.put("ssd.sync-writes", "false");
+        d.put("ssd.preallocate", "true");
         return Map.copyOf(d);
     }
 
@@ -165,12 +167,13 @@ public record ManagerConfig(
         };
         int depth = (int) integer(v, "ssd.queue-depth", 1, 4096);
         boolean sync = bool(v, "ssd.sync-writes");
+        boolean preallocate = bool(v, "ssd.preallocate");
         if (!bool(v, "ssd.enabled")) {
-            return new SsdTier(null, false, capacity, extent, policy, depth, sync);
+            return new SsdTier(null, false, capacity, extent, policy, depth, sync, preallocate);
         }
         String dir = v.get("ssd.dir").strip();
         return new SsdTier(dir.isEmpty() ? dataDir.resolve("ssd") : Path.of(dir), dir.isEmpty(), capacity, extent,
-                policy, depth, sync);
+                policy, depth, sync, preallocate);
     }
 
     /** ORBITKV_COST_OBSERVATIONS=1 (cost.observations) turns observation and shadow on; selection needs both. */
