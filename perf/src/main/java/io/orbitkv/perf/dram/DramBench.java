@@ -42,7 +42,7 @@ public final class DramBench {
         long pageBytes = Long.parseLong(opts.getOrDefault("page-bytes", String.valueOf(2L << 20)));
         int batchPages = Integer.parseInt(opts.getOrDefault("batch-pages", "64"));
         int rounds = Integer.parseInt(opts.getOrDefault("rounds", "15"));
-        int queryIterations = Integer.parseInt(opts.getOrDefault("query-iterations", "3000"));
+        int queryIterations = Integer.parseInt(opts.getOrDefault("query-iterations", "5000"));
         String poolSize = opts.getOrDefault("pool-size", "1GiB");
         try {
             return measure(pageBytes, batchPages, rounds, queryIterations, poolSize, opts);
@@ -131,7 +131,10 @@ public final class DramBench {
                 GroupChain hitQuery = GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hitChain).build();
                 LatencyRecorder queryLatency = LatencyRecorder.singleWriter();
                 LatencyRecorder pingLatency = LatencyRecorder.singleWriter();
-                for (int i = 0; i < queryIterations + 200; i++) {
+                // The first iterations only warm the path up (C2 needs thousands of calls to settle): steady state is
+                // what the ratio describes.
+                int warmupIterations = Integer.parseInt(opts.getOrDefault("query-warmup", "10000"));
+                for (int i = 0; i < queryIterations + warmupIterations; i++) {
                     long p0 = System.nanoTime();
                     client.ping().await();
                     long p1 = System.nanoTime();
@@ -141,7 +144,7 @@ public final class DramBench {
                         throw new IllegalStateException("expected a 64-page hit, got " + reply.getStatus() + " " + reply.getReadyBlocks());
                     }
                     session.release(reply.getLease().getLeaseId()).await();
-                    if (i >= 200) {
+                    if (i >= warmupIterations) {
                         pingLatency.recordNanos(p1 - p0);
                         queryLatency.recordNanos(q1 - p1);
                     }
@@ -163,7 +166,7 @@ public final class DramBench {
                         .topLevelRatio("query_p50_ratio", query.p50Nanos(), ping.p50Nanos())
                         .ratio("query_p99_ratio", query.p99Nanos(), ping.p99Nanos())
                         .config("page_bytes", pageBytes).config("batch_pages", batchPages).config("rounds", rounds)
-                        .config("query_iterations", queryIterations).config("pool_size", poolSize)
+                        .config("query_iterations", queryIterations).config("query_warmup_iterations", opts.getOrDefault("query-warmup", "10000")).config("pool_size", poolSize)
                         .config("channel", "grpc over unix socket")
                         .config("manager_event_loop_threads", config.eventLoopThreads())
                         .build().toJson();
