@@ -3,31 +3,26 @@ package io.orbitkv.common;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.eventbus.MessageCodec;
-import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Event-bus codec for Java records sent between verticles of one Manager: {@code transform} hands over the same
  * object (records are immutable), and the wire methods refuse to run, since these messages never leave the process.
  */
 public final class LocalCodec<T> implements MessageCodec<T, T> {
-    private static final Set<String> REGISTERED = ConcurrentHashMap.newKeySet();
     private final Class<T> type;
 
     private LocalCodec(Class<T> type) {
         this.type = type;
     }
 
-    /** Registers a default local codec for each type, once per Vertx instance. */
+    /** Registers a default local codec for each type on this Vertx; types already registered are left as they are. */
     public static void register(Vertx vertx, Class<?>... types) {
         for (Class<?> type : types) {
-            if (REGISTERED.add(System.identityHashCode(vertx) + ":" + type.getName())) {
-                registerOne(vertx, type);
-            }
+            registerOne(vertx, type);
         }
     }
 
-    private static <T> void registerOne(Vertx vertx, Class<T> type) {
+    private static synchronized <T> void registerOne(Vertx vertx, Class<T> type) {
         try {
             vertx.eventBus().registerDefaultCodec(type, new LocalCodec<>(type));
         } catch (IllegalStateException alreadyRegistered) {

@@ -56,12 +56,8 @@ public final class CostVerticle extends VerticleBase {
 
     /** Registers the local codecs of every cost message and reply type on this Vertx (idempotent). */
     static void registerCodecs(io.vertx.core.Vertx vertx) {
-        LocalObjectCodec.registerOnce(vertx, ObservationRecord.class);
-        LocalObjectCodec.registerOnce(vertx, ShadowRequest.class);
-        LocalObjectCodec.registerOnce(vertx, EstimateQuery.class);
-        LocalObjectCodec.registerOnce(vertx, ShadowResult.class);
-        LocalObjectCodec.registerOnce(vertx, CostEstimateResult.Usable.class);
-        LocalObjectCodec.registerOnce(vertx, CostEstimateResult.Unavailable.class);
+        io.orbitkv.common.LocalCodec.register(vertx, ObservationRecord.class, ShadowRequest.class, EstimateQuery.class,
+                ShadowResult.class, CostEstimateResult.Usable.class, CostEstimateResult.Unavailable.class);
     }
 
     @Override
