@@ -83,10 +83,11 @@ public final class Manager implements AutoCloseable {
             long poolBytes = config.poolSizeBytes();
             io.orbitkv.cost.ResourceId dramPool = new io.orbitkv.cost.ResourceId(io.orbitkv.cost.ResourceKind.DRAM_POOL,
                     "dram-pool", incarnation);
-            io.orbitkv.ssd.SsdVerticle ssd = config.ssd().enabled()
-                    ? new io.orbitkv.ssd.SsdVerticle(config.ssd().settings(), registry) : null;
             io.orbitkv.cost.ResourceId ssdStore = new io.orbitkv.cost.ResourceId(io.orbitkv.cost.ResourceKind.SSD_STORE,
                     "ssd-store", incarnation);
+            io.orbitkv.ssd.SsdVerticle ssd = config.ssd().enabled()
+                    ? new io.orbitkv.ssd.SsdVerticle(config.ssd().settings()
+                            .observer(new SsdWriteObservations(cost.proxy(), ssdStore)), registry) : null;
             StorageVerticle storage = new StorageVerticle(new StorageVerticle.Settings(poolPath, poolBytes,
                     config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation), registry,
                     ssd == null ? null : new io.orbitkv.ssd.SsdProxy(vertx), cost.proxy(), dramPool, ssdStore);

@@ -51,6 +51,7 @@ public final class SsdSettings {
     private int recoveryScanDepth = RECOVERY_SCAN_DEPTH_DEFAULT;
     private boolean syncWrites = SYNC_WRITES_DEFAULT;
     private Ticker ticker = Ticker.SYSTEM;
+    private SsdOperationObserver observer = SsdOperationObserver.NONE;
     /** Test seam: behave as if O_DIRECT opens failed with EINVAL (this kernel's tmpfs accepts O_DIRECT). */
     boolean simulateDirectIoUnsupported;
 
@@ -183,6 +184,16 @@ public final class SsdSettings {
         s.recoveryScanDepth(json.getInteger("recoveryScanDepth", s.recoveryScanDepth));
         s.syncWrites(json.getBoolean("syncWrites", s.syncWrites));
         return s;
+    }
+
+    /** Who hears about finished writes (cost observation); none by default. */
+    public SsdSettings observer(SsdOperationObserver observer) {
+        this.observer = java.util.Objects.requireNonNull(observer, "observer");
+        return this;
+    }
+
+    public SsdOperationObserver observer() {
+        return observer;
     }
 
     public Path directory() {

@@ -726,6 +726,7 @@ public final class SsdStore {
             Throwable cause = unwrap(failure);
             boolean noSpace = cause instanceof NativeIoException e && e.errno() == NativeIoException.ENOSPC;
             LOG.debug("SSD write of extent {} failed: {}", op.extent.position, cause.toString());
+            settings.observer().onWriteFailed(op.extent.payloadLength, noSpace);
             endWrite(op, noSpace ? SsdDropReason.NO_SPACE : SsdDropReason.IO_ERROR);
         } else {
             onCommitted(op);
@@ -742,7 +743,9 @@ public final class SsdStore {
         freeStaging.add(op.staging);
         metrics.writesCommitted.increment();
         metrics.writeBytes.increment(extent.payloadLength);
-        metrics.recordLatency(metrics.writeLatency, ticker.nanos() - op.startNanos);
+        long serviceNanos = ticker.nanos() - op.startNanos;
+        metrics.recordLatency(metrics.writeLatency, serviceNanos);
+        settings.observer().onWriteCommitted(extent.payloadLength, serviceNanos);
         emit(SsdResidencyChange.Kind.SSD_ADDED, extent, SsdResidencyChange.Cause.COMMITTED);
         op.write.outcome().complete(SsdWriteOutcome.committed(extent.key, extent.generation, extent.payloadLength));
         pumpWrites();

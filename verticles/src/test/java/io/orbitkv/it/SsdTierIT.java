@@ -71,7 +71,8 @@ class SsdTierIT {
             // The cost role saw SSD reads and pool copies (image -> SSD staging) of this real workload.
             await().atMost(Duration.ofSeconds(10)).until(() -> running.scrape()
                     .contains("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"ssd_read\"}"));
-            assertThat(running.scrape()).contains("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"pool_copy_out\"}");
+            assertThat(running.scrape()).contains("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"pool_copy_out\"}")
+                    .contains("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"ssd_write\"}");
             // Each read back was compared in shadow with the bounce-buffer path; never executed, it stays unknown.
             await().atMost(Duration.ofSeconds(10)).until(() -> running.scrape()
                     .contains("orbitkv_cost_shadow_decisions_total{decision=\"unknown\",path=\"ssd_read\"}"));
