@@ -16,18 +16,21 @@ import io.vertx.core.json.JsonObject;
  */
 public record TierCounters(long dramPages, long dramBytes, long ssdPages, long ssdBytes, long ssdReadHits,
                            long ssdReadBytes, long ssdWriteBytes, long ssdWritesCommitted, long ssdWritesDropped,
-                           long ssdKeys, long evictions) {
-    public static final TierCounters ZERO = new TierCounters(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+                           long ssdKeys, long evictions, java.util.Map<String, Long> droppedByReason) {
 
     public static TierCounters read(MeterRegistry registry) {
-        long dropped = (long) registry.find("orbitkv.ssd.writes.dropped").counters().stream().mapToDouble(Counter::count).sum();
+        java.util.Map<String, Long> byReason = new java.util.TreeMap<>();
+        for (Counter c : registry.find("orbitkv.ssd.writes.dropped").counters()) {
+            byReason.merge(String.valueOf(c.getId().getTag("reason")), (long) c.count(), Long::sum);
+        }
+        long dropped = byReason.values().stream().mapToLong(Long::longValue).sum();
         Gauge keys = registry.find("orbitkv.ssd.keys").gauge();
         return new TierCounters(
                 counter(registry, "orbitkv.tier.reads", "dram"), counter(registry, "orbitkv.tier.read.bytes", "dram"),
                 counter(registry, "orbitkv.tier.reads", "ssd"), counter(registry, "orbitkv.tier.read.bytes", "ssd"),
                 counter(registry, "orbitkv.ssd.read.hits", null), counter(registry, "orbitkv.ssd.read.bytes", null),
                 counter(registry, "orbitkv.ssd.write.bytes", null), counter(registry, "orbitkv.ssd.writes.committed", null),
-                dropped, keys == null ? 0 : (long) keys.value(), functionCounter(registry, "orbitkv.evictions"));
+                dropped, keys == null ? 0 : (long) keys.value(), functionCounter(registry, "orbitkv.evictions"), byReason);
     }
 
     private static long counter(MeterRegistry registry, String name, String tier) {
@@ -49,7 +52,18 @@ public record TierCounters(long dramPages, long dramBytes, long ssdPages, long s
         return new TierCounters(dramPages - earlier.dramPages, dramBytes - earlier.dramBytes, ssdPages - earlier.ssdPages,
                 ssdBytes - earlier.ssdBytes, ssdReadHits - earlier.ssdReadHits, ssdReadBytes - earlier.ssdReadBytes,
                 ssdWriteBytes - earlier.ssdWriteBytes, ssdWritesCommitted - earlier.ssdWritesCommitted,
-                ssdWritesDropped - earlier.ssdWritesDropped, ssdKeys, evictions - earlier.evictions);
+                ssdWritesDropped - earlier.ssdWritesDropped, ssdKeys, evictions - earlier.evictions, dropDeltas(earlier));
+    }
+
+    private java.util.Map<String, Long> dropDeltas(TierCounters earlier) {
+        java.util.Map<String, Long> out = new java.util.TreeMap<>();
+        droppedByReason.forEach((reason, n) -> {
+            long d = n - earlier.droppedByReason.getOrDefault(reason, 0L);
+            if (d != 0) {
+                out.put(reason, d);
+            }
+        });
+        return out;
     }
 
     /** Pages leased that were already in DRAM (not read back from SSD for this query). */
@@ -71,6 +85,7 @@ public record TierCounters(long dramPages, long dramBytes, long ssdPages, long s
                 .put("ssd_write_bytes", ssdWriteBytes)
                 .put("ssd_writes_committed", ssdWritesCommitted)
                 .put("ssd_writes_dropped", ssdWritesDropped)
+                .put("ssd_writes_dropped_by_reason", new JsonObject(new java.util.LinkedHashMap<>(droppedByReason)))
                 .put("ssd_keys_at_end", ssdKeys)
                 .put("evictions", evictions)
                 .put("note", "dram = pages leased (incl. pages just read back from SSD); ssd = pages read back from SSD "

@@ -449,6 +449,7 @@ public final class TraceReplayer {
                     .put("write_scaled_bytes", tiers.ssdWriteBytes())
                     .put("writes_committed", tiers.ssdWritesCommitted())
                     .put("writes_dropped", tiers.ssdWritesDropped())
+                    .put("writes_dropped_by_reason", new JsonObject(new java.util.LinkedHashMap<>(tiers.droppedByReason())))
                     .put("keys_at_end", tiers.ssdKeys())
                     .put("capacity_bytes", options.ssdCapacityBytes());
         } else {
