@@ -4,6 +4,7 @@ import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.perf.BenchArgs;
 import io.orbitkv.perf.engine.InProcessManager;
 import io.orbitkv.perf.engine.SimulatedEngine;
+import io.orbitkv.perf.engine.TierCounters;
 import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.LatencyRecorder;
 import io.orbitkv.perf.report.LatencySummary;
@@ -53,8 +54,17 @@ import java.util.concurrent.locks.LockSupport;
  * bandwidth of the same page size over a buffer set larger than the CPU caches; and an offline bound on the generated
  * stream (infinite cache and LRU at the pool's capacity, {@link CacheBounds}, in dispatch order).
  *
- * <p>SSD: mixed SSD reads/writes need the SSD tier, which this build does not have; {@code --ssd-mix} is accepted,
- * and reported as unavailable (never faked).
+ * <h2>SSD mix ({@code --ssd-mix=F})</h2>
+ * {@code F = 0} (default): the Manager runs DRAM-only, as before. {@code F > 0}: the in-process Manager runs with its
+ * SSD tier on ({@code ssd.enabled=true}, write policy {@code all}: every sealed page is written to SSD in the
+ * background; {@code ssd.extent} = the page size; {@code ssd.capacity} = twice the prefix catalog's extents unless
+ * {@code --ssd-capacity} says otherwise; unique tails are written too, so a long run can wrap the SSD ring), and each
+ * request, with probability F, takes its prefix uniformly from the <em>cold tail</em> of the catalog instead of the
+ * Zipf draw. The cold tail is every prefix past the most popular ones whose blocks alone fill the DRAM pool
+ * ({@link PrefixWorkload#coldTailStart}): these are the prefixes the Zipf stream leaves to be evicted, so re-querying
+ * them finds their pages on SSD (PENDING while they are read back into the pool, then READY) once they have been
+ * published and evicted. F is the share of such cold-tail requests, not a measured share of SSD hits; the measured
+ * hits by tier come from the Manager's tier counters ({@link TierCounters}), per phase.
  */
 public final class LoadBench {
     static final String NAME = "load";
@@ -66,7 +76,11 @@ public final class LoadBench {
                     int prefixMaxBlocks, double zipfExponent, int uniqueMin, int uniqueMax, double cancelFraction,
                     double phaseSeconds, long phaseRequests, int warmupRequests, double loadFraction, double fixedRate,
                     String mode, double thinkMillis, double pingSeconds, int fullVerifyEvery, double ssdMix, long seed,
-                    Path out, boolean sharedClient) {
+                    Path out, boolean sharedClient, long ssdCapacity) {
+        boolean ssd() {
+            return ssdMix > 0;
+        }
+
         boolean closed() {
             return !mode.equals("open") || fixedRate <= 0;
         }
@@ -101,7 +115,8 @@ public final class LoadBench {
                 a.decimal("ssd-mix", 0),
                 a.longValue("seed", 1),
                 a.has("out") ? Path.of(a.string("out", ".")) : null,
-                a.flag("shared-client", false));
+                a.flag("shared-client", false),
+                a.has("ssd-capacity") ? a.bytes("ssd-capacity", "0") : 0);
         a.requireAllUsed();
         if (!List.of("both", "closed", "open").contains(s.mode())) {
             throw new IllegalArgumentException("--mode is both, closed or open; got " + s.mode());
@@ -114,6 +129,9 @@ public final class LoadBench {
         }
         if (s.uniqueMax() >= 4096) {
             throw new IllegalArgumentException("--unique-max-blocks must be below 4096");
+        }
+        if (s.ssdMix() < 0 || s.ssdMix() > 1) {
+            throw new IllegalArgumentException("--ssd-mix is a fraction in [0, 1]; got " + s.ssdMix());
         }
         if (s.pageBytes() % 4096 != 0) {
             throw new IllegalArgumentException("--page-bytes must be a multiple of 4096");
@@ -135,8 +153,20 @@ public final class LoadBench {
         log("load: pool %s, page %s (capacity %d pages); prefix catalog %d blocks = %s (%.1fx the pool) + unique tails",
                 mib(s.poolBytes()), kib(s.pageBytes()), capacityBlocks, workload.catalogBlocks(), mib(workingSetBytes),
                 (double) workingSetBytes / s.poolBytes());
-        if (s.ssdMix() > 0) {
-            log("load: --ssd-mix=%.2f requested but this build has no SSD tier: SSD reads/writes are reported unavailable", s.ssdMix());
+        int coldStart = workload.coldTailStart(capacityBlocks);
+        workload.coldTailStart = coldStart;
+        Map<String, String> ssdSettings = Map.of();
+        long ssdCapacity = 0;
+        if (s.ssd()) {
+            long extentSlot = s.pageBytes() + 4096;
+            ssdCapacity = s.ssdCapacity() > 0 ? s.ssdCapacity()
+                    : ((2 * workload.catalogBlocks() + 64) * extentSlot + (1L << 20) - 1) / (1L << 20) * (1L << 20);
+            ssdSettings = Map.of("ssd.enabled", "true", "ssd.capacity", Long.toString(ssdCapacity),
+                    "ssd.extent", Long.toString(s.pageBytes()), "ssd.write-policy", "all");
+            log("load: SSD tier on, capacity %s (%d extents of %s + 4 KiB header; catalog %d blocks); --ssd-mix=%.2f: "
+                    + "that share of requests takes a prefix uniformly from the cold tail (Zipf ranks %d..%d, beyond what DRAM holds)",
+                    mib(ssdCapacity), ssdCapacity / extentSlot, kib(s.pageBytes()), workload.catalogBlocks(), s.ssdMix(),
+                    coldStart + 1, s.prefixes());
         }
         int maxConcurrency = java.util.Arrays.stream(s.concurrencies()).max().orElse(1);
         CacheBounds.Simulation offline = new CacheBounds.Simulation(capacityBlocks);
@@ -144,7 +174,8 @@ public final class LoadBench {
         double memcpyBps = memcpyBandwidth(s.pageBytes(), 0.5);
         log("load: memcpy baseline %.2f GB/s (single thread, %s copies)", memcpyBps / 1e9, kib(s.pageBytes()));
         List<Worker> workers = new ArrayList<>();
-        try (InProcessManager manager = InProcessManager.start("orbitkv-bench-load-", s.poolBytes(), chunkFor(s.pageBytes()), Map.of())) {
+        try (InProcessManager manager = InProcessManager.start("orbitkv-bench-load-", s.poolBytes(), chunkFor(s.pageBytes()), ssdSettings)) {
+            io.micrometer.core.instrument.MeterRegistry registry = manager.manager().registry();
             InstanceIdentity identity = SimulatedEngine.identity("orbitkv-perf/load", "synthetic;page_bytes=" + s.pageBytes(),
                     16, s.pageBytes());
             OrbitKvClient shared = s.sharedClient() ? OrbitKvClient.connectUnix(manager.unixSocket(), manager.token()) : null;
@@ -185,11 +216,14 @@ public final class LoadBench {
                     double rate = s.fixedRate();
                     if (s.closed()) {
                         long ev0 = workers.get(0).engine.stats().getEvictions();
+                        TierCounters t0 = TierCounters.read(registry);
                         long hits0 = offlineHits(offline);
                         long refs0 = offlineRefs(offline);
                         closed = runPhase(s, workload, offline, requestIds, active, false, 0, s.phaseSeconds(), s.phaseRequests());
                         long ev = workers.get(0).engine.stats().getEvictions() - ev0;
-                        entry.put("closed_loop", closed.toJson(ping).put("evictions", ev)
+                        TierCounters tiers = TierCounters.read(registry).minus(t0);
+                        logTiers(s, c, "closed", tiers, closed);
+                        entry.put("closed_loop", closed.toJson(ping).put("evictions", ev).put("hits_by_tier", tiers.toJson())
                                 .put("offline_lru_hit_ratio", ratio(offlineHits(offline) - hits0, offlineRefs(offline) - refs0)));
                         log("load c=%d closed: %.0f req/s, %.2f GB/s, hit %.1f%%, time-to-ready p50 %.0f µs p99 %.0f µs, %d evictions",
                                 c, closed.requestsPerSecond(), closed.bytesPerSecond() / 1e9, 100 * entry.getJsonObject("closed_loop").getDouble("hit_ratio"),
@@ -202,9 +236,13 @@ public final class LoadBench {
                     }
                     if (s.open() && rate > 0) {
                         long ev0 = workers.get(0).engine.stats().getEvictions();
+                        TierCounters t0 = TierCounters.read(registry);
                         open = runPhase(s, workload, offline, requestIds, active, true, rate, s.phaseSeconds(), s.phaseRequests());
                         long ev = workers.get(0).engine.stats().getEvictions() - ev0;
-                        entry.put("open_loop", open.toJson(ping).put("target_requests_per_second", rate).put("evictions", ev));
+                        TierCounters tiers = TierCounters.read(registry).minus(t0);
+                        logTiers(s, c, "open", tiers, open);
+                        entry.put("open_loop", open.toJson(ping).put("target_requests_per_second", rate).put("evictions", ev)
+                                .put("hits_by_tier", tiers.toJson()));
                         log("load c=%d open @ %.0f req/s: achieved %.0f req/s, time-to-ready p50 %.0f µs p99 %.0f µs p99.9 %.0f µs, request p99 %.0f µs",
                                 c, rate, open.requestsPerSecond(), open.timeToReady.summary().p50Nanos() / 1e3,
                                 open.timeToReady.summary().p99Nanos() / 1e3, open.timeToReady.summary().p999Nanos() / 1e3,
@@ -241,8 +279,7 @@ public final class LoadBench {
                         .figure("active_leases_at_end", leakedLeases)
                         .figure("evictions_total", end.getEvictions())
                         .figure("warmup", warm.toJson(null).put("evictions_after", afterWarm.getEvictions()))
-                        .figure("ssd", new JsonObject().put("requested_mix", s.ssdMix()).put("available", false)
-                                .put("reason", "no SSD tier in this build: mixed SSD reads/writes are not measured"))
+                        .figure("ssd", ssdFigure(s, ssdCapacity, coldStart, TierCounters.read(registry)))
                         .baseline("memcpy_bytes_per_second", memcpyBps)
                         .baseline("noop_grpc_ping", pingBaselines)
                         .baseline("offline_generated_stream", new JsonObject()
@@ -281,7 +318,11 @@ public final class LoadBench {
                         .config("engines", s.sharedClient() ? "threads sharing one gRPC connection" : "threads, one gRPC connection and session each")
                         .config("channel", "grpc over unix socket, in-process Manager")
                         .config("verification", "first " + SimulatedEngine.VERIFY_PREFIX_BYTES + " bytes of every copied page, whole page for 1 in " + s.fullVerifyEvery())
-                        .config("ssd_mix", s.ssdMix()).config("seed", s.seed());
+                        .config("ssd_mix", s.ssdMix())
+                        .config("ssd_mix_meaning", "share of requests whose prefix is drawn uniformly from the cold tail "
+                                + "(Zipf ranks " + (coldStart + 1) + ".." + s.prefixes() + ", beyond the most popular prefixes that fill DRAM) "
+                                + "instead of the Zipf draw; 0 = DRAM-only Manager")
+                        .config("ssd_capacity_bytes", ssdCapacity).config("seed", s.seed());
                 BenchReport built = report.build();
                 if (s.out() != null) {
                     built.writeTo(s.out(), "load.json");
@@ -326,6 +367,27 @@ public final class LoadBench {
                 }
             }
         }
+    }
+
+    private static JsonObject ssdFigure(Settings s, long capacity, int coldStart, TierCounters whole) {
+        JsonObject ssd = new JsonObject().put("requested_mix", s.ssdMix()).put("available", s.ssd());
+        if (!s.ssd()) {
+            return ssd.put("reason", "--ssd-mix=0: the in-process Manager runs DRAM-only (pass --ssd-mix=F > 0 for the SSD tier)");
+        }
+        return ssd.put("capacity_bytes", capacity).put("extent_payload_bytes", s.pageBytes()).put("write_policy", "all")
+                .put("cold_tail_first_rank", coldStart + 1)
+                .put("whole_run_including_warmup", whole.toJson());
+    }
+
+    private static void logTiers(Settings s, int c, String phase, TierCounters t, PhaseStats stats) {
+        if (!s.ssd()) {
+            return;
+        }
+        log("load c=%d %s: hit pages DRAM %d, SSD %d (%.1f%%); SSD read %s, written %s (%d committed, %d dropped); "
+                        + "%d PENDING polls; %d evictions",
+                c, phase, t.dramResidentPages(), t.ssdPages(), t.dramPages() == 0 ? 0.0 : 100.0 * t.ssdPages() / t.dramPages(),
+                mib(t.ssdBytes()), mib(t.ssdWriteBytes()), t.ssdWritesCommitted(), t.ssdWritesDropped(),
+                stats.pendingPolls.sum(), t.evictions());
     }
 
     private static double ratio(long numerator, long denominator) {
@@ -428,7 +490,8 @@ public final class LoadBench {
 
     static void oneRequest(Settings s, PrefixWorkload workload, CacheBounds.Simulation offline, AtomicLong requestIds,
                            Worker worker, long arrivalNanos, PhaseStats stats) {
-        PrefixWorkload.Request request = workload.next(requestIds.incrementAndGet(), worker.random());
+        PrefixWorkload.Request request = workload.next(requestIds.incrementAndGet(), worker.random(), s.ssdMix(),
+                workload.coldTailStart);
         synchronized (offline) {
             offline.onRequest(request.offlineIds());
         }

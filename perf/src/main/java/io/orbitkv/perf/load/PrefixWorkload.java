@@ -76,9 +76,42 @@ final class PrefixWorkload {
         return prefixChains.stream().mapToLong(List::size).sum();
     }
 
+    /**
+     * The first Zipf rank (0-based) of the "cold tail": the most popular prefixes, taken in rank order, whose blocks
+     * add up to {@code dramPages} fill the DRAM pool; ranks from the returned one on are those a Zipf stream leaves
+     * to be evicted. Returns {@code prefixes - 1} at most, so the tail is never empty.
+     */
+    int coldTailStart(long dramPages) {
+        long blocks = 0;
+        for (int rank = 0; rank < prefixChains.size(); rank++) {
+            blocks += prefixChains.get(rank).size();
+            if (blocks > dramPages) {
+                return rank;
+            }
+        }
+        return prefixChains.size() - 1;
+    }
+
+    /** Set once before the engines start ({@link LoadBench}); read by {@code next} with a cold mix. */
+    int coldTailStart;
+
     Request next(long requestId, SplittableRandom random) {
-        int index = Arrays.binarySearch(zipfCdf, random.nextDouble());
-        int prefix = Math.min(prefixChains.size() - 1, index >= 0 ? index : -index - 1);
+        return next(requestId, random, 0, 0);
+    }
+
+    /**
+     * With probability {@code coldMix} the prefix is drawn uniformly from the cold tail (ranks {@code coldStart} and
+     * beyond, see {@link #coldTailStart}), otherwise from the Zipf distribution. {@code coldMix = 0} draws exactly the
+     * same stream as {@link #next(long, SplittableRandom)}.
+     */
+    Request next(long requestId, SplittableRandom random, double coldMix, int coldStart) {
+        int prefix;
+        if (coldMix > 0 && random.nextDouble() < coldMix) {
+            prefix = coldStart + random.nextInt(prefixChains.size() - coldStart);
+        } else {
+            int index = Arrays.binarySearch(zipfCdf, random.nextDouble());
+            prefix = Math.min(prefixChains.size() - 1, index >= 0 ? index : -index - 1);
+        }
         List<ByteString> prefixChain = prefixChains.get(prefix);
         int shared = random.nextDouble() < FULL_PREFIX_PROBABILITY ? prefixChain.size() : 1 + random.nextInt(prefixChain.size());
         int unique = uniqueMin + random.nextInt(uniqueMax - uniqueMin + 1);

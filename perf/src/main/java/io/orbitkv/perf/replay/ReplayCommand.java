@@ -40,11 +40,17 @@ public final class ReplayCommand implements Callable<Integer> {
     @Option(names = "--full-verify-every", defaultValue = "16", description = "Verify every byte of one restored page in N (others: first 4 KiB).")
     int fullVerifyEvery;
 
+    @Option(names = "--ssd-capacity", description = "Run the in-process Manager with its SSD tier of this size (e.g. 4GiB; "
+            + "extent = the scaled page). Effective capacity is then DRAM + SSD, so hits can exceed the DRAM-only LRU bound. "
+            + "Default: DRAM only.")
+    String ssdCapacity;
+
     @Override
     public Integer call() throws Exception {
-        TraceReplayer.Options options = new TraceReplayer.Options(trace, out, limit, speed, bytesPerToken, blockTokens,
-                bytesScale, poolBlocks, dataDir, prefillTokensPerSecond, engines, fullVerifyEvery);
         try {
+            TraceReplayer.Options options = new TraceReplayer.Options(trace, out, limit, speed, bytesPerToken, blockTokens,
+                    bytesScale, poolBlocks, dataDir, prefillTokensPerSecond, engines, fullVerifyEvery,
+                    ssdCapacity == null ? 0 : io.orbitkv.perf.BenchArgs.parseBytes("--ssd-capacity", ssdCapacity));
             JsonObject report = TraceReplayer.run(options, System.err::println);
             System.out.flush();
             System.out.println(report.encode());

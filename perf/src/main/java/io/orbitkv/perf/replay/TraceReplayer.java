@@ -4,6 +4,7 @@ import com.google.protobuf.ByteString;
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.perf.engine.InProcessManager;
 import io.orbitkv.perf.engine.SimulatedEngine;
+import io.orbitkv.perf.engine.TierCounters;
 import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.LatencyRecorder;
 import io.orbitkv.perf.report.LatencySummary;
@@ -64,7 +65,18 @@ public final class TraceReplayer {
     /** Replay settings. {@code dataDir} null: start a Manager in-process with {@code poolBlocks} pages of pool. */
     public record Options(Path trace, Path out, long limit, double speed, long bytesPerToken, int blockTokens,
                           long bytesScale, long poolBlocks, Path dataDir, double prefillTokensPerSecond, int engines,
-                          int fullVerifyEvery) {
+                          int fullVerifyEvery, long ssdCapacityBytes) {
+        /** The options without an SSD tier (the DRAM-only default). */
+        public Options(Path trace, Path out, long limit, double speed, long bytesPerToken, int blockTokens, long bytesScale,
+                       long poolBlocks, Path dataDir, double prefillTokensPerSecond, int engines, int fullVerifyEvery) {
+            this(trace, out, limit, speed, bytesPerToken, blockTokens, bytesScale, poolBlocks, dataDir,
+                    prefillTokensPerSecond, engines, fullVerifyEvery, 0);
+        }
+
+        public boolean ssd() {
+            return ssdCapacityBytes > 0;
+        }
+
         public long logicalPageBytes() {
             return bytesPerToken * blockTokens;
         }
@@ -80,6 +92,12 @@ public final class TraceReplayer {
             if (logicalPageBytes() % bytesScale != 0 || scaledPageBytes() % 4096 != 0 || scaledPageBytes() == 0) {
                 throw new IllegalArgumentException("a scaled page (" + logicalPageBytes() + " / " + bytesScale
                         + ") must be a whole multiple of 4096 bytes");
+            }
+            if (ssdCapacityBytes > 0 && dataDir != null) {
+                throw new IllegalArgumentException("--ssd-capacity configures the in-process Manager; with --data-dir the running Manager's own SSD settings apply");
+            }
+            if (ssdCapacityBytes > 0 && ssdCapacityBytes < scaledPageBytes() + 4096) {
+                throw new IllegalArgumentException("--ssd-capacity must hold at least one extent of " + (scaledPageBytes() + 4096) + " bytes");
             }
             if (speed < 0 || prefillTokensPerSecond <= 0 || engines < 1 || poolBlocks < 1) {
                 throw new IllegalArgumentException("speed >= 0, prefill rate > 0, engines >= 1, pool blocks >= 1");
@@ -112,17 +130,24 @@ public final class TraceReplayer {
                 long chunk = slotBytes >= (64 << 10) ? slotBytes : 64 << 10;
                 long pagesPerChunk = chunk / slotBytes;
                 long chunks = (options.poolBlocks() + pagesPerChunk - 1) / pagesPerChunk;
-                inProcess = InProcessManager.start("orbitkv-replay-", chunks * chunk, chunk, Map.of());
+                Map<String, String> ssd = Map.of();
+                if (options.ssd()) {
+                    // Extent payload = the scaled page rounded up to 4 KiB (it is already a multiple of 4 KiB).
+                    ssd = Map.of("ssd.enabled", "true", "ssd.capacity", Long.toString(options.ssdCapacityBytes()),
+                            "ssd.extent", Long.toString(pageBytes), "ssd.write-policy", "all");
+                }
+                inProcess = InProcessManager.start("orbitkv-replay-", chunks * chunk, chunk, ssd);
                 socket = inProcess.unixSocket();
                 token = inProcess.token();
-                progress.accept(String.format(Locale.ROOT, "replay: in-process Manager, pool %d B = %d pages", chunks * chunk,
-                        chunks * pagesPerChunk));
+                progress.accept(String.format(Locale.ROOT, "replay: in-process Manager, pool %d B = %d pages%s", chunks * chunk,
+                        chunks * pagesPerChunk, options.ssd() ? String.format(Locale.ROOT, "; SSD tier %d B = %d extents of %d B + 4 KiB header",
+                                options.ssdCapacityBytes(), options.ssdCapacityBytes() / (pageBytes + 4096), pageBytes) : "; DRAM only"));
             } else {
                 socket = options.dataDir().resolve("engine.sock");
                 token = OrbitKvClient.readToken(options.dataDir().resolve("engine.token"));
                 progress.accept("replay: using the Manager at " + socket);
             }
-            return replay(options, requests, socket, token, inProcess != null, progress);
+            return replay(options, requests, socket, token, inProcess, progress);
         } finally {
             if (inProcess != null) {
                 inProcess.close();
@@ -131,7 +156,8 @@ public final class TraceReplayer {
     }
 
     private static JsonObject replay(Options options, List<TraceRequest> requests, Path socket, String token,
-                                     boolean inProcess, Consumer<String> progress) throws Exception {
+                                     InProcessManager manager, Consumer<String> progress) throws Exception {
+        boolean inProcess = manager != null;
         long pageBytes = options.scaledPageBytes();
         InstanceIdentity identity = SimulatedEngine.identity("orbitkv-replay/8b-class",
                 String.format(Locale.ROOT, "bytes_per_token=%d;block_tokens=%d;scale=1/%d", options.bytesPerToken(),
@@ -143,6 +169,7 @@ public final class TraceReplayer {
                         options.fullVerifyEvery()));
             }
             StatsReply before = engines.get(0).stats();
+            TierCounters tiersBefore = inProcess ? TierCounters.read(manager.manager().registry()) : null;
             long capacityBlocks = before.getPoolBytesTotal() / PoolAllocator.sizeClassOf(pageBytes);
             Counters counters = new Counters();
             AtomicInteger next = new AtomicInteger();
@@ -173,6 +200,8 @@ public final class TraceReplayer {
                 throw new IllegalStateException("replay engine failed: " + failures.get(0), failures.get(0));
             }
             StatsReply after = engines.get(0).stats();
+            // Background SSD writes of the last publishes may still be in flight: written/dropped are counted as of now.
+            TierCounters tiers = inProcess ? TierCounters.read(manager.manager().registry()).minus(tiersBefore) : null;
             long sessionLeases = 0;
             for (SimulatedEngine engine : engines) {
                 sessionLeases += engine.stats().getSessionLeases();
@@ -195,7 +224,7 @@ public final class TraceReplayer {
                 model.onRequest(r.hashIds());
             }
             return report(options, requests.size(), counters, elapsedNanos, capacityBlocks, before, after, sessionLeases,
-                    bounds, model, inProcess, progress);
+                    bounds, model, inProcess, tiers, progress);
         } finally {
             for (SimulatedEngine engine : engines) {
                 engine.close();
@@ -282,7 +311,8 @@ public final class TraceReplayer {
 
     private static JsonObject report(Options options, int requestCount, Counters c, long elapsedNanos, long capacityBlocks,
                                      StatsReply before, StatsReply after, long sessionLeases, CacheBounds.Bounds bounds,
-                                     ManagerLruModel model, boolean inProcess, Consumer<String> progress) throws Exception {
+                                     ManagerLruModel model, boolean inProcess, TierCounters tiers, Consumer<String> progress)
+            throws Exception {
         long references = c.referenceBlocks.sum();
         double measured = references == 0 ? 0.0 : (double) c.hitBlocks.sum() / references;
         CacheBounds.HitRatio lru = bounds.lruAt(capacityBlocks);
@@ -310,6 +340,12 @@ public final class TraceReplayer {
                 options.engines() > 1 ? "; with " + options.engines() + " engines requests also interleave, which LRU's "
                         + "one-at-a-time order does not model" : (model.hits() == hitBlocks ? ": identical" : ": the remainder "
                         + "comes from pinned or in-flight pages, or a Manager that held other data"));
+        if (options.ssd()) {
+            explanation += " With the SSD tier on, the Manager's effective capacity is DRAM + SSD: blocks evicted from DRAM "
+                    + "but still on SSD are read back (PENDING, then READY) and count as hits, so the measured hit ratio can "
+                    + "exceed both the DRAM-only LRU bound and this DRAM-only model; hits_by_tier splits them.";
+        }
+        JsonObject byTier = hitsByTier(options, hitBlocks, references, tiers);
         BenchReport.Builder report = BenchReport.builder(BENCH_NAME)
                 .figure("requests", requestCount)
                 .figure("seconds", elapsedNanos / 1e9)
@@ -318,10 +354,7 @@ public final class TraceReplayer {
                 .figure("hit_blocks", hitBlocks)
                 .figure("hit_ratio", measured)
                 .figure("hit_ratio_percent", Math.round(measured * 1000) / 10.0)
-                .figure("hits_by_tier", new JsonObject()
-                        .put("dram", new JsonObject().put("available", true).put("hit_blocks", hitBlocks).put("hit_ratio", measured))
-                        .put("ssd", new JsonObject().put("available", false).put("hit_blocks", 0).put("reason", "no SSD tier in this build"))
-                        .put("peer", new JsonObject().put("available", false).put("hit_blocks", 0).put("reason", "no peer tier in this build")))
+                .figure("hits_by_tier", byTier)
                 .figure("ready_queries", c.readyQueries.sum())
                 .figure("input_tokens", c.inputTokens.sum())
                 .figure("hit_tokens", c.hitTokens.sum())
@@ -365,6 +398,9 @@ public final class TraceReplayer {
                 .config("logical_page_bytes", logicalPage)
                 .config("scaled_page_bytes", scaledPage)
                 .config("manager", inProcess ? "in-process" : "existing at " + options.dataDir())
+                .config("ssd_capacity_bytes", options.ssdCapacityBytes())
+                .config("ssd_tier", options.ssd() ? "on: effective capacity = DRAM pool + SSD; the offline LRU bounds are at the DRAM "
+                        + "pool's capacity only, so the measured hit ratio can exceed them" : "off (DRAM only)")
                 .config("pool_bytes", before.getPoolBytesTotal())
                 .config("pool_capacity_blocks", capacityBlocks)
                 .config("prefill_tokens_per_second", options.prefillTokensPerSecond())
@@ -381,11 +417,52 @@ public final class TraceReplayer {
             plot(options.out(), bounds, capacityBlocks, measured, model, ttr, ttft, options.trace().getFileName().toString());
             progress.accept("replay: wrote " + options.out().resolve(REPORT_FILE) + " and PNGs");
         }
+        if (options.ssd() && tiers != null) {
+            progress.accept(String.format(Locale.ROOT,
+                    "replay: hits by tier: DRAM %d blocks, SSD %d blocks (%d scaled bytes read back); SSD writes %d committed, %d dropped",
+                    byTier.getJsonObject("dram").getLong("hit_blocks"), tiers.ssdPages(), tiers.ssdBytes(),
+                    tiers.ssdWritesCommitted(), tiers.ssdWritesDropped()));
+        }
         progress.accept(String.format(Locale.ROOT,
                 "replay: hit ratio %.2f%% (LRU at %d blocks %.2f%%, infinite %.2f%%); time-to-ready p50 %.0f µs p99 %.0f µs; TTFT mean %.1f ms (no cache %.1f ms)",
                 100 * measured, capacityBlocks, 100 * lru.ratio(), 100 * bounds.infinite().ratio(), ttr.p50Nanos() / 1e3,
                 ttr.p99Nanos() / 1e3, ttft.meanNanos() / 1e6, ttftNoCache.meanNanos() / 1e6));
         return built.toJson();
+    }
+
+    /**
+     * Hits split by the tier that served them. With an in-process Manager the split comes from its tier counters:
+     * SSD = pages read back from SSD into the pool; DRAM = hit blocks minus those. A Manager reached by --data-dir has
+     * no counters here, so its hits are all reported under DRAM as before.
+     */
+    static JsonObject hitsByTier(Options options, long hitBlocks, long references, TierCounters tiers) {
+        long ssdHits = options.ssd() && tiers != null ? tiers.ssdPages() : 0;
+        long dramHits = hitBlocks - ssdHits;
+        JsonObject dram = new JsonObject().put("available", true).put("hit_blocks", dramHits)
+                .put("hit_ratio", references == 0 ? 0.0 : (double) dramHits / references);
+        JsonObject ssd;
+        if (options.ssd() && tiers != null) {
+            ssd = new JsonObject().put("available", true).put("hit_blocks", ssdHits)
+                    .put("hit_ratio", references == 0 ? 0.0 : (double) ssdHits / references)
+                    .put("read_scaled_bytes", tiers.ssdBytes())
+                    .put("read_logical_bytes", tiers.ssdPages() * options.logicalPageBytes())
+                    .put("write_scaled_bytes", tiers.ssdWriteBytes())
+                    .put("writes_committed", tiers.ssdWritesCommitted())
+                    .put("writes_dropped", tiers.ssdWritesDropped())
+                    .put("writes_dropped_by_reason", new JsonObject(new java.util.LinkedHashMap<>(tiers.droppedByReason())))
+                    .put("keys_at_end", tiers.ssdKeys())
+                    .put("capacity_bytes", options.ssdCapacityBytes());
+        } else {
+            ssd = new JsonObject().put("available", false).put("hit_blocks", 0).put("reason", options.dataDir() != null
+                    ? "existing Manager: its tier counters are not read by the replayer (see its /metrics)"
+                    : "DRAM-only run (pass --ssd-capacity=SIZE for the SSD tier)");
+        }
+        JsonObject out = new JsonObject().put("dram", dram).put("ssd", ssd)
+                .put("peer", new JsonObject().put("available", false).put("hit_blocks", 0).put("reason", "no peer tier in this build"));
+        if (tiers != null) {
+            out.put("manager_tier_counters", tiers.toJson());
+        }
+        return out;
     }
 
     private static void plot(Path out, CacheBounds.Bounds bounds, long capacityBlocks, double measured, ManagerLruModel model,

@@ -52,4 +52,29 @@ class TraceReplayerTest {
         assertThat(Files.size(out.resolve(TraceReplayer.HIT_RATIO_PLOT))).isPositive();
         assertThat(Files.size(out.resolve(TraceReplayer.LATENCY_PLOT))).isPositive();
     }
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void ssdTierAddsHitsBeyondTheDramOnlyRun(@TempDir Path out) throws Exception {
+        Path trace = SharedTraces.syntheticOrSkip();
+        int limit = 300;
+        long pool = 500;
+        JsonObject dramOnly = TraceReplayer.run(new TraceReplayer.Options(trace, null, limit, 0, 131072, 512, 1024, pool,
+                null, 10_000, 1, 16), line -> { }).getJsonObject("figures");
+        JsonObject withSsd = TraceReplayer.run(new TraceReplayer.Options(trace, out, limit, 0, 131072, 512, 1024, pool,
+                null, 10_000, 1, 16, 64L << 20), line -> { }).getJsonObject("figures");
+
+        JsonObject ssd = withSsd.getJsonObject("hits_by_tier").getJsonObject("ssd");
+        assertThat(ssd.getBoolean("available")).isTrue();
+        assertThat(ssd.getLong("hit_blocks")).isPositive();
+        assertThat(ssd.getLong("read_scaled_bytes")).isPositive();
+        assertThat(withSsd.getJsonObject("hits_by_tier").getJsonObject("dram").getLong("hit_blocks")
+                + ssd.getLong("hit_blocks")).isEqualTo(withSsd.getLong("hit_blocks"));
+        assertThat(withSsd.getLong("hit_blocks")).isGreaterThanOrEqualTo(dramOnly.getLong("hit_blocks"));
+        assertThat(dramOnly.getJsonObject("hits_by_tier").getJsonObject("ssd").getBoolean("available")).isFalse();
+        assertThat(withSsd.getLong("mismatched_pages")).isZero();
+        assertThat(withSsd.getLong("verified_bytes")).isPositive();
+        assertThat(withSsd.getLong("active_leases_at_end")).isZero();
+        assertThat(withSsd.getLong("session_leases_at_end")).isZero();
+    }
 }
