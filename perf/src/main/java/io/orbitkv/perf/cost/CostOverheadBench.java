@@ -50,8 +50,8 @@ public final class CostOverheadBench {
             }
             opts.put(arg.substring(2, arg.indexOf('=')), arg.substring(arg.indexOf('=') + 1));
         }
-        int rounds = Integer.parseInt(opts.getOrDefault("rounds", "60"));
-        int requestsPerRound = Integer.parseInt(opts.getOrDefault("requests", "150"));
+        int rounds = Integer.parseInt(opts.getOrDefault("rounds", "160"));
+        int requestsPerRound = Integer.parseInt(opts.getOrDefault("requests", "100"));
         int prefixBlocks = Integer.parseInt(opts.getOrDefault("prefix-blocks", "16"));
         long pageBytes = Long.parseLong(opts.getOrDefault("page-bytes", "65536"));
         try {
