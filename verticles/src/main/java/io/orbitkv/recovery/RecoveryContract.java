@@ -58,6 +58,25 @@ public final class RecoveryContract {
      */
     public static List<Long> legalBoundaries(RecoveryRules rules, List<GroupAvailability> availability,
                                              long validPrefixOriginTokens, long selectedEndTokens) {
+        Candidates c = candidates(rules, availability, validPrefixOriginTokens, selectedEndTokens);
+        var legal = new ArrayList<Long>();
+        for (long candidate = c.first(); candidate <= c.last(); candidate += c.step()) {
+            long boundary = candidate * rules.pageSizeTokens();
+            if (allGroupsAllow(rules, c.views(), validPrefixOriginTokens, boundary, (int) candidate)) {
+                legal.add(boundary);
+            }
+        }
+        return List.copyOf(legal);
+    }
+
+    /**
+     * The candidate boundary positions, {@code first..last} by {@code step} pages: after the origin, not past the
+     * selected end nor the first page a full-attention group lacks, and on every recurrent group's checkpoint grid.
+     */
+    private record Candidates(GroupAvailability[] views, long first, long last, long step) {}
+
+    private static Candidates candidates(RecoveryRules rules, List<GroupAvailability> availability,
+                                         long validPrefixOriginTokens, long selectedEndTokens) {
         Objects.requireNonNull(rules, "rules");
         int pageSize = rules.pageSizeTokens();
         int originPosition = rules.position(validPrefixOriginTokens, "valid-prefix origin");
@@ -67,7 +86,6 @@ public final class RecoveryContract {
                     + " tokens lies before the valid-prefix origin " + validPrefixOriginTokens + " tokens");
         }
         GroupAvailability[] views = viewsInRuleOrder(rules, availability);
-
         int lastCandidate = endPosition;
         long stepPages = 1;
         for (int g = 0; g < views.length; g++) {
@@ -78,17 +96,8 @@ public final class RecoveryContract {
                 case SLIDING_WINDOW -> { }
             }
         }
-
-        var legal = new ArrayList<Long>();
-        long firstCandidate = (originPosition / stepPages + 1) * stepPages;
-        for (long candidate = firstCandidate; candidate <= lastCandidate; candidate += stepPages) {
-            int boundaryPosition = (int) candidate;
-            long boundary = (long) boundaryPosition * pageSize;
-            if (allGroupsAllow(rules, views, validPrefixOriginTokens, boundary, boundaryPosition)) {
-                legal.add(boundary);
-            }
-        }
-        return List.copyOf(legal);
+        long first = (originPosition / stepPages + 1) * stepPages;
+        return new Candidates(views, first, lastCandidate, stepPages);
     }
 
     /** The largest legal boundary, or empty for a MISS (the engine recomputes from its valid-prefix origin). */
@@ -96,29 +105,10 @@ public final class RecoveryContract {
                                             long validPrefixOriginTokens, long selectedEndTokens) {
         // The same candidates as legalBoundaries, scanned from the top: the first legal one is the best, and on the
         // hot path (a full prefix resident) that is the first candidate checked.
-        Objects.requireNonNull(rules, "rules");
-        int pageSize = rules.pageSizeTokens();
-        int originPosition = rules.position(validPrefixOriginTokens, "valid-prefix origin");
-        int endPosition = rules.position(selectedEndTokens, "selected end");
-        if (selectedEndTokens < validPrefixOriginTokens) {
-            throw new RecoveryException(Reason.END_BEFORE_ORIGIN, "selected end " + selectedEndTokens
-                    + " tokens lies before the valid-prefix origin " + validPrefixOriginTokens + " tokens");
-        }
-        GroupAvailability[] views = viewsInRuleOrder(rules, availability);
-        int lastCandidate = endPosition;
-        long stepPages = 1;
-        for (int g = 0; g < views.length; g++) {
-            GroupRule rule = rules.groups().get(g);
-            switch (rule.kind()) {
-                case FULL_ATTENTION -> lastCandidate = Math.min(lastCandidate, views[g].firstMissingFrom(originPosition));
-                case RECURRENT -> stepPages = lcmCapped(stepPages, rule.checkpointIntervalTokens() / pageSize);
-                case SLIDING_WINDOW -> { }
-            }
-        }
-        long firstCandidate = (originPosition / stepPages + 1) * stepPages;
-        for (long candidate = lastCandidate / stepPages * stepPages; candidate >= firstCandidate; candidate -= stepPages) {
-            long boundary = candidate * pageSize;
-            if (allGroupsAllow(rules, views, validPrefixOriginTokens, boundary, (int) candidate)) {
+        Candidates c = candidates(rules, availability, validPrefixOriginTokens, selectedEndTokens);
+        for (long candidate = c.last() / c.step() * c.step(); candidate >= c.first(); candidate -= c.step()) {
+            long boundary = candidate * rules.pageSizeTokens();
+            if (allGroupsAllow(rules, c.views(), validPrefixOriginTokens, boundary, (int) candidate)) {
                 return OptionalLong.of(boundary);
             }
         }
