@@ -6,7 +6,7 @@ import io.orbitkv.protocol.engine.ErrorReason;
  * A typed refusal: the reason is part of the wire contract (engine.proto ErrorReason) and becomes both the gRPC status
  * message prefix and a rejection counter label. Carries no stack trace: refusals are expected control flow.
  */
-public final class OrbitException extends RuntimeException {
+public final class OrbitException extends RuntimeException implements TypedFailure {
     private final ErrorReason reason;
 
     public OrbitException(ErrorReason reason, String message) {
@@ -18,7 +18,13 @@ public final class OrbitException extends RuntimeException {
         return reason;
     }
 
+    @Override
+    public int failureCode() {
+        return reason.getNumber();
+    }
+
     /** The message without the reason prefix. */
+    @Override
     public String detail() {
         String message = getMessage();
         int colon = message.indexOf(": ");

@@ -67,15 +67,21 @@ public final class RoleProxies {
         }
     }
 
-    /** Binds a role's handler to an address, turning OrbitExceptions into typed replies. */
+    /** Withdraws a role's handler from the direct path (its event-bus consumer is unregistered by its owner). */
+    public static void withdraw(io.vertx.core.Vertx vertx, String address) {
+        vertx.sharedData().<String, LocalRole>getLocalMap(LOCAL_ROLES).remove(address);
+    }
+
+    /** Binds a role's handler to an address, turning typed failures into coded replies; returns the consumer. */
     @SuppressWarnings("unchecked")
-    public static <C, R> void serve(EventBus bus, String address, Function<C, Future<R>> handler) {
+    public static <C, R> io.vertx.core.eventbus.MessageConsumer<C> serve(EventBus bus, String address,
+                                                                      Function<C, Future<R>> handler) {
         io.vertx.core.Context owner = io.vertx.core.Vertx.currentContext();
         if (owner != null) {
             Function<Object, Future<Object>> untyped = c -> (Future<Object>) (Future<?>) handler.apply((C) c);
             owner.owner().sharedData().<String, LocalRole>getLocalMap(LOCAL_ROLES).put(address, new LocalRole(owner, untyped));
         }
-        bus.<C>localConsumer(address, (Message<C> message) -> {
+        return bus.<C>localConsumer(address, (Message<C> message) -> {
             Future<R> result;
             try {
                 result = handler.apply(message.body());
@@ -85,8 +91,8 @@ public final class RoleProxies {
             result.onComplete(ar -> {
                 if (ar.succeeded()) {
                     message.reply(ar.result());
-                } else if (ar.cause() instanceof OrbitException orbit) {
-                    message.fail(orbit.reason().getNumber(), orbit.detail());
+                } else if (ar.cause() instanceof TypedFailure typed) {
+                    message.fail(typed.failureCode(), typed.detail());
                 } else {
                     message.fail(-1, String.valueOf(ar.cause()));
                 }

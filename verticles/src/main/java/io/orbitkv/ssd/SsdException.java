@@ -1,7 +1,7 @@
 package io.orbitkv.ssd;
 
 /** A typed SSD refusal or miss. No stack trace: misses are expected control flow. */
-public final class SsdException extends RuntimeException {
+public final class SsdException extends RuntimeException implements io.orbitkv.common.TypedFailure {
 
     private final SsdFailure failure;
 
@@ -14,7 +14,13 @@ public final class SsdException extends RuntimeException {
         return failure;
     }
 
+    @Override
+    public int failureCode() {
+        return failure.code();
+    }
+
     /** The message without the failure prefix. */
+    @Override
     public String detail() {
         String message = getMessage();
         int colon = message.indexOf(": ");

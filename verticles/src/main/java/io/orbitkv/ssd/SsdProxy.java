@@ -13,7 +13,6 @@ import io.vertx.core.eventbus.ReplyException;
 import io.vertx.core.eventbus.ReplyFailure;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
-import java.util.function.Function;
 
 /**
  * Typed proxy of the SSD role: one method per command; callers never see event-bus addresses. Failures come back as
@@ -96,28 +95,5 @@ public final class SsdProxy {
             }
         }
         return failure;
-    }
-
-    /** Binds a handler, turning SsdExceptions into failure codes {@link #toSsdException} maps back. */
-    static <C, R> MessageConsumer<C> serve(EventBus bus, String address, Function<C, Future<R>> handler) {
-        return bus.<C>localConsumer(address, message -> {
-            Future<R> result;
-            try {
-                result = handler.apply(message.body());
-            } catch (RuntimeException e) {
-                result = Future.failedFuture(e);
-            }
-            result.onComplete(ar -> {
-                if (ar.succeeded()) {
-                    message.reply(ar.result());
-                } else if (ar.cause() instanceof SsdException ssd) {
-                    message.fail(ssd.failure().code(), ssd.detail());
-                } else if (ar.cause() instanceof io.orbitkv.common.OrbitException orbit) {
-                    message.fail(orbit.reason().getNumber(), orbit.detail());
-                } else {
-                    message.fail(-1, String.valueOf(ar.cause()));
-                }
-            });
-        });
     }
 }

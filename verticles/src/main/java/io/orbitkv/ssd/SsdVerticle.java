@@ -49,19 +49,19 @@ public final class SsdVerticle extends VerticleBase {
     private void serve(EventBus bus) {
         consumers.add(bus.<SsdCommands.OfferWrite>localConsumer(SsdProxy.OFFER_WRITE, m ->
                 store.offerWrite(m.body().key(), m.body().source(), m.body().lengthBytes())));
-        consumers.add(SsdProxy.<SsdCommands.Lookup, SsdCommands.Entries>serve(bus, SsdProxy.LOOKUP,
+        consumers.add(io.orbitkv.common.RoleProxies.<SsdCommands.Lookup, SsdCommands.Entries>serve(bus, SsdProxy.LOOKUP,
                 c -> Future.succeededFuture(new SsdCommands.Entries(store.lookup(c.keys())))));
-        consumers.add(SsdProxy.<SsdCommands.AcquireLease, SsdLease>serve(bus, SsdProxy.ACQUIRE_LEASE,
+        consumers.add(io.orbitkv.common.RoleProxies.<SsdCommands.AcquireLease, SsdLease>serve(bus, SsdProxy.ACQUIRE_LEASE,
                 c -> Future.succeededFuture(store.acquireLease(c.key(), c.generation()))));
-        consumers.add(SsdProxy.<SsdCommands.ReadInto, SsdReadResult>serve(bus, SsdProxy.READ_INTO,
+        consumers.add(io.orbitkv.common.RoleProxies.<SsdCommands.ReadInto, SsdReadResult>serve(bus, SsdProxy.READ_INTO,
                 c -> Future.fromCompletionStage(store.readInto(c.lease(), c.destination()), context)));
-        consumers.add(SsdProxy.<SsdCommands.Release, Boolean>serve(bus, SsdProxy.RELEASE, c -> {
+        consumers.add(io.orbitkv.common.RoleProxies.<SsdCommands.Release, Boolean>serve(bus, SsdProxy.RELEASE, c -> {
             store.release(c.lease());
             return Future.succeededFuture(Boolean.TRUE);
         }));
-        consumers.add(SsdProxy.<SsdCommands.GetStats, SsdStats>serve(bus, SsdProxy.STATS,
+        consumers.add(io.orbitkv.common.RoleProxies.<SsdCommands.GetStats, SsdStats>serve(bus, SsdProxy.STATS,
                 c -> Future.succeededFuture(store.stats())));
-        consumers.add(SsdProxy.<SsdCommands.GetCommittedEntries, SsdCommands.Entries>serve(bus, SsdProxy.COMMITTED_ENTRIES,
+        consumers.add(io.orbitkv.common.RoleProxies.<SsdCommands.GetCommittedEntries, SsdCommands.Entries>serve(bus, SsdProxy.COMMITTED_ENTRIES,
                 c -> Future.succeededFuture(new SsdCommands.Entries(store.committedEntries()))));
     }
 
@@ -72,6 +72,10 @@ public final class SsdVerticle extends VerticleBase {
 
     @Override
     public Future<?> stop() {
+        for (String address : List.of(SsdProxy.LOOKUP, SsdProxy.ACQUIRE_LEASE, SsdProxy.READ_INTO, SsdProxy.RELEASE,
+                SsdProxy.STATS, SsdProxy.COMMITTED_ENTRIES)) {
+            io.orbitkv.common.RoleProxies.withdraw(vertx, address);
+        }
         consumers.forEach(MessageConsumer::unregister);
         return store == null ? Future.succeededFuture() : Future.fromCompletionStage(store.close(), context);
     }
