@@ -376,12 +376,17 @@ final class DemandAdmission {
             }
             OptionalLong best = RecoveryContract.bestBoundary(plan.rules(), sealed, plan.validPrefixTokens(), plan.selectedEndTokens());
             ticket.lastDetail = best.isPresent() ? DemandState.CANDIDATE : DemandState.MISS;
+            // Pages being written (a publish, or a read back from SSD) and pages on SSD only may allow a later
+            // boundary: read back exactly the SSD pages that boundary requires, and ask the engine to poll again.
+            OptionalLong later = RecoveryContract.bestBoundary(plan.rules(), reachable, plan.validPrefixTokens(),
+                    plan.selectedEndTokens());
+            boolean laterReachable = later.isPresent() && (best.isEmpty() || later.getAsLong() > best.getAsLong());
+            if (laterReachable && !waitLeft(ticket)) {
+                // The waiting budget ran out with preparation unfinished: the route to the later boundary is censored.
+                observeHostReady(ticket, io.orbitkv.cost.ObservationOutcome.TIMED_OUT, -1, -1);
+            }
             if (waitLeft(ticket)) {
-                // Pages being written (a publish, or a read back from SSD) and pages on SSD only may allow a later
-                // boundary: read back exactly the SSD pages that boundary requires, and ask the engine to poll again.
-                OptionalLong later = RecoveryContract.bestBoundary(plan.rules(), reachable, plan.validPrefixTokens(),
-                        plan.selectedEndTokens());
-                if (later.isPresent() && (best.isEmpty() || later.getAsLong() > best.getAsLong())) {
+                if (laterReachable) {
                     ticket.lastDetail = DemandState.CANDIDATE;
                     if (!anyOnSsd) {
                         return Future.succeededFuture(pending(ticket));

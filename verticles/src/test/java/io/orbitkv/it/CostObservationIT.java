@@ -19,7 +19,7 @@ class CostObservationIT {
     static final int PAGE = 64 * 1024;
 
     @RegisterExtension
-    final RunningManager running = new RunningManager().with("cost.observations", "1");
+    final RunningManager running = new RunningManager().with("cost.observations", "1").with("query.wait-budget-ms", "300");
 
     @Test
     void hostReadyRoutesAppearOnMetricsWithoutIdentities() throws Exception {
@@ -38,6 +38,28 @@ class CostObservationIT {
             assertThat(scrape).contains("orbitkv_cost_stage_seconds_bucket");
             // No key, namespace, hash or incarnation ever becomes a label value.
             assertThat(scrape).doesNotContain(hex(hashes.get(0))).doesNotContain("dram-pool");
+        }
+    }
+
+    @Test
+    void aWaitingBudgetThatRunsOutIsCensoredNeverADuration() throws Exception {
+        try (OrbitKvClient client = running.unixClient();
+             EngineSession session = client.register(RunningManager.identity("model-a", PAGE).build(), InstanceRole.DECODE).await()) {
+            List<ByteString> hashes = PublishQueryRestoreIT.publish(session, "slow", 3);
+            List<ByteString> longer = new java.util.ArrayList<>(hashes);
+            longer.add(PublishQueryRestoreIT.chain("slow-tail", 1).get(0));
+            // The 4th page is being written and never sealed: the query waits for it, then settles on 3 pages.
+            AllocatePublishReply open = session.allocate(List.of(PageKey.newBuilder().setGroupId(0)
+                    .setBlockHash(longer.get(3)).build())).await();
+            QueryReply reply = session.query(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(longer).build())).await();
+            assertThat(reply.getStatus()).isEqualTo(QueryStatus.READY);
+            assertThat(reply.getReadyBlocks()).isEqualTo(3);
+            session.release(reply.getLease().getLeaseId()).await();
+            session.abort(open.getPublishId()).await();
+            String timedOut = "orbitkv_cost_operations_total{outcome=\"timed_out\",path=\"host_ready_route\"}";
+            await().atMost(Duration.ofSeconds(10)).until(() -> running.scrape().contains(timedOut) && running.metric(timedOut) >= 1.0);
+            // Censored: no total-time sample was recorded for the timed-out route.
+            assertThat(running.scrape()).doesNotContain("orbitkv_cost_stage_seconds_count{outcome=\"timed_out\",path=\"host_ready_route\",stage=\"total\"}");
         }
     }
 
