@@ -138,7 +138,17 @@ public final class OrbitKv implements Callable<Integer> {
         @Override
         public Integer call() throws Exception {
             EngineSimulator.Options options = new EngineSimulator.Options(dataDir, tcp, pages, pageBytes, seed);
-            EngineSimulator.Result result = EngineSimulator.run(options, System.err::println);
+            EngineSimulator.Result result;
+            try {
+                result = EngineSimulator.run(options, System.err::println);
+            } catch (io.orbitkv.client.OrbitKvException e) {
+                System.err.println("orbitkv sim: the Manager refused a call: " + e.getMessage());
+                return 1;
+            } catch (java.nio.file.NoSuchFileException e) {
+                System.err.println("orbitkv sim: no Manager data directory here (" + e.getMessage()
+                        + "): start ./scripts/orbitkv manager, or pass --data-dir");
+                return 1;
+            }
             System.out.println(result.toJson().encode());
             return result.ok() ? 0 : 1;
         }

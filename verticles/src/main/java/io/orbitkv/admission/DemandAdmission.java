@@ -374,12 +374,13 @@ final class DemandAdmission {
                 anyOnSsd |= !group.onSsd().isEmpty();
                 reachable.add(GroupAvailability.of(group.groupId(), all));
             }
-            OptionalLong best = RecoveryContract.bestBoundary(plan.rules(), sealed, plan.validPrefixTokens(), plan.selectedEndTokens());
+            long endTokens = affordableEndTokens(plan);
+            OptionalLong best = RecoveryContract.bestBoundary(plan.rules(), sealed, plan.validPrefixTokens(), endTokens);
             ticket.lastDetail = best.isPresent() ? DemandState.CANDIDATE : DemandState.MISS;
             // Pages being written (a publish, or a read back from SSD) and pages on SSD only may allow a later
             // boundary: read back exactly the SSD pages that boundary requires, and ask the engine to poll again.
             OptionalLong later = RecoveryContract.bestBoundary(plan.rules(), reachable, plan.validPrefixTokens(),
-                    plan.selectedEndTokens());
+                    endTokens);
             boolean laterReachable = later.isPresent() && (best.isEmpty() || later.getAsLong() > best.getAsLong());
             if (laterReachable && !waitLeft(ticket)) {
                 // The waiting budget ran out with preparation unfinished: the route to the later boundary is censored.
@@ -391,8 +392,8 @@ final class DemandAdmission {
                     if (!anyOnSsd) {
                         return Future.succeededFuture(pending(ticket));
                     }
-                    List<StateKey> fromSsd = ssdKeysRequired(plan, presence, later.getAsLong());
-                    return storage.materialize(fromSsd).map(started -> pending(ticket));
+                    List<StateKey> required = keysRequired(plan, later.getAsLong());
+                    return storage.materialize(required).map(started -> pending(ticket));
                 }
             }
             if (best.isEmpty()) {
@@ -402,27 +403,34 @@ final class DemandAdmission {
         });
     }
 
-    /** The keys at positions the boundary requires that are on SSD and not in DRAM (minimal: required ranges only). */
-    private static List<StateKey> ssdKeysRequired(DemandPlan plan, List<ImageStore.GroupPresence> presence, long boundary) {
+    /**
+     * The selected end, capped so that a boundary's pages can fit the query byte budget at all (every group's page
+     * counted at every position: an upper bound of what any boundary requires). A demand longer than the pool can
+     * lease gets the longest prefix that fits instead of waiting for the impossible and then missing.
+     */
+    private long affordableEndTokens(DemandPlan plan) {
+        long bytesPerPosition = 0;
+        for (GroupPlan group : plan.groups()) {
+            bytesPerPosition += group.bytesPerPage();
+        }
+        if (bytesPerPosition <= 0) {
+            return plan.selectedEndTokens();
+        }
+        long pageSize = plan.rules().pageSizeTokens();
+        long affordablePositions = settings.leaseBudgetBytes() / bytesPerPosition;
+        long cap = (plan.validPrefixTokens() / pageSize + affordablePositions) * pageSize;
+        return Math.max(plan.validPrefixTokens(), Math.min(plan.selectedEndTokens(), cap));
+    }
+
+    /** The keys at the positions a boundary requires (its minimal required ranges), group by group. */
+    private static List<StateKey> keysRequired(DemandPlan plan, long boundary) {
         List<StateKey> keys = new ArrayList<>();
         for (GroupRanges ranges : RecoveryContract.requiredRanges(plan.rules(), boundary, plan.validPrefixTokens())) {
-            ImageStore.GroupPresence group = null;
-            for (ImageStore.GroupPresence g : presence) {
-                if (g.groupId() == ranges.groupId()) {
-                    group = g;
-                }
-            }
-            if (group == null) {
-                continue;
-            }
-            Map<Integer, StateKey> byPosition = new HashMap<>();
-            for (ImageStore.PositionedKey pk : groupPlan(plan, ranges.groupId()).keys()) {
-                byPosition.put(pk.position(), pk.key());
-            }
+            StateKey[] byPosition = keysByPosition(groupPlan(plan, ranges.groupId()));
             for (BlockRange range : ranges.ranges()) {
-                for (long p = range.startInclusive(); p < range.endExclusive(); p++) {
-                    if (group.onSsd().get((int) p) && byPosition.containsKey((int) p)) {
-                        keys.add(byPosition.get((int) p));
+                for (int p = range.startInclusive(); p < range.endExclusive() && p < byPosition.length; p++) {
+                    if (byPosition[p] != null) {
+                        keys.add(byPosition[p]);
                     }
                 }
             }

@@ -288,11 +288,16 @@ public final class ImageStore {
     }
 
     /**
-     * Reserves DRAM slots (WRITING, evicting as needed) for keys that are on SSD and not in DRAM; the caller reads
-     * each from SSD into its slot and then calls {@link #finishMaterialization}. Stops at the first key that does not
-     * fit: the rest stays on SSD.
+     * Reserves DRAM slots (WRITING, evicting as needed) for those of {@code keys} that are on SSD and not in DRAM,
+     * after refreshing the recency of those already in DRAM; the caller reads each from SSD into its slot and then
+     * calls {@link #finishMaterialization}. Stops at the first key that does not fit: the rest stays on SSD.
      */
     public List<Materialization> materialize(List<StateKey> keys) {
+        // The keys already in DRAM are needed too: make them the most recently used first, so that room made for
+        // the ones coming back from SSD is never taken from them (which would only send them to SSD in turn).
+        for (StateKey key : keys) {
+            evictable.get(key);
+        }
         List<Materialization> started = new ArrayList<>();
         for (StateKey key : keys) {
             SsdCopy copy = onSsd.get(key);

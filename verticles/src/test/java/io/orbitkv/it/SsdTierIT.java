@@ -80,6 +80,39 @@ class SsdTierIT {
     }
 
     @Test
+    void aPrefixLongerThanThePoolCanLeaseIsReadyForTheLongestPartThatFits() throws Exception {
+        try (OrbitKvClient client = running.unixClient();
+             EngineSession session = client.register(RunningManager.identity("model-a", PAGE).build(), InstanceRole.DECODE).await()) {
+            // 20 MiB of prefix through a 16 MiB pool whose query budget is 12 MiB: the head left DRAM long ago.
+            List<ByteString> hashes = new java.util.ArrayList<>();
+            for (int part = 0; part < 4; part++) {
+                List<ByteString> chunk = PublishQueryRestoreIT.chain("long", 20).subList(part * 5, part * 5 + 5);
+                publishAt(session, chunk, part * 5);
+                hashes.addAll(chunk);
+            }
+            await().atMost(Duration.ofSeconds(20)).until(() -> running.metric("orbitkv_ssd_keys") >= 20.0);
+            double evictionsBefore = running.metric("orbitkv_evictions_total");
+            QueryReply ready = session.query(List.of(chain(hashes))).await();
+            assertThat(ready.getStatus()).isEqualTo(QueryStatus.READY);
+            assertThat(ready.getReadyBlocks()).as("the query byte budget: 75% of 16 MiB").isEqualTo(12);
+            verify(session, ready, "long");
+            session.release(ready.getLease().getLeaseId()).await();
+            // Reading the head back evicted only what it needed room for: no ping-pong between DRAM and SSD.
+            assertThat(running.metric("orbitkv_evictions_total") - evictionsBefore).isLessThanOrEqualTo(12.0);
+        }
+    }
+
+    /** Publishes pages whose bytes follow the ("long" + position) pattern {@link #verify} expects. */
+    static void publishAt(EngineSession session, List<ByteString> hashes, int firstPosition) {
+        AllocatePublishReply allocated = session.allocate(hashes.stream()
+                .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await();
+        for (int i = 0; i < allocated.getSlotsCount(); i++) {
+            PublishQueryRestoreIT.fill(session.slot(allocated.getSlots(i).getSlot()), ("long" + (firstPosition + i)).hashCode());
+        }
+        session.seal(allocated.getPublishId(), List.of()).await();
+    }
+
+    @Test
     void committedPagesSurviveARestart() throws Exception {
         List<ByteString> hashes;
         try (OrbitKvClient client = running.unixClient();

@@ -60,8 +60,12 @@ public final class EngineSimulator {
                 List<ByteString> hashes = SyntheticKv.chain(options.seed(), options.pages());
                 int published = 0;
                 long publishedBytes = 0;
-                for (int start = 0; start < hashes.size(); start += 64) {
-                    List<ByteString> batch = hashes.subList(start, Math.min(hashes.size(), start + 64));
+                // Publish in batches that stay well inside the Manager's per-instance publish budget (half the pool by
+                // default): at most 64 pages and a quarter of the pool at a time.
+                long poolBytes = session.registration().getPool().getSizeBytes();
+                int batchPages = (int) Math.max(1, Math.min(64, poolBytes / 4 / options.pageBytes()));
+                for (int start = 0; start < hashes.size(); start += batchPages) {
+                    List<ByteString> batch = hashes.subList(start, Math.min(hashes.size(), start + batchPages));
                     List<PageKey> keys = batch.stream().map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList();
                     AllocatePublishReply allocated = session.allocate(keys).await();
                     List<Integer> crcs = new ArrayList<>();
@@ -101,8 +105,13 @@ public final class EngineSimulator {
                         continue;
                     }
                     ready++;
-                    if (reply.getReadyBlocks() != expected) {
-                        problems.add("query of " + demand.size() + " blocks was READY for " + reply.getReadyBlocks() + ", expected " + expected);
+                    if (reply.getReadyBlocks() > expected) {
+                        problems.add("query of " + demand.size() + " blocks was READY for " + reply.getReadyBlocks()
+                                + ", only " + expected + " were published");
+                    } else if (reply.getReadyBlocks() < expected) {
+                        // Legal: the Manager leases at most its query byte budget at once (75% of the pool by default).
+                        progress.accept("query of " + demand.size() + " blocks: READY for the first "
+                                + reply.getReadyBlocks() + " (the pool's query budget holds no more at once)");
                     }
                     for (LeasedPage page : reply.getLease().getPagesList()) {
                         engineMemory.copyFrom(session.slot(page.getSlot()));
