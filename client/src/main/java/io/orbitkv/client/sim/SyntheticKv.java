@@ -39,35 +39,50 @@ public final class SyntheticKv {
         return x == 0 ? 1 : x;
     }
 
-    /** Fills a page with the xorshift stream for (seed, group, position). */
-    public static void fill(MemorySegment page, long seed, int group, int position) {
-        long x = stateOf(seed, group, position);
-        long words = page.byteSize() / 8;
-        for (long w = 0; w < words; w++) {
+    /** The page's word stream: xorshift64 from the (seed, group, position) state. */
+    private static final class Words {
+        private long x;
+
+        Words(long seed, int group, int position) {
+            x = stateOf(seed, group, position);
+        }
+
+        long next() {
             x ^= x << 13;
             x ^= x >>> 7;
             x ^= x << 17;
-            page.set(ValueLayout.JAVA_LONG_UNALIGNED, w * 8, x);
+            return x;
         }
-        for (long off = words * 8; off < page.byteSize(); off++) {
-            page.set(ValueLayout.JAVA_BYTE, off, (byte) (x >>> (8 * (off % 8))));
+
+        /** The last word's bytes fill a tail shorter than a word. */
+        byte tailByte(long offset) {
+            return (byte) (x >>> (8 * (offset % 8)));
+        }
+    }
+
+    /** Fills a page with the stream for (seed, group, position). */
+    public static void fill(MemorySegment page, long seed, int group, int position) {
+        Words words = new Words(seed, group, position);
+        long count = page.byteSize() / 8;
+        for (long w = 0; w < count; w++) {
+            page.set(ValueLayout.JAVA_LONG_UNALIGNED, w * 8, words.next());
+        }
+        for (long off = count * 8; off < page.byteSize(); off++) {
+            page.set(ValueLayout.JAVA_BYTE, off, words.tailByte(off));
         }
     }
 
     /** Returns the offset of the first wrong byte, or -1 when the page holds exactly the expected stream. */
     public static long verify(MemorySegment page, long seed, int group, int position) {
-        long x = stateOf(seed, group, position);
-        long words = page.byteSize() / 8;
-        for (long w = 0; w < words; w++) {
-            x ^= x << 13;
-            x ^= x >>> 7;
-            x ^= x << 17;
-            if (page.get(ValueLayout.JAVA_LONG_UNALIGNED, w * 8) != x) {
+        Words words = new Words(seed, group, position);
+        long count = page.byteSize() / 8;
+        for (long w = 0; w < count; w++) {
+            if (page.get(ValueLayout.JAVA_LONG_UNALIGNED, w * 8) != words.next()) {
                 return w * 8;
             }
         }
-        for (long off = words * 8; off < page.byteSize(); off++) {
-            if (page.get(ValueLayout.JAVA_BYTE, off) != (byte) (x >>> (8 * (off % 8)))) {
+        for (long off = count * 8; off < page.byteSize(); off++) {
+            if (page.get(ValueLayout.JAVA_BYTE, off) != words.tailByte(off)) {
                 return off;
             }
         }
