@@ -21,6 +21,10 @@ public enum CostPath {
     SSD_RESTORE_ROUTE(SampleKind.ROUTE),
     /** Enqueue to engine-restore completion through cuFile GPU staging. */
     SSD_CUFILE_RESTORE_ROUTE(SampleKind.ROUTE),
+    /** Seal to committed SSD extent, the payload copied into a staging buffer first (the default write path). */
+    SSD_SAVE_STAGED_ROUTE(SampleKind.ROUTE),
+    /** Seal to committed SSD extent, the payload written straight from its DRAM slot (image pinned meanwhile). */
+    SSD_SAVE_DIRECT_ROUTE(SampleKind.ROUTE),
     /** Enqueue until the state is resident in local DRAM (host ready) from a local source. */
     HOST_READY_ROUTE(SampleKind.ROUTE),
     /** Enqueue until the state is resident in local DRAM (host ready) from a peer source. */

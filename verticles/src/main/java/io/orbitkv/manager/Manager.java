@@ -87,7 +87,7 @@ public final class Manager implements AutoCloseable {
                     "ssd-store", incarnation);
             io.orbitkv.ssd.SsdVerticle ssd = config.ssd().enabled()
                     ? new io.orbitkv.ssd.SsdVerticle(config.ssd().settings()
-                            .observer(new SsdWriteObservations(cost.proxy(), ssdStore)), registry) : null;
+                            .observer(new SsdWriteObservations(cost.proxy(), ssdStore, dramPool)), registry) : null;
             StorageVerticle storage = new StorageVerticle(new StorageVerticle.Settings(poolPath, poolBytes,
                     config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation), registry,
                     ssd == null ? null : new io.orbitkv.ssd.SsdProxy(vertx), cost.proxy(), dramPool, ssdStore);

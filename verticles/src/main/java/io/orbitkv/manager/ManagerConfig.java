@@ -46,7 +46,7 @@ public record ManagerConfig(
      */
     public record SsdTier(Path directory, boolean defaultDirectory, long capacityBytes, long extentPayloadBytes,
                           io.orbitkv.ssd.SsdWritePolicy writePolicy, int queueDepth, boolean syncWrites,
-                          boolean preallocate) {
+                          boolean preallocate, boolean writeFromPool) {
         public boolean enabled() {
             return directory != null;
         }
@@ -54,7 +54,7 @@ public record ManagerConfig(
         public io.orbitkv.ssd.SsdSettings settings() {
             return new io.orbitkv.ssd.SsdSettings().directory(directory).capacityBytes(capacityBytes)
                     .extentBytes(extentPayloadBytes + io.orbitkv.codecs.extent.SsdExtentHeader.HEADER_BLOCK_BYTES)
-                    .writePolicy(writePolicy).queueDepth(queueDepth).syncWrites(syncWrites).preallocate(preallocate);
+                    .writePolicy(writePolicy).queueDepth(queueDepth).syncWrites(syncWrites).preallocate(preallocate).writeFromSource(writeFromPool);
         }
     }
 
@@ -101,6 +101,7 @@ public record ManagerConfig(
         d.put("ssd.queue-depth", "16");
         d.put("ssd.sync-writes", "false");
         d.put("ssd.preallocate", "true");
+        d.put("ssd.write-from-pool", "false");
         return Map.copyOf(d);
     }
 
@@ -168,12 +169,13 @@ public record ManagerConfig(
         int depth = (int) integer(v, "ssd.queue-depth", 1, 4096);
         boolean sync = bool(v, "ssd.sync-writes");
         boolean preallocate = bool(v, "ssd.preallocate");
+        boolean fromPool = bool(v, "ssd.write-from-pool");
         if (!bool(v, "ssd.enabled")) {
-            return new SsdTier(null, false, capacity, extent, policy, depth, sync, preallocate);
+            return new SsdTier(null, false, capacity, extent, policy, depth, sync, preallocate, fromPool);
         }
         String dir = v.get("ssd.dir").strip();
         return new SsdTier(dir.isEmpty() ? dataDir.resolve("ssd") : Path.of(dir), dir.isEmpty(), capacity, extent,
-                policy, depth, sync, preallocate);
+                policy, depth, sync, preallocate, fromPool);
     }
 
     /** ORBITKV_COST_OBSERVATIONS=1 (cost.observations) turns observation and shadow on; selection needs both. */

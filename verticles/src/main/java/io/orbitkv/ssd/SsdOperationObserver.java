@@ -7,8 +7,16 @@ package io.orbitkv.ssd;
 public interface SsdOperationObserver {
     SsdOperationObserver NONE = new SsdOperationObserver() {};
 
-    /** A write committed: {@code serviceNanos} from the first submission of its I/O chain to the commit completion. */
-    default void onWriteCommitted(long payloadBytes, long serviceNanos) {}
+    /**
+     * A write committed: {@code serviceNanos} from the first submission of its I/O chain to the commit completion;
+     * {@code fromSource} when the payload went straight from the DRAM slot (no staging copy); {@code totalNanos} from
+     * the offer (the seal) to the commit: the complete save route.
+     */
+    default void onWriteCommitted(long payloadBytes, long serviceNanos, boolean fromSource, long totalNanos,
+                                  boolean otherPathPossible) {}
+
+    /** The staging copy of a write's payload out of its DRAM slot took {@code nanos} (the pool copy path). */
+    default void onStagingCopy(long payloadBytes, long nanos) {}
 
     /** A submitted write failed (I/O error, no space): never a duration. */
     default void onWriteFailed(long payloadBytes, boolean noSpace) {}

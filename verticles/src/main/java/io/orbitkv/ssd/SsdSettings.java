@@ -52,6 +52,7 @@ public final class SsdSettings {
     private boolean syncWrites = SYNC_WRITES_DEFAULT;
     private Ticker ticker = Ticker.SYSTEM;
     private SsdOperationObserver observer = SsdOperationObserver.NONE;
+    private boolean writeFromSource;
     /** Test seam: behave as if O_DIRECT opens failed with EINVAL (this kernel's tmpfs accepts O_DIRECT). */
     boolean simulateDirectIoUnsupported;
 
@@ -184,6 +185,19 @@ public final class SsdSettings {
         s.recoveryScanDepth(json.getInteger("recoveryScanDepth", s.recoveryScanDepth));
         s.syncWrites(json.getBoolean("syncWrites", s.syncWrites));
         return s;
+    }
+
+    /**
+     * Write payloads straight from their DRAM slot when it is aligned (no staging copy; the image stays pinned until
+     * its payload is on disk). Off by default: a queued write then never holds DRAM.
+     */
+    public SsdSettings writeFromSource(boolean writeFromSource) {
+        this.writeFromSource = writeFromSource;
+        return this;
+    }
+
+    public boolean writeFromSource() {
+        return writeFromSource;
     }
 
     /** Who hears about finished writes (cost observation); none by default. */

@@ -155,7 +155,7 @@ public final class SsdStore {
     }
 
     private record PendingWrite(StateKey key, WeakImageSource source, long lengthBytes,
-                                CompletableFuture<SsdWriteOutcome> outcome) {}
+                                CompletableFuture<SsdWriteOutcome> outcome, long offeredNanos) {}
 
     private static final class WriteOp {
         final PendingWrite write;
@@ -164,6 +164,19 @@ public final class SsdStore {
         final long generation;
         final int crc;
         final long startNanos;
+        /**
+         * Non-null when the payload is written straight from the source (its DRAM slot) instead of the staging
+         * buffer: the source stays acquired (the image pinned) until the payload write completed or failed, and is
+         * released exactly once ({@link #releaseSource}).
+         */
+        MemorySegment payloadSource;
+        final java.util.concurrent.atomic.AtomicBoolean sourceReleased = new java.util.concurrent.atomic.AtomicBoolean();
+
+        void releaseSource() {
+            if (payloadSource != null && sourceReleased.compareAndSet(false, true)) {
+                write.source().release();
+            }
+        }
 
         WriteOp(PendingWrite write, Extent extent, MemorySegment staging, long generation, int crc, long startNanos) {
             this.write = write;
@@ -556,7 +569,7 @@ public final class SsdStore {
             drop(key, refusal, outcome);
             return outcome;
         }
-        pendingWrites.add(new PendingWrite(key, source, lengthBytes, outcome));
+        pendingWrites.add(new PendingWrite(key, source, lengthBytes, outcome, ticker.nanos()));
         pendingKeys.add(key);
         pendingWritesGauge = pendingWrites.size();
         pumpWrites();
@@ -624,11 +637,22 @@ public final class SsdStore {
                         refusal = SsdDropReason.NO_EXTENT;
                     } else {
                         MemorySegment staging = freeStaging.poll();
-                        MemorySegment payload = staging.asSlice(BLOCK_BYTES, alignUp(length));
-                        MemorySegment.copy(source, 0, payload, 0, length);
-                        payload.asSlice(length).fill((byte) 0);
-                        int crc = Crc32c.of(payload.asSlice(0, length));
+                        int crc;
+                        boolean fromSource = writeFromSource(source, length);
+                        if (fromSource) {
+                            crc = Crc32c.of(source.asSlice(0, length));
+                        } else {
+                            MemorySegment payload = staging.asSlice(BLOCK_BYTES, alignUp(length));
+                            long copyStart = ticker.nanos();
+                            MemorySegment.copy(source, 0, payload, 0, length);
+                            settings.observer().onStagingCopy(length, ticker.nanos() - copyStart);
+                            payload.asSlice(length).fill((byte) 0);
+                            crc = Crc32c.of(payload.asSlice(0, length));
+                        }
                         op = new WriteOp(write, extent, staging, nextGeneration++, crc, ticker.nanos());
+                        if (fromSource) {
+                            op.payloadSource = source.asSlice(0, alignUp(length));
+                        }
                         extent.state = ExtentState.WRITING;
                         extent.key = write.key();
                         extent.generation = op.generation;
@@ -637,7 +661,9 @@ public final class SsdStore {
                     }
                 }
             } finally {
-                write.source().release();
+                if (op == null || op.payloadSource == null) {
+                    write.source().release();
+                }
             }
             if (op == null) {
                 pendingKeys.remove(write.key());
@@ -691,7 +717,8 @@ public final class SsdStore {
         boolean intent = extent.headerMayBeCommitted;
         extent.headerMayBeCommitted = true; // conservative from now on: the commit header may land
         MemorySegment intentBlock = op.staging.asSlice(0, BLOCK_BYTES);
-        MemorySegment payload = op.staging.asSlice(BLOCK_BYTES, alignUp(op.write.lengthBytes()));
+        MemorySegment payload = op.payloadSource != null ? op.payloadSource
+                : op.staging.asSlice(BLOCK_BYTES, alignUp(op.write.lengthBytes()));
         MemorySegment commitBlock = op.staging.asSlice(settings.extentBytes(), BLOCK_BYTES);
         if (intent) {
             header(op, false, 0).encode(intentBlock);
@@ -702,10 +729,24 @@ public final class SsdStore {
                 : CompletableFuture.completedFuture(0);
         chain.thenCompose(ignored -> barrier(uring, file, intent))
                 .thenCompose(ignored -> uring.write(file, extent.fileOffset + BLOCK_BYTES, payload, IoLane.WRITE))
+                .whenComplete((ignored, failure) -> op.releaseSource()) // the payload is on disk (or failed): unpin
                 .thenCompose(ignored -> barrier(uring, file, true))
                 .thenCompose(ignored -> uring.write(file, extent.fileOffset, commitBlock, IoLane.WRITE))
                 .thenCompose(ignored -> barrier(uring, file, true))
-                .whenComplete((ignored, failure) -> loop.execute(() -> afterWriteChain(op, failure)));
+                .whenComplete((ignored, failure) -> {
+                    op.releaseSource(); // a chain that failed before its payload write still lets go of the source
+                    loop.execute(() -> afterWriteChain(op, failure));
+                });
+    }
+
+    /**
+     * Whether this write may skip the staging copy and write its payload straight from the source: configured, the
+     * store in O_DIRECT mode, and the source 4 KiB-aligned with room for the rounded length (pool slots are). The
+     * price: the DRAM image stays pinned until its payload write completes, so eviction then waits on the disk.
+     */
+    private boolean writeFromSource(MemorySegment source, long length) {
+        return settings.writeFromSource() && directIo && source.isNative()
+                && source.address() % BLOCK_BYTES == 0 && source.byteSize() >= alignUp(length);
     }
 
     private CompletableFuture<Integer> barrier(IoUringFileIo uring, UringFile file, boolean wanted) {
@@ -745,7 +786,9 @@ public final class SsdStore {
         metrics.writeBytes.increment(extent.payloadLength);
         long serviceNanos = ticker.nanos() - op.startNanos;
         metrics.recordLatency(metrics.writeLatency, serviceNanos);
-        settings.observer().onWriteCommitted(extent.payloadLength, serviceNanos);
+        // The other executor was possible too when the store does O_DIRECT (pool slots are aligned and rounded).
+        settings.observer().onWriteCommitted(extent.payloadLength, serviceNanos, op.payloadSource != null,
+                ticker.nanos() - op.write.offeredNanos(), directIo);
         emit(SsdResidencyChange.Kind.SSD_ADDED, extent, SsdResidencyChange.Cause.COMMITTED);
         op.write.outcome().complete(SsdWriteOutcome.committed(extent.key, extent.generation, extent.payloadLength));
         pumpWrites();

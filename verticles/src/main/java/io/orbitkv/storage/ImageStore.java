@@ -229,7 +229,7 @@ public final class ImageStore {
      * exact slot generation unless the image was evicted meanwhile; {@code release()} unpins. The image is held, not
      * looked up by key, so a reused slot can never be returned.
      */
-    public io.orbitkv.ssd.WeakImageSource weakSource(ImageRef ref, Runnable onAcquired, Runnable onReleased) {
+    public io.orbitkv.ssd.WeakImageSource weakSource(ImageRef ref) {
         Image image = images.get(ref.key());
         if (image == null || image.slot.generation() != ref.generation() || image.state != ImageState.SEALED) {
             return () -> null;
@@ -243,13 +243,11 @@ public final class ImageStore {
                     image.copyPins.decrementAndGet();
                     return null;
                 }
-                onAcquired.run();
                 return bytes;
             }
 
             @Override
             public void release() {
-                onReleased.run();
                 image.copyPins.decrementAndGet();
             }
         };

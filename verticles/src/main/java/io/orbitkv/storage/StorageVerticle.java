@@ -135,24 +135,14 @@ public final class StorageVerticle extends VerticleBase {
 
     /**
      * Offers a freshly sealed image to the SSD tier: fire-and-forget, holding only a weak reference, so a slow or
-     * full disk never slows publishing or holds DRAM. The copy into SSD staging happens on the SSD role's thread
-     * between acquire and release; that interval is the pool-copy operation observed.
+     * full disk never slows publishing or holds DRAM. The copy into SSD staging (or, with ssd.write-from-pool, the
+     * payload write itself) happens on the SSD role's side between acquire and release; the SSD store observes it.
      */
     private void offerToSsd(ImageStore.ImageRef image) {
         if (ssd == null) {
             return;
         }
-        long[] acquiredAt = new long[1];
-        io.orbitkv.ssd.WeakImageSource source = store.weakSource(image, () -> acquiredAt[0] = System.nanoTime(), () -> {
-            if (cost != null && cost.observationsEnabled()) {
-                cost.report(io.orbitkv.cost.ObservationRecord.of(io.orbitkv.cost.CostEstimateKey.operation(
-                                io.orbitkv.cost.CostPath.POOL_COPY_OUT, dramPool, io.orbitkv.cost.RepresentationFamily.RAW,
-                                io.orbitkv.cost.SizeBucket.of(image.lengthBytes()), io.orbitkv.cost.SizeBucket.of(1)),
-                        io.orbitkv.cost.ObservationOutcome.SUCCEEDED, System.nanoTime() - acquiredAt[0],
-                        io.orbitkv.cost.ObservedBytes.of(image.lengthBytes(), image.lengthBytes())));
-            }
-        });
-        ssd.offerWrite(image.key(), source, image.lengthBytes());
+        ssd.offerWrite(image.key(), store.weakSource(image), image.lengthBytes());
     }
 
     /**

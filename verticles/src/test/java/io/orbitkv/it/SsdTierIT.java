@@ -73,6 +73,9 @@ class SsdTierIT {
                     .contains("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"ssd_read\"}"));
             assertThat(running.scrape()).contains("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"pool_copy_out\"}")
                     .contains("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"ssd_write\"}");
+            // Every save was compared in shadow with writing straight from the pool slot; never executed here, unknown.
+            await().atMost(Duration.ofSeconds(10)).until(() -> running.scrape()
+                    .contains("orbitkv_cost_shadow_decisions_total{decision=\"unknown\",path=\"ssd_save_staged_route\"}"));
             // Each read back was compared in shadow with the bounce-buffer path; never executed, it stays unknown.
             await().atMost(Duration.ofSeconds(10)).until(() -> running.scrape()
                     .contains("orbitkv_cost_shadow_decisions_total{decision=\"unknown\",path=\"ssd_read\"}"));
@@ -110,6 +113,27 @@ class SsdTierIT {
             PublishQueryRestoreIT.fill(session.slot(allocated.getSlots(i).getSlot()), ("long" + (firstPosition + i)).hashCode());
         }
         session.seal(allocated.getPublishId(), List.of()).await();
+    }
+
+    @Test
+    void writingStraightFromThePoolServesTheSameBytes() throws Exception {
+        running.restart(Map.of("ssd.write-from-pool", "true"));
+        try (OrbitKvClient client = running.unixClient();
+             EngineSession session = client.register(RunningManager.identity("model-a", PAGE).build(), InstanceRole.DECODE).await()) {
+            List<ByteString> first = PublishQueryRestoreIT.publish(session, "first", 6);
+            await().atMost(Duration.ofSeconds(20)).until(() -> running.metric("orbitkv_ssd_keys") >= 6.0);
+            PublishQueryRestoreIT.publish(session, "second", 8);
+            PublishQueryRestoreIT.publish(session, "third", 8);
+            QueryReply ready = session.query(List.of(chain(first))).await();
+            assertThat(ready.getReadyBlocks()).isEqualTo(6);
+            verify(session, ready, "first");
+            session.release(ready.getLease().getLeaseId()).await();
+            assertThat(running.metric("orbitkv_tier_reads_total{tier=\"ssd\"}")).isGreaterThanOrEqualTo(6.0);
+            await().atMost(Duration.ofSeconds(10)).until(() -> running.scrape()
+                    .contains("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"ssd_save_direct_route\"}"));
+            assertThat(running.scrape()).as("no staging copy was made")
+                    .doesNotContain("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"pool_copy_out\"}");
+        }
     }
 
     @Test

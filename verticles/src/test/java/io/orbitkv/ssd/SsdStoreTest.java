@@ -89,6 +89,73 @@ class SsdStoreTest {
         }
     }
 
+    /** Counts acquire/release and records the executor the store reports for each commit. */
+    static final class CountingSource implements WeakImageSource {
+        final MemorySegment segment;
+        final java.util.concurrent.atomic.AtomicInteger acquired = new java.util.concurrent.atomic.AtomicInteger();
+        final java.util.concurrent.atomic.AtomicInteger released = new java.util.concurrent.atomic.AtomicInteger();
+
+        CountingSource(MemorySegment segment) {
+            this.segment = segment;
+        }
+
+        @Override
+        public MemorySegment acquire() {
+            acquired.incrementAndGet();
+            return segment;
+        }
+
+        @Override
+        public void release() {
+            released.incrementAndGet();
+        }
+    }
+
+    @Test
+    void writesFromThePoolSlotSkipTheStagingCopyAndReleaseTheSourceOnceTheirPayloadIsOnDisk() throws Exception {
+        java.util.List<Boolean> executedFromSource = new java.util.concurrent.CopyOnWriteArrayList<>();
+        java.util.concurrent.atomic.AtomicInteger stagingCopies = new java.util.concurrent.atomic.AtomicInteger();
+        SsdSettings settings = SsdTesting.small(dir, 8).writeFromSource(true).observer(new SsdOperationObserver() {
+            @Override
+            public void onWriteCommitted(long payloadBytes, long serviceNanos, boolean fromSource, long totalNanos,
+                                         boolean otherPathPossible) {
+                executedFromSource.add(fromSource);
+                assertThat(totalNanos).isGreaterThanOrEqualTo(serviceNanos);
+            }
+
+            @Override
+            public void onStagingCopy(long payloadBytes, long nanos) {
+                stagingCopies.incrementAndGet();
+            }
+        });
+        try (SsdTesting t = SsdTesting.open(settings)) {
+            long length = 10_000;
+            // An aligned slot with room for the rounded length (as pool slots are): written straight from it.
+            MemorySegment slot = t.arena.allocate(12_288, 4096);
+            SsdTesting.fill(slot, length, 5);
+            CountingSource direct = new CountingSource(slot);
+            SsdWriteOutcome first = t.await(() -> t.store.offerWrite(key(5), direct, length));
+            assertThat(first.committed()).isTrue();
+            assertThat(direct.acquired.get()).isEqualTo(1);
+            assertThat(direct.released.get()).as("released exactly once, after the payload write").isEqualTo(1);
+            // An unaligned source cannot be written with O_DIRECT: staged as usual.
+            MemorySegment unaligned = t.arena.allocate(length + 64, 4096).asSlice(64, length);
+            SsdTesting.fill(unaligned, length, 6);
+            CountingSource staged = new CountingSource(unaligned);
+            assertThat(t.await(() -> t.store.offerWrite(key(6), staged, length)).committed()).isTrue();
+            assertThat(staged.released.get()).isEqualTo(1);
+            assertThat(executedFromSource).containsExactly(true, false);
+            assertThat(stagingCopies.get()).isEqualTo(1);
+            for (long index : new long[] {5, 6}) {
+                SsdLease lease = t.call(() -> t.store.acquireLease(key(index), t.store.lookup(key(index)).generation()));
+                MemorySegment back = t.arena.allocate(12_288, 4096);
+                t.await(() -> t.store.readInto(lease, back));
+                assertThat(SsdTesting.matches(back, length, index)).as("key %d", index).isTrue();
+                t.run(() -> t.store.release(lease));
+            }
+        }
+    }
+
     @Test
     void ringOverwritesTheOldestCommittedExtentFirstAndReportsItRemovedBeforeReuse() throws Exception {
         try (SsdTesting t = SsdTesting.open(SsdTesting.small(dir, 4))) {
