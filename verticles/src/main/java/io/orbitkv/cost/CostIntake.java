@@ -49,14 +49,17 @@ final class CostIntake {
     // task per record) and joins a queue; the first record into an empty batch schedules one drain task on the cost
     // context, which takes everything queued. Slots bound the queue exactly as they bound event-bus messages.
 
-    private final java.util.concurrent.ConcurrentLinkedQueue<ObservationRecord> observations =
+    private final java.util.concurrent.ConcurrentLinkedQueue<CostMessage> observations =
             new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final java.util.concurrent.atomic.AtomicBoolean drainScheduled = new java.util.concurrent.atomic.AtomicBoolean();
     private volatile io.vertx.core.Context drainContext;
-    private volatile java.util.function.Consumer<ObservationRecord> drainSink;
+    private volatile java.util.function.Consumer<CostMessage> drainSink;
 
-    /** Queues an observation for the cost loop; false (dropped) when closed or full. Never blocks. */
-    boolean offerObservation(ObservationRecord record) {
+    /**
+     * Queues a message that needs no reply (an observation, or a shadow comparison whose decision is only recorded)
+     * for the cost loop; false (dropped) when closed or full. Never blocks.
+     */
+    boolean offerObservation(CostMessage record) {
         io.vertx.core.Context context = drainContext;
         if (context == null || openBus == null || !takeSlot()) {
             return false;
@@ -70,8 +73,8 @@ final class CostIntake {
 
     private void drain() {
         drainScheduled.set(false);
-        java.util.function.Consumer<ObservationRecord> sink = drainSink;
-        ObservationRecord record;
+        java.util.function.Consumer<CostMessage> sink = drainSink;
+        CostMessage record;
         while ((record = observations.poll()) != null) {
             release();
             if (sink != null) {
@@ -81,7 +84,7 @@ final class CostIntake {
     }
 
     /** Where drained observations go; called on the cost loop, in {@code context}. */
-    void openDrain(io.vertx.core.Context context, java.util.function.Consumer<ObservationRecord> sink) {
+    void openDrain(io.vertx.core.Context context, java.util.function.Consumer<CostMessage> sink) {
         this.drainSink = sink;
         this.drainContext = context;
     }

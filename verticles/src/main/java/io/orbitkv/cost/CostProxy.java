@@ -85,6 +85,20 @@ public final class CostProxy {
         return new InFlightObservation(this, Objects.requireNonNull(key, "key"), clock.nanoTime());
     }
 
+    /**
+     * Like {@link #shadow} when the caller does not need the result: the decision is only recorded (metrics), and
+     * the request travels the observation queue instead of a request/reply. Never blocks; dropped and counted when
+     * the role is busy.
+     */
+    public void recordShadow(ShadowRequest request) {
+        if (!observing) {
+            return;
+        }
+        if (!intake.offerObservation(request)) {
+            metrics.dropped(CostMessageKind.SHADOW);
+        }
+    }
+
     /** Compares the executing path with its alternatives; records the decision; never changes execution. */
     public Future<ShadowResult> shadow(ShadowRequest request) {
         if (!observing) {

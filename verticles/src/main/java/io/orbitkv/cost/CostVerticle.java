@@ -71,7 +71,13 @@ public final class CostVerticle extends VerticleBase {
                 .setMaxBufferedMessages(settings.intakeCapacity()));
         consumer.handler(this::onMessage);
         return consumer.completion().onSuccess(registered -> {
-            intake.openDrain(context, role::onObservation);
+            intake.openDrain(context, message -> {
+                switch (message) {
+                    case ObservationRecord record -> role.onObservation(record);
+                    case ShadowRequest request -> role.onShadow(request);
+                    case EstimateQuery query -> { } // always a request/reply; never queued here
+                }
+            });
             intake.open(vertx.eventBus());
         });
     }

@@ -59,7 +59,7 @@ final class SsdWriteObservations implements SsdOperationObserver {
         CostEstimateKey executed = saveRoute(fromSource, payloadBytes);
         cost.report(ObservationRecord.of(executed, ObservationOutcome.SUCCEEDED, totalNanos,
                 ObservedBytes.logicalOnly(payloadBytes)));
-        cost.shadow(new io.orbitkv.cost.ShadowRequest(executed, java.util.List.of(
+        cost.recordShadow(new io.orbitkv.cost.ShadowRequest(executed, java.util.List.of(
                 new io.orbitkv.cost.ShadowAlternative(saveRoute(!fromSource, payloadBytes), otherPathPossible))));
     }
 

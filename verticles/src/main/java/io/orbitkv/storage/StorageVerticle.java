@@ -202,7 +202,7 @@ public final class StorageVerticle extends VerticleBase {
             io.orbitkv.cost.ShadowAlternative other = bounced
                     ? io.orbitkv.cost.ShadowAlternative.when(direct, () -> true) // pool slots are aligned and rounded
                     : io.orbitkv.cost.ShadowAlternative.when(viaBounce, () -> true);
-            cost.shadow(new io.orbitkv.cost.ShadowRequest(executed, List.of(other)));
+            cost.recordShadow(new io.orbitkv.cost.ShadowRequest(executed, List.of(other)));
         }
     }
 
