@@ -36,7 +36,6 @@ import java.util.zip.CRC32C;
  * anything is owned. {@link #probe} reads metadata only (which positions of each group are sealed or being written)
  * and pins nothing, touches no LRU order. {@link #pinExact} then pins exactly the chosen keys, all or nothing: if any
  * was evicted or replaced since the probe, it pins none and names the first missing key, and the caller re-plans.
- * The older {@link #lookupAndPin} (longest common prefix, pinned in one step) is kept for callers of the prefix form.
  *
  * <p>Concurrency: owned by the storage role's event loop; not thread-safe. Tests drive it directly.
  */
@@ -52,13 +51,6 @@ public final class ImageStore {
     public record AllocateResult(long publishId, List<SlotGrant> slots) {}
 
     public record SealResult(int sealedPages, long sealedBytes) {}
-
-    /**
-     * Longest resident prefix common to every requested group. {@code pinned} holds, group by group in request
-     * order, the first {@code readyBlocks} images of each chain; {@code pendingExtension} tells that the block right
-     * after the prefix is being written by a publisher now.
-     */
-    public record Lookup(int readyBlocks, boolean pendingExtension, List<List<ImageRef>> pinned, long pinnedBytes) {}
 
     /** A key at a block position of its group's chain. */
     public record PositionedKey(int position, StateKey key) {}
@@ -447,52 +439,6 @@ public final class ImageStore {
         return owned.size();
     }
 
-    /**
-     * Finds the longest prefix resident for every chain and pins it (each image once per chain position). The caller
-     * owns the pins and must {@link #unpin} them.
-     */
-    public Lookup lookupAndPin(List<List<StateKey>> chains) {
-        int ready = Integer.MAX_VALUE;
-        boolean pending = false;
-        for (List<StateKey> chain : chains) {
-            int n = 0;
-            while (n < chain.size() && n < ready) {
-                Image image = images.get(chain.get(n));
-                if (image == null || image.state != ImageState.SEALED) {
-                    break;
-                }
-                n++;
-            }
-            if (n < ready) {
-                ready = n;
-                pending = false;
-            }
-            if (n == ready && n < chain.size()) {
-                Image next = images.get(chain.get(n));
-                pending |= next != null && next.state == ImageState.WRITING;
-            }
-        }
-        if (chains.isEmpty()) {
-            ready = 0;
-        }
-        List<List<ImageRef>> pinned = new ArrayList<>(chains.size());
-        long bytes = 0;
-        for (List<StateKey> chain : chains) {
-            List<ImageRef> refs = new ArrayList<>(ready);
-            for (int i = 0; i < ready; i++) {
-                Image image = images.get(chain.get(i));
-                if (image.pins++ == 0) {
-                    evictable.remove(image.key);
-                    pinnedImages++;
-                }
-                bytes += image.slot.lengthBytes();
-                refs.add(image.ref());
-            }
-            pinned.add(refs);
-        }
-        return new Lookup(ready, pending, pinned, bytes);
-    }
-
     /** Which probed positions are sealed or being written; metadata only, pins nothing, keeps LRU order unchanged. */
     public List<GroupPresence> probe(List<GroupProbe> groups) {
         List<GroupPresence> found = new ArrayList<>(groups.size());
@@ -541,7 +487,7 @@ public final class ImageStore {
         return new ExactPin(true, pinned, bytes, null);
     }
 
-    /** Drops pins taken by {@link #lookupAndPin} or {@link #pinExact}. */
+    /** Drops pins taken by {@link #pinExact}. */
     public void unpin(List<List<ImageRef>> pinned) {
         for (List<ImageRef> chain : pinned) {
             for (ImageRef ref : chain) {

@@ -12,7 +12,6 @@ public final class StorageCommands {
 
     public record Abort(long instance, long publishId) {}
 
-    public record LookupAndPin(List<List<StateKey>> chains) {}
 
     public record Probe(List<ImageStore.GroupProbe> groups) {}
 
@@ -40,8 +39,8 @@ public final class StorageCommands {
         }
     }
 
-    static final List<Class<?>> MESSAGE_TYPES = List.of(Allocate.class, Seal.class, Abort.class, LookupAndPin.class,
+    static final List<Class<?>> MESSAGE_TYPES = List.of(Allocate.class, Seal.class, Abort.class, 
             Unpin.class, ReleaseInstance.class, GetStats.class, Materialize.class, StorageStats.class, ImageStore.AllocateResult.class,
-            ImageStore.SealResult.class, ImageStore.Lookup.class, Integer.class, Probe.class, PinExact.class, Presence.class,
+            ImageStore.SealResult.class, Integer.class, Probe.class, PinExact.class, Presence.class,
             ImageStore.ExactPin.class);
 }

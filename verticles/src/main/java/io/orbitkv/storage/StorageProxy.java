@@ -12,7 +12,6 @@ public final class StorageProxy {
     static final String ALLOCATE = "orbitkv.storage.allocate";
     static final String SEAL = "orbitkv.storage.seal";
     static final String ABORT = "orbitkv.storage.abort";
-    static final String LOOKUP = "orbitkv.storage.lookup";
     static final String PROBE = "orbitkv.storage.probe";
     static final String PIN_EXACT = "orbitkv.storage.pin-exact";
     static final String MATERIALIZE = "orbitkv.storage.materialize";
@@ -38,10 +37,6 @@ public final class StorageProxy {
 
     public Future<Integer> abort(long instance, long publishId) {
         return RoleProxies.request(bus, ABORT, new StorageCommands.Abort(instance, publishId), options);
-    }
-
-    public Future<ImageStore.Lookup> lookupAndPin(List<List<StateKey>> chains) {
-        return RoleProxies.request(bus, LOOKUP, new StorageCommands.LookupAndPin(chains), options);
     }
 
     /** Metadata only: which positions of each group are sealed or being written; pins nothing. */

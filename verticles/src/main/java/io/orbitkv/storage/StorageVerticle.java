@@ -107,8 +107,6 @@ public final class StorageVerticle extends VerticleBase {
                 c -> changed(store.seal(c.instance(), c.publishId(), c.crc32c(), c.written())));
         RoleProxies.<StorageCommands.Abort, Integer>serve(bus, StorageProxy.ABORT,
                 c -> changed(store.abort(c.instance(), c.publishId())));
-        RoleProxies.<StorageCommands.LookupAndPin, ImageStore.Lookup>serve(bus, StorageProxy.LOOKUP,
-                c -> changed(store.lookupAndPin(c.chains())));
         RoleProxies.<StorageCommands.Probe, StorageCommands.Presence>serve(bus, StorageProxy.PROBE,
                 c -> Future.succeededFuture(new StorageCommands.Presence(store.probe(c.groups()))));
         RoleProxies.<StorageCommands.PinExact, ImageStore.ExactPin>serve(bus, StorageProxy.PIN_EXACT, c -> {

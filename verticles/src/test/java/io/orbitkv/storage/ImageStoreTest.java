@@ -59,7 +59,7 @@ class ImageStoreTest {
         publish(0, 4);
         publish(4, 8);
         // Touch 0 so that 1 becomes the eldest.
-        store.unpin(store.lookupAndPin(List.of(keys(0, 1))).pinned());
+        store.unpin(store.pinExact(List.of(keys(0, 1))).pinned());
         publish(8, 9);
         assertThat(evicted).extracting(ImageStore.ImageRef::key).containsExactly(key(1));
         assertThat(store.stateOf(key(1))).isNull();
@@ -72,8 +72,9 @@ class ImageStoreTest {
     @Test
     void pinnedAndWritingImagesAreNeverEvicted() {
         publish(0, 4);
-        ImageStore.Lookup pinned = store.lookupAndPin(List.of(keys(0, 4)));
-        assertThat(pinned.readyBlocks()).isEqualTo(4);
+        ImageStore.ExactPin pinned = store.pinExact(List.of(keys(0, 4)));
+        assertThat(pinned.complete()).isTrue();
+        assertThat(pinned.pinned().get(0)).hasSize(4);
         ImageStore.AllocateResult writing = store.allocate(2, keys(4, 6), List.of(PAGE, PAGE));
         // 6 of 8 pages are pinned or being written; two more fit, the third must fail without evicting them.
         ImageStore.AllocateResult more = store.allocate(3, keys(6, 8), List.of(PAGE, PAGE));
@@ -87,20 +88,37 @@ class ImageStoreTest {
         assertThat(store.allocator().requestedBytes()).isEqualTo(4 * PAGE);
     }
 
+    static List<ImageStore.PositionedKey> positioned(int from, int to) {
+        List<ImageStore.PositionedKey> keys = new ArrayList<>();
+        for (int i = from; i < to; i++) {
+            keys.add(new ImageStore.PositionedKey(i, key(i)));
+        }
+        return keys;
+    }
+
     @Test
-    void lookupFindsTheCommonResidentPrefixAndReportsAPendingExtension() {
+    void probeTellsSealedFromWritingAndPinExactIsAllOrNothing() {
         publish(0, 3);
         ImageStore.AllocateResult writing = store.allocate(1, keys(3, 4), List.of(PAGE));
-        ImageStore.Lookup lookup = store.lookupAndPin(List.of(keys(0, 6)));
-        assertThat(lookup.readyBlocks()).isEqualTo(3);
-        assertThat(lookup.pendingExtension()).isTrue();
-        assertThat(lookup.pinnedBytes()).isEqualTo(3 * PAGE);
-        store.unpin(lookup.pinned());
+        ImageStore.GroupPresence presence = store.probe(List.of(new ImageStore.GroupProbe(0, positioned(0, 6)))).get(0);
+        assertThat(presence.sealed().cardinality()).isEqualTo(3);
+        assertThat(presence.sealed().nextClearBit(0)).isEqualTo(3);
+        assertThat(presence.writing().stream().boxed().toList()).containsExactly(3);
+        assertThat(store.pinnedImages()).as("a probe pins nothing").isZero();
+        ImageStore.ExactPin partial = store.pinExact(List.of(keys(0, 4)));
+        assertThat(partial.complete()).isFalse();
+        assertThat(partial.missing()).isEqualTo(key(3));
+        assertThat(store.pinnedImages()).as("all or nothing").isZero();
+        ImageStore.ExactPin three = store.pinExact(List.of(keys(0, 3)));
+        assertThat(three.pinnedBytes()).isEqualTo(3 * PAGE);
+        store.unpin(three.pinned());
         store.seal(1, writing.publishId(), List.of(), List.of());
-        ImageStore.Lookup after = store.lookupAndPin(List.of(keys(0, 6)));
-        assertThat(after.readyBlocks()).isEqualTo(4);
-        assertThat(after.pendingExtension()).isFalse();
-        store.unpin(after.pinned());
+        ImageStore.GroupPresence after = store.probe(List.of(new ImageStore.GroupProbe(0, positioned(0, 6)))).get(0);
+        assertThat(after.sealed().cardinality()).isEqualTo(4);
+        assertThat(after.writing().isEmpty()).isTrue();
+        ImageStore.ExactPin four = store.pinExact(List.of(keys(0, 4)));
+        assertThat(four.complete()).isTrue();
+        store.unpin(four.pinned());
         assertThat(store.pinnedImages()).isZero();
     }
 

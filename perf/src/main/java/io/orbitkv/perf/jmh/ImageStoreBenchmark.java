@@ -31,6 +31,7 @@ public class ImageStoreBenchmark {
     private Arena arena;
     private ImageStore store;
     private List<List<StateKey>> chains;
+    private List<ImageStore.GroupProbe> probes;
 
     @Setup
     public void setUp() {
@@ -51,6 +52,11 @@ public class ImageStoreBenchmark {
             store.seal(1, allocated.publishId(), List.of(), List.of());
         }
         chains = List.of(keys.subList(IMAGES / 2, IMAGES / 2 + chainBlocks));
+        List<ImageStore.PositionedKey> positioned = new ArrayList<>(chainBlocks);
+        for (int p = 0; p < chainBlocks; p++) {
+            positioned.add(new ImageStore.PositionedKey(p, chains.get(0).get(p)));
+        }
+        probes = List.of(new ImageStore.GroupProbe(0, positioned));
     }
 
     @TearDown
@@ -58,10 +64,12 @@ public class ImageStoreBenchmark {
         arena.close();
     }
 
+    /** What a query does to the index: probe the metadata, pin the chosen pages exactly, and (on release) unpin. */
     @Benchmark
-    public int lookupPinUnpin() {
-        ImageStore.Lookup lookup = store.lookupAndPin(chains);
-        store.unpin(lookup.pinned());
-        return lookup.readyBlocks();
+    public int probePinUnpin() {
+        int sealed = store.probe(probes).get(0).sealed().cardinality();
+        ImageStore.ExactPin pin = store.pinExact(chains);
+        store.unpin(pin.pinned());
+        return sealed + pin.pinned().get(0).size();
     }
 }

@@ -32,28 +32,17 @@ public final class LatencyRecorder {
 
     /** For recording from any number of threads at once. */
     public static LatencyRecorder concurrent() {
-        Recorder recorder = new Recorder(SIGNIFICANT_DIGITS);
-        return new LatencyRecorder(new Writer() {
-            @Override
-            public void record(long value) {
-                recorder.recordValue(value);
-            }
-
-            @Override
-            public void record(long value, long expectedIntervalNanos) {
-                recorder.recordValueWithExpectedInterval(value, expectedIntervalNanos);
-            }
-
-            @Override
-            public Histogram swapInterval(Histogram recycle) {
-                return recorder.getIntervalHistogram(recycle);
-            }
-        });
+        return over(new Recorder(SIGNIFICANT_DIGITS));
     }
 
     /** For recording from one thread at a time (summaries may still be taken from another thread). */
     public static LatencyRecorder singleWriter() {
-        SingleWriterRecorder recorder = new SingleWriterRecorder(SIGNIFICANT_DIGITS);
+        return over(new SingleWriterRecorder(SIGNIFICANT_DIGITS));
+    }
+
+    /** Both HdrHistogram recorders record values and hand out interval histograms the same way. */
+    private static <R extends org.HdrHistogram.ValueRecorder & org.HdrHistogram.IntervalHistogramProvider<Histogram>>
+    LatencyRecorder over(R recorder) {
         return new LatencyRecorder(new Writer() {
             @Override
             public void record(long value) {
