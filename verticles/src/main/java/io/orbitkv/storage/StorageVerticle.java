@@ -78,7 +78,8 @@ public final class StorageVerticle extends VerticleBase {
                         offerToSsd(image);
                     }
                 });
-        refresh();
+        measureFragmentation();
+        fragmentationTimer = vertx.setPeriodic(1000, id -> measureFragmentation());
         registerMetrics();
         Future<?> ssdReady = Future.succeededFuture();
         if (ssd != null) {
@@ -209,12 +210,26 @@ public final class StorageVerticle extends VerticleBase {
         return Future.succeededFuture(result);
     }
 
+    /**
+     * Runs after every change, so on the query path: it copies counters only. The two fragmentation figures that
+     * walk the allocator's spans and chunk map are re-measured once a second instead ({@link #measureFragmentation}).
+     */
     private void refresh() {
         PoolAllocator a = store.allocator();
         snapshot = new StorageCommands.StorageStats(a.poolBytes(), a.spanBytes(), a.slotBytes(), a.requestedBytes(),
-                a.freeBytes(), a.strandedFreeBytes(), a.largestFreeRunBytes(), store.residentImages(),
+                a.freeBytes(), strandedFreeBytes, largestFreeRunBytes, store.residentImages(),
                 store.unsealedImages(), store.pinnedImages(), store.openPublishes(), store.evictions(),
                 store.residency().lastSequence(), store.ssdKeys(), store.materializingImages());
+    }
+
+    private long strandedFreeBytes;
+    private long largestFreeRunBytes;
+    private long fragmentationTimer;
+
+    private void measureFragmentation() {
+        strandedFreeBytes = store.allocator().strandedFreeBytes();
+        largestFreeRunBytes = store.allocator().largestFreeRunBytes();
+        refresh();
     }
 
     private void registerMetrics() {
@@ -256,6 +271,7 @@ public final class StorageVerticle extends VerticleBase {
 
     @Override
     public Future<?> stop() {
+        vertx.cancelTimer(fragmentationTimer);
         try {
             if (poolFile != null) {
                 poolFile.close();
