@@ -36,6 +36,16 @@ class CostObservationIT {
                     && running.metric(succeeded) == 5.0);
             String scrape = running.scrape();
             assertThat(scrape).contains("orbitkv_cost_stage_seconds_bucket");
+            // Switched off at run time, the same work is no longer observed.
+            running.manager().cost().setObservationsEnabled(false);
+            QueryReply unobserved = session.query(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hashes).build())).await();
+            session.release(unobserved.getLease().getLeaseId()).await();
+            running.manager().cost().setObservationsEnabled(true);
+            QueryReply observed = session.query(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hashes).build())).await();
+            session.release(observed.getLease().getLeaseId()).await();
+            // The queue is ordered: once the later, observed query is counted, the unobserved one would have been too.
+            await().atMost(Duration.ofSeconds(10)).until(() -> running.metric(succeeded) >= 6.0);
+            assertThat(running.metric(succeeded)).isEqualTo(6.0);
             // No key, namespace, hash or incarnation ever becomes a label value.
             assertThat(scrape).doesNotContain(hex(hashes.get(0))).doesNotContain("dram-pool");
         }

@@ -25,7 +25,8 @@ class ManagerConfigTest {
     void everyInvalidValueNamesItsKey() {
         Map<String, String> bad = Map.of(
                 "pool.size", "lots", "grpc.tcp-port", "70000", "query.byte-budget-fraction", "1.5",
-                "pool.chunk", "3000", "session.ttl-ms", "x", "metrics.host", "", "no.such.key", "1");
+                "pool.chunk", "3000", "session.ttl-ms", "x", "metrics.host", "", "no.such.key", "1",
+                "ssd.write-policy", "sometimes", "ssd.capacity", "4KiB", "cost.observations", "maybe");
         for (var e : bad.entrySet()) {
             assertThatThrownBy(() -> ManagerConfig.from(Map.of(e.getKey(), e.getValue())))
                     .isInstanceOfSatisfying(ConfigException.class, ex -> assertThat(ex.key()).isEqualTo(e.getKey()))
@@ -34,6 +35,25 @@ class ManagerConfigTest {
         assertThatThrownBy(() -> ManagerConfig.from(Map.of("pool.size", "5MiB")))
                 .hasMessageContaining("multiple of pool.chunk");
         assertThatThrownBy(() -> ManagerConfig.from(Map.of("pool.size", "1GB"))).hasMessageContaining("binary units");
+    }
+
+    @Test
+    void ssdAndCostSettingsMapOntoTheirRoles() {
+        ManagerConfig defaults = ManagerConfig.from(Map.of("data-dir", "/tmp/okv"));
+        assertThat(defaults.ssd().enabled()).isTrue();
+        assertThat(defaults.ssd().directory()).isEqualTo(Path.of("/tmp/okv/ssd"));
+        assertThat(defaults.ssd().defaultDirectory()).isTrue();
+        assertThat(defaults.cost().observationsEnabled()).isFalse();
+        ManagerConfig custom = ManagerConfig.from(Map.of("ssd.dir", "/var/ssd", "ssd.write-policy", "reuse-aware",
+                "ssd.write-from-pool", "true", "cost.observations", "1", "cost.selection", "true"));
+        assertThat(custom.ssd().defaultDirectory()).isFalse();
+        assertThat(custom.ssd().settings().writePolicy()).isEqualTo(io.orbitkv.ssd.SsdWritePolicy.REUSE_AWARE);
+        assertThat(custom.ssd().settings().writeFromSource()).isTrue();
+        assertThat(custom.cost().observationsEnabled()).isTrue();
+        assertThat(custom.cost().selectionEnabled()).isTrue();
+        assertThat(ManagerConfig.from(Map.of("cost.selection", "true")).cost().selectionEnabled())
+                .as("selection needs observation").isFalse();
+        assertThat(ManagerConfig.from(Map.of("ssd.enabled", "false")).ssd().enabled()).isFalse();
     }
 
     @Test
