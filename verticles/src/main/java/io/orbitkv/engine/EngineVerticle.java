@@ -534,7 +534,7 @@ public final class EngineVerticle extends VerticleBase {
     private Future<ReleaseLeaseReply> onReleaseLease(ReleaseLeaseRequest request) {
         SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
         return admission.release(instance.id(), request.getLeaseId())
-                .map(pages -> ReleaseLeaseReply.newBuilder().setReleasedPages(pages).build());
+                .map(pages -> ReleaseLeaseReply.newBuilder().setReleasedPages(pages).setLeaseValid(true).build());
     }
 
     private Future<StatsReply> onStats(StatsRequest request) {
