@@ -65,13 +65,18 @@ public final class EngineVerticle extends VerticleBase {
 
     /** Settings of the engine role. */
     public record Settings(Path unixSocket, String tcpHost, int tcpPort, long maxMessageBytes, int maxPagesPerRequest,
-                           long sessionTtlNanos, String token, Path poolPath, long poolBytes) {}
+                           long sessionTtlNanos, String token, Path poolPath, long poolBytes, long quarantineNanos) {}
+
+    /** Lease tombstones kept at most (see {@link LeaseTombstones}). */
+    static final int MAX_LEASE_TOMBSTONES = 1 << 16;
 
     private final Settings settings;
     private final MeterRegistry registry;
     private final Ticker ticker;
     private final byte[] token;
     private SessionRegistry sessions;
+    private LeaseTombstones tombstones;
+    private Counter invalidatedLeases;
     private StorageProxy storage;
     private AdmissionProxy admission;
     private final List<HttpServer> servers = new ArrayList<>();
@@ -96,6 +101,7 @@ public final class EngineVerticle extends VerticleBase {
     @Override
     public Future<?> start() {
         sessions = new SessionRegistry(ticker, settings.sessionTtlNanos(), 1);
+        tombstones = new LeaseTombstones(ticker, settings.quarantineNanos(), MAX_LEASE_TOMBSTONES);
         storage = new StorageProxy(vertx);
         admission = new AdmissionProxy(vertx);
         for (ErrorReason reason : ErrorReason.values()) {
@@ -106,6 +112,11 @@ public final class EngineVerticle extends VerticleBase {
         }
         publishedBytes = Counter.builder("orbitkv.published.bytes").baseUnit("bytes")
                 .description("Bytes sealed into the DRAM pool by engines").register(registry);
+        invalidatedLeases = Counter.builder("orbitkv.leases.invalidated")
+                .description("Lease releases answered lease_valid=false: the holder's session ended first").register(registry);
+        io.micrometer.core.instrument.FunctionCounter.builder("orbitkv.lease.tombstones.dropped", this,
+                        v -> v.tombstones.dropped())
+                .description("Ended leases forgotten early because the tombstone table was full").register(registry);
         internalErrors = Counter.builder("orbitkv.engine.internal.errors").description("Engine calls failed by a Manager fault")
                 .register(registry);
         Gauge.builder("orbitkv.instances", this, v -> v.registeredInstances).description("Registered engine instances")
@@ -127,7 +138,10 @@ public final class EngineVerticle extends VerticleBase {
         bind(grpc, EngineServiceGrpcService.Ping, ping -> Future.succeededFuture(PingReply.getDefaultInstance()));
 
         long sweepMillis = Math.max(50, settings.sessionTtlNanos() / 4_000_000);
-        sweepTimer = vertx.setPeriodic(sweepMillis, id -> sessions.expire().forEach(this::releaseSession));
+        sweepTimer = vertx.setPeriodic(sweepMillis, id -> {
+            sessions.expire().forEach(this::releaseSession);
+            tombstones.expire();
+        });
 
         HttpServerOptions serverOptions = new HttpServerOptions().setUseAlpn(false).setHttp2ClearTextEnabled(true);
         Future<HttpServer> unix = prepareSocket().compose(path -> vertx.createHttpServer(serverOptions)
@@ -247,6 +261,7 @@ public final class EngineVerticle extends VerticleBase {
                 throw new OrbitException(ErrorReason.INVALID_IDENTITY, "a resumed instance must keep its identity");
             }
             previous = releaseHoldings(old.id());
+            registeredInstances = sessions.size();
         }
         return previous.map(v -> {
             SessionRegistry.Instance instance = request.getResumeInstanceId() != 0
@@ -269,18 +284,37 @@ public final class EngineVerticle extends VerticleBase {
         SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
         sessions.remove(instance.id());
         registeredInstances = sessions.size();
-        return admission.releaseInstance(instance.id()).compose(released -> storage.releaseInstance(instance.id())
-                .map(aborted -> UnregisterReply.newBuilder().setReleasedLeases(released.leases())
-                        .setCancelledQueries(released.queries()).setAbortedPublishes(aborted).build()));
+        return releaseHoldings(instance.id()).map(released -> UnregisterReply.newBuilder()
+                .setReleasedLeases(released.leases()).setCancelledQueries(released.queries())
+                .setAbortedPublishes(released.abortedPublishes()).build());
     }
 
-    private Future<?> releaseHoldings(long instance) {
-        return admission.releaseInstance(instance).compose(r -> storage.releaseInstance(instance));
+    /** What ending a session released. */
+    private record Released(int leases, int queries, int abortedPublishes) {}
+
+    /**
+     * Ends a session's holdings: its leases (slots quarantined, ids remembered as tombstones), queries and unsealed
+     * publishes (slots quarantined). Every step runs even when an earlier one failed; the result fails if any did.
+     */
+    private Future<Released> releaseHoldings(long instance) {
+        tombstones.sessionEnding(instance);
+        Future<AdmissionCommands.InstanceReleased> leases = admission.releaseInstance(instance)
+                .andThen(ar -> tombstones.sessionEnded(instance, ar.succeeded() ? ar.result().endedLeaseIds() : List.of()));
+        return leases.transform(first -> storage.releaseInstance(instance).transform(second -> {
+            if (first.succeeded() && second.succeeded()) {
+                return Future.succeededFuture(new Released(first.result().leases(), first.result().queries(), second.result()));
+            }
+            Throwable failure = first.failed() ? first.cause() : second.cause();
+            if (first.failed() && second.failed()) {
+                failure.addSuppressed(second.cause());
+            }
+            return Future.failedFuture(failure);
+        }));
     }
 
-    private void releaseSession(long instance) {
+    private void releaseSession(SessionRegistry.Instance instance) {
         registeredInstances = sessions.size();
-        releaseHoldings(instance).onFailure(e -> LOG.warn("releasing a lapsed session failed", e));
+        releaseHoldings(instance.id()).onFailure(e -> LOG.warn("releasing a lapsed session failed", e));
     }
 
     private Future<HeartbeatReply> onHeartbeat(HeartbeatRequest request) {
@@ -505,8 +539,12 @@ public final class EngineVerticle extends VerticleBase {
                 for (int i = 0; i < group.positions().size(); i++) {
                     int position = group.positions().get(i);
                     ImageStore.ImageRef ref = group.refs().get(i);
-                    lease.addPages(LeasedPage.newBuilder().setGroupId(group.groupId()).setPosition(position)
-                            .setSlot(descriptor(ref)));
+                    LeasedPage.Builder page = LeasedPage.newBuilder().setGroupId(group.groupId()).setPosition(position)
+                            .setSlot(descriptor(ref));
+                    if (ref.crcKnown()) {
+                        page.setCrc32C((int) ref.crc32c());
+                    }
+                    lease.addPages(page);
                     if (position != previous + 1) {
                         if (runStart >= 0) {
                             spans.addSpans(BlockSpan.newBuilder().setStart(runStart).setEnd(previous + 1));
@@ -531,10 +569,35 @@ public final class EngineVerticle extends VerticleBase {
                 .map(pages -> CancelQueryReply.newBuilder().setReleasedPages(pages).build());
     }
 
+    /**
+     * The engine contract: copy, then release. A release answers whether the lease stayed valid for its whole life;
+     * a lease that ended with its holder's session (lapse, unregister, resume) is answered lease_valid = false,
+     * SESSION_ENDED, for as long as its tombstone lives (after that, an error: also "discard").
+     */
     private Future<ReleaseLeaseReply> onReleaseLease(ReleaseLeaseRequest request) {
-        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
-        return admission.release(instance.id(), request.getLeaseId())
-                .map(pages -> ReleaseLeaseReply.newBuilder().setReleasedPages(pages).setLeaseValid(true).build());
+        long leaseId = request.getLeaseId();
+        long instanceId = request.getSession().getInstanceId();
+        SessionRegistry.Instance instance;
+        try {
+            instance = sessions.authenticate(request.getSession());
+        } catch (OrbitException e) {
+            if ((e.reason() == ErrorReason.UNKNOWN_INSTANCE || e.reason() == ErrorReason.STALE_SESSION_EPOCH)
+                    && tombstones.endedWithSession(instanceId, leaseId)) {
+                return Future.succeededFuture(endedWithSession());
+            }
+            throw e;
+        }
+        return admission.release(instance.id(), leaseId)
+                .map(pages -> ReleaseLeaseReply.newBuilder().setReleasedPages(pages).setLeaseValid(true).build())
+                .recover(failure -> failure instanceof OrbitException orbit && orbit.reason() == ErrorReason.UNKNOWN_LEASE
+                        && tombstones.endedWithSession(instanceId, leaseId)
+                        ? Future.succeededFuture(endedWithSession()) : Future.failedFuture(failure));
+    }
+
+    private ReleaseLeaseReply endedWithSession() {
+        invalidatedLeases.increment();
+        return ReleaseLeaseReply.newBuilder().setReleasedPages(0).setLeaseValid(false)
+                .setInvalidReason(LeaseInvalidReason.SESSION_ENDED).build();
     }
 
     private Future<StatsReply> onStats(StatsRequest request) {

@@ -97,15 +97,16 @@ final class SessionRegistry {
         return instances.remove(id);
     }
 
-    List<Long> expire() {
+    /** Removes and returns the instances whose sessions lapsed. */
+    List<Instance> expire() {
         long now = ticker.nanos();
-        List<Long> lapsed = new ArrayList<>();
+        List<Instance> lapsed = new ArrayList<>();
         for (Instance instance : instances.values()) {
             if (now - instance.lastSeenNanos() > ttlNanos) {
-                lapsed.add(instance.id());
+                lapsed.add(instance);
             }
         }
-        lapsed.forEach(instances::remove);
+        lapsed.forEach(instance -> instances.remove(instance.id()));
         return lapsed;
     }
 

@@ -89,7 +89,8 @@ public final class Manager implements AutoCloseable {
                     ? new io.orbitkv.ssd.SsdVerticle(config.ssd().settings()
                             .observer(new SsdWriteObservations(cost.proxy(), ssdStore, dramPool)), registry) : null;
             StorageVerticle storage = new StorageVerticle(new StorageVerticle.Settings(poolPath, poolBytes,
-                    config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation), registry,
+                    config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation,
+                    TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis())), registry,
                     ssd == null ? null : new io.orbitkv.ssd.SsdProxy(vertx), cost.proxy(), dramPool, ssdStore);
             AdmissionVerticle admission = new AdmissionVerticle(new AdmissionVerticle.Settings(
                     config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding(),
@@ -102,7 +103,8 @@ public final class Manager implements AutoCloseable {
             EngineVerticle engine = new EngineVerticle(new EngineVerticle.Settings(config.grpcUnixSocket(),
                     config.grpcTcpHost(), config.grpcTcpPort(), config.grpcMaxMessageBytes(),
                     config.grpcMaxPagesPerRequest(), TimeUnit.MILLISECONDS.toNanos(config.sessionTtlMillis()), token,
-                    poolPath, poolBytes), registry, Ticker.SYSTEM);
+                    poolPath, poolBytes, TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis())),
+                    registry, Ticker.SYSTEM);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             return vertx.deployVerticle(cost)
                     .compose(id -> ssd == null ? Future.succeededFuture(id) : vertx.deployVerticle(ssd))

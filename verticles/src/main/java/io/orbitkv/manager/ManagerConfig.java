@@ -38,7 +38,16 @@ public record ManagerConfig(
         io.orbitkv.admission.TenantShares queryTenantShares,
         int eventLoopThreads,
         io.orbitkv.cost.CostSettings cost,
-        SsdTier ssd) {
+        SsdTier ssd,
+        SessionPolicy sessions) {
+
+    /**
+     * How sessions end safely.
+     *
+     * @param quarantineMillis how long the pool slots a session held when it ended (lapse, unregister, resume) are
+     *                         kept out of reuse: its engine may still be copying out of, or writing into, them
+     */
+    public record SessionPolicy(long quarantineMillis) {}
 
     /**
      * The SSD tier's settings; {@code directory} null = off. {@code defaultDirectory}: the Manager creates it
@@ -76,6 +85,8 @@ public record ManagerConfig(
         d.put("metrics.host", "127.0.0.1");
         d.put("metrics.port", "9091");
         d.put("session.ttl-ms", "30000");
+        // Empty: twice session.ttl-ms.
+        d.put("session.quarantine-ms", "");
         d.put("query.max-outstanding-per-instance", "256");
         d.put("query.max-outstanding", "8192");
         d.put("query.wait-budget-ms", "5000");
@@ -149,7 +160,15 @@ public record ManagerConfig(
                 tenantShares(v, "query.tenant-shares"),
                 (int) integer(v, "manager.event-loop-threads", 1, 256),
                 costSettings(v),
-                ssdTier(v, dataDir));
+                ssdTier(v, dataDir),
+                sessionPolicy(v));
+    }
+
+    private static SessionPolicy sessionPolicy(Map<String, String> v) {
+        long ttl = integer(v, "session.ttl-ms", 100, 24L * 3600 * 1000);
+        long quarantine = v.get("session.quarantine-ms").isBlank() ? 2 * ttl
+                : integer(v, "session.quarantine-ms", 0, 7L * 24 * 3600 * 1000);
+        return new SessionPolicy(quarantine);
     }
 
     private static SsdTier ssdTier(Map<String, String> v, Path dataDir) {
