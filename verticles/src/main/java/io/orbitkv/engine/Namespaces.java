@@ -88,6 +88,7 @@ public final class Namespaces {
         List<GroupRule> rules = new ArrayList<>(id.getGroupsCount());
         try {
             for (GroupSpec g : id.getGroupsList()) {
+                // Qualified: the wire's GroupKind (imported) and the recovery role's share a name.
                 io.orbitkv.recovery.GroupKind kind = switch (g.getKind()) {
                     case FULL_ATTENTION -> io.orbitkv.recovery.GroupKind.FULL_ATTENTION;
                     case SLIDING_WINDOW -> io.orbitkv.recovery.GroupKind.SLIDING_WINDOW;

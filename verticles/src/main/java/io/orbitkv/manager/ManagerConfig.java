@@ -4,7 +4,9 @@ import io.vertx.core.json.JsonObject;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -49,7 +51,7 @@ public record ManagerConfig(
      * @param maxRegistered    sessions registered at once; one more is refused with TOO_MANY_SESSIONS
      * @param allowedPeerUids  users allowed on the Unix socket (SO_PEERCRED); empty = the Manager's own uid
      */
-    public record SessionPolicy(long quarantineMillis, int maxRegistered, java.util.Set<Integer> allowedPeerUids) {}
+    public record SessionPolicy(long quarantineMillis, int maxRegistered, Set<Integer> allowedPeerUids) {}
 
     /**
      * The SSD tier's settings; {@code directory} null = off. {@code defaultDirectory}: the Manager creates it
@@ -174,7 +176,7 @@ public record ManagerConfig(
         long quarantine = v.get("session.quarantine-ms").isBlank() ? 2 * ttl
                 : integer(v, "session.quarantine-ms", 0, 7L * 24 * 3600 * 1000);
         int maxRegistered = (int) integer(v, "session.max-registered", 1, 1 << 20);
-        java.util.Set<Integer> uids = new java.util.TreeSet<>();
+        Set<Integer> uids = new TreeSet<>();
         for (String uid : v.get("grpc.allowed-uids").split(",")) {
             if (!uid.isBlank()) {
                 try {
@@ -185,7 +187,7 @@ public record ManagerConfig(
                 }
             }
         }
-        return new SessionPolicy(quarantine, maxRegistered, java.util.Set.copyOf(uids));
+        return new SessionPolicy(quarantine, maxRegistered, Set.copyOf(uids));
     }
 
     private static SsdTier ssdTier(Map<String, String> v, Path dataDir) {

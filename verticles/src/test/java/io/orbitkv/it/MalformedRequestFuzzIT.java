@@ -68,7 +68,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 @Timeout(180)
 class MalformedRequestFuzzIT {
     static final int REQUESTS = 10_000;
-    static final int IN_FLIGHT = 32;
+    static final int IN_FLIGHT = 64;
     static final int PAGE = 4096;
     static final String SERVICE = "/orbitkv.engine.v1.EngineService/";
 
