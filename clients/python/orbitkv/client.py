@@ -43,6 +43,8 @@ DEFAULT_CALL_TIMEOUT_SECONDS = 30.0
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # Shortest pause between polls when the Manager gives no retry_after hint.
 MIN_POLL_SECONDS = 0.0005
+# Refusals that mean the session no longer exists on the Manager.
+SESSION_GONE = ("STALE_SESSION_EPOCH", "UNKNOWN_INSTANCE")
 
 
 def read_token(token_file: str | os.PathLike) -> str:
@@ -173,12 +175,22 @@ class Session:
         self.pool = PoolMapping(registration.pool.region_id, registration.pool.path, registration.pool.size_bytes)
         self._operation_ids = itertools.count(1)
         self._closed = threading.Event()
+        # Set when the Manager says this session is gone (unknown instance, stale epoch): re-register to go on.
+        self.lost_reason: str | None = None
         self.heartbeat_error: OrbitKvError | None = None
         self.heartbeats_sent = 0
         period = max(0.05, registration.session_ttl_millis / 3000.0)
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, args=(period,), name="orbitkv-heartbeat",
                                            daemon=True)
         self._heartbeat.start()
+
+    def _call(self, method: str, request):
+        try:
+            return self.client.call(method, request)
+        except OrbitKvError as e:
+            if e.reason in SESSION_GONE:
+                self.lost_reason = e.reason
+            raise
 
     @property
     def instance_id(self) -> int:
@@ -191,13 +203,13 @@ class Session:
     def _heartbeat_loop(self, period: float) -> None:
         while not self._closed.wait(period):
             try:
-                self.client.call("Heartbeat", pb.HeartbeatRequest(session=self.ref))
+                self._call("Heartbeat", pb.HeartbeatRequest(session=self.ref))
                 self.heartbeats_sent += 1
                 self.heartbeat_error = None
             except OrbitKvError as e:
                 # Kept for the engine to see; a stale epoch or unknown instance means the session is gone for good.
                 self.heartbeat_error = e
-                if e.reason in ("STALE_SESSION_EPOCH", "UNKNOWN_INSTANCE"):
+                if e.reason in SESSION_GONE:
                     return
 
     def stop_heartbeats(self) -> None:
@@ -211,16 +223,16 @@ class Session:
     # --- publish -----------------------------------------------------------------------------------------------
     def allocate(self, keys: Iterable[tuple[int, bytes]]) -> pb.AllocatePublishReply:
         pages = [pb.PageKey(group_id=g, block_hash=h) for g, h in keys]
-        return self.client.call("AllocatePublish", pb.AllocatePublishRequest(session=self.ref,
+        return self._call("AllocatePublish", pb.AllocatePublishRequest(session=self.ref,
                                                                              namespace_id=self.namespace, pages=pages))
 
     def seal(self, publish_id: int, crcs: Sequence[int] = (), written: Sequence[pb.PoolDescriptor] = ()
              ) -> pb.SealPublishReply:
-        return self.client.call("SealPublish", pb.SealPublishRequest(session=self.ref, publish_id=publish_id,
+        return self._call("SealPublish", pb.SealPublishRequest(session=self.ref, publish_id=publish_id,
                                                                      crc32c=list(crcs), written=list(written)))
 
     def abort(self, publish_id: int) -> pb.AbortPublishReply:
-        return self.client.call("AbortPublish", pb.AbortPublishRequest(session=self.ref, publish_id=publish_id))
+        return self._call("AbortPublish", pb.AbortPublishRequest(session=self.ref, publish_id=publish_id))
 
     def publish(self, pages: Sequence[tuple[int, bytes, object]]) -> PublishResult:
         """Publishes ``(group_id, block_hash, data)`` pages: allocate, write each ALLOCATED slot, seal with CRC32C.
@@ -252,7 +264,7 @@ class Session:
     def submit_query(self, chains: dict[int, Sequence[bytes]], revision: int = 0) -> pb.QueryReply:
         """The prefix form: ``{group_id: [block hashes from block 0]}``, every group full attention."""
         groups = [pb.GroupChain(group_id=g, block_hashes=list(h)) for g, h in chains.items()]
-        return self.client.call("SubmitQuery", pb.SubmitQueryRequest(session=self.ref, namespace_id=self.namespace,
+        return self._call("SubmitQuery", pb.SubmitQueryRequest(session=self.ref, namespace_id=self.namespace,
                                                                      groups=groups, revision=revision))
 
     def submit_demand(self, demand: pb.Demand) -> pb.QueryReply:
@@ -261,7 +273,7 @@ class Session:
             demand.namespace_id = self.namespace
         if demand.operation_id == 0:
             demand.operation_id = self.next_operation_id()
-        return self.client.call("SubmitDemand", pb.SubmitDemandRequest(session=self.ref, demand=demand))
+        return self._call("SubmitDemand", pb.SubmitDemandRequest(session=self.ref, demand=demand))
 
     def prefix_demand(self, request_id: str, block_hashes: Sequence[bytes], *, start_block: int = 0,
                       end_block: int | None = None, group_id: int = 0, revision: int = 0,
@@ -283,10 +295,10 @@ class Session:
         return demand
 
     def poll(self, ticket: int) -> pb.QueryReply:
-        return self.client.call("PollQuery", pb.PollQueryRequest(session=self.ref, ticket=ticket))
+        return self._call("PollQuery", pb.PollQueryRequest(session=self.ref, ticket=ticket))
 
     def cancel(self, ticket: int) -> pb.CancelQueryReply:
-        return self.client.call("CancelQuery", pb.CancelQueryRequest(session=self.ref, ticket=ticket))
+        return self._call("CancelQuery", pb.CancelQueryRequest(session=self.ref, ticket=ticket))
 
     def settle(self, reply: pb.QueryReply, timeout_seconds: float = 30.0) -> pb.QueryReply:
         """Polls a PENDING answer, sleeping ``retry_after_micros`` between polls, until it is not PENDING. Past the
@@ -310,7 +322,7 @@ class Session:
 
     # --- leases -----------------------------------------------------------------------------------------------
     def release(self, lease_id: int) -> pb.ReleaseLeaseReply:
-        return self.client.call("ReleaseLease", pb.ReleaseLeaseRequest(session=self.ref, lease_id=lease_id))
+        return self._call("ReleaseLease", pb.ReleaseLeaseRequest(session=self.ref, lease_id=lease_id))
 
     @contextlib.contextmanager
     def lease(self, reply: pb.QueryReply) -> Iterator[Lease]:
@@ -338,11 +350,11 @@ class Session:
 
     # --- session ----------------------------------------------------------------------------------------------
     def stats(self) -> pb.StatsReply:
-        return self.client.call("Stats", pb.StatsRequest(session=self.ref))
+        return self._call("Stats", pb.StatsRequest(session=self.ref))
 
     def unregister(self) -> pb.UnregisterReply:
         self._closed.set()
-        return self.client.call("Unregister", pb.UnregisterRequest(session=self.ref))
+        return self._call("Unregister", pb.UnregisterRequest(session=self.ref))
 
     def close(self) -> None:
         """Unregisters (best effort: the Manager may be gone), stops heartbeats and unmaps the pool. Idempotent."""
