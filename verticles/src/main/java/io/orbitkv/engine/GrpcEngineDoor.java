@@ -27,6 +27,7 @@ import io.vertx.grpc.server.GrpcServerRequest;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
@@ -59,9 +60,10 @@ import org.slf4j.LoggerFactory;
  * renamed onto the configured path, and the directory removed. Between bind and chmod no other user can reach it
  * (they cannot traverse the directory), and at its public path it is 0600 from its first moment. Setting the umask
  * around bind would also work for the socket, but the umask is process-wide: every file another thread creates
- * meanwhile would get it too. Callers on the Unix socket are checked by {@code SO_PEERCRED} (netty's
- * {@link EpollDomainSocketChannel#peerCredentials()}, read per call from the connection's channel) against the
- * allowed uids, before the token.
+ * meanwhile would get it too. (The bind path is about 26 bytes longer than the configured one: a configured path
+ * too close to the 107-byte limit of Unix sockets is refused at start, naming the limit.) Callers on the Unix socket
+ * are checked by {@code SO_PEERCRED} (netty's {@link EpollDomainSocketChannel#peerCredentials()}, read per call from
+ * the connection's channel) against the allowed uids, before the token.
  *
  * <p>Confined to the engine role's event loop (both servers are created on its context).
  */
@@ -402,12 +404,22 @@ final class GrpcEngineDoor {
      * inside it, then {@link #publish} (0600, rename onto the configured path) or {@link #discard}.
      */
     record PrivateSocket(Path target, Path directory, Path bindPath) {
+        /** sun_path holds 108 bytes including the terminating NUL. */
+        static final int MAX_SOCKET_PATH_BYTES = 107;
+
         static PrivateSocket prepare(Path target) throws IOException {
             Path parent = target.toAbsolutePath().getParent();
             Files.createDirectories(parent);
             Path directory = Files.createTempDirectory(parent, ".bind-",
                     PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
-            return new PrivateSocket(target, directory, directory.resolve("engine.sock"));
+            Path bindPath = directory.resolve("engine.sock");
+            if (bindPath.toString().getBytes(StandardCharsets.UTF_8).length > MAX_SOCKET_PATH_BYTES) {
+                Files.delete(directory);
+                throw new IOException("the engine socket " + target + " is too deep: binding it needs "
+                        + bindPath.toString().length() + " bytes of path, Unix sockets allow " + MAX_SOCKET_PATH_BYTES
+                        + " (choose a shorter grpc.unix-socket)");
+            }
+            return new PrivateSocket(target, directory, bindPath);
         }
 
         void publish() throws IOException {
