@@ -62,7 +62,7 @@ public final class PrefetchPolicy {
             return new Start(nowNanos, Long.MAX_VALUE, Reason.START_NOW_NO_DEADLINE);
         }
         long latestStart = latest.getAsLong();
-        if (latestStart - nowNanos <= 0) {
+        if (latestStart <= nowNanos) {
             return new Start(nowNanos, latestStart, Reason.START_NOW_LATE);
         }
         return dramTight ? new Start(latestStart, latestStart, Reason.START_AT_LATEST)

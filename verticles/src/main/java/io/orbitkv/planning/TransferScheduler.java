@@ -259,7 +259,7 @@ public final class TransferScheduler<T> {
             List<Entry<T>> notYet = new ArrayList<>();
             while (!queue.speculative.isEmpty()) {
                 Entry<T> head = queue.speculative.peek();
-                if (head.request.notBeforeNanos() - now > 0) {
+                if (head.request.notBeforeNanos() > now) { // plain comparison: MIN_VALUE is a sentinel
                     notYet.add(queue.speculative.poll());
                     continue;
                 }
@@ -344,7 +344,7 @@ public final class TransferScheduler<T> {
                 continue;
             }
             for (Entry<T> entry : queue.speculative) {
-                if (entry.request.notBeforeNanos() - now > 0 && entry.request.notBeforeNanos() < earliest) {
+                if (entry.request.notBeforeNanos() > now && entry.request.notBeforeNanos() < earliest) {
                     earliest = entry.request.notBeforeNanos();
                     any = true;
                 }
