@@ -22,7 +22,7 @@ import java.util.Set;
  *
  * <p>Design note (replans): a preparation that fails before any payload moved ({@link PlanningFailure#beforePayload()})
  * or whose submitted transfer failed (the executor completes only after every submitted transfer is terminal, so that
- * work is fenced) is planned again from fresh discovery, without the record the owner named stale, at most
+ * work is fenced) is planned again from fresh discovery, without the records owners named stale so far, at most
  * {@value #MAX_PLAN_ATTEMPTS} plans in all. Other failures (fail-closed routes, a full queue, dropped speculation,
  * cancellation) end the preparation. Every replan is counted by cause.
  *
@@ -118,7 +118,7 @@ public final class PlanningRole {
      */
     public Preparing prepare(DemandView demand, boolean dramTight) {
         Preparing preparing = new Preparing(demand, dramTight);
-        preparing.attempt(null, MAX_PLAN_ATTEMPTS);
+        preparing.attempt(MAX_PLAN_ATTEMPTS);
         return preparing;
     }
 
@@ -133,6 +133,8 @@ public final class PlanningRole {
         private final Promise<PlanExecutor.Prepared> result = Promise.promise();
         private PlanExecutor.Preparation current;
         private boolean cancelled;
+        /** Records owners found stale in earlier attempts: a lagging directory may still advertise them. */
+        private final java.util.List<PlannedPage> stale = new java.util.ArrayList<>();
 
         private Preparing(DemandView demand, boolean dramTight) {
             this.demand = demand;
@@ -152,9 +154,9 @@ public final class PlanningRole {
             return result.future().<Void>mapEmpty().otherwiseEmpty();
         }
 
-        private void attempt(PlannedPage stale, int attemptsLeft) {
+        private void attempt(int attemptsLeft) {
             evidence.discover(demand)
-                    .map(found -> stale == null ? found : found.withoutStale(stale.key(), stale.evidence()))
+                    .map(this::withoutStale)
                     .compose(found -> cancelled ? Future.failedFuture(cancelledFailure()) : planOn(demand, found))
                     .onComplete(planned -> {
                         if (planned.failed()) {
@@ -178,12 +180,20 @@ public final class PlanningRole {
                                     && (failure.beforePayload() || failure == PlanningFailure.TRANSFER_FAILED);
                             if (replannable && attemptsLeft > 1 && !cancelled) {
                                 replans.get(failure).increment();
-                                attempt(((PlanningException) prepared.cause()).page().orElse(null), attemptsLeft - 1);
+                                ((PlanningException) prepared.cause()).page().ifPresent(stale::add);
+                                attempt(attemptsLeft - 1);
                             } else {
                                 result.fail(cancelled ? cancelledFailure() : prepared.cause());
                             }
                         });
                     });
+        }
+
+        private DemandEvidence withoutStale(DemandEvidence found) {
+            for (PlannedPage page : stale) {
+                found = found.withoutStale(page.key(), page.evidence());
+            }
+            return found;
         }
 
         private PlanExecutor.Schedule schedule(Plan plan) {
