@@ -1,5 +1,6 @@
 package io.orbitkv.planning;
 
+import io.orbitkv.cost.CompletionTarget;
 import io.orbitkv.cost.CostEstimate;
 import io.orbitkv.cost.CostEstimateKey;
 import io.orbitkv.cost.CostEstimateResult;
@@ -15,7 +16,9 @@ import io.orbitkv.recovery.RecoveryContract;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.BitSet;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -220,7 +223,7 @@ public final class Planner {
 
     /** The allowed routes in default order, after the fail-closed checks. */
     static List<RouteTemplate> allowedRoutes(DemandView demand, RouteCapabilities capabilities) {
-        if (demand.target().intent() == io.orbitkv.cost.CompletionTarget.Intent.ENGINE_RESTORE
+        if (demand.target().intent() == CompletionTarget.Intent.ENGINE_RESTORE
                 && capabilities.engineRestoreCause().isPresent()) {
             throw new PlanningException(PlanningFailure.TARGET_UNAVAILABLE, "engine restore is not possible here: "
                     + capabilities.engineRestoreCause().get());
@@ -303,7 +306,7 @@ public final class Planner {
         }
         // Picks were rewritten in place by selection (see select): rebuild them in required order.
         List<Pick> finalPicks = new ArrayList<>(picks.size());
-        Map<Long, Pick> byPosition = new java.util.HashMap<>();
+        Map<Long, Pick> byPosition = new HashMap<>();
         for (Batch batch : batches.values()) {
             for (Pick pick : batch.picks) {
                 byPosition.put(((long) pick.groupIndex() << 32) | pick.position(), pick);
@@ -490,7 +493,7 @@ public final class Planner {
         /** Per group and position: the allowed-order index of the first option, or {@code allowed.size()}. */
         private final int[][] firstRoute;
 
-        @SuppressWarnings("unchecked")
+        @SuppressWarnings({"unchecked", "rawtypes"}) // a generic array of option lists, filled once per pass
         Pages(DemandView demand, DemandEvidence evidence, List<RouteTemplate> allowed, MembershipView members) {
             this.demand = demand;
             this.allowed = allowed;
@@ -512,7 +515,7 @@ public final class Planner {
                 keys[g] = new StateKey[max + 1];
                 options[g] = new List[max + 1];
                 firstRoute[g] = new int[max + 1];
-                java.util.Arrays.fill(firstRoute[g], allowed.size());
+                Arrays.fill(firstRoute[g], allowed.size());
                 for (ImageStore.PositionedKey pk : declared) {
                     keys[g][pk.position()] = pk.key();
                     List<Option> found = optionsOf(evidence.replicas(pk.key()), members);

@@ -8,8 +8,10 @@ import io.orbitkv.cost.CostEstimateResult;
 import io.orbitkv.cost.ShadowRequest;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
+import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.LinkedHashSet;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
@@ -134,7 +136,7 @@ public final class PlanningRole {
         private PlanExecutor.Preparation current;
         private boolean cancelled;
         /** Records owners found stale in earlier attempts: a lagging directory may still advertise them. */
-        private final java.util.List<PlannedPage> stale = new java.util.ArrayList<>();
+        private final List<PlannedPage> stale = new ArrayList<>();
 
         private Preparing(DemandView demand, boolean dramTight) {
             this.demand = demand;
