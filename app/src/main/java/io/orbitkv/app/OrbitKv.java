@@ -106,9 +106,12 @@ public final class OrbitKv implements Callable<Integer> {
                 }
                 stopped.countDown();
             }, "orbitkv-shutdown"));
-            System.out.printf("OrbitKV Manager ready: grpc unix:%s and tcp %s:%d, metrics http://%s:%d/metrics, pool %d bytes at %s, token %s%n",
+            String bridge = manager.bridgePort() < 0 ? "off"
+                    : "tcp " + managerConfig.bridge().host() + ":" + manager.bridgePort();
+            System.out.printf("OrbitKV Manager ready: grpc unix:%s and tcp %s:%d, metrics http://%s:%d/metrics, pool %d bytes at %s, token %s, bridge %s%n",
                     manager.unixSocket(), managerConfig.grpcTcpHost(), manager.grpcTcpPort(), managerConfig.metricsHost(),
-                    manager.metricsPort(), managerConfig.poolSizeBytes(), manager.poolPath(), managerConfig.authTokenFile());
+                    manager.metricsPort(), managerConfig.poolSizeBytes(), manager.poolPath(), managerConfig.authTokenFile(),
+                    bridge);
             System.out.flush();
             stopped.await();
             return 0;

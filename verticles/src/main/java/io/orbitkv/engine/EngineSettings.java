@@ -14,6 +14,13 @@ public final class EngineSettings {
     public static final int MAX_PAGES_PER_REQUEST_DEFAULT = 65_536;
     public static final long SESSION_TTL_NANOS_DEFAULT = 30_000_000_000L;
     public static final int MAX_SESSIONS_DEFAULT = 4096;
+    /** The event-bus bridge's port when it is off (the default). */
+    public static final int BRIDGE_OFF = -1;
+    public static final String BRIDGE_HOST_DEFAULT = "127.0.0.1";
+    /** One frame carries one base64 message: 4/3 of the 16 MiB message limit plus the JSON envelope. */
+    public static final long BRIDGE_MAX_FRAME_BYTES_DEFAULT = 24L << 20;
+    public static final int BRIDGE_MAX_OUTSTANDING_PER_CONNECTION_DEFAULT = 64;
+    public static final int BRIDGE_MAX_CONNECTIONS_DEFAULT = 64;
 
     private Path unixSocket;
     private String tcpHost = TCP_HOST_DEFAULT;
@@ -28,6 +35,11 @@ public final class EngineSettings {
     private long poolBytes;
     private Set<Integer> allowedPeerUids = Set.of();
     private SessionCleanup.Faults cleanupFaults = SessionCleanup.Faults.NONE;
+    private String bridgeHost = BRIDGE_HOST_DEFAULT;
+    private int bridgePort = BRIDGE_OFF;
+    private long bridgeMaxFrameBytes = BRIDGE_MAX_FRAME_BYTES_DEFAULT;
+    private int bridgeMaxOutstandingPerConnection = BRIDGE_MAX_OUTSTANDING_PER_CONNECTION_DEFAULT;
+    private int bridgeMaxConnections = BRIDGE_MAX_CONNECTIONS_DEFAULT;
 
     /** The engine socket; bound owner-only (see {@link GrpcEngineDoor}). */
     public EngineSettings unixSocket(Path unixSocket) {
@@ -97,6 +109,34 @@ public final class EngineSettings {
         return this;
     }
 
+    /**
+     * The event-bus bridge door (see {@link BridgeEngineDoor}): on at this host and port (0 = an ephemeral port),
+     * or off with {@link #BRIDGE_OFF}.
+     */
+    public EngineSettings bridge(String host, int port) {
+        this.bridgeHost = host;
+        this.bridgePort = port;
+        return this;
+    }
+
+    /** A bridge frame (its JSON, after the 4-byte length) longer than this is refused (OVERSIZED_REQUEST). */
+    public EngineSettings bridgeMaxFrameBytes(long bridgeMaxFrameBytes) {
+        this.bridgeMaxFrameBytes = bridgeMaxFrameBytes;
+        return this;
+    }
+
+    /** Requests one bridge connection may have in the Manager at once; one more is refused (TOO_MANY_OUTSTANDING). */
+    public EngineSettings bridgeMaxOutstandingPerConnection(int bridgeMaxOutstandingPerConnection) {
+        this.bridgeMaxOutstandingPerConnection = bridgeMaxOutstandingPerConnection;
+        return this;
+    }
+
+    /** Bridge connections open at once; one more is answered TOO_MANY_OUTSTANDING and closed. */
+    public EngineSettings bridgeMaxConnections(int bridgeMaxConnections) {
+        this.bridgeMaxConnections = bridgeMaxConnections;
+        return this;
+    }
+
     public Path unixSocket() {
         return unixSocket;
     }
@@ -149,6 +189,30 @@ public final class EngineSettings {
         return cleanupFaults;
     }
 
+    public boolean bridgeEnabled() {
+        return bridgePort != BRIDGE_OFF;
+    }
+
+    public String bridgeHost() {
+        return bridgeHost;
+    }
+
+    public int bridgePort() {
+        return bridgePort;
+    }
+
+    public long bridgeMaxFrameBytes() {
+        return bridgeMaxFrameBytes;
+    }
+
+    public int bridgeMaxOutstandingPerConnection() {
+        return bridgeMaxOutstandingPerConnection;
+    }
+
+    public int bridgeMaxConnections() {
+        return bridgeMaxConnections;
+    }
+
     /** Checks the required settings; throws IllegalArgumentException naming the first missing or invalid one. */
     EngineSettings validate() {
         require(unixSocket != null && unixSocket.getParent() != null, "unixSocket must be a path with a parent directory");
@@ -157,6 +221,12 @@ public final class EngineSettings {
         require(maxMessageBytes > 0 && maxPagesPerRequest > 0, "message and page limits must be positive");
         require(sessionTtlNanos > 0 && quarantineNanos >= 0, "session ttl must be positive, quarantine non-negative");
         require(maxSessions > 0, "maxSessions must be positive");
+        require(bridgePort == BRIDGE_OFF || (bridgePort >= 0 && bridgePort <= 65535 && bridgeHost != null),
+                "bridge port must be 0..65535 (or BRIDGE_OFF) with a host");
+        require(bridgeMaxFrameBytes >= 1024 && bridgeMaxFrameBytes <= Integer.MAX_VALUE - 4,
+                "bridge frame limit must be between 1 KiB and 2 GiB");
+        require(bridgeMaxOutstandingPerConnection > 0 && bridgeMaxConnections > 0,
+                "bridge outstanding and connection limits must be positive");
         return this;
     }
 

@@ -9,15 +9,18 @@ import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Set;
 
 /**
  * The engine role: engines' doors, their registrations and sessions, and their authentication. This verticle wires
  * the parts, each reusable without gRPC: {@link EngineAuthenticator} (token, peer credentials), {@link EngineRequests}
  * (validation, unsigned checks, mapping into role commands), {@link EngineReplies} (records to engine.proto replies),
- * {@link EngineOperations} (one method per engine call, sessions and their cleanup) and {@link GrpcEngineDoor} (the
- * gRPC transport on the Unix socket and TCP). Everything runs on this verticle's event loop; a periodic sweep ends
- * lapsed sessions.
+ * {@link EngineOperations} (one method per engine call, sessions and their cleanup), {@link EngineCall} (the list of
+ * calls both doors serve), {@link GrpcEngineDoor} (the gRPC transport on the Unix socket and TCP) and, when
+ * {@code bridge.port} is set, {@link BridgeEngineDoor} (the TCP event-bus bridge). Everything runs on this verticle's
+ * event loop; a periodic sweep ends lapsed sessions.
  */
 public final class EngineVerticle extends VerticleBase {
     public static final String TOKEN_HEADER = GrpcEngineDoor.TOKEN_HEADER;
@@ -26,6 +29,7 @@ public final class EngineVerticle extends VerticleBase {
     private final MeterRegistry registry;
     private final Ticker ticker;
     private GrpcEngineDoor door;
+    private BridgeEngineDoor bridge;
     private long sweepTimer;
 
     public EngineVerticle(EngineSettings settings, MeterRegistry registry, Ticker ticker) {
@@ -39,6 +43,11 @@ public final class EngineVerticle extends VerticleBase {
         return door == null ? -1 : door.tcpPort();
     }
 
+    /** The event-bus bridge's port actually bound; -1 when the bridge is off or before start. */
+    public int bridgePort() {
+        return bridge == null ? -1 : bridge.port();
+    }
+
     @Override
     public Future<?> start() {
         EngineMetrics metrics = new EngineMetrics(registry);
@@ -50,16 +59,27 @@ public final class EngineVerticle extends VerticleBase {
                 .description("Ended leases forgotten early because the tombstone table was full").register(registry);
         Set<Integer> allowedUids = settings.allowedPeerUids().isEmpty() ? Set.of(Libc.effectiveUid())
                 : settings.allowedPeerUids();
-        door = new GrpcEngineDoor(vertx, settings, new EngineAuthenticator(settings.token(), allowedUids), operations,
-                metrics);
+        EngineAuthenticator authenticator = new EngineAuthenticator(settings.token(), allowedUids);
+        List<EngineCall<?, ?>> calls = EngineCall.all(operations);
+        door = new GrpcEngineDoor(vertx, settings, authenticator, calls, metrics);
+        if (settings.bridgeEnabled()) {
+            bridge = new BridgeEngineDoor(vertx, settings, authenticator, calls, new BridgeMetrics(registry, metrics));
+        }
         long sweepMillis = Math.max(50, settings.sessionTtlNanos() / 4_000_000);
         sweepTimer = vertx.setPeriodic(sweepMillis, id -> operations.sweep());
-        return door.listen();
+        return door.listen().compose(v -> bridge == null ? Future.succeededFuture() : bridge.listen());
     }
 
     @Override
     public Future<?> stop() {
         vertx.cancelTimer(sweepTimer);
-        return door == null ? Future.succeededFuture() : door.close();
+        List<Future<Void>> closing = new ArrayList<>();
+        if (bridge != null) {
+            closing.add(bridge.close());
+        }
+        if (door != null) {
+            closing.add(door.close());
+        }
+        return Future.join(closing);
     }
 }

@@ -4,7 +4,6 @@ import io.netty.channel.Channel;
 import io.netty.channel.epoll.EpollDomainSocketChannel;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.engine.EngineAuthenticator.Caller;
-import io.orbitkv.protocol.engine.EngineServiceGrpcService;
 import io.orbitkv.protocol.engine.ErrorReason;
 import io.vertx.core.Future;
 import io.vertx.core.Handler;
@@ -19,7 +18,6 @@ import io.vertx.core.net.impl.ConnectionBase;
 import io.vertx.grpc.common.GrpcMessage;
 import io.vertx.grpc.common.GrpcStatus;
 import io.vertx.grpc.common.MessageSizeOverflowException;
-import io.vertx.grpc.common.ServiceMethod;
 import io.vertx.grpc.server.GrpcProtocol;
 import io.vertx.grpc.server.GrpcServer;
 import io.vertx.grpc.server.GrpcServerOptions;
@@ -35,7 +33,6 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalInt;
-import java.util.function.Function;
 import java.util.zip.GZIPInputStream;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -86,7 +83,7 @@ final class GrpcEngineDoor {
     private HttpServer tcpServer;
     private Arrival arriving;
 
-    GrpcEngineDoor(Vertx vertx, EngineSettings settings, EngineAuthenticator authenticator, EngineOperations operations,
+    GrpcEngineDoor(Vertx vertx, EngineSettings settings, EngineAuthenticator authenticator, List<EngineCall<?, ?>> calls,
                    EngineMetrics metrics) {
         this.vertx = vertx;
         this.settings = settings;
@@ -95,19 +92,9 @@ final class GrpcEngineDoor {
         this.grpc = GrpcServer.server(vertx, new GrpcServerOptions().setMaxMessageSize(settings.maxMessageBytes())
                 .removeEnabledProtocol(GrpcProtocol.WEB).removeEnabledProtocol(GrpcProtocol.WEB_TEXT)
                 .removeEnabledProtocol(GrpcProtocol.TRANSCODING));
-        bind(EngineServiceGrpcService.Register, operations::register);
-        bind(EngineServiceGrpcService.Unregister, operations::unregister);
-        bind(EngineServiceGrpcService.Heartbeat, operations::heartbeat);
-        bind(EngineServiceGrpcService.AllocatePublish, operations::allocatePublish);
-        bind(EngineServiceGrpcService.SealPublish, operations::sealPublish);
-        bind(EngineServiceGrpcService.AbortPublish, operations::abortPublish);
-        bind(EngineServiceGrpcService.SubmitQuery, operations::submitQuery);
-        bind(EngineServiceGrpcService.SubmitDemand, operations::submitDemand);
-        bind(EngineServiceGrpcService.PollQuery, operations::pollQuery);
-        bind(EngineServiceGrpcService.CancelQuery, operations::cancelQuery);
-        bind(EngineServiceGrpcService.ReleaseLease, operations::releaseLease);
-        bind(EngineServiceGrpcService.Stats, operations::stats);
-        bind(EngineServiceGrpcService.Ping, operations::ping);
+        for (EngineCall<?, ?> call : calls) {
+            bind(call);
+        }
     }
 
     /** Listens on the Unix socket, then on TCP. */
@@ -161,31 +148,29 @@ final class GrpcEngineDoor {
         }
     }
 
-    private <Q, R> void bind(ServiceMethod<Q, R> method, Function<Q, Future<R>> operation) {
-        grpc.callHandler(method, request -> {
+    private <Q, R> void bind(EngineCall<Q, R> call) {
+        grpc.callHandler(call.method(), request -> {
             Arrival arrival = arriving;
             if (arrival == null || arrival.request().headers() != request.headers()) {
                 throw new IllegalStateException("gRPC call dispatched outside its HTTP request");
             }
-            new UnaryCall<>(method, request, arrival, operation).start();
+            new UnaryCall<>(call, request, arrival).start();
         });
     }
 
     /** One unary call from arrival to its one answer. */
     private final class UnaryCall<Q, R> {
-        private final ServiceMethod<Q, R> method;
+        private final EngineCall<Q, R> call;
         private final GrpcServerRequest<Q, R> request;
         private final Arrival arrival;
-        private final Function<Q, Future<R>> operation;
         private final FrameGuard guard;
         private boolean answered;
         private Q message;
 
-        UnaryCall(ServiceMethod<Q, R> method, GrpcServerRequest<Q, R> request, Arrival arrival, Function<Q, Future<R>> operation) {
-            this.method = method;
+        UnaryCall(EngineCall<Q, R> call, GrpcServerRequest<Q, R> request, Arrival arrival) {
+            this.call = call;
             this.request = request;
             this.arrival = arrival;
-            this.operation = operation;
             this.guard = new FrameGuard(arrival.request().getHeader("grpc-encoding") != null);
         }
 
@@ -232,12 +217,12 @@ final class GrpcEngineDoor {
                 return;
             }
             try {
-                message = method.decoder().decode(identityEncoded(received));
+                message = call.decode(identityEncoded(received));
             } catch (OrbitException e) {
                 refuse(e);
             } catch (Exception e) {
                 refuse(new OrbitException(ErrorReason.MALFORMED_REQUEST, "the body is not a valid "
-                        + method.methodName() + " request: " + e.getMessage()));
+                        + call.method().methodName() + " request: " + e.getMessage()));
             }
         }
 
@@ -253,13 +238,7 @@ final class GrpcEngineDoor {
                 refuse(new OrbitException(ErrorReason.MALFORMED_REQUEST, "the request carries no message"));
                 return;
             }
-            Future<R> result;
-            try {
-                result = operation.apply(message);
-            } catch (RuntimeException e) {
-                result = Future.failedFuture(e);
-            }
-            result.onComplete(ar -> {
+            call.run(message).onComplete(ar -> {
                 if (answered) {
                     return;
                 }
@@ -305,7 +284,7 @@ final class GrpcEngineDoor {
                 request.response().status(statusOf(orbit.reason())).statusMessage(orbit.getMessage()).end();
             } else {
                 metrics.internalErrors.increment();
-                LOG.warn("engine call {} failed inside the Manager", method.methodName(), cause);
+                LOG.warn("engine call {} failed inside the Manager", call.method().methodName(), cause);
                 request.response().status(GrpcStatus.INTERNAL)
                         .statusMessage("internal error: " + cause.getClass().getSimpleName() + ": " + cause.getMessage()).end();
             }

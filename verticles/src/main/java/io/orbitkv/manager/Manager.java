@@ -153,7 +153,11 @@ public final class Manager implements AutoCloseable {
                 .maxSessions(config.sessions().maxRegistered())
                 .allowedPeerUids(config.sessions().allowedPeerUids())
                 .token(token)
-                .pool(poolPath, config.poolSizeBytes());
+                .pool(poolPath, config.poolSizeBytes())
+                .bridge(config.bridge().host(), config.bridge().enabled() ? config.bridge().port() : EngineSettings.BRIDGE_OFF)
+                .bridgeMaxFrameBytes(config.bridge().maxFrameBytes())
+                .bridgeMaxOutstandingPerConnection(config.bridge().maxOutstandingPerConnection())
+                .bridgeMaxConnections(config.bridge().maxConnections());
     }
 
     private static void prepareDataDir(Path dataDir) throws java.io.IOException {
@@ -187,6 +191,11 @@ public final class Manager implements AutoCloseable {
 
     public int grpcTcpPort() {
         return engine.tcpPort();
+    }
+
+    /** The event-bus bridge's bound port; -1 when it is off. */
+    public int bridgePort() {
+        return engine.bridgePort();
     }
 
     public int metricsPort() {

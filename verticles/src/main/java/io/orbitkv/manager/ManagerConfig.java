@@ -41,7 +41,23 @@ public record ManagerConfig(
         int eventLoopThreads,
         io.orbitkv.cost.CostSettings cost,
         SsdTier ssd,
-        SessionPolicy sessions) {
+        SessionPolicy sessions,
+        BridgeDoor bridge) {
+
+    /**
+     * The event-bus bridge door (off unless {@code bridge.port} is set).
+     *
+     * @param port                         {@code -1} = off; 0 = an ephemeral port
+     * @param maxFrameBytes                a longer frame is refused (OVERSIZED_REQUEST)
+     * @param maxOutstandingPerConnection  requests of one connection in the Manager at once
+     * @param maxConnections               connections open at once
+     */
+    public record BridgeDoor(String host, int port, long maxFrameBytes, int maxOutstandingPerConnection,
+                             int maxConnections) {
+        public boolean enabled() {
+            return port >= 0;
+        }
+    }
 
     /**
      * Engine sessions and who may open them.
@@ -120,6 +136,12 @@ public record ManagerConfig(
         d.put("ssd.sync-writes", "false");
         d.put("ssd.preallocate", "true");
         d.put("ssd.write-from-pool", "false");
+        d.put("bridge.host", "127.0.0.1");
+        // Empty: the event-bus bridge is off.
+        d.put("bridge.port", "");
+        d.put("bridge.max-frame", "24MiB");
+        d.put("bridge.max-outstanding-per-connection", "64");
+        d.put("bridge.max-connections", "64");
         return Map.copyOf(d);
     }
 
@@ -168,7 +190,15 @@ public record ManagerConfig(
                 (int) integer(v, "manager.event-loop-threads", 1, 256),
                 costSettings(v),
                 ssdTier(v, dataDir),
-                sessionPolicy(v));
+                sessionPolicy(v),
+                bridgeDoor(v));
+    }
+
+    private static BridgeDoor bridgeDoor(Map<String, String> v) {
+        int port = v.get("bridge.port").isBlank() ? -1 : port(v, "bridge.port");
+        return new BridgeDoor(host(v, "bridge.host"), port, size(v, "bridge.max-frame", 1024, (1L << 30)),
+                (int) integer(v, "bridge.max-outstanding-per-connection", 1, 1 << 16),
+                (int) integer(v, "bridge.max-connections", 1, 1 << 16));
     }
 
     private static SessionPolicy sessionPolicy(Map<String, String> v) {

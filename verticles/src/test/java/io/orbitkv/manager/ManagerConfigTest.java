@@ -57,6 +57,28 @@ class ManagerConfigTest {
     }
 
     @Test
+    void theEventBusBridgeIsOffUnlessAPortIsSetAndItsLimitsAreChecked() {
+        ManagerConfig defaults = ManagerConfig.from(Map.of());
+        assertThat(defaults.bridge().enabled()).isFalse();
+        assertThat(defaults.bridge()).isEqualTo(new ManagerConfig.BridgeDoor("127.0.0.1", -1, 24L << 20, 64, 64));
+        assertThat(Manager.engineSettings(defaults, "0123456789abcdef", Path.of("/pool")).bridgeEnabled()).isFalse();
+        ManagerConfig on = ManagerConfig.from(Map.of("bridge.port", "0", "bridge.max-frame", "1MiB",
+                "bridge.max-outstanding-per-connection", "8", "bridge.max-connections", "2"));
+        assertThat(on.bridge()).isEqualTo(new ManagerConfig.BridgeDoor("127.0.0.1", 0, 1L << 20, 8, 2));
+        var settings = Manager.engineSettings(on, "0123456789abcdef", Path.of("/pool"));
+        assertThat(settings.bridgeEnabled()).isTrue();
+        assertThat(settings.bridgePort()).isZero();
+        assertThat(settings.bridgeMaxFrameBytes()).isEqualTo(1L << 20);
+        assertThat(settings.bridgeMaxOutstandingPerConnection()).isEqualTo(8);
+        assertThat(settings.bridgeMaxConnections()).isEqualTo(2);
+        for (var e : Map.of("bridge.port", "65536", "bridge.host", "", "bridge.max-frame", "100",
+                "bridge.max-outstanding-per-connection", "0", "bridge.max-connections", "-1").entrySet()) {
+            assertThatThrownBy(() -> ManagerConfig.from(Map.of(e.getKey(), e.getValue())))
+                    .isInstanceOfSatisfying(ConfigException.class, ex -> assertThat(ex.key()).isEqualTo(e.getKey()));
+        }
+    }
+
+    @Test
     void yamlThenEnvironmentThenFlags() throws Exception {
         Path yaml = Files.createTempFile("orbitkv", ".yaml");
         Files.writeString(yaml, "pool:\n  size: 64MiB\ngrpc:\n  tcp-port: 1234\nmetrics:\n  port: 1111\n");
