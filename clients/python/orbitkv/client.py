@@ -2,8 +2,9 @@
 
 Design note (ownership, threads, crash):
 
-* :class:`OrbitKvClient` owns one gRPC channel (Unix socket by default, or TCP) and adds the engine token to every
-  call. It is thread-safe (grpc channels are); close it last.
+* :class:`OrbitKvClient` owns one transport: a gRPC channel (Unix socket by default, or TCP), or a connection to the
+  event-bus bridge door (:mod:`orbitkv.bridge`), and adds the engine token to every call. It is thread-safe (grpc
+  channels are; the bridge transport serialises calls); close it last.
 * :class:`Session` is one registered engine instance. It owns its :class:`~orbitkv.pool.PoolMapping` and one daemon
   heartbeat thread that calls ``Heartbeat`` every third of the session ttl. ``close()`` stops the thread,
   unregisters (which releases every lease, aborts unsealed publishes and cancels queries of the session) and unmaps the
@@ -51,18 +52,38 @@ def read_token(token_file: str | os.PathLike) -> str:
     return Path(token_file).read_text().strip()
 
 
-class OrbitKvClient:
-    """A channel to one Manager. ``OrbitKvClient.from_data_dir("./data")`` uses its socket and token."""
+class GrpcTransport:
+    """Unary gRPC calls on one channel with the engine token; refusals become :class:`OrbitKvError`."""
 
-    def __init__(self, target: str, token: str, call_timeout_seconds: float = DEFAULT_CALL_TIMEOUT_SECONDS):
-        self.target = target
+    def __init__(self, target: str, token: str):
         self._metadata = ((TOKEN_HEADER, token),)
-        self.call_timeout_seconds = call_timeout_seconds
         self._channel = grpc.insecure_channel(target, options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ])
         self._stub = pb_grpc.EngineServiceStub(self._channel)
+
+    def call(self, method: str, request, timeout: float | None):
+        try:
+            return getattr(self._stub, method)(request, metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class OrbitKvClient:
+    """A channel to one Manager. ``OrbitKvClient.from_data_dir("./data")`` uses its socket and token.
+
+    The transport is gRPC (Unix socket or TCP) unless given: :meth:`connect_bridge` uses the event-bus bridge door
+    (:class:`orbitkv.bridge.BridgeTransport`) with the same calls, replies and typed errors."""
+
+    def __init__(self, target: str, token: str, call_timeout_seconds: float = DEFAULT_CALL_TIMEOUT_SECONDS,
+                 transport=None):
+        self.target = target
+        self.call_timeout_seconds = call_timeout_seconds
+        self._transport = transport if transport is not None else GrpcTransport(target, token)
 
     @classmethod
     def connect_unix(cls, socket_path: str | os.PathLike, token: str, **kwargs) -> "OrbitKvClient":
@@ -71,6 +92,13 @@ class OrbitKvClient:
     @classmethod
     def connect_tcp(cls, host: str, port: int, token: str, **kwargs) -> "OrbitKvClient":
         return cls(f"{host}:{port}", token, **kwargs)
+
+    @classmethod
+    def connect_bridge(cls, host: str, port: int, token: str, **kwargs) -> "OrbitKvClient":
+        """Over the event-bus bridge door (``bridge.port``) instead of gRPC."""
+        from orbitkv.bridge import BridgeTransport
+
+        return cls(f"bridge:{host}:{port}", token, transport=BridgeTransport(host, port, token), **kwargs)
 
     @classmethod
     def from_data_dir(cls, data_dir: str | os.PathLike = "./data", tcp: str | None = None, **kwargs) -> "OrbitKvClient":
@@ -84,11 +112,7 @@ class OrbitKvClient:
 
     def call(self, method: str, request, timeout: float | None = None):
         """One unary call with the token; a refusal becomes :class:`OrbitKvError` with the Manager's reason."""
-        try:
-            return getattr(self._stub, method)(request, metadata=self._metadata,
-                                               timeout=timeout if timeout is not None else self.call_timeout_seconds)
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+        return self._transport.call(method, request, timeout if timeout is not None else self.call_timeout_seconds)
 
     def ping(self) -> None:
         self.call("Ping", pb.PingRequest())
@@ -100,7 +124,7 @@ class OrbitKvClient:
         return Session(self, identity, reply)
 
     def close(self) -> None:
-        self._channel.close()
+        self._transport.close()
 
     def __enter__(self):
         return self

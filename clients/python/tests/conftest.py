@@ -18,7 +18,8 @@ SESSION_TTL_MS = 3000
 @pytest.fixture(scope="session")
 def manager_process():
     """One real Manager for the whole run (a JVM start costs 10-20 s on 2 shared cores); every test checks for leaks."""
-    process = ManagerProcess({"session.ttl-ms": str(SESSION_TTL_MS)}).start()
+    # The event-bus bridge door on an ephemeral port too (tests/test_bridge.py); the other tests use gRPC.
+    process = ManagerProcess({"session.ttl-ms": str(SESSION_TTL_MS), "bridge.port": "0"}).start()
     try:
         yield process
     finally:

@@ -22,7 +22,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[3]
 READY_LINE = re.compile(r"OrbitKV Manager ready: grpc unix:(?P<socket>\S+) and tcp (?P<host>[^:\s]+):(?P<port>\d+), "
                         r"metrics http://(?P<mhost>[^:\s]+):(?P<mport>\d+)/metrics, pool (?P<pool>\d+) bytes at "
-                        r"(?P<poolpath>\S+), token (?P<token>\S+)")
+                        r"(?P<poolpath>\S+), token (?P<token>[^,\s]+), bridge "
+                        r"(?:tcp (?P<bhost>[^:\s]+):(?P<bport>\d+)|off)")
 JVM_FLAGS = ["--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow"]
 
 
@@ -86,6 +87,8 @@ class ManagerProcess:
         self.metrics_port = int(m.group("mport"))
         self.pool_path = m.group("poolpath")
         self.token = Path(m.group("token")).read_text().strip()
+        # The event-bus bridge door's port when the settings turned it on (bridge.port), else None.
+        self.bridge_port = int(m.group("bport")) if m.group("bport") else None
         return self
 
     @property
@@ -98,6 +101,11 @@ class ManagerProcess:
         if tcp:
             return OrbitKvClient.connect_tcp("127.0.0.1", self.tcp_port, self.token)
         return OrbitKvClient.connect_unix(self.socket, self.token)
+
+    def bridge_client(self):
+        from orbitkv import OrbitKvClient
+
+        return OrbitKvClient.connect_bridge("127.0.0.1", self.bridge_port, self.token)
 
     def scrape(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=20) as response:
@@ -112,8 +120,10 @@ class ManagerProcess:
 
     def assert_no_leaks(self) -> None:
         """Nothing a test did may leave a lease, a pinned image or an outstanding query behind."""
-        for name in ("orbitkv_leases_active", "orbitkv_leases_bytes", "orbitkv_images_pinned",
-                     "orbitkv_queries_outstanding"):
+        names = ["orbitkv_leases_active", "orbitkv_leases_bytes", "orbitkv_images_pinned", "orbitkv_queries_outstanding"]
+        if self.bridge_port is not None:
+            names.append("orbitkv_bridge_outstanding")
+        for name in names:
             value = self.metric(name)
             assert value == 0, f"{name} = {value} after the test"
 
