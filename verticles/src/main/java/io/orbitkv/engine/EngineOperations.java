@@ -43,9 +43,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The engine API's operations, one method per call of engine.proto, independent of the door they arrive through: the
- * gRPC door ({@link GrpcEngineDoor}) authenticates, decodes and answers; a later door (the event-bus bridge) can do
- * the same with its own transport and call these methods. Each call is checked against its session (instance,
+ * The engine API's operations, one method per call of engine.proto, independent of the door they arrive through:
+ * the gRPC door ({@link GrpcEngineDoor}) and the event-bus bridge ({@link BridgeEngineDoor}) each authenticate,
+ * decode and answer with their own transport, and call these methods through the one list {@link EngineCall#all}. Each call is checked against its session (instance,
  * epoch, namespace, groups, sizes) by {@link EngineRequests} <em>before</em> anything is forwarded to admission or
  * storage, so bad input changes nothing; refusals are {@link OrbitException}s with their wire reason.
  *
