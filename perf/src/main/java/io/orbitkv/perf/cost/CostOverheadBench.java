@@ -6,6 +6,7 @@ import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.sim.SyntheticKv;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.manager.ManagerConfig;
+import io.orbitkv.perf.BenchArgs;
 import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.LatencyRecorder;
 import io.orbitkv.perf.report.LatencySummary;
@@ -42,18 +43,12 @@ public final class CostOverheadBench {
     private record Side(String name, Manager manager, OrbitKvClient client, EngineSession session, LatencyRecorder latency,
                         double[] throughput, double[] roundP50) {}
 
-    public static JsonObject run(String[] args) {
-        Map<String, String> opts = new HashMap<>();
-        for (String arg : args) {
-            if (!arg.startsWith("--") || !arg.contains("=")) {
-                throw new IllegalArgumentException("arguments look like --name=value, got '" + arg + "'");
-            }
-            opts.put(arg.substring(2, arg.indexOf('=')), arg.substring(arg.indexOf('=') + 1));
-        }
-        int rounds = Integer.parseInt(opts.getOrDefault("rounds", "160"));
-        int requestsPerRound = Integer.parseInt(opts.getOrDefault("requests", "100"));
-        int prefixBlocks = Integer.parseInt(opts.getOrDefault("prefix-blocks", "16"));
-        long pageBytes = Long.parseLong(opts.getOrDefault("page-bytes", "65536"));
+    public static JsonObject run(BenchArgs a) {
+        int rounds = a.integer("rounds", 160);
+        int requestsPerRound = a.integer("requests", 100);
+        int prefixBlocks = a.integer("prefix-blocks", 16);
+        long pageBytes = a.bytes("page-bytes", "64KiB");
+        a.requireAllUsed();
         try {
             return measure(rounds, requestsPerRound, prefixBlocks, pageBytes);
         } catch (Exception e) {

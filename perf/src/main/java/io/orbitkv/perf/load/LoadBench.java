@@ -90,8 +90,7 @@ public final class LoadBench {
         }
     }
 
-    public static JsonObject run(String[] args) {
-        BenchArgs a = BenchArgs.parse(args);
+    public static JsonObject run(BenchArgs a) {
         Settings s = new Settings(
                 a.integers("concurrency", "1,4,8,16"),
                 a.bytes("pool-size", "256MiB"),
@@ -114,9 +113,9 @@ public final class LoadBench {
                 a.integer("full-verify-every", 16),
                 a.decimal("ssd-mix", 0),
                 a.longValue("seed", 1),
-                a.has("out") ? Path.of(a.string("out", ".")) : null,
+                a.path("out"),
                 a.flag("shared-client", false),
-                a.has("ssd-capacity") ? a.bytes("ssd-capacity", "0") : 0);
+                a.bytesOrZero("ssd-capacity"));
         a.requireAllUsed();
         if (!List.of("both", "closed", "open").contains(s.mode())) {
             throw new IllegalArgumentException("--mode is both, closed or open; got " + s.mode());

@@ -411,6 +411,8 @@ public final class TraceReplayer {
         if (lru.ratio() > 0) {
             report.topLevelRatio("hit_ratio_over_lru", measured / lru.ratio());
         }
+        report.check(c.mismatchedPages.sum() == 0, c.mismatchedPages.sum() + " restored pages differ from what was published")
+                .check(sessionLeases == 0, sessionLeases + " leases of the replaying engines still active at the end");
         BenchReport built = report.build();
         if (options.out() != null) {
             built.writeTo(options.out(), REPORT_FILE);

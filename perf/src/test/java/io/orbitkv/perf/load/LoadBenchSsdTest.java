@@ -12,7 +12,7 @@ class LoadBenchSsdTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void ssdMixReadsPagesBackFromSsdAndVerifiesThem() {
-        JsonObject report = LoadBench.run(new String[] {
+        JsonObject report = io.orbitkv.perf.Benchmarks.run("load", new String[] {
                 "--concurrency=1", "--requests=300", "--seconds=20", "--warmup-requests=60", "--ping-seconds=0.1",
                 "--pool-size=16MiB", "--page-bytes=64KiB", "--prefixes=32", "--cancel-fraction=0.1", "--mode=closed",
                 "--ssd-mix=0.5"});

@@ -15,7 +15,7 @@ class LoadBenchTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void verifiesBytesAndLeaksNoLease(@TempDir Path out) {
-        JsonObject report = LoadBench.run(new String[] {
+        JsonObject report = io.orbitkv.perf.Benchmarks.run("load", new String[] {
                 "--concurrency=1,4", "--requests=80", "--seconds=20", "--warmup-requests=60", "--ping-seconds=0.2",
                 "--pool-size=16MiB", "--page-bytes=64KiB", "--prefixes=32", "--cancel-fraction=0.2", "--out=" + out});
 
