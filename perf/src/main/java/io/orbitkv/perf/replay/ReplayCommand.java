@@ -37,7 +37,9 @@ public final class ReplayCommand implements Callable<Integer> {
                 a.decimal("prefill-tokens-per-second", 10_000),
                 a.integer("engines", 1),
                 a.integer("full-verify-every", 16),
-                a.bytesOrZero("ssd-capacity"));
+                a.bytesOrZero("ssd-capacity"),
+                a.decimal("h2d-bytes-per-second", TraceReplayer.Options.DEFAULT_H2D_BYTES_PER_SECOND),
+                a.decimal("ssd-read-bytes-per-second", 0));
         a.requireAllUsed();
         try {
             return TraceReplayer.run(options, System.err::println);

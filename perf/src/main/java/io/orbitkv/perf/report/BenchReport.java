@@ -23,7 +23,9 @@ import java.util.Set;
  * scripts can take {@code tail -n 1} and parse it. {@code figures} are what was measured, {@code baselines} the
  * physical limits measured in the same run (memcpy, disk, loopback) or the offline bounds, {@code ratios} figure over
  * baseline. A ratio promoted with {@link Builder#topLevelRatio} also appears at the top level (e.g.
- * {@code "throughput_ratio"}) where the acceptance scripts look for it. A check the run itself makes (restored bytes
+ * {@code "throughput_ratio"}) where the acceptance scripts look for it. Figures that come from a model (a TTFT
+ * computed from assumed rates, bytes at a scale that was not moved) go in a separate {@code model} section
+ * ({@link Builder#model}) with the assumptions they rest on, never among the measured {@code figures}. A check the run itself makes (restored bytes
  * equal to published ones, no lease left at the end) that fails is recorded with {@link Builder#failure}: the report
  * still carries every figure, says {@code "passed": false} with the reasons, and the command exits non-zero.
  *
@@ -37,8 +39,10 @@ public final class BenchReport {
     public static final String PASSED = "passed";
     /** Top-level key: the reasons the run did not pass (empty when it passed). */
     public static final String FAILURES = "failures";
+    /** Section of figures computed from a model rather than measured; present only when a bench has one. */
+    public static final String MODEL = "model";
     private static final Set<String> RESERVED_KEYS = Set.of("bench", "figures", "baselines", "ratios", "config", "machine",
-            PASSED, FAILURES);
+            PASSED, FAILURES, MODEL);
 
     private final JsonObject json;
 
@@ -108,6 +112,7 @@ public final class BenchReport {
         private final JsonObject config = new JsonObject();
         private final Map<String, Double> topLevelRatios = new LinkedHashMap<>();
         private final JsonArray failures = new JsonArray();
+        private final JsonObject model = new JsonObject();
         private MachineInfo machine;
 
         private Builder(String bench) {
@@ -161,6 +166,12 @@ public final class BenchReport {
             return this;
         }
 
+        /** A modelled (not measured) value: it goes in the {@code model} section, beside its assumptions. */
+        public Builder model(String name, Object value) {
+            model.put(requireName(name), requireJsonValue(name, value));
+            return this;
+        }
+
         /** A check of the run that failed (wrong bytes, a leaked lease, ...): the report says it did not pass. */
         public Builder failure(String reason) {
             failures.add(requireName(reason));
@@ -188,6 +199,9 @@ public final class BenchReport {
                     .put("machine", (machine != null ? machine : MachineInfo.probe()).toJson())
                     .put(PASSED, failures.isEmpty())
                     .put(FAILURES, failures.copy());
+            if (!model.isEmpty()) {
+                json.put(MODEL, model.copy());
+            }
             topLevelRatios.forEach(json::put);
             return new BenchReport(json);
         }
