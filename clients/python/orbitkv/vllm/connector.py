@@ -1,0 +1,536 @@
+"""OrbitKV as a vLLM KV connector (``KVConnectorBase_V1``).
+
+Written against vLLM's connector interface as read at vLLM commit ``003df2961dd8830c317a61f9745ccd557da9fa06``:
+``vllm/distributed/kv_transfer/kv_connector/v1/base.py`` (the API), ``vllm/v1/core/sched/scheduler.py`` (the
+scheduler's call order: ``get_num_new_matched_tokens`` → ``allocate_slots`` → ``update_state_after_alloc`` in the
+waiting loop of ``Scheduler.schedule``, ``build_connector_meta`` once per step, ``update_connector_output`` from
+``update_from_output``, ``request_finished`` from ``_free_request``) and the worker side in
+``vllm/v1/worker/kv_connector_model_runner_mixin.py`` (``bind_connector_metadata`` → ``start_load_kv`` → per layer
+``wait_for_layer_load`` / ``save_kv_layer`` → ``wait_for_save`` → ``get_finished`` →
+``get_block_ids_with_load_errors`` → ``clear_connector_metadata``). No vLLM code is copied; it has not run inside vLLM
+here (vLLM cannot be installed on these machines): ``clients/python/tests/test_vllm_connector.py`` drives it in the
+same order with the same arguments.
+
+Enable it with::
+
+    PYTHONHASHSEED=0 vllm serve MODEL --prefix-caching-hash-algo sha256_cbor --disable-hybrid-kv-cache-manager \\
+      --kv-transfer-config '{"kv_connector": "OrbitKvConnector", "kv_connector_module_path": "orbitkv.vllm",
+                             "kv_role": "kv_both", "kv_connector_extra_config": {"orbitkv.data_dir": "/path/data"}}'
+
+Design note (who owns what):
+
+* Keys are vLLM's own block hashes (``Request.block_hashes``); with ``sha256_cbor`` and a fixed ``PYTHONHASHSEED``
+  they are equal in every process and equal to :func:`orbitkv.hashing.chain` (see that module).
+* Both roles register the same OrbitKV identity, derived only from the configs both receive (model, block size,
+  the KV cache spec and layer count, TP/PP shape), so they share one namespace. One OrbitKV page is one vLLM block
+  across all layers of this rank, layer after layer in ``layer_names`` order, each layer's block bytes as the
+  attention backend lays them out.
+* Scheduler: a lookup is a ``SubmitDemand`` for the blocks beyond what vLLM already computed. PENDING answers
+  ``None`` (vLLM asks again next step); READY at boundary *b* answers ``(b - computed, True)``, one token less when the
+  whole prompt would hit. The scheduler keeps its READY lease (pages stay pinned in DRAM) until the worker reports
+  the load finished (``update_connector_output``) or the request ends (``request_finished``); it never copies.
+* Worker: ``start_load_kv`` submits its own demand for the same blocks (resident, so READY at once), copies each
+  leased page into the request's blocks, then releases. Only ``lease_valid`` keeps the copy; an invalid lease, a
+  failed release, a checksum mismatch or pages missing from the answer make those blocks load errors
+  (``get_block_ids_with_load_errors``), reported in the same step the request comes back from ``get_finished``,
+  so vLLM recomputes them (use ``kv_load_failure_policy="recompute"``).
+* Saves: ``save_kv_layer`` copies each layer's newly full blocks into slots allocated at the step's first save;
+  ``wait_for_save`` copies any layer no hook saw (so the paged buffer may be overwritten once it returns) and hands
+  the seals (CRC32C + ``SealPublish``) to one background thread. ``request_finished`` answers True for a request
+  that had saves, and the worker reports it in ``get_finished``'s first set once its seals are done.
+* CUDA: when the KV caches live on a GPU, the worker pins the pool mapping once with ``cudaHostRegister`` so
+  slot↔HBM copies are DMA, and synchronizes before releasing a lease or sealing. Without CUDA the copies are memcpy.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import logging
+import threading
+from typing import Any, Callable, Optional
+
+import torch
+
+from orbitkv import pb
+from orbitkv.checksum import crc32c
+from orbitkv.client import OrbitKvClient, Session, identity as make_identity
+from orbitkv.errors import ChecksumMismatchError, LeaseInvalidError, OrbitKvError
+
+try:  # Inside vLLM: the real base class, metadata type and role enum.
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1, KVConnectorMetadata,
+                                                                    KVConnectorRole)
+
+    VLLM_UNAVAILABLE_CAUSE: Optional[BaseException] = None
+except ImportError as missing:  # Here (no vLLM): stand-ins with the same names, kept as small as the harness needs.
+    VLLM_UNAVAILABLE_CAUSE = missing
+    from orbitkv.vllm._standin import KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole
+
+log = logging.getLogger(__name__)
+
+EXTRA_PREFIX = "orbitkv."
+MAX_REQUEST_ID_CHARS = 128
+
+
+@dataclasses.dataclass
+class LoadSpec:
+    """Blocks ``[start_block, end_block)`` of a request to restore into ``block_ids`` (one id per position)."""
+    req_id: str
+    block_hashes: list[bytes]
+    start_block: int
+    end_block: int
+    block_ids: list[int]
+
+
+@dataclasses.dataclass
+class SaveSpec:
+    """Newly full blocks of a request to publish: position, hash and the vLLM block that holds it."""
+    req_id: str
+    positions: list[int]
+    block_hashes: list[bytes]
+    block_ids: list[int]
+
+
+@dataclasses.dataclass
+class OrbitKvConnectorMetadata(KVConnectorMetadata):
+    loads: list[LoadSpec] = dataclasses.field(default_factory=list)
+    saves: list[SaveSpec] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _Lookup:
+    start_block: int
+    end_block: int
+    revision: int
+    reply: pb.QueryReply
+    lease_id: int = 0
+
+
+@dataclasses.dataclass
+class _RequestState:
+    request: Any
+    block_ids: list[int] = dataclasses.field(default_factory=list)
+    offered_blocks: int = 0  # blocks [0, offered_blocks) were loaded or handed to the worker to save
+    had_saves: bool = False
+
+
+@dataclasses.dataclass
+class _StepPublish:
+    spec: SaveSpec
+    reply: pb.AllocatePublishReply
+    # (index into spec, slot) for each ALLOCATED slot
+    slots: list[tuple[int, pb.PublishSlot]]
+    layers_done: set[str] = dataclasses.field(default_factory=set)
+
+
+def _demand_request_id(req_id: str) -> str:
+    if 0 < len(req_id) <= MAX_REQUEST_ID_CHARS:
+        return req_id
+    return "sha256:" + hashlib.sha256(req_id.encode()).hexdigest()
+
+
+def _end_ticket(session: Session, ticket: int, lease_id: int):
+    """Releases a lease (when one is still held) and cancels its ticket, so the request id is free again. Errors mean
+    the Manager already ended them (released, expired, session gone): nothing is held any more."""
+    if lease_id:
+        try:
+            session.release(lease_id)
+        except OrbitKvError as e:
+            log.debug("releasing a lookup lease: %s", e.reason)
+    try:
+        session.cancel(ticket)
+    except OrbitKvError as e:
+        log.debug("cancelling a ticket: %s", e.reason)
+
+
+class OrbitKvConnector(KVConnectorBase_V1):
+    """The connector vLLM loads through ``kv_connector_module_path = "orbitkv.vllm"``."""
+
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
+        self._extra = dict(getattr(self._kv_transfer_config, "kv_connector_extra_config", None) or {})
+        self._block_size = int(vllm_config.cache_config.block_size)
+        self._kv_cache_config = kv_cache_config
+        groups = list(getattr(kv_cache_config, "kv_cache_groups", None) or [])
+        if len(groups) != 1:
+            raise ValueError(f"OrbitKvConnector handles one KV cache group (full attention), got {len(groups)}: "
+                             "run vLLM with --disable-hybrid-kv-cache-manager")
+        self._layer_names = list(groups[0].layer_names)
+        self._spec = groups[0].kv_cache_spec
+        self._layer_page_bytes = int(self._spec.page_size_bytes)
+        self._identity = self._derive_identity(vllm_config)
+        self._query_timeout = float(self._option("query_timeout_s", 5.0))
+        self._verify = bool(self._option("verify_crc", True))
+        self._client = OrbitKvClient.from_data_dir(self._option("data_dir", "./data"), tcp=self._option("tcp", None))
+        self._session: Session = self._client.register(self._identity, pb.PREFILL_AND_DECODE,
+                                                       label=f"vllm-{role.name.lower()}")
+        # scheduler state
+        self._lookups: dict[str, _Lookup] = {}
+        self._states: dict[str, _RequestState] = {}
+        self._pending_loads: list[LoadSpec] = []
+        self._revisions: dict[str, tuple[int, int]] = {}  # request -> (revision, operation id), both roles
+        # worker state
+        self._kv_caches: dict[str, torch.Tensor] = {}
+        self._block_dims: dict[str, int] = {}
+        self._on_cuda = False
+        self._step: Optional[list[_StepPublish]] = None
+        self._sealer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="orbitkv-seal")
+        self._seals: dict[str, list[concurrent.futures.Future]] = {}
+        self._finished_reqs: set[str] = set()
+        self._save_reqs: set[str] = set()
+        self._done_recving: set[str] = set()
+        self._load_errors: set[int] = set()
+        self._lock = threading.Lock()
+        # Testing seam: called after a lease's pages are copied, before it is released.
+        self.after_copy: Optional[Callable[[LoadSpec], None]] = None
+
+    # ------------------------------------------------------------------------------------------------------------
+    def _option(self, name: str, default):
+        return self._extra.get(EXTRA_PREFIX + name, default)
+
+    def _derive_identity(self, vllm_config) -> pb.InstanceIdentity:
+        parallel = vllm_config.parallel_config
+        tp_size = int(getattr(parallel, "tensor_parallel_size", 1))
+        pp_size = int(getattr(parallel, "pipeline_parallel_size", 1))
+        tp_rank, pp_rank = self._ranks(tp_size)
+        spec = self._spec
+        geometry = (f"layers={len(self._layer_names)};layer_page_bytes={self._layer_page_bytes};"
+                    f"kv_heads={getattr(spec, 'num_kv_heads', '?')};head_size={getattr(spec, 'head_size', '?')};"
+                    f"dtype={str(getattr(spec, 'dtype', '?')).replace('torch.', '')};block_size={self._block_size}")
+        model = self._option("model_fingerprint", None) or str(vllm_config.model_config.model)
+        return make_identity(model, "vllm:" + str(self._option("layout", "NHD")), geometry, self._block_size,
+                             [(0, pb.FULL_ATTENTION, self._layer_page_bytes * len(self._layer_names))],
+                             tp_rank=tp_rank, tp_size=tp_size, pp_rank=pp_rank, pp_size=pp_size)
+
+    def _ranks(self, tp_size: int) -> tuple[int, int]:
+        if self.role == KVConnectorRole.SCHEDULER:
+            # The scheduler sees the cache through rank 0's identity (a miss on another rank is a load error there).
+            return 0, 0
+        if "orbitkv.tp_rank" in self._extra:
+            return int(self._extra["orbitkv.tp_rank"]), int(self._extra.get("orbitkv.pp_rank", 0))
+        try:
+            from vllm.distributed.parallel_state import get_pp_group, get_tensor_model_parallel_rank
+
+            return int(get_tensor_model_parallel_rank()), int(get_pp_group().rank_in_group)
+        except (ImportError, AssertionError, AttributeError):
+            return 0, 0
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    def _ensure_session(self) -> Session:
+        """Registers again when the Manager has ended this session (it lapsed during a stall, or the Manager
+        restarted): the old mapping is dropped, the same identity gets a fresh session."""
+        if self._session.lost_reason is None:
+            return self._session
+        log.warning("OrbitKV session lost (%s): registering again", self._session.lost_reason)
+        old = self._session
+        try:
+            old.close()
+        except BufferError:  # a view still alive somewhere; the mapping is freed with it
+            pass
+        self._session = self._client.register(self._identity, pb.PREFILL_AND_DECODE,
+                                              label=f"vllm-{self.role.name.lower()}")
+        if self._on_cuda:
+            self._session.pool.cuda_host_register()
+        return self._session
+
+    # ============================================================================================================
+    # Scheduler side
+    # ============================================================================================================
+    def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[Optional[int], bool]:
+        hashes = list(request.block_hashes)
+        start = num_computed_tokens // self._block_size
+        if len(hashes) <= start:
+            return 0, False
+        lookup = self._lookups.get(request.request_id)
+        if lookup is None or lookup.start_block != start or lookup.end_block != len(hashes):
+            self._end_lookup(request.request_id)
+            demand = self._session.prefix_demand(_demand_request_id(request.request_id), hashes, start_block=start,
+                                                 max_wait_micros=int(self._query_timeout * 1e6))
+            revision = self._revise(request.request_id, demand)
+            try:
+                reply = self._session.submit_demand(demand)
+            except OrbitKvError as e:
+                log.warning("OrbitKV lookup refused (%s): computing instead", e.reason)
+                return 0, False
+            lookup = _Lookup(start, len(hashes), revision, reply)
+            self._lookups[request.request_id] = lookup
+        elif lookup.reply.status == pb.PENDING:
+            try:
+                lookup.reply = self._session.poll(lookup.reply.ticket)
+            except OrbitKvError as e:
+                log.warning("OrbitKV poll refused (%s): computing instead", e.reason)
+                self._lookups.pop(request.request_id, None)
+                return 0, False
+        reply = lookup.reply
+        if reply.status == pb.PENDING:
+            return None, False
+        if reply.status != pb.READY:
+            self._end_lookup(request.request_id)
+            return 0, False
+        lookup.lease_id = reply.lease.lease_id
+        matched = int(reply.boundary_tokens)
+        if matched >= request.num_tokens:
+            matched = request.num_tokens - 1  # vLLM must compute at least one token
+        need = matched - num_computed_tokens
+        if need <= 0:
+            self._end_lookup(request.request_id)
+            return 0, False
+        return need, True
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens: int):
+        state = self._states.setdefault(request.request_id, _RequestState(request))
+        state.request = request
+        block_ids = list(blocks.get_block_ids()[0]) if blocks is not None else []
+        if block_ids:
+            state.block_ids = block_ids
+        if num_external_tokens <= 0:
+            return
+        lookup = self._lookups[request.request_id]
+        start = lookup.start_block
+        end = -(-(start * self._block_size + num_external_tokens) // self._block_size)
+        self._pending_loads.append(LoadSpec(request.request_id, list(request.block_hashes[:end]), start, end,
+                                            state.block_ids[start:end]))
+        state.offered_blocks = max(state.offered_blocks, end)
+
+    def build_connector_meta(self, scheduler_output) -> OrbitKvConnectorMetadata:
+        meta = OrbitKvConnectorMetadata(loads=self._pending_loads)
+        self._pending_loads = []
+        for new in scheduler_output.scheduled_new_reqs:
+            state = self._states.get(new.req_id)
+            if state is None:
+                continue
+            state.block_ids = list(new.block_ids[0])
+            self._plan_save(meta, state, new.num_computed_tokens + scheduler_output.num_scheduled_tokens[new.req_id])
+        cached = scheduler_output.scheduled_cached_reqs
+        resumed = set(getattr(cached, "resumed_req_ids", ()) or ())
+        for i, req_id in enumerate(cached.req_ids):
+            state = self._states.get(req_id)
+            if state is None:
+                continue
+            new_ids = cached.new_block_ids[i]
+            if new_ids is not None:
+                state.block_ids = list(new_ids[0]) if req_id in resumed else state.block_ids + list(new_ids[0])
+            self._plan_save(meta, state, cached.num_computed_tokens[i] + scheduler_output.num_scheduled_tokens[req_id])
+        return meta
+
+    def _plan_save(self, meta: OrbitKvConnectorMetadata, state: _RequestState, computed_after_step: int):
+        hashes = list(state.request.block_hashes)
+        full = min(computed_after_step // self._block_size, len(hashes), len(state.block_ids))
+        if full <= state.offered_blocks:
+            return
+        positions = list(range(state.offered_blocks, full))
+        meta.saves.append(SaveSpec(state.request.request_id, positions, [hashes[p] for p in positions],
+                                   [state.block_ids[p] for p in positions]))
+        state.offered_blocks = full
+        state.had_saves = True
+
+    def update_connector_output(self, connector_output):
+        for req_id in getattr(connector_output, "finished_recving", None) or ():
+            self._end_lookup(req_id)
+
+    def request_finished(self, request, block_ids) -> tuple[bool, Optional[dict]]:
+        self._end_lookup(request.request_id)
+        self._revisions.pop(request.request_id, None)
+        state = self._states.pop(request.request_id, None)
+        return (state is not None and state.had_saves), None
+
+    def _revise(self, req_id: str, demand: pb.Demand) -> int:
+        """A request keeps one operation id; each new demand for it raises the revision (the Manager's rule)."""
+        revision, operation = self._revisions.get(req_id, (-1, 0))
+        if operation == 0:
+            operation = self._session.next_operation_id()
+        revision += 1
+        self._revisions[req_id] = (revision, operation)
+        demand.revision = revision
+        demand.operation_id = operation
+        return revision
+
+    def _end_lookup(self, req_id: str):
+        """Ends the scheduler's interest: releases its READY lease and cancels the ticket."""
+        lookup = self._lookups.pop(req_id, None)
+        if lookup is None:
+            return
+        _end_ticket(self._session, lookup.reply.ticket, lookup.lease_id)
+
+    # ============================================================================================================
+    # Worker side
+    # ============================================================================================================
+    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]):
+        missing = [name for name in self._layer_names if name not in kv_caches]
+        if missing:
+            raise ValueError(f"KV caches lack layers {missing[:3]}")
+        num_blocks = int(self._kv_cache_config.num_blocks)
+        for name in self._layer_names:
+            tensor = kv_caches[name]
+            dim = self._block_dim(tensor, num_blocks)
+            block_bytes = tensor.select(dim, 0).numel() * tensor.element_size()
+            if block_bytes != self._layer_page_bytes:
+                raise ValueError(f"layer {name}: a block holds {block_bytes} bytes, the KV cache spec says "
+                                 f"{self._layer_page_bytes}")
+            self._kv_caches[name] = tensor
+            self._block_dims[name] = dim
+        self._on_cuda = any(t.is_cuda for t in self._kv_caches.values())
+        if self._on_cuda:
+            self._session.pool.cuda_host_register()
+
+    @staticmethod
+    def _block_dim(tensor: torch.Tensor, num_blocks: int) -> int:
+        # FlashAttention lays a layer out as [2, num_blocks, ...], FlashInfer and MLA as [num_blocks, ...].
+        if tensor.dim() >= 2 and tensor.shape[0] == 2 and tensor.shape[1] == num_blocks:
+            return 1
+        if tensor.shape[0] == num_blocks:
+            return 0
+        raise ValueError(f"no dimension of size num_blocks={num_blocks} in a KV cache of shape {tuple(tensor.shape)}")
+
+    def _slot_tensor(self, descriptor) -> torch.Tensor:
+        return torch.frombuffer(self._session.pool.view(descriptor), dtype=torch.uint8)
+
+    def _layer_block(self, name: str, block_id: int) -> torch.Tensor:
+        return self._kv_caches[name].select(self._block_dims[name], block_id)
+
+    def start_load_kv(self, forward_context, **kwargs):
+        meta = self._get_connector_metadata()
+        for spec in meta.loads:
+            self._load(spec)
+
+    def _load(self, spec: LoadSpec):
+        """Restores one request's blocks: demand, copy every leased page, release; failures become load errors."""
+        block_of = {spec.start_block + i: block_id for i, block_id in enumerate(spec.block_ids)}
+        loaded: set[int] = set()
+        self._ensure_session()
+        reply = None
+        try:
+            demand = self._session.prefix_demand(_demand_request_id(spec.req_id), spec.block_hashes,
+                                                 start_block=spec.start_block, end_block=spec.end_block,
+                                                 max_wait_micros=int(self._query_timeout * 1e6))
+            self._revise(spec.req_id, demand)
+            reply = self._session.demand(demand, self._query_timeout)
+            if reply.status == pb.READY:
+                with self._session.lease(reply) as lease:
+                    for page in lease.pages:
+                        if page.position not in block_of:
+                            continue
+                        self._copy_page_in(lease, page, block_of[page.position])
+                        loaded.add(page.position)
+                    if self._on_cuda:
+                        torch.cuda.synchronize()
+                    if self.after_copy is not None:
+                        self.after_copy(spec)
+        except (LeaseInvalidError, ChecksumMismatchError, OrbitKvError) as e:
+            log.warning("OrbitKV load of %d blocks discarded: %s", len(block_of), e)
+            loaded.clear()
+        if reply is not None:
+            _end_ticket(self._session, reply.ticket, 0)
+        with self._lock:
+            self._load_errors.update(block_of[p] for p in block_of if p not in loaded)
+            self._done_recving.add(spec.req_id)
+
+    def _copy_page_in(self, lease, page, block_id: int):
+        source = self._slot_tensor(page.slot)
+        if self._verify and page.HasField("crc32c"):
+            # Verified on the slot the copy reads from: the lease keeps it stable until the release confirms it.
+            actual = crc32c(lease.view(page))
+            if actual != page.crc32c:
+                raise ChecksumMismatchError(page.group_id, page.position, page.crc32c, actual)
+        offset = 0
+        for name in self._layer_names:
+            target = self._layer_block(name, block_id)
+            chunk = source[offset:offset + self._layer_page_bytes]
+            target.copy_(chunk.view(target.dtype).view(target.shape), non_blocking=self._on_cuda)
+            offset += self._layer_page_bytes
+
+    def wait_for_layer_load(self, layer_name: str):
+        # start_load_kv completes every copy (and synchronizes on CUDA) before releasing the lease.
+        return
+
+    def _prepare_step_publishes(self):
+        if self._step is not None:
+            return
+        self._step = []
+        if not self.has_connector_metadata():
+            return
+        self._ensure_session()
+        for spec in self._get_connector_metadata().saves:
+            self._save_reqs.add(spec.req_id)
+            try:
+                reply = self._session.allocate((0, h) for h in spec.block_hashes)
+            except OrbitKvError as e:  # best effort: a refused save is a future miss, never an engine failure
+                log.warning("OrbitKV save of %d blocks refused: %s", len(spec.positions), e.reason)
+                continue
+            slots = [(i, slot) for i, slot in enumerate(reply.slots) if slot.status == pb.ALLOCATED]
+            if not slots:
+                continue
+            self._step.append(_StepPublish(spec, reply, slots))
+
+    def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor, attn_metadata, **kwargs):
+        self._prepare_step_publishes()
+        self._copy_layer_out(layer_name)
+
+    def _copy_layer_out(self, layer_name: str):
+        if layer_name not in self._kv_caches:
+            return
+        offset = self._layer_names.index(layer_name) * self._layer_page_bytes
+        for publish in self._step:
+            if layer_name in publish.layers_done:
+                continue
+            for index, slot in publish.slots:
+                block = self._layer_block(layer_name, publish.spec.block_ids[index])
+                target = self._slot_tensor(slot.slot)[offset:offset + self._layer_page_bytes]
+                target.copy_(block.contiguous().view(-1).view(torch.uint8), non_blocking=self._on_cuda)
+            publish.layers_done.add(layer_name)
+
+    def wait_for_save(self):
+        self._prepare_step_publishes()
+        for name in self._layer_names:
+            self._copy_layer_out(name)
+        if self._on_cuda:
+            torch.cuda.synchronize()
+        for publish in self._step:
+            future = self._sealer.submit(self._seal, publish)
+            self._seals.setdefault(publish.spec.req_id, []).append(future)
+        self._step = None
+
+    def _seal(self, publish: _StepPublish):
+        try:
+            crcs = []
+            for _, slot in publish.slots:
+                with self._session.pool.view(slot.slot) as written:
+                    crcs.append(crc32c(written))
+            self._session.seal(publish.reply.publish_id, crcs, [slot.slot for _, slot in publish.slots])
+        except OrbitKvError as e:
+            log.warning("OrbitKV seal refused (%s): aborting the publish", e.reason)
+            try:
+                self._session.abort(publish.reply.publish_id)
+            except OrbitKvError:
+                pass
+
+    def get_finished(self, finished_req_ids: set[str]) -> tuple[Optional[set[str]], Optional[set[str]]]:
+        self._finished_reqs.update(r for r in finished_req_ids if r in self._save_reqs)
+        for req_id in finished_req_ids:
+            self._revisions.pop(req_id, None)
+        done_sending = set()
+        for req_id in list(self._finished_reqs):
+            if all(f.done() for f in self._seals.get(req_id, ())):
+                done_sending.add(req_id)
+                self._finished_reqs.discard(req_id)
+                self._save_reqs.discard(req_id)
+                self._seals.pop(req_id, None)
+        with self._lock:
+            done_recving, self._done_recving = self._done_recving, set()
+        return (done_sending or None), (done_recving or None)
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        with self._lock:
+            errors, self._load_errors = self._load_errors, set()
+        return errors
+
+    def shutdown(self):
+        self._sealer.shutdown(wait=True)
+        for req_id in list(self._lookups):
+            self._end_lookup(req_id)
+        self._session.close()
+        self._client.close()
