@@ -526,8 +526,10 @@ public final class TraceReplayer {
     }
 
     /**
-     * The SSD read rate measured in this run: scaled bytes read back over the summed latency of the reads, i.e. one
-     * read's bandwidth with no overlap (0 when nothing was read).
+     * The SSD read rate measured in this run: the mean bytes of a read back over the median read latency (from the
+     * SSD role's latency histogram, submit to verified completion). The median, not the mean: on a shared machine a few
+     * reads wait hundreds of milliseconds for a CPU, and the mean would charge that to the disk. It is one read's
+     * bandwidth at the scaled page size, so it understates what a logical-size read would get; 0 when nothing was read.
      */
     static double ssdReadBytesPerSecond(io.micrometer.core.instrument.MeterRegistry registry) {
         io.micrometer.core.instrument.Timer latency = registry.find("orbitkv.ssd.read.latency").timer();
@@ -535,8 +537,18 @@ public final class TraceReplayer {
         if (latency == null || bytes == null || latency.count() == 0) {
             return 0;
         }
-        double seconds = latency.totalTime(java.util.concurrent.TimeUnit.NANOSECONDS) / 1e9;
-        return seconds > 0 ? bytes.count() / seconds : 0;
+        double medianSeconds = 0;
+        long half = (latency.count() + 1) / 2;
+        for (io.micrometer.core.instrument.distribution.CountAtBucket bucket : latency.takeSnapshot().histogramCounts()) {
+            if (bucket.count() >= half) {
+                medianSeconds = bucket.bucket(java.util.concurrent.TimeUnit.NANOSECONDS) / 1e9;
+                break;
+            }
+        }
+        if (medianSeconds <= 0) {
+            medianSeconds = latency.mean(java.util.concurrent.TimeUnit.NANOSECONDS) / 1e9;
+        }
+        return medianSeconds > 0 ? bytes.count() / latency.count() / medianSeconds : 0;
     }
 
     /**
@@ -550,8 +562,10 @@ public final class TraceReplayer {
             long logical = options.logicalPageBytes();
             double ssdRate = options.ssdReadBytesPerSecond() > 0 ? options.ssdReadBytesPerSecond() : measuredSsdRate;
             String source = options.ssdReadBytesPerSecond() > 0 ? "given (--ssd-read-bytes-per-second)"
-                    : measuredSsdRate > 0 ? "measured in this run: scaled bytes read back / summed read latency (one read's "
-                    + "bandwidth at the scaled page size, no overlap)" : "none: nothing was read back from SSD";
+                    : measuredSsdRate > 0 ? "measured in this run: mean bytes per read back / median read latency (one "
+                    + "read's bandwidth at the scaled page size, no overlap: it understates a logical-size read; pass "
+                    + "--ssd-read-bytes-per-second, e.g. bench ssd's store read rate, for a device figure)"
+                    : "none: nothing was read back from SSD";
             long ssdPages = tiers == null ? 0 : tiers.ssdPages();
             long hitBlocks = c.hitBlocks.sum();
             boolean perRequest = c.costs.stream().allMatch(cost -> cost.ssdPages() >= 0);
