@@ -34,8 +34,9 @@ class CostOverheadBenchTest {
         assertThat(off.getLong("operations")).isZero();
         assertThat(off.getLong("shadow_decisions")).isZero();
         assertThat(off.getLong("ssd_reads")).as("the off side does the same SSD work").isPositive();
-        assertThat(figures.getDouble("observations_on_cpu_nanos_per_request_median")).isPositive();
-        assertThat(report.getJsonObject("baselines").getDouble("observations_off_cpu_nanos_per_request_median")).isPositive();
+        assertThat(figures.getDouble("observations_on_cpu_nanos_per_request")).isPositive();
+        assertThat(report.getJsonObject("baselines").getDouble("observations_off_cpu_nanos_per_request")).isPositive();
+        assertThat(report.getJsonObject("ratios").getDouble("cpu_per_request_regression")).isNotNull();
         JsonObject interval = figures.getJsonObject("throughput_regression_interval");
         assertThat(interval.getDouble("upper")).isGreaterThanOrEqualTo(interval.getDouble("median"));
         assertThat(report.getDouble("throughput_regression_upper95")).isEqualTo(interval.getDouble("upper"));
