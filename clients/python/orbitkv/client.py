@@ -175,7 +175,8 @@ class Session:
         self.pool = PoolMapping(registration.pool.region_id, registration.pool.path, registration.pool.size_bytes)
         self._operation_ids = itertools.count(1)
         self._closed = threading.Event()
-        # Set when the Manager says this session is gone (unknown instance, stale epoch): re-register to go on.
+        # Set when the Manager says this session is gone (unknown instance, stale epoch, or a release answered
+        # SESSION_ENDED): re-register to go on.
         self.lost_reason: str | None = None
         self.heartbeat_error: OrbitKvError | None = None
         self.heartbeats_sent = 0
@@ -322,7 +323,12 @@ class Session:
 
     # --- leases -----------------------------------------------------------------------------------------------
     def release(self, lease_id: int) -> pb.ReleaseLeaseReply:
-        return self._call("ReleaseLease", pb.ReleaseLeaseRequest(session=self.ref, lease_id=lease_id))
+        reply = self._call("ReleaseLease", pb.ReleaseLeaseRequest(session=self.ref, lease_id=lease_id))
+        if not reply.lease_valid and reply.invalid_reason == pb.SESSION_ENDED:
+            # A release after this session ended (lapse, unregister, resume) is answered like this, not with an
+            # error: the session is gone for good, as after UNKNOWN_INSTANCE. Re-register to go on.
+            self.lost_reason = pb.LeaseInvalidReason.Name(reply.invalid_reason)
+        return reply
 
     @contextlib.contextmanager
     def lease(self, reply: pb.QueryReply) -> Iterator[Lease]:

@@ -1,6 +1,7 @@
 package io.orbitkv.client;
 
 import com.google.protobuf.ByteString;
+import io.orbitkv.codecs.extent.Crc32c;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.protocol.engine.*;
 import io.vertx.core.Future;
@@ -9,6 +10,8 @@ import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * One registered engine instance: its session, its mapping of the Manager's pool, and the calls that use them.
@@ -17,6 +20,12 @@ import java.util.List;
  * unregistering (which releases every lease it still holds). Heartbeats run every third of the session ttl on the
  * client's event loop; a closed session stops them. Copying into and out of pool slots is the engine's job; the
  * helpers here check a descriptor against the mapping before touching memory.
+ *
+ * <p>The lease contract (engine.proto, README): copy the leased pages, then release; keep the copy only when the
+ * release answers {@code lease_valid = true}. {@code false} (the session ended before the release, so the slots may
+ * have been reused after their quarantine) or any error means "discard the copy and recompute".
+ * {@link #copyThenRelease} does exactly that, verifying each page's CRC32C when the Manager sent one; {@link #release}
+ * counts invalid answers too ({@link #invalidReleases}).
  */
 public final class EngineSession implements AutoCloseable {
     private final OrbitKvClient client;
@@ -25,6 +34,8 @@ public final class EngineSession implements AutoCloseable {
     private final SessionRef session;
     private final SharedMemoryFile pool;
     private final long heartbeatTimer;
+    private final AtomicLong invalidReleases = new AtomicLong();
+    private final AtomicLong discardedCopies = new AtomicLong();
     private volatile boolean closed;
 
     EngineSession(OrbitKvClient client, InstanceIdentity identity, RegisterReply registration) throws IOException {
@@ -147,9 +158,78 @@ public final class EngineSession implements AutoCloseable {
                 .setTicket(ticket).build());
     }
 
+    /** Releases a lease; an answer of {@code lease_valid = false} is counted ({@link #invalidReleases}). */
     public Future<ReleaseLeaseReply> release(long leaseId) {
         return client.call(EngineServiceGrpcClient.ReleaseLease, ReleaseLeaseRequest.newBuilder().setSession(session)
-                .setLeaseId(leaseId).build());
+                .setLeaseId(leaseId).build()).andThen(ar -> {
+                    if (ar.succeeded() && !ar.result().getLeaseValid()) {
+                        invalidReleases.incrementAndGet();
+                    }
+                });
+    }
+
+    /** Copies one leased page out of its slot; returns the engine-side copy (checked against the page's CRC32C). */
+    @FunctionalInterface
+    public interface PageCopier {
+        MemorySegment copy(LeasedPage page, MemorySegment slot);
+    }
+
+    /**
+     * What {@link #copyThenRelease} ended with. {@code keep}: the copies are the leased state; otherwise discard them
+     * ({@code discardCause} says why: the release answered the lease invalid, it failed, or a page failed its CRC32C).
+     */
+    public record LeaseCopy(boolean keep, int pages, long bytes, int checksumMismatches,
+                            LeaseInvalidReason invalidReason, String discardCause) {}
+
+    /**
+     * The engine contract for a READY (or RESIDENT) reply: copies every leased page with {@code copier} on the calling
+     * thread, verifies each copy against its CRC32C when the Manager sent one, then releases the lease and keeps the
+     * copies only if the release says the lease stayed valid. Discards are counted ({@link #discardedCopies}).
+     */
+    public Future<LeaseCopy> copyThenRelease(QueryReply reply, PageCopier copier) {
+        int pages = 0;
+        long bytes = 0;
+        int mismatches = 0;
+        for (LeasedPage page : reply.getLease().getPagesList()) {
+            MemorySegment copy = copier.copy(page, slot(page.getSlot()));
+            if (page.hasCrc32C() && Crc32c.of(copy) != page.getCrc32C()) {
+                mismatches++;
+            }
+            pages++;
+            bytes += copy.byteSize();
+        }
+        int copiedPages = pages;
+        long copiedBytes = bytes;
+        int checksumMismatches = mismatches;
+        return release(reply.getLease().getLeaseId()).transform(ar -> {
+            LeaseCopy result;
+            if (ar.failed()) {
+                result = new LeaseCopy(false, copiedPages, copiedBytes, checksumMismatches,
+                        LeaseInvalidReason.LEASE_INVALID_REASON_UNSPECIFIED, "release failed: " + ar.cause().getMessage());
+            } else if (!ar.result().getLeaseValid()) {
+                result = new LeaseCopy(false, copiedPages, copiedBytes, checksumMismatches,
+                        ar.result().getInvalidReason(), "lease did not stay valid: " + ar.result().getInvalidReason());
+            } else if (checksumMismatches > 0) {
+                result = new LeaseCopy(false, copiedPages, copiedBytes, checksumMismatches,
+                        LeaseInvalidReason.LEASE_INVALID_REASON_UNSPECIFIED, checksumMismatches + " pages failed their CRC32C");
+            } else {
+                result = new LeaseCopy(true, copiedPages, copiedBytes, 0, LeaseInvalidReason.LEASE_INVALID_REASON_UNSPECIFIED, null);
+            }
+            if (!result.keep()) {
+                discardedCopies.incrementAndGet();
+            }
+            return Future.succeededFuture(result);
+        });
+    }
+
+    /** Releases this session answered {@code lease_valid = false}. */
+    public long invalidReleases() {
+        return invalidReleases.get();
+    }
+
+    /** Lease copies {@link #copyThenRelease} told the engine to discard. */
+    public long discardedCopies() {
+        return discardedCopies.get();
     }
 
     public Future<StatsReply> stats() {
@@ -173,7 +253,7 @@ public final class EngineSession implements AutoCloseable {
     public void close() throws IOException {
         if (!closed) {
             try {
-                unregister().await(10, java.util.concurrent.TimeUnit.SECONDS);
+                unregister().await(10, TimeUnit.SECONDS);
             } catch (Exception e) {
                 // The Manager may be gone already; the mapping is ours to release regardless.
             }

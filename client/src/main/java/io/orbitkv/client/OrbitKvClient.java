@@ -7,6 +7,7 @@ import io.vertx.core.VertxOptions;
 import io.vertx.core.http.HttpClientOptions;
 import io.vertx.core.http.HttpVersion;
 import io.vertx.core.net.SocketAddress;
+import io.vertx.core.transport.Transport;
 import io.vertx.grpc.client.GrpcClient;
 import io.vertx.grpc.client.GrpcClientOptions;
 import io.vertx.grpc.common.GrpcStatus;
@@ -54,7 +55,7 @@ public final class OrbitKvClient implements AutoCloseable {
     private static OrbitKvClient connect(SocketAddress address, String token) {
         // epoll: Vert.x 5.0.7's io_uring transport refuses Unix domain sockets.
         Vertx vertx = Vertx.builder().with(new VertxOptions().setPreferNativeTransport(true).setEventLoopPoolSize(1))
-                .withTransport(io.vertx.core.transport.Transport.EPOLL).build();
+                .withTransport(Transport.EPOLL).build();
         if (address.isDomainSocket() && !vertx.isNativeTransportEnabled()) {
             vertx.close();
             throw new IllegalStateException("Unix sockets need a native transport: " + vertx.unavailableNativeTransportCause());

@@ -74,7 +74,8 @@ public final class AdmissionCommands {
         }
     }
 
-    public record InstanceReleased(int leases, int queries) {}
+    /** What ending an instance's session released: counts, and the ids of the leases it ended. */
+    public record InstanceReleased(int leases, int queries, List<Long> endedLeaseIds) {}
 
     public record AdmissionStats(long activeLeases, long leasedBytes, long outstandingQueries,
                                  long instanceLeases, long instanceOutstandingQueries) {}

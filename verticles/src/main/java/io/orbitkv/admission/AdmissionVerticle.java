@@ -85,6 +85,11 @@ public final class AdmissionVerticle extends VerticleBase {
             }
 
             @Override
+            public Future<Integer> unpinIntoQuarantine(List<List<ImageStore.ImageRef>> pinned) {
+                return storage.unpinIntoQuarantine(pinned);
+            }
+
+            @Override
             public Future<Integer> materialize(List<StateKey> keys) {
                 return storage.materialize(keys);
             }

@@ -73,6 +73,9 @@ final class DemandAdmission {
 
         Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned);
 
+        /** Drops the pins of a lease whose session ended; storage quarantines its slots before any reuse. */
+        Future<Integer> unpinIntoQuarantine(List<List<ImageStore.ImageRef>> pinned);
+
         /** Starts reading keys that are on SSD only back into DRAM; answers how many reads started. */
         default Future<Integer> materialize(List<StateKey> keys) {
             return Future.succeededFuture(0);
@@ -253,13 +256,18 @@ final class DemandAdmission {
         return endLease(lease);
     }
 
+    /**
+     * The instance's session ended (lapse, unregister, resume): its leases end with their slots quarantined (the
+     * engine may still be copying), its tickets are forgotten and their in-flight work drained. Answers the ids of
+     * the leases it ended, so the engine role can tell a late release that the lease did not stay valid.
+     */
     Future<AdmissionCommands.InstanceReleased> releaseInstance(long instance) {
         List<Future<?>> waits = new ArrayList<>();
-        int leaseCount = 0;
+        List<Long> ended = new ArrayList<>();
         for (Lease lease : List.copyOf(leases.values())) {
             if (lease.instance() == instance) {
-                leaseCount++;
-                waits.add(endLease(lease));
+                ended.add(lease.id());
+                waits.add(endLease(lease, true));
             }
         }
         int queries = 0;
@@ -274,9 +282,9 @@ final class DemandAdmission {
                 waits.add(drained(ticket));
             }
         }
-        int released = leaseCount;
         int cancelled = queries;
-        return Future.join(waits).transform(ar -> Future.succeededFuture(new AdmissionCommands.InstanceReleased(released, cancelled)));
+        return Future.join(waits).transform(ar -> Future.succeededFuture(
+                new AdmissionCommands.InstanceReleased(ended.size(), cancelled, List.copyOf(ended))));
     }
 
     AdmissionCommands.AdmissionStats stats(long instance) {
@@ -650,6 +658,11 @@ final class DemandAdmission {
     }
 
     private Future<Integer> endLease(Lease lease) {
+        return endLease(lease, false);
+    }
+
+    /** Ends a lease exactly once; {@code quarantine}: its holder's session ended, so its slots are quarantined. */
+    private Future<Integer> endLease(Lease lease, boolean quarantine) {
         if (leases.remove(lease.id()) == null) {
             return Future.succeededFuture(0);
         }
@@ -661,7 +674,8 @@ final class DemandAdmission {
                     ticker.nanos() + settings.replyTtlNanos());
             scheduleExpiry(lease.ticket());
         }
-        return storage.unpin(lease.pinned()).map(n -> lease.pages());
+        return (quarantine ? storage.unpinIntoQuarantine(lease.pinned()) : storage.unpin(lease.pinned()))
+                .map(n -> lease.pages());
     }
 
     private static int countPages(List<List<ImageStore.ImageRef>> pinned) {

@@ -28,7 +28,12 @@ public enum CostPath {
     /** Enqueue until the state is resident in local DRAM (host ready) from a local source. */
     HOST_READY_ROUTE(SampleKind.ROUTE),
     /** Enqueue until the state is resident in local DRAM (host ready) from a peer source. */
-    PEER_HOST_READY_ROUTE(SampleKind.ROUTE);
+    PEER_HOST_READY_ROUTE(SampleKind.ROUTE),
+    /**
+     * Enqueue until the state is resident in local DRAM from a peer's SSD: the source stages its extent through its
+     * own io_uring reads before the transfer, so it is kept apart from {@link #PEER_HOST_READY_ROUTE} (peer DRAM).
+     */
+    PEER_SSD_HOST_READY_ROUTE(SampleKind.ROUTE);
 
     private final SampleKind sampleKind;
     private final String label;

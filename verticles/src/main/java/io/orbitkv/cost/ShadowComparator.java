@@ -27,7 +27,7 @@ import java.util.Optional;
  */
 final class ShadowComparator {
 
-    static final double MARGIN_FRACTION = 0.05;
+    static final double MARGIN_FRACTION = SwitchGuard.MARGIN_FRACTION;
 
     private final CostEstimator estimator;
 
@@ -55,7 +55,7 @@ final class ShadowComparator {
         double bestUpper = Double.POSITIVE_INFINITY;
         for (CostEstimateKey key : eligible) {
             ShadowDecision verdict;
-            if (!comparable(current, key)) {
+            if (!comparable(request.scope(), current, key)) {
                 verdict = ShadowDecision.INCOMPARABLE;
             } else {
                 anyComparable = true;
@@ -96,18 +96,27 @@ final class ShadowComparator {
     }
 
     static boolean comparable(CostEstimateKey current, CostEstimateKey alternative) {
+        return comparable(ShadowRequest.Scope.SAME_WORK, current, alternative);
+    }
+
+    /**
+     * {@link ShadowRequest.Scope#SAME_WORK}: same resource too. {@link ShadowRequest.Scope#ROUTE_ALTERNATIVES}: complete
+     * routes from different sources (so different resources) to the same target; both must be route samples.
+     */
+    static boolean comparable(ShadowRequest.Scope scope, CostEstimateKey current, CostEstimateKey alternative) {
+        boolean resourceFits = scope == ShadowRequest.Scope.ROUTE_ALTERNATIVES
+                ? current.sampleKind() == SampleKind.ROUTE
+                : current.resource().equals(alternative.resource());
         return current.sampleKind() == alternative.sampleKind()
                 && current.target().equals(alternative.target())
-                && current.resource().equals(alternative.resource())
+                && resourceFits
                 && current.representation() == alternative.representation()
                 && current.bytes().isKnown() && current.bytes().equals(alternative.bytes())
                 && current.fragments().isKnown() && current.fragments().equals(alternative.fragments());
     }
 
     static ShadowDecision judge(CostEstimate current, CostEstimate alternative) {
-        double currentLower = (double) current.predictedNanos() - current.errorNanos();
-        double margin = MARGIN_FRACTION * current.predictedNanos();
-        if (upper(alternative) < currentLower - margin) {
+        if (SwitchGuard.clearlyFaster(current, alternative)) {
             return ShadowDecision.SUGGEST_ALTERNATIVE;
         }
         if (alternative.predictedNanos() < current.predictedNanos()) {

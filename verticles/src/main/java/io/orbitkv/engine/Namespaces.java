@@ -18,6 +18,7 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Comparator;
 import java.util.HashSet;
 import java.util.List;
@@ -34,7 +35,15 @@ public final class Namespaces {
 
     private Namespaces() {}
 
-    /** Validates an identity; every refusal names the field. */
+    /** The largest page a registration may declare, in tokens (keeps block positions and token counts in range). */
+    public static final long MAX_PAGE_SIZE_TOKENS = 1 << 20;
+    /** The largest TP or PP size a registration may declare. */
+    public static final long MAX_PARALLEL_SIZE = 1 << 16;
+
+    /**
+     * Validates an identity; every refusal names the field. The wire's unsigned numbers are compared unsigned
+     * (a {@code bytes_per_page} of 2^63 + 4096 is out of range, not negative).
+     */
     public static void validate(InstanceIdentity id, long poolBytes) {
         requireText("model_fingerprint", id.getModelFingerprint());
         requireLength("layout", id.getLayout());
@@ -42,35 +51,31 @@ public final class Namespaces {
         if (id.getRepresentation() != Representation.RAW) {
             throw invalid("representation must be RAW, got " + id.getRepresentation());
         }
-        if (id.getPageSizeTokens() == 0) {
-            throw invalid("page_size_tokens must be positive");
-        }
-        if (id.getTpSize() == 0 || id.getTpRank() >= id.getTpSize()) {
-            throw invalid("tp_rank " + id.getTpRank() + " must be below tp_size " + id.getTpSize() + " (tp_size >= 1)");
-        }
-        if (id.getPpSize() == 0 || id.getPpRank() >= id.getPpSize()) {
-            throw invalid("pp_rank " + id.getPpRank() + " must be below pp_size " + id.getPpSize() + " (pp_size >= 1)");
-        }
+        long pageSize = WireNumbers.u32Within("page_size_tokens", id.getPageSizeTokens(), 1, MAX_PAGE_SIZE_TOKENS,
+                ErrorReason.INVALID_IDENTITY);
+        long tpSize = WireNumbers.u32Within("tp_size", id.getTpSize(), 1, MAX_PARALLEL_SIZE, ErrorReason.INVALID_IDENTITY);
+        WireNumbers.u32AtMost("tp_rank", id.getTpRank(), tpSize - 1, ErrorReason.INVALID_IDENTITY);
+        long ppSize = WireNumbers.u32Within("pp_size", id.getPpSize(), 1, MAX_PARALLEL_SIZE, ErrorReason.INVALID_IDENTITY);
+        WireNumbers.u32AtMost("pp_rank", id.getPpRank(), ppSize - 1, ErrorReason.INVALID_IDENTITY);
         if (id.getGroupsCount() == 0 || id.getGroupsCount() > 64) {
             throw invalid("an instance declares 1..64 groups, got " + id.getGroupsCount());
         }
         Set<Integer> ids = new HashSet<>();
         for (GroupSpec g : id.getGroupsList()) {
+            String group = "group " + Integer.toUnsignedString(g.getGroupId());
             if (!ids.add(g.getGroupId())) {
-                throw invalid("group " + g.getGroupId() + " declared twice");
+                throw invalid(group + " declared twice");
             }
             if (g.getKind() == GroupKind.GROUP_KIND_UNSPECIFIED || g.getKind() == GroupKind.UNRECOGNIZED) {
-                throw invalid("group " + g.getGroupId() + " has no kind");
+                throw invalid(group + " has no kind");
             }
-            if (g.getBytesPerPage() == 0 || g.getBytesPerPage() > poolBytes) {
-                throw invalid("group " + g.getGroupId() + " bytes_per_page must be 1.." + poolBytes + ", got " + g.getBytesPerPage());
-            }
+            WireNumbers.u64Within(group + " bytes_per_page", g.getBytesPerPage(), 1, poolBytes, ErrorReason.INVALID_IDENTITY);
             if (g.getKind() == GroupKind.SLIDING_WINDOW && g.getWindowTokens() == 0) {
-                throw invalid("sliding-window group " + g.getGroupId() + " needs window_tokens");
+                throw invalid("sliding-window " + group + " needs window_tokens");
             }
             if (g.getKind() == GroupKind.RECURRENT && (g.getCheckpointIntervalTokens() == 0
-                    || g.getCheckpointIntervalTokens() % id.getPageSizeTokens() != 0)) {
-                throw invalid("recurrent group " + g.getGroupId() + " needs checkpoint_interval_tokens, a multiple of the page size");
+                    || Integer.toUnsignedLong(g.getCheckpointIntervalTokens()) % pageSize != 0)) {
+                throw invalid("recurrent " + group + " needs checkpoint_interval_tokens, a multiple of the page size");
             }
         }
     }
@@ -83,6 +88,7 @@ public final class Namespaces {
         List<GroupRule> rules = new ArrayList<>(id.getGroupsCount());
         try {
             for (GroupSpec g : id.getGroupsList()) {
+                // Qualified: the wire's GroupKind (imported) and the recovery role's share a name.
                 io.orbitkv.recovery.GroupKind kind = switch (g.getKind()) {
                     case FULL_ATTENTION -> io.orbitkv.recovery.GroupKind.FULL_ATTENTION;
                     case SLIDING_WINDOW -> io.orbitkv.recovery.GroupKind.SLIDING_WINDOW;
@@ -139,7 +145,7 @@ public final class Namespaces {
                 out.writeInt(g.getCheckpointIntervalTokens());
             }
             byte[] digest = MessageDigest.getInstance("SHA-256").digest(bytes.toByteArray());
-            return java.util.Arrays.copyOf(digest, StateKey.NAMESPACE_BYTES);
+            return Arrays.copyOf(digest, StateKey.NAMESPACE_BYTES);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         } catch (NoSuchAlgorithmException e) {

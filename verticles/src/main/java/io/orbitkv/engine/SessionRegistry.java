@@ -22,7 +22,8 @@ import java.util.Map;
  * epoch is random, so a caller cannot guess a live session of another instance, and an epoch from before a
  * re-registration ({@code resume}) is detectably stale. A session is alive while calls or heartbeats arrive within
  * its ttl; {@link #expire} returns the instances whose sessions lapsed so the engine role releases what they held.
- * Confined to the engine role's event loop.
+ * At most {@code maxSessions} sessions are registered at once (an instance being resumed keeps its place); one more
+ * is refused with TOO_MANY_SESSIONS. Confined to the engine role's event loop.
  */
 final class SessionRegistry {
     record Instance(long id, long epoch, InstanceIdentity identity, InstanceRole role, byte[] namespace,
@@ -40,15 +41,23 @@ final class SessionRegistry {
     private final SecureRandom random = new SecureRandom();
     private final Ticker ticker;
     private final long ttlNanos;
+    private final int maxSessions;
+    /** Instances between {@link #beginResume} and {@link #resume}: their places stay taken. */
+    private int resuming;
     private long nextId;
 
-    SessionRegistry(Ticker ticker, long ttlNanos, long firstId) {
+    SessionRegistry(Ticker ticker, long ttlNanos, int maxSessions, long firstId) {
         this.ticker = ticker;
         this.ttlNanos = ttlNanos;
+        this.maxSessions = maxSessions;
         this.nextId = firstId;
     }
 
     Instance register(InstanceIdentity identity, InstanceRole role, String tenant, RecoveryRules rules) {
+        if (instances.size() + resuming >= maxSessions) {
+            throw new OrbitException(ErrorReason.TOO_MANY_SESSIONS, "the Manager holds " + maxSessions
+                    + " registered sessions already (session.max-registered); unregister one or raise the limit");
+        }
         Map<Integer, GroupSpec> groups = new HashMap<>();
         for (GroupSpec g : identity.getGroupsList()) {
             groups.put(g.getGroupId(), g);
@@ -76,8 +85,27 @@ final class SessionRegistry {
         return touched;
     }
 
-    /** Re-registers an existing instance id with a fresh epoch; the old epoch is stale from now on. */
+    /**
+     * Ends the live session of an instance that is re-registering; its place stays taken until {@link #resume} or
+     * {@link #abandonResume}. Returns the old session, or null when the instance is not registered.
+     */
+    Instance beginResume(long id) {
+        Instance old = instances.remove(id);
+        if (old != null) {
+            resuming++;
+        }
+        return old;
+    }
+
+    /** The resume did not happen (the new identity was refused): the old session is back as it was. */
+    void abandonResume(Instance old) {
+        resuming--;
+        instances.put(old.id(), old);
+    }
+
+    /** Re-registers an instance after {@link #beginResume} with a fresh epoch; the old epoch is stale from now on. */
     Instance resume(long id, InstanceIdentity identity, InstanceRole role, String tenant, RecoveryRules rules) {
+        resuming--;
         Map<Integer, GroupSpec> groups = new HashMap<>();
         for (GroupSpec g : identity.getGroupsList()) {
             groups.put(g.getGroupId(), g);
@@ -89,23 +117,20 @@ final class SessionRegistry {
         return instance;
     }
 
-    void restore(Instance instance) {
-        instances.put(instance.id(), instance);
-    }
-
     Instance remove(long id) {
         return instances.remove(id);
     }
 
-    List<Long> expire() {
+    /** Removes and returns the instances whose sessions lapsed. */
+    List<Instance> expire() {
         long now = ticker.nanos();
-        List<Long> lapsed = new ArrayList<>();
+        List<Instance> lapsed = new ArrayList<>();
         for (Instance instance : instances.values()) {
             if (now - instance.lastSeenNanos() > ttlNanos) {
-                lapsed.add(instance.id());
+                lapsed.add(instance);
             }
         }
-        lapsed.forEach(instances::remove);
+        lapsed.forEach(instance -> instances.remove(instance.id()));
         return lapsed;
     }
 

@@ -5,7 +5,10 @@ import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.orbitkv.admission.AdmissionVerticle;
 import io.orbitkv.common.Ticker;
+import io.orbitkv.engine.EngineSettings;
+import io.orbitkv.engine.EngineToken;
 import io.orbitkv.engine.EngineVerticle;
+import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.storage.StorageVerticle;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -100,7 +103,11 @@ public final class Manager implements AutoCloseable {
             for (Path stale : StalePools.removeDead(config.poolShmDir())) {
                 LOG.info("removed the pool file {} of a Manager that is no longer running", stale);
             }
-            return io.orbitkv.engine.EngineVerticle.loadOrCreateToken(config.authTokenFile());
+            try {
+                return EngineToken.loadOrCreate(config.authTokenFile(), Libc.effectiveUid());
+            } catch (EngineToken.InsecureTokenFileException e) {
+                throw new ConfigException("auth.token-file", e.getMessage());
+            }
         });
         io.orbitkv.cost.CostVerticle cost = new io.orbitkv.cost.CostVerticle(config.cost(), registry);
         Future<Manager> started = prepared.compose(token -> {
@@ -113,7 +120,8 @@ public final class Manager implements AutoCloseable {
                     ? new io.orbitkv.ssd.SsdVerticle(config.ssd().settings()
                             .observer(new SsdWriteObservations(cost.proxy(), ssdStore, dramPool)), registry) : null;
             StorageVerticle storage = new StorageVerticle(new StorageVerticle.Settings(poolPath, poolBytes,
-                    config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation), registry,
+                    config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation,
+                    TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis())), registry,
                     ssd == null ? null : new io.orbitkv.ssd.SsdProxy(vertx), cost.proxy(), dramPool, ssdStore);
             AdmissionVerticle admission = new AdmissionVerticle(new AdmissionVerticle.Settings(
                     config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding(),
@@ -123,10 +131,7 @@ public final class Manager implements AutoCloseable {
                     (long) (poolBytes * config.queryByteBudgetFraction() * config.queryInstanceBudgetFraction()),
                     (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
-            EngineVerticle engine = new EngineVerticle(new EngineVerticle.Settings(config.grpcUnixSocket(),
-                    config.grpcTcpHost(), config.grpcTcpPort(), config.grpcMaxMessageBytes(),
-                    config.grpcMaxPagesPerRequest(), TimeUnit.MILLISECONDS.toNanos(config.sessionTtlMillis()), token,
-                    poolPath, poolBytes), registry, Ticker.SYSTEM);
+            EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             return vertx.deployVerticle(cost)
                     .compose(id -> ssd == null ? Future.succeededFuture(id) : vertx.deployVerticle(ssd))
@@ -158,6 +163,21 @@ public final class Manager implements AutoCloseable {
             });
         });
         return Future.fromCompletionStage(result);
+    }
+
+    /** The engine role's settings from the configuration. */
+    static EngineSettings engineSettings(ManagerConfig config, String token, Path poolPath) {
+        return new EngineSettings()
+                .unixSocket(config.grpcUnixSocket())
+                .tcp(config.grpcTcpHost(), config.grpcTcpPort())
+                .maxMessageBytes(config.grpcMaxMessageBytes())
+                .maxPagesPerRequest(config.grpcMaxPagesPerRequest())
+                .sessionTtlNanos(TimeUnit.MILLISECONDS.toNanos(config.sessionTtlMillis()))
+                .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
+                .maxSessions(config.sessions().maxRegistered())
+                .allowedPeerUids(config.sessions().allowedPeerUids())
+                .token(token)
+                .pool(poolPath, config.poolSizeBytes());
     }
 
     private static void prepareDataDir(Path dataDir) throws java.io.IOException {

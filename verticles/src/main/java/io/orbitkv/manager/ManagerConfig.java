@@ -4,7 +4,9 @@ import io.vertx.core.json.JsonObject;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -38,7 +40,18 @@ public record ManagerConfig(
         io.orbitkv.admission.TenantShares queryTenantShares,
         int eventLoopThreads,
         io.orbitkv.cost.CostSettings cost,
-        SsdTier ssd) {
+        SsdTier ssd,
+        SessionPolicy sessions) {
+
+    /**
+     * Engine sessions and who may open them.
+     *
+     * @param quarantineMillis how long the pool slots a session held when it ended (lapse, unregister, resume) are
+     *                         kept out of reuse: its engine may still be copying out of, or writing into, them
+     * @param maxRegistered    sessions registered at once; one more is refused with TOO_MANY_SESSIONS
+     * @param allowedPeerUids  users allowed on the Unix socket (SO_PEERCRED); empty = the Manager's own uid
+     */
+    public record SessionPolicy(long quarantineMillis, int maxRegistered, Set<Integer> allowedPeerUids) {}
 
     /**
      * The SSD tier's settings; {@code directory} null = off. {@code defaultDirectory}: the Manager creates it
@@ -76,6 +89,11 @@ public record ManagerConfig(
         d.put("metrics.host", "127.0.0.1");
         d.put("metrics.port", "9091");
         d.put("session.ttl-ms", "30000");
+        // Empty: twice session.ttl-ms.
+        d.put("session.quarantine-ms", "");
+        d.put("session.max-registered", "4096");
+        // Comma-separated uids allowed on the Unix socket; empty = only the Manager's own.
+        d.put("grpc.allowed-uids", "");
         d.put("query.max-outstanding-per-instance", "256");
         d.put("query.max-outstanding", "8192");
         d.put("query.wait-budget-ms", "5000");
@@ -149,7 +167,27 @@ public record ManagerConfig(
                 tenantShares(v, "query.tenant-shares"),
                 (int) integer(v, "manager.event-loop-threads", 1, 256),
                 costSettings(v),
-                ssdTier(v, dataDir));
+                ssdTier(v, dataDir),
+                sessionPolicy(v));
+    }
+
+    private static SessionPolicy sessionPolicy(Map<String, String> v) {
+        long ttl = integer(v, "session.ttl-ms", 100, 24L * 3600 * 1000);
+        long quarantine = v.get("session.quarantine-ms").isBlank() ? 2 * ttl
+                : integer(v, "session.quarantine-ms", 0, 7L * 24 * 3600 * 1000);
+        int maxRegistered = (int) integer(v, "session.max-registered", 1, 1 << 20);
+        Set<Integer> uids = new TreeSet<>();
+        for (String uid : v.get("grpc.allowed-uids").split(",")) {
+            if (!uid.isBlank()) {
+                try {
+                    uids.add(Integer.parseUnsignedInt(uid.strip()));
+                } catch (NumberFormatException e) {
+                    throw new ConfigException("grpc.allowed-uids", "must be comma-separated numeric uids, got '"
+                            + v.get("grpc.allowed-uids") + "'");
+                }
+            }
+        }
+        return new SessionPolicy(quarantine, maxRegistered, Set.copyOf(uids));
     }
 
     private static SsdTier ssdTier(Map<String, String> v, Path dataDir) {

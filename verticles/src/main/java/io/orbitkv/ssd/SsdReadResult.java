@@ -1,7 +1,10 @@
 package io.orbitkv.ssd;
 
-/** A verified read: {@code lengthBytes} payload bytes at the start of the destination match the extent's CRC32C. */
-public record SsdReadResult(SsdLease lease, long lengthBytes, ReadPath path) {
+/**
+ * A verified read: {@code lengthBytes} payload bytes at the start of the destination match the extent's CRC32C,
+ * {@code payloadCrc32c} (handed on to engines with the page, so they can verify their own copy).
+ */
+public record SsdReadResult(SsdLease lease, long lengthBytes, ReadPath path, int payloadCrc32c) {
 
     /** How the bytes reached the destination. */
     public enum ReadPath {

@@ -1015,7 +1015,7 @@ public final class SsdStore {
         metrics.readHits.increment();
         metrics.readBytes.increment(length);
         metrics.recordLatency(metrics.readLatency, ticker.nanos() - op.startNanos);
-        op.future.succeed(new SsdReadResult(op.lease, length, op.path));
+        op.future.succeed(new SsdReadResult(op.lease, length, op.path, op.extent.payloadCrc));
     }
 
     /** The extent failed verification: out of the index now, its header invalidated on disk once unpinned. */

@@ -20,6 +20,18 @@ import java.util.zip.CRC32C;
  * and released by the admission role. An aborted publish, a lost session or an eviction frees the slot. Nothing else
  * frees slots, so a slot is never reused while a lease or writer can still reach it.
  *
+ * <p>Quarantine (design note): a lease or an open publish handed to an engine stays reachable by that engine's process
+ * after the Manager stopped trusting it: an engine whose session lapsed may still be copying out of leased slots or
+ * writing into its publish slots. So when a session ends (lapse, unregister, resume) its slots are not reused for the
+ * quarantine time, by one mechanism: a timed hold on the slot's exact generation ({@link #unpinIntoQuarantine},
+ * {@link #releaseInstance}). A held sealed image stays resident and may be leased again (its bytes are the real
+ * ones); it is only kept out of the eviction order. An unsealed slot of the ended session leaves the key index at once
+ * (its key may be published again elsewhere) but stays allocated to the hold. Holds all last the same time, so they
+ * expire in the order they were taken: a FIFO, drained by {@link #endQuarantine} with the owner's clock; the owner
+ * (the storage role) arms a timer for {@link #nextQuarantineEndNanos}. An engine still holding such a lease learns at
+ * release that it must discard its copy (the engine role's tombstones), and nothing it copies within the quarantine
+ * is someone else's bytes.
+ *
  * <p>Eviction: LRU over sealed, unpinned images (access order refreshed by every lookup that pins). Pinned and
  * writing images are never evicted, nor is an image an SSD write is copying at that moment ({@link #weakSource}:
  * a queued SSD write holds only a weak reference and never delays eviction otherwise).
@@ -42,8 +54,22 @@ import java.util.zip.CRC32C;
 public final class ImageStore {
     public enum ImageState { WRITING, SEALED }
 
-    /** What a caller may hold on to: a key at one exact slot generation. */
-    public record ImageRef(StateKey key, long offset, long lengthBytes, long generation) {}
+    /**
+     * What a caller may hold on to: a key at one exact slot generation, and the CRC32C of its bytes when known
+     * (an unsigned 32-bit value, or {@link #CRC_UNKNOWN}).
+     */
+    public record ImageRef(StateKey key, long offset, long lengthBytes, long generation, long crc32c) {
+        public static final long CRC_UNKNOWN = -1;
+
+        /** A reference whose checksum is unknown (descriptors named by an engine). */
+        public ImageRef(StateKey key, long offset, long lengthBytes, long generation) {
+            this(key, offset, lengthBytes, generation, CRC_UNKNOWN);
+        }
+
+        public boolean crcKnown() {
+            return crc32c != CRC_UNKNOWN;
+        }
+    }
 
     /** One slot of an allocate request: null ref = already present (nothing to write). */
     public record SlotGrant(boolean allocated, ImageRef ref) {}
@@ -82,6 +108,10 @@ public final class ImageStore {
         final long publishId;
         ImageState state = ImageState.WRITING;
         int pins;
+        /** Quarantine holds (see the class note): while non-zero the image is never evicted. */
+        int holds;
+        /** CRC32C of the bytes when known (sealed with a checksum, or verified on its way back from SSD). */
+        long crc32c = ImageRef.CRC_UNKNOWN;
         /** Read back from SSD (not published by an engine): never offered to SSD again. */
         boolean fromSsd;
         /**
@@ -100,7 +130,11 @@ public final class ImageStore {
         }
 
         ImageRef ref() {
-            return new ImageRef(key, slot.offset(), slot.lengthBytes(), slot.generation());
+            return new ImageRef(key, slot.offset(), slot.lengthBytes(), slot.generation(), crc32c);
+        }
+
+        boolean evictable() {
+            return state == ImageState.SEALED && pins == 0 && holds == 0;
         }
     }
 
@@ -307,8 +341,11 @@ public final class ImageStore {
         return started;
     }
 
-    /** Seals a materialized image when its verified SSD read completed, or frees its slot when it failed. */
-    public void finishMaterialization(ImageRef ref, boolean succeeded) {
+    /**
+     * Seals a materialized image when its verified SSD read completed (with the extent's CRC32C, unsigned, or
+     * {@link ImageRef#CRC_UNKNOWN}), or frees its slot when it failed.
+     */
+    public void finishMaterialization(ImageRef ref, boolean succeeded, long crc32c) {
         Image image = images.get(ref.key());
         if (image == null || image.slot.generation() != ref.generation() || image.state != ImageState.WRITING || !image.fromSsd) {
             throw new IllegalStateException("no materialization in progress for " + ref.key());
@@ -320,6 +357,7 @@ public final class ImageStore {
             return;
         }
         image.state = ImageState.SEALED;
+        image.crc32c = crc32c;
         evictable.put(image.key, image);
         sealedBytes += image.slot.lengthBytes();
         residency.append(ResidencyStream.Change.DRAM_ADDED, image.key, image.slot.generation());
@@ -382,8 +420,12 @@ public final class ImageStore {
         publishes.remove(publishId);
         unsealedBytesByInstance.merge(instance, -publish.bytes(), Long::sum);
         unsealedBytesByInstance.remove(instance, 0L);
-        for (Image image : publishImages) {
+        for (int i = 0; i < publishImages.size(); i++) {
+            Image image = publishImages.get(i);
             image.state = ImageState.SEALED;
+            if (!crc32c.isEmpty()) {
+                image.crc32c = Integer.toUnsignedLong(crc32c.get(i));
+            }
             evictable.put(image.key, image);
             sealedBytes += image.slot.lengthBytes();
             residency.append(ResidencyStream.Change.DRAM_ADDED, image.key, image.slot.generation());
@@ -425,8 +467,11 @@ public final class ImageStore {
         return publish;
     }
 
-    /** Aborts every unsealed publish of a departed instance; returns how many. */
-    public int releaseInstance(long instance) {
+    /**
+     * Ends every unsealed publish of a departed instance; returns how many. The slots leave the key index at once but
+     * stay allocated, quarantined until {@code untilNanos}: the departed engine may still be writing into them.
+     */
+    public int releaseInstance(long instance, long untilNanos) {
         List<Long> owned = new ArrayList<>();
         for (Map.Entry<Long, Publish> e : publishes.entrySet()) {
             if (e.getValue().ownerInstance() == instance) {
@@ -434,9 +479,103 @@ public final class ImageStore {
             }
         }
         for (long publishId : owned) {
-            abort(instance, publishId);
+            Publish publish = publishes.remove(publishId);
+            unsealedBytesByInstance.merge(instance, -publish.bytes(), Long::sum);
+            unsealedBytesByInstance.remove(instance, 0L);
+            for (Image image : publish.images()) {
+                images.remove(image.key);
+                hold(new Hold(untilNanos, null, image.slot));
+            }
         }
         return owned.size();
+    }
+
+    /**
+     * Drops the lease pins of a session that ended and holds each of those images until {@code untilNanos} (see the
+     * class note): the engine may still be copying out of them. Returns the number of pages.
+     */
+    public int unpinIntoQuarantine(List<List<ImageRef>> pinned, long untilNanos) {
+        // All or nothing: every pin is checked before any is dropped.
+        Map<Image, Integer> drops = new java.util.IdentityHashMap<>();
+        for (List<ImageRef> chain : pinned) {
+            for (ImageRef ref : chain) {
+                Image image = pinnedImage(ref);
+                if (drops.merge(image, 1, Integer::sum) > image.pins) {
+                    throw new IllegalStateException("unpin of more pins than held: " + ref.key());
+                }
+            }
+        }
+        int pages = 0;
+        for (List<ImageRef> chain : pinned) {
+            for (ImageRef ref : chain) {
+                Image image = images.get(ref.key());
+                hold(new Hold(untilNanos, image, image.slot));
+                unpinOne(image);
+                pages++;
+            }
+        }
+        return pages;
+    }
+
+    /** Ends the holds whose time is up ({@code nowNanos} from the same clock as the deadlines); returns how many. */
+    public int endQuarantine(long nowNanos) {
+        int ended = 0;
+        while (!quarantine.isEmpty() && nowNanos - quarantine.peekFirst().untilNanos() >= 0) {
+            Hold hold = quarantine.pollFirst();
+            ended++;
+            if (hold.image() == null) {
+                quarantinedSlots--;
+                quarantinedBytes -= hold.slot().lengthBytes();
+                allocator.free(hold.slot());
+                continue;
+            }
+            Image image = hold.image();
+            if (--image.holds == 0) {
+                quarantinedSlots--;
+                quarantinedBytes -= image.slot.lengthBytes();
+                if (image.evictable()) {
+                    evictable.put(image.key, image);
+                }
+            }
+        }
+        return ended;
+    }
+
+    /** When the eldest hold ends, if any. */
+    public java.util.OptionalLong nextQuarantineEndNanos() {
+        return quarantine.isEmpty() ? java.util.OptionalLong.empty() : java.util.OptionalLong.of(quarantine.peekFirst().untilNanos());
+    }
+
+    private void hold(Hold hold) {
+        quarantine.addLast(hold);
+        quarantineEvents++;
+        Image image = hold.image();
+        if (image == null || image.holds++ == 0) {
+            quarantinedSlots++;
+            quarantinedBytes += hold.slot().lengthBytes();
+        }
+    }
+
+    /** A quarantine hold on one slot generation: of a resident image, or of a slot detached from the index. */
+    private record Hold(long untilNanos, Image image, PoolAllocator.Slot slot) {}
+
+    private final java.util.ArrayDeque<Hold> quarantine = new java.util.ArrayDeque<>();
+    private long quarantinedSlots;
+    private long quarantinedBytes;
+    private long quarantineEvents;
+
+    /** Distinct slots held by quarantine now. */
+    public long quarantinedSlots() {
+        return quarantinedSlots;
+    }
+
+    public long quarantinedBytes() {
+        return quarantinedBytes;
+    }
+
+    /** Slots put into quarantine since start (one per slot per ended session). */
+    public long quarantineEvents() {
+        return quarantineEvents;
     }
 
     /** Which probed positions are sealed or being written; metadata only, pins nothing, keeps LRU order unchanged. */
@@ -491,14 +630,24 @@ public final class ImageStore {
     public void unpin(List<List<ImageRef>> pinned) {
         for (List<ImageRef> chain : pinned) {
             for (ImageRef ref : chain) {
-                Image image = images.get(ref.key());
-                if (image == null || image.slot.generation() != ref.generation() || image.pins == 0) {
-                    throw new IllegalStateException("unpin of an image that is not pinned: " + ref.key());
-                }
-                if (--image.pins == 0) {
-                    pinnedImages--;
-                    evictable.put(image.key, image);
-                }
+                unpinOne(pinnedImage(ref));
+            }
+        }
+    }
+
+    private Image pinnedImage(ImageRef ref) {
+        Image image = images.get(ref.key());
+        if (image == null || image.slot.generation() != ref.generation() || image.pins == 0) {
+            throw new IllegalStateException("unpin of an image that is not pinned: " + ref.key());
+        }
+        return image;
+    }
+
+    private void unpinOne(Image image) {
+        if (--image.pins == 0) {
+            pinnedImages--;
+            if (image.evictable()) {
+                evictable.put(image.key, image);
             }
         }
     }

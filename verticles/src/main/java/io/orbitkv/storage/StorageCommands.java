@@ -22,6 +22,10 @@ public final class StorageCommands {
 
     public record Unpin(List<List<ImageStore.ImageRef>> pinned) {}
 
+    /** Drops the pins of leases whose session ended, holding their slots in quarantine (see {@link ImageStore}). */
+    public record UnpinIntoQuarantine(List<List<ImageStore.ImageRef>> pinned) {}
+
+    /** Ends the unsealed publishes of an instance whose session ended; their slots go into quarantine. */
     public record ReleaseInstance(long instance) {}
 
     public record GetStats() {}
@@ -33,14 +37,15 @@ public final class StorageCommands {
     public record StorageStats(long poolBytes, long spanBytes, long slotBytes, long requestedBytes, long freeBytes,
                                long strandedFreeBytes, long largestFreeRunBytes, long residentImages,
                                long unsealedImages, long pinnedImages, long openPublishes, long evictions,
-                               long residencySequence, long ssdKeys, long materializingImages) {
+                               long residencySequence, long ssdKeys, long materializingImages,
+                               long quarantinedSlots, long quarantinedBytes, long quarantineEvents) {
         public long usedBytes() {
             return spanBytes;
         }
     }
 
-    static final List<Class<?>> MESSAGE_TYPES = List.of(Allocate.class, Seal.class, Abort.class, 
-            Unpin.class, ReleaseInstance.class, GetStats.class, Materialize.class, StorageStats.class, ImageStore.AllocateResult.class,
+    static final List<Class<?>> MESSAGE_TYPES = List.of(Allocate.class, Seal.class, Abort.class,
+            Unpin.class, UnpinIntoQuarantine.class, ReleaseInstance.class, GetStats.class, Materialize.class, StorageStats.class, ImageStore.AllocateResult.class,
             ImageStore.SealResult.class, Integer.class, Probe.class, PinExact.class, Presence.class,
             ImageStore.ExactPin.class);
 }

@@ -16,6 +16,7 @@ public final class StorageProxy {
     static final String PIN_EXACT = "orbitkv.storage.pin-exact";
     static final String MATERIALIZE = "orbitkv.storage.materialize";
     static final String UNPIN = "orbitkv.storage.unpin";
+    static final String UNPIN_INTO_QUARANTINE = "orbitkv.storage.unpin-into-quarantine";
     static final String RELEASE_INSTANCE = "orbitkv.storage.release-instance";
     static final String STATS = "orbitkv.storage.stats";
 
@@ -58,6 +59,12 @@ public final class StorageProxy {
         return RoleProxies.request(bus, UNPIN, new StorageCommands.Unpin(pinned), options);
     }
 
+    /** Drops the pins of leases whose session ended; their slots are not reused for the quarantine time. */
+    public Future<Integer> unpinIntoQuarantine(List<List<ImageStore.ImageRef>> pinned) {
+        return RoleProxies.request(bus, UNPIN_INTO_QUARANTINE, new StorageCommands.UnpinIntoQuarantine(pinned), options);
+    }
+
+    /** Ends the unsealed publishes of an instance whose session ended (slots quarantined); answers how many. */
     public Future<Integer> releaseInstance(long instance) {
         return RoleProxies.request(bus, RELEASE_INSTANCE, new StorageCommands.ReleaseInstance(instance), options);
     }

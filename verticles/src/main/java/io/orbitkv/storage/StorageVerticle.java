@@ -22,14 +22,21 @@ import java.util.List;
  * engines still mapping it keep their mapping until they unmap (the kernel frees the memory then).
  */
 public final class StorageVerticle extends VerticleBase {
-    /** Settings of the storage role; sizes in bytes. */
+    /**
+     * Settings of the storage role; sizes in bytes.
+     *
+     * @param quarantineNanos how long slots of an ended session are not reused (session.quarantine-ms)
+     */
     public record Settings(Path poolPath, long poolBytes, long chunkBytes, long publishBudgetBytes,
-                           int residencyCapacity, long incarnation) {}
+                           int residencyCapacity, long incarnation, long quarantineNanos) {}
 
     private final Settings settings;
     private final MeterRegistry registry;
+    private final io.orbitkv.common.Ticker ticker = io.orbitkv.common.Ticker.SYSTEM;
     private SharedMemoryFile poolFile;
     private ImageStore store;
+    /** The one-shot timer that ends the eldest quarantine hold; -1 when none is armed. */
+    private long quarantineTimer = -1;
     private volatile StorageCommands.StorageStats snapshot;
 
     public StorageVerticle(Settings settings, MeterRegistry registry) {
@@ -125,8 +132,10 @@ public final class StorageVerticle extends VerticleBase {
             store.unpin(c.pinned());
             return changed(c.pinned().size());
         });
+        RoleProxies.<StorageCommands.UnpinIntoQuarantine, Integer>serve(bus, StorageProxy.UNPIN_INTO_QUARANTINE,
+                c -> quarantined(store.unpinIntoQuarantine(c.pinned(), quarantineDeadline())));
         RoleProxies.<StorageCommands.ReleaseInstance, Integer>serve(bus, StorageProxy.RELEASE_INSTANCE,
-                c -> changed(store.releaseInstance(c.instance())));
+                c -> quarantined(store.releaseInstance(c.instance(), quarantineDeadline())));
         RoleProxies.<StorageCommands.GetStats, StorageCommands.StorageStats>serve(bus, StorageProxy.STATS,
                 c -> Future.succeededFuture(snapshot));
         return ssdReady;
@@ -162,7 +171,8 @@ public final class StorageVerticle extends VerticleBase {
             ssd.acquireLease(image.key(), m.ssdGeneration())
                     .compose(lease -> ssd.readInto(lease, slot).eventually(() -> ssd.release(lease)))
                     .onComplete(ar -> {
-                        store.finishMaterialization(image, ar.succeeded());
+                        store.finishMaterialization(image, ar.succeeded(), ar.succeeded()
+                                ? Integer.toUnsignedLong(ar.result().payloadCrc32c()) : ImageStore.ImageRef.CRC_UNKNOWN);
                         if (ar.succeeded()) {
                             ssdTierPages.increment();
                             ssdTierBytes.increment(image.lengthBytes());
@@ -205,6 +215,32 @@ public final class StorageVerticle extends VerticleBase {
         }
     }
 
+    private long quarantineDeadline() {
+        return ticker.nanos() + settings.quarantineNanos();
+    }
+
+    private <T> Future<T> quarantined(T result) {
+        armQuarantineTimer();
+        return changed(result);
+    }
+
+    /** Arms one timer for the eldest hold; when it fires, expired holds end and the next one is armed. */
+    private void armQuarantineTimer() {
+        if (quarantineTimer >= 0) {
+            return;
+        }
+        store.nextQuarantineEndNanos().ifPresent(until -> {
+            long delayMillis = Math.max(1, (until - ticker.nanos() + 999_999) / 1_000_000);
+            quarantineTimer = vertx.setTimer(delayMillis, id -> {
+                quarantineTimer = -1;
+                if (store.endQuarantine(ticker.nanos()) > 0) {
+                    refresh();
+                }
+                armQuarantineTimer();
+            });
+        });
+    }
+
     private <T> Future<T> changed(T result) {
         refresh();
         return Future.succeededFuture(result);
@@ -219,7 +255,8 @@ public final class StorageVerticle extends VerticleBase {
         snapshot = new StorageCommands.StorageStats(a.poolBytes(), a.spanBytes(), a.slotBytes(), a.requestedBytes(),
                 a.freeBytes(), strandedFreeBytes, largestFreeRunBytes, store.residentImages(),
                 store.unsealedImages(), store.pinnedImages(), store.openPublishes(), store.evictions(),
-                store.residency().lastSequence(), store.ssdKeys(), store.materializingImages());
+                store.residency().lastSequence(), store.ssdKeys(), store.materializingImages(),
+                store.quarantinedSlots(), store.quarantinedBytes(), store.quarantineEvents());
     }
 
     private long strandedFreeBytes;
@@ -263,6 +300,12 @@ public final class StorageVerticle extends VerticleBase {
         materializeFailures = io.micrometer.core.instrument.Counter.builder("orbitkv.ssd.restore.failures")
                 .description("SSD reads into DRAM that failed (stale, corrupt or I/O error): a miss, never wrong bytes")
                 .register(registry);
+        Gauge.builder("orbitkv.quarantine.slots", () -> snapshot.quarantinedSlots())
+                .description("Pool slots of ended sessions held out of reuse (session.quarantine-ms)").register(registry);
+        Gauge.builder("orbitkv.quarantine.bytes", () -> snapshot.quarantinedBytes()).baseUnit("bytes")
+                .description("Pool bytes of ended sessions held out of reuse").register(registry);
+        FunctionCounter.builder("orbitkv.quarantine.events", this, v -> v.snapshot.quarantineEvents())
+                .description("Slots put into quarantine when the session holding them ended").register(registry);
         Gauge.builder("orbitkv.ssd.keys", () -> snapshot.ssdKeys()).description("Keys with a committed SSD extent")
                 .register(registry);
         Gauge.builder("orbitkv.images.restoring", () -> snapshot.materializingImages())
@@ -272,6 +315,9 @@ public final class StorageVerticle extends VerticleBase {
     @Override
     public Future<?> stop() {
         vertx.cancelTimer(fragmentationTimer);
+        if (quarantineTimer >= 0) {
+            vertx.cancelTimer(quarantineTimer);
+        }
         try {
             if (poolFile != null) {
                 poolFile.close();

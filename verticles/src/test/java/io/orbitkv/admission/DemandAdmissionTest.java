@@ -38,6 +38,7 @@ class DemandAdmissionTest {
     static final byte[] NS = new byte[16];
     static final long WAIT = TimeUnit.SECONDS.toNanos(5);
     static final long TTL = TimeUnit.SECONDS.toNanos(30);
+    static final long QUARANTINE = TimeUnit.SECONDS.toNanos(60);
     static final RecoveryRules RULES = RecoveryRules.of(P, GroupRule.fullAttention(0), GroupRule.recurrent(2, 4 * P));
 
     final Arena arena = Arena.ofShared();
@@ -72,6 +73,11 @@ class DemandAdmissionTest {
         public Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned) {
             store.unpin(pinned);
             return Future.succeededFuture(pinned.size());
+        }
+
+        @Override
+        public Future<Integer> unpinIntoQuarantine(List<List<ImageStore.ImageRef>> pinned) {
+            return Future.succeededFuture(store.unpinIntoQuarantine(pinned, now + QUARANTINE));
         }
     };
 

@@ -147,4 +147,40 @@ class ShadowComparatorTest {
         assertThat(estimator.estimate(uring)).isEqualTo(before);
         assertThat(estimator.size()).isEqualTo(sizeBefore);
     }
+
+    @Test
+    void routeAlternativesFromOtherSourcesAreComparableOnlyInTheirOwnScope() {
+        ResourceId peer = new ResourceId(ResourceKind.PEER_MANAGER, "manager-a", 3);
+        CostEstimateKey local = CostEstimateKey.route(CostPath.HOST_READY_ROUTE, TestKeys.STORE,
+                RepresentationFamily.RAW, SizeBucket.of(1 << 20), SizeBucket.of(8), CompletionTarget.hostReady());
+        CostEstimateKey remote = CostEstimateKey.route(CostPath.PEER_HOST_READY_ROUTE, peer, RepresentationFamily.RAW,
+                SizeBucket.of(1 << 20), SizeBucket.of(8), CompletionTarget.hostReady());
+        warm(local, 4_000_000);
+        warm(remote, 1_000_000);
+        // Same-work scope: another resource is another piece of work.
+        assertThat(compare(local, eligible(remote)).decision()).isEqualTo(ShadowDecision.INCOMPARABLE);
+        ShadowResult routes = comparator.compare(ShadowRequest.routes(local, List.of(eligible(remote))));
+        assertThat(routes.decision()).isEqualTo(ShadowDecision.SUGGEST_ALTERNATIVE);
+        assertThat(routes.suggested()).hasValue(remote);
+        // Still never across completion targets or shapes.
+        CostEstimateKey otherTarget = CostEstimateKey.route(CostPath.PEER_HOST_READY_ROUTE, peer,
+                RepresentationFamily.RAW, SizeBucket.of(1 << 20), SizeBucket.of(8),
+                CompletionTarget.engineRestore(TestKeys.GPU0));
+        CostEstimateKey otherShape = CostEstimateKey.route(CostPath.PEER_HOST_READY_ROUTE, peer,
+                RepresentationFamily.RAW, SizeBucket.of(1 << 21), SizeBucket.of(8), CompletionTarget.hostReady());
+        warm(otherTarget, 1);
+        warm(otherShape, 1);
+        assertThat(comparator.compare(ShadowRequest.routes(local, List.of(eligible(otherTarget), eligible(otherShape))))
+                .decision()).isEqualTo(ShadowDecision.INCOMPARABLE);
+        // Operation samples never compare across resources, whatever the scope.
+        assertThat(ShadowComparator.comparable(ShadowRequest.Scope.ROUTE_ALTERNATIVES, TestKeys.ssdRead(0, 4096),
+                TestKeys.ssdRead(1, 4096))).isFalse();
+    }
+
+    @Test
+    void theGuardIsSharedWithThePlanner() {
+        assertThat(ShadowComparator.MARGIN_FRACTION).isEqualTo(SwitchGuard.MARGIN_FRACTION);
+        assertThat(SwitchGuard.clearlyBelow(949, 1_000, 1_000)).isTrue();
+        assertThat(SwitchGuard.clearlyBelow(950, 1_000, 1_000)).isFalse();
+    }
 }

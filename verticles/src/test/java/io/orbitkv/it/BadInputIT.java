@@ -170,6 +170,63 @@ class BadInputIT {
         refused(ErrorReason.INVALID_IDENTITY, () -> client.register(RunningManager.identity("m", 0).build(), InstanceRole.DECODE));
     }
 
+    /** uint32/uint64 fields are compared unsigned: a value of 2^31/2^63 or more is out of range, never negative. */
+    @Test
+    void unsignedFieldsAreCheckedAsUnsigned() throws Exception {
+        long twoTo63Plus4096 = Long.MIN_VALUE + 4096;
+        refused(ErrorReason.INVALID_IDENTITY, () -> client.register(identityWithPage(twoTo63Plus4096).build(), InstanceRole.DECODE));
+        refused(ErrorReason.INVALID_IDENTITY, () -> client.register(RunningManager.identity("m", PAGE).setTpRank(-1).build(),
+                InstanceRole.DECODE));
+        refused(ErrorReason.INVALID_IDENTITY, () -> client.register(RunningManager.identity("m", PAGE).setPageSizeTokens(-16)
+                .build(), InstanceRole.DECODE));
+        refused(ErrorReason.INVALID_IDENTITY, () -> client.register(RunningManager.identity("m", PAGE).setPpSize(-1).setPpRank(5)
+                .build(), InstanceRole.DECODE));
+        assertThatThrownBy(() -> client.register(identityWithPage(twoTo63Plus4096).build(), InstanceRole.DECODE).await())
+                .hasMessageContaining("9223372036854779904");
+        refused(ErrorReason.INVALID_DEMAND, () -> session.submitDemand(demand(published.size()).setValidPrefixTokens(Long.MIN_VALUE + 16).build()));
+        refused(ErrorReason.INVALID_DEMAND, () -> session.submitDemand(demand(published.size()).setSelectedEndTokens(-16).build()));
+        refused(ErrorReason.INVALID_DEMAND, () -> session.submitDemand(demand(published.size()).setFirstUseMicros(Long.MIN_VALUE).build()));
+        refused(ErrorReason.INVALID_DEMAND, () -> session.submitDemand(demand(published.size()).setPageSizeTokens(-16).build()));
+        refused(ErrorReason.INVALID_DEMAND, () -> session.submitDemand(demand(published.size()).setGroups(0,
+                GroupDemand.newBuilder().setGroupId(0).addAllBlockHashes(published)
+                        .addRanges(BlockSpan.newBuilder().setStart(Integer.MIN_VALUE + 1).setEnd(Integer.MIN_VALUE + 2))).build()));
+        AllocatePublishReply open = session.allocate(List.of(PageKey.newBuilder().setGroupId(0)
+                .setBlockHash(ByteString.copyFromUtf8("unsigned")).build())).await();
+        refused(ErrorReason.DESCRIPTOR_OUTSIDE_POOL, () -> session.seal(SealPublishRequest.newBuilder().setPublishId(open.getPublishId())
+                .addWritten(open.getSlots(0).getSlot().toBuilder().setOffset(Long.MIN_VALUE))));
+        refused(ErrorReason.DESCRIPTOR_OUTSIDE_POOL, () -> session.seal(SealPublishRequest.newBuilder().setPublishId(open.getPublishId())
+                .addWritten(open.getSlots(0).getSlot().toBuilder().setLength(-PAGE))));
+        session.abort(open.getPublishId()).await();
+    }
+
+    /** max_wait_micros of 2^64 - 1 is "as long as the configured budget allows", not a negative (expired) wait. */
+    @Test
+    void aHugeUnsignedMaxWaitIsALongWaitNotAnExpiredOne() throws Exception {
+        List<ByteString> writing = PublishQueryRestoreIT.chain("being-written", 2);
+        AllocatePublishReply open = session.allocate(writing.stream()
+                .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await();
+        QueryReply reply = session.submitDemand(Demand.newBuilder().setRequestId("wait").setRevision(1).setOperationId(3)
+                .setPageSizeTokens(16).setSelectedEndTokens(32).setSelectedGroupId(0).setMaxWaitMicros(-1L)
+                .addGroups(GroupDemand.newBuilder().setGroupId(0).addAllBlockHashes(writing)
+                        .addRanges(BlockSpan.newBuilder().setStart(0).setEnd(2))).build()).await();
+        assertThat(reply.getStatus()).as("the pages are being written and the wait has not run out").isEqualTo(QueryStatus.PENDING);
+        session.cancel(reply.getTicket()).await();
+        session.abort(open.getPublishId()).await();
+    }
+
+    static InstanceIdentity.Builder identityWithPage(long bytesPerPage) {
+        return RunningManager.identity("m", PAGE).setGroups(0, GroupSpec.newBuilder().setGroupId(0)
+                .setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(bytesPerPage));
+    }
+
+    /** A valid demand for the first {@code pages} published pages, to break one field at a time. */
+    Demand.Builder demand(int pages) {
+        return Demand.newBuilder().setRequestId("u").setRevision(1).setOperationId(5).setPageSizeTokens(16)
+                .setSelectedEndTokens(16L * pages).setSelectedGroupId(0)
+                .addGroups(GroupDemand.newBuilder().setGroupId(0).addAllBlockHashes(published.subList(0, pages))
+                        .addRanges(BlockSpan.newBuilder().setStart(0).setEnd(pages)));
+    }
+
     @Test
     void unauthenticatedCallersAreRefusedOnBothDoors() throws Exception {
         try (OrbitKvClient intruder = OrbitKvClient.connectUnix(running.manager().unixSocket(), "wrong-token-0000000000");

@@ -45,8 +45,12 @@ class SessionAndPressureIT {
             silent.allocate(List.of(PageKey.newBuilder().setGroupId(0).setBlockHash(ByteString.copyFromUtf8("open")).build())).await();
             assertThat(running.metric("orbitkv_leases_active")).isEqualTo(1.0);
             silent.abandon(); // no more heartbeats, no unregister: the engine process "died"
+            // Its lease ends at once; its slots (the 3 leased pages, the open publish) are quarantined for 2 x ttl,
+            // then the open publish's slot is freed.
             await().atMost(Duration.ofSeconds(20)).until(() -> running.metric("orbitkv_instances") == 0.0
-                    && running.metric("orbitkv_leases_active") == 0.0 && running.metric("orbitkv_pool_requested_bytes") == 3.0 * PAGE);
+                    && running.metric("orbitkv_leases_active") == 0.0 && running.metric("orbitkv_quarantine_events_total") == 4.0);
+            await().atMost(Duration.ofSeconds(20)).until(() -> running.metric("orbitkv_quarantine_bytes") == 0.0
+                    && running.metric("orbitkv_pool_requested_bytes") == 3.0 * PAGE);
             assertThat(running.metric("orbitkv_images_pinned")).isZero();
             // A live session with heartbeats outlives many ttls.
             try (EngineSession live = client.register(RunningManager.identity("model-a", PAGE).build(), InstanceRole.DECODE).await()) {

@@ -153,6 +153,11 @@ class SsdTierIT {
             assertThat(ready.getStatus()).isEqualTo(QueryStatus.READY);
             assertThat(ready.getReadyBlocks()).isEqualTo(5);
             verify(session, ready, "durable");
+            // Read back from SSD after a restart, each page carries the CRC32C its extent recorded.
+            for (LeasedPage page : ready.getLease().getPagesList()) {
+                assertThat(page.hasCrc32C()).as("page %d", page.getPosition()).isTrue();
+                assertThat(page.getCrc32C()).isEqualTo(PublishQueryRestoreIT.crc(session.slot(page.getSlot())));
+            }
             session.release(ready.getLease().getLeaseId()).await();
         }
     }

@@ -149,10 +149,55 @@ class ImageStoreTest {
                 .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.UNKNOWN_PUBLISH));
         // Same keys again while being written: nothing to write.
         assertThat(store.allocate(2, keys(0, 2), List.of(PAGE, PAGE)).slots()).noneMatch(ImageStore.SlotGrant::allocated);
-        assertThat(store.releaseInstance(1)).isEqualTo(1);
+        assertThat(store.releaseInstance(1, 100)).isEqualTo(1);
+        assertThat(store.stateOf(key(0))).as("the key leaves the index at once").isNull();
+        assertThat(store.quarantinedBytes()).as("the departed writer's slots are held").isEqualTo(2 * PAGE);
+        store.endQuarantine(99);
+        assertThat(store.allocator().requestedBytes()).isEqualTo(2 * PAGE);
+        store.endQuarantine(100);
+        assertThat(store.quarantinedBytes()).isZero();
         assertThat(store.allocator().spanBytes()).isZero();
         assertThatThrownBy(() -> store.seal(1, r.publishId(), List.of(), List.of()))
                 .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.UNKNOWN_PUBLISH));
+    }
+
+    /** Holds survive any pressure until their time; then the slots are reusable like any other. */
+    @Test
+    void slotsOfAnEndedSessionAreNotReusedUntilTheirQuarantineEnds() {
+        publish(0, 2);
+        ImageStore.ExactPin leased = store.pinExact(List.of(keys(0, 2)));
+        ImageStore.AllocateResult open = store.allocate(2, keys(2, 3), List.of(PAGE));
+        long openOffset = open.slots().get(0).ref().offset();
+        // Instance 2's session ends at t=0 with a lease on 0..1 and an open publish of 2: hold until t=1000.
+        assertThat(store.unpinIntoQuarantine(leased.pinned(), 1000)).isEqualTo(2);
+        assertThat(store.releaseInstance(2, 1000)).isEqualTo(1);
+        assertThat(store.pinnedImages()).as("lease pins are gone").isZero();
+        assertThat(store.quarantinedSlots()).isEqualTo(3);
+        assertThat(store.quarantinedBytes()).isEqualTo(3 * PAGE);
+        // Fill the pool over and over: the five free slots cycle, the three held ones never move.
+        List<Long> reused = new ArrayList<>();
+        for (int round = 0; round < 4; round++) {
+            for (int i = 0; i < 5; i++) {
+                ImageStore.AllocateResult r = store.allocate(1, keys(10 + round * 5 + i, 11 + round * 5 + i), List.of(PAGE));
+                reused.add(r.slots().get(0).ref().offset());
+                store.seal(1, r.publishId(), List.of(), List.of());
+            }
+        }
+        assertThat(reused).doesNotContain(leased.pinned().get(0).get(0).offset(), leased.pinned().get(0).get(1).offset(), openOffset);
+        assertThat(store.stateOf(key(0))).as("a held image stays resident").isEqualTo(ImageStore.ImageState.SEALED);
+        assertThat(store.endQuarantine(999)).isZero();
+        assertThat(store.endQuarantine(1000)).isEqualTo(3);
+        assertThat(store.quarantinedSlots()).isZero();
+        assertThat(store.quarantineEvents()).isEqualTo(3);
+        // Now the pool cycles through all eight slots again.
+        List<Long> after = new ArrayList<>();
+        for (int i = 0; i < 8; i++) {
+            ImageStore.AllocateResult r = store.allocate(1, keys(50 + i, 51 + i), List.of(PAGE));
+            after.add(r.slots().get(0).ref().offset());
+            store.seal(1, r.publishId(), List.of(), List.of());
+        }
+        assertThat(after).contains(leased.pinned().get(0).get(0).offset(), openOffset);
+        assertThat(store.stateOf(key(0))).as("evictable again once released").isNull();
     }
 
     @Test

@@ -16,14 +16,15 @@ import java.util.function.Consumer;
 /**
  * What a new user runs next to a Manager to see it work: registers an engine instance, publishes {@code pages}
  * pages of deterministic synthetic KV, queries several prefixes (whole, half, one block, and a longer chain whose
- * tail is unknown), copies every READY page out of the pool into its own memory, verifies every byte, releases each
- * lease and unregisters.
+ * tail is unknown), copies every READY page out of the pool into its own memory, releases each lease, keeps the copy
+ * only when the release says the lease stayed valid (the engine contract: {@link EngineSession#copyThenRelease}, with
+ * the pages' CRC32C checked), verifies every kept byte, and unregisters. A discarded copy is counted and reported.
  */
 public final class EngineSimulator {
     public record Options(Path dataDir, String tcp, int pages, long pageBytes, long seed) {}
 
     public record Result(int publishedPages, long publishedBytes, int queries, int readyQueries, long verifiedBytes,
-                         long mismatches, List<String> problems) {
+                         long mismatches, long discardedLeases, List<String> problems) {
         public boolean ok() {
             return mismatches == 0 && problems.isEmpty();
         }
@@ -31,7 +32,8 @@ public final class EngineSimulator {
         public JsonObject toJson() {
             return new JsonObject().put("ok", ok()).put("published_pages", publishedPages)
                     .put("published_bytes", publishedBytes).put("queries", queries).put("ready_queries", readyQueries)
-                    .put("verified_bytes", verifiedBytes).put("mismatched_pages", mismatches).put("problems", problems);
+                    .put("verified_bytes", verifiedBytes).put("mismatched_pages", mismatches)
+                    .put("discarded_leases", discardedLeases).put("problems", problems);
         }
     }
 
@@ -88,7 +90,8 @@ public final class EngineSimulator {
                 int ready = 0;
                 long verified = 0;
                 long mismatches = 0;
-                MemorySegment engineMemory = arena.allocate(options.pageBytes(), 64);
+                // The engine's own memory for one lease: every page of the longest prefix.
+                MemorySegment engineMemory = arena.allocate(options.pageBytes() * options.pages(), 64);
                 List<List<ByteString>> demands = new ArrayList<>();
                 for (int p : prefixes) {
                     demands.add(hashes.subList(0, p));
@@ -113,24 +116,36 @@ public final class EngineSimulator {
                         progress.accept("query of " + demand.size() + " blocks: READY for the first "
                                 + reply.getReadyBlocks() + " (the pool's query budget holds no more at once)");
                     }
-                    for (LeasedPage page : reply.getLease().getPagesList()) {
-                        engineMemory.copyFrom(session.slot(page.getSlot()));
-                        if (SyntheticKv.verify(engineMemory, options.seed(), page.getGroupId(), page.getPosition()) >= 0) {
+                    List<LeasedPage> copied = new ArrayList<>();
+                    EngineSession.LeaseCopy copy = session.copyThenRelease(reply, (page, slot) -> {
+                        MemorySegment into = engineMemory.asSlice(copied.size() * options.pageBytes(), slot.byteSize());
+                        into.copyFrom(slot);
+                        copied.add(page);
+                        return into;
+                    }).await();
+                    if (!copy.keep()) {
+                        problems.add("query of " + demand.size() + " blocks: copy discarded (" + copy.discardCause() + ")");
+                        continue;
+                    }
+                    for (int i = 0; i < copied.size(); i++) {
+                        LeasedPage page = copied.get(i);
+                        MemorySegment kept = engineMemory.asSlice(i * options.pageBytes(), page.getSlot().getLength());
+                        if (SyntheticKv.verify(kept, options.seed(), page.getGroupId(), page.getPosition()) >= 0) {
                             mismatches++;
                         } else {
-                            verified += engineMemory.byteSize();
+                            verified += kept.byteSize();
                         }
                     }
-                    session.release(reply.getLease().getLeaseId()).await();
                     progress.accept("query of " + demand.size() + " blocks: READY " + reply.getReadyBlocks()
-                            + " blocks, copied out and verified, lease released");
+                            + " blocks, copied out, lease released and still valid, every byte verified");
                 }
                 StatsReply stats = session.stats().await();
                 if (stats.getSessionLeases() != 0) {
                     problems.add(stats.getSessionLeases() + " leases still held after release");
                 }
                 progress.accept(mismatches == 0 && problems.isEmpty() ? "OK: every byte verified" : "FAILED: " + problems);
-                return new Result(published, publishedBytes, queries, ready, verified, mismatches, problems);
+                return new Result(published, publishedBytes, queries, ready, verified, mismatches,
+                        session.discardedCopies(), problems);
             }
         }
     }

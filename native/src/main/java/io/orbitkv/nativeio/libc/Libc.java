@@ -7,7 +7,7 @@ import java.util.Objects;
 
 /**
  * Typed façade over the libc calls the SSD tier needs: open with O_DIRECT, close, fallocate, ftruncate, fdatasync and
- * the file size.
+ * the file size; and the process's effective uid (for owner-only checks).
  *
  * <p>Design note: availability is probed once, when this class initializes, into {@code static final} fields that
  * keep the cause; every entry point checks it and throws {@link UnsupportedOperationException} carrying that cause.
@@ -147,6 +147,18 @@ public final class Libc {
             throw e;
         } catch (Throwable t) {
             throw new IllegalStateException("lseek downcall failed", t);
+        }
+    }
+
+    /** The effective uid of this process ({@code geteuid}, which cannot fail): who owns the files it creates. */
+    public static int effectiveUid() {
+        ensureAvailable();
+        try {
+            return (int) LibcBindings.GETEUID.invokeExact();
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new IllegalStateException("downcall failed", t);
         }
     }
 

@@ -38,6 +38,8 @@ final class LibcBindings {
     static final MethodHandle LSEEK;
     /** {@code char *strerror(int errnum)}. */
     static final MethodHandle STRERROR;
+    /** {@code uid_t geteuid(void)}: always succeeds. */
+    static final MethodHandle GETEUID;
 
     static {
         Linker linker = Linker.nativeLinker();
@@ -61,6 +63,7 @@ final class LibcBindings {
                         ValueLayout.JAVA_INT), errno);
         STRERROR = linker.downcallHandle(find(libc, "strerror"),
                 FunctionDescriptor.of(ValueLayout.ADDRESS, ValueLayout.JAVA_INT));
+        GETEUID = linker.downcallHandle(find(libc, "geteuid"), FunctionDescriptor.of(ValueLayout.JAVA_INT));
     }
 
     private LibcBindings() {

@@ -1,0 +1,254 @@
+package io.orbitkv.engine;
+
+import io.orbitkv.admission.AdmissionProxy;
+import io.orbitkv.admission.TenantShares;
+import io.orbitkv.common.OrbitException;
+import io.orbitkv.common.Ticker;
+import io.orbitkv.protocol.engine.AbortPublishReply;
+import io.orbitkv.protocol.engine.AbortPublishRequest;
+import io.orbitkv.protocol.engine.AllocatePublishReply;
+import io.orbitkv.protocol.engine.AllocatePublishRequest;
+import io.orbitkv.protocol.engine.CancelQueryReply;
+import io.orbitkv.protocol.engine.CancelQueryRequest;
+import io.orbitkv.protocol.engine.ErrorReason;
+import io.orbitkv.protocol.engine.GroupSpec;
+import io.orbitkv.protocol.engine.HeartbeatReply;
+import io.orbitkv.protocol.engine.HeartbeatRequest;
+import io.orbitkv.protocol.engine.PageKey;
+import io.orbitkv.protocol.engine.PingReply;
+import io.orbitkv.protocol.engine.PingRequest;
+import io.orbitkv.protocol.engine.PollQueryRequest;
+import io.orbitkv.protocol.engine.QueryReply;
+import io.orbitkv.protocol.engine.RegisterReply;
+import io.orbitkv.protocol.engine.RegisterRequest;
+import io.orbitkv.protocol.engine.ReleaseLeaseReply;
+import io.orbitkv.protocol.engine.ReleaseLeaseRequest;
+import io.orbitkv.protocol.engine.SealPublishReply;
+import io.orbitkv.protocol.engine.SealPublishRequest;
+import io.orbitkv.protocol.engine.StatsReply;
+import io.orbitkv.protocol.engine.StatsRequest;
+import io.orbitkv.protocol.engine.SubmitDemandRequest;
+import io.orbitkv.protocol.engine.SubmitQueryRequest;
+import io.orbitkv.protocol.engine.UnregisterReply;
+import io.orbitkv.protocol.engine.UnregisterRequest;
+import io.orbitkv.recovery.RecoveryRules;
+import io.orbitkv.storage.ImageStore.ImageRef;
+import io.orbitkv.storage.StateKey;
+import io.orbitkv.storage.StorageProxy;
+import io.vertx.core.Future;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The engine API's operations, one method per call of engine.proto, independent of the door they arrive through: the
+ * gRPC door ({@link GrpcEngineDoor}) authenticates, decodes and answers; a later door (the event-bus bridge) can do
+ * the same with its own transport and call these methods. Each call is checked against its session (instance,
+ * epoch, namespace, groups, sizes) by {@link EngineRequests} <em>before</em> anything is forwarded to admission or
+ * storage, so bad input changes nothing; refusals are {@link OrbitException}s with their wire reason.
+ *
+ * <p>Session end (unregister, resume, ttl lapse) runs {@link SessionCleanup}: leases and queries, then unsealed
+ * publishes, every step even if one fails; the slots go into quarantine and the ended leases become tombstones, so a
+ * late release is answered {@code lease_valid = false}. Confined to the engine role's event loop.
+ */
+public final class EngineOperations {
+    private static final Logger LOG = LoggerFactory.getLogger(EngineOperations.class);
+    /** Lease tombstones kept at most (see {@link LeaseTombstones}). */
+    static final int MAX_LEASE_TOMBSTONES = 1 << 16;
+
+    private final EngineSettings settings;
+    private final SessionRegistry sessions;
+    private final LeaseTombstones tombstones;
+    private final SessionCleanup cleanup;
+    private final EngineRequests requests;
+    private final AdmissionProxy admission;
+    private final StorageProxy storage;
+    private final EngineMetrics metrics;
+    private volatile int registeredInstances;
+
+    EngineOperations(EngineSettings settings, Ticker ticker, AdmissionProxy admission, StorageProxy storage,
+                     EngineMetrics metrics) {
+        this.settings = settings;
+        this.sessions = new SessionRegistry(ticker, settings.sessionTtlNanos(), settings.maxSessions(), 1);
+        this.tombstones = new LeaseTombstones(ticker, settings.quarantineNanos(), MAX_LEASE_TOMBSTONES);
+        this.cleanup = new SessionCleanup(admission, storage, tombstones, settings.cleanupFaults());
+        this.requests = new EngineRequests(settings.maxPagesPerRequest(), settings.poolBytes());
+        this.admission = admission;
+        this.storage = storage;
+        this.metrics = metrics;
+    }
+
+    /** Registered instances (for the gauge; written on the role's loop, read by the scrape). */
+    int registeredInstances() {
+        return registeredInstances;
+    }
+
+    long droppedTombstones() {
+        return tombstones.dropped();
+    }
+
+    /** Ends the sessions that lapsed and forgets old tombstones; called periodically by the engine role. */
+    void sweep() {
+        for (SessionRegistry.Instance lapsed : sessions.expire()) {
+            registeredInstances = sessions.size();
+            cleanup.release(lapsed.id()).onFailure(e -> reportCleanupFailure("a lapsed session", e));
+        }
+        tombstones.expire();
+    }
+
+    private void reportCleanupFailure(String what, Throwable failure) {
+        metrics.internalErrors.increment();
+        LOG.warn("ending {} did not release everything", what, failure);
+    }
+
+    // ---- sessions ----
+
+    public Future<RegisterReply> register(RegisterRequest request) {
+        Namespaces.validate(request.getIdentity(), settings.poolBytes());
+        RecoveryRules rules = Namespaces.recoveryRules(request.getIdentity());
+        if (!TenantShares.validName(request.getTenant())) {
+            throw new OrbitException(ErrorReason.INVALID_IDENTITY, "tenant must be 0..64 characters of [A-Za-z0-9._-]");
+        }
+        long ttlMillis = TimeUnit.NANOSECONDS.toMillis(settings.sessionTtlNanos());
+        long resumed = request.getResumeInstanceId();
+        if (resumed == 0) {
+            SessionRegistry.Instance instance = sessions.register(request.getIdentity(), request.getRole(),
+                    request.getTenant(), rules);
+            registeredInstances = sessions.size();
+            return Future.succeededFuture(EngineReplies.registered(instance, settings.poolPath(), settings.poolBytes(), ttlMillis));
+        }
+        SessionRegistry.Instance old = sessions.beginResume(resumed);
+        if (old == null) {
+            throw new OrbitException(ErrorReason.UNKNOWN_INSTANCE, "cannot resume instance " + Long.toUnsignedString(resumed)
+                    + ": not registered");
+        }
+        if (!old.identity().equals(request.getIdentity())) {
+            sessions.abandonResume(old);
+            throw new OrbitException(ErrorReason.INVALID_IDENTITY, "a resumed instance must keep its identity");
+        }
+        registeredInstances = sessions.size();
+        // The old session ended: its holdings are released (quarantined) before the new epoch is handed out. A
+        // cleanup failure is reported, and the resume goes on: the old session is over either way.
+        return cleanup.release(old.id()).transform(ar -> {
+            if (ar.failed()) {
+                reportCleanupFailure("a resumed session", ar.cause());
+            }
+            SessionRegistry.Instance instance = sessions.resume(resumed, request.getIdentity(), request.getRole(),
+                    request.getTenant(), rules);
+            registeredInstances = sessions.size();
+            return Future.succeededFuture(EngineReplies.registered(instance, settings.poolPath(), settings.poolBytes(), ttlMillis));
+        });
+    }
+
+    /** Ends the session; its reply fails (listing every failed cleanup step) when any step failed. */
+    public Future<UnregisterReply> unregister(UnregisterRequest request) {
+        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
+        sessions.remove(instance.id());
+        registeredInstances = sessions.size();
+        return cleanup.release(instance.id()).onFailure(e -> reportCleanupFailure("an unregistered session", e))
+                .map(released -> UnregisterReply.newBuilder().setReleasedLeases(released.leases())
+                        .setCancelledQueries(released.queries()).setAbortedPublishes(released.abortedPublishes()).build());
+    }
+
+    public Future<HeartbeatReply> heartbeat(HeartbeatRequest request) {
+        sessions.authenticate(request.getSession());
+        return Future.succeededFuture(HeartbeatReply.newBuilder()
+                .setSessionTtlMillis(TimeUnit.NANOSECONDS.toMillis(settings.sessionTtlNanos())).build());
+    }
+
+    public Future<PingReply> ping(PingRequest request) {
+        return Future.succeededFuture(PingReply.getDefaultInstance());
+    }
+
+    // ---- publish ----
+
+    public Future<AllocatePublishReply> allocatePublish(AllocatePublishRequest request) {
+        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
+        requests.requireNamespace(instance, request.getNamespaceId());
+        requests.requireCount(request.getPagesCount());
+        List<StateKey> keys = new ArrayList<>(request.getPagesCount());
+        List<Long> lengths = new ArrayList<>(request.getPagesCount());
+        for (PageKey page : request.getPagesList()) {
+            GroupSpec group = EngineRequests.requireGroup(instance, page.getGroupId());
+            keys.add(EngineRequests.stateKey(instance, page.getGroupId(), page.getBlockHash()));
+            lengths.add(group.getBytesPerPage());
+        }
+        return storage.allocate(instance.id(), keys, lengths).map(EngineReplies::allocated);
+    }
+
+    public Future<SealPublishReply> sealPublish(SealPublishRequest request) {
+        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
+        requests.requireCount(Math.max(request.getCrc32CCount(), request.getWrittenCount()));
+        List<ImageRef> written = requests.writtenDescriptors(request.getWrittenList(), EngineReplies.POOL_REGION_ID);
+        return storage.seal(instance.id(), request.getPublishId(), request.getCrc32CList(), written).map(sealed -> {
+            metrics.publishedBytes.increment(sealed.sealedBytes());
+            return SealPublishReply.newBuilder().setSealedPages(sealed.sealedPages()).setSealedBytes(sealed.sealedBytes()).build();
+        });
+    }
+
+    public Future<AbortPublishReply> abortPublish(AbortPublishRequest request) {
+        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
+        return storage.abort(instance.id(), request.getPublishId())
+                .map(freed -> AbortPublishReply.newBuilder().setFreedPages(freed).build());
+    }
+
+    // ---- query ----
+
+    public Future<QueryReply> submitQuery(SubmitQueryRequest request) {
+        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
+        return admission.submit(instance.id(), requests.prefixPlan(instance, request)).map(EngineReplies::query);
+    }
+
+    public Future<QueryReply> submitDemand(SubmitDemandRequest request) {
+        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
+        return admission.submit(instance.id(), requests.demandPlan(instance, request.getDemand())).map(EngineReplies::query);
+    }
+
+    public Future<QueryReply> pollQuery(PollQueryRequest request) {
+        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
+        return admission.poll(instance.id(), request.getTicket()).map(EngineReplies::query);
+    }
+
+    public Future<CancelQueryReply> cancelQuery(CancelQueryRequest request) {
+        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
+        return admission.cancel(instance.id(), request.getTicket())
+                .map(pages -> CancelQueryReply.newBuilder().setReleasedPages(pages).build());
+    }
+
+    /**
+     * The engine contract: copy, then release. A release answers whether the lease stayed valid for its whole life;
+     * a lease that ended with its holder's session (lapse, unregister, resume) is answered lease_valid = false,
+     * SESSION_ENDED, for as long as its tombstone lives (after that, an error: also "discard").
+     */
+    public Future<ReleaseLeaseReply> releaseLease(ReleaseLeaseRequest request) {
+        long leaseId = request.getLeaseId();
+        long instanceId = request.getSession().getInstanceId();
+        SessionRegistry.Instance instance;
+        try {
+            instance = sessions.authenticate(request.getSession());
+        } catch (OrbitException e) {
+            if ((e.reason() == ErrorReason.UNKNOWN_INSTANCE || e.reason() == ErrorReason.STALE_SESSION_EPOCH)
+                    && tombstones.endedWithSession(instanceId, leaseId)) {
+                return Future.succeededFuture(endedWithSession());
+            }
+            throw e;
+        }
+        return admission.release(instance.id(), leaseId).map(EngineReplies::releasedValid)
+                .recover(failure -> failure instanceof OrbitException orbit && orbit.reason() == ErrorReason.UNKNOWN_LEASE
+                        && tombstones.endedWithSession(instanceId, leaseId)
+                        ? Future.succeededFuture(endedWithSession()) : Future.failedFuture(failure));
+    }
+
+    private ReleaseLeaseReply endedWithSession() {
+        metrics.invalidatedLeases.increment();
+        return EngineReplies.endedWithSession();
+    }
+
+    public Future<StatsReply> stats(StatsRequest request) {
+        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
+        return storage.stats().compose(s -> admission.stats(instance.id())
+                .map(a -> EngineReplies.stats(s, a, sessions.size())));
+    }
+}

@@ -1,0 +1,81 @@
+package io.orbitkv.planning;
+
+import io.orbitkv.cost.CostEstimateKey;
+import io.orbitkv.cost.CostEstimateResult;
+import io.orbitkv.cost.CostProxy;
+import io.orbitkv.cost.ShadowRequest;
+import io.vertx.core.Future;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+
+/**
+ * The planning role's view of the cost role: which selection mode the cost flags allow, estimates for a set of keys,
+ * and shadow records. Estimates are advisory: a busy or absent cost role answers unknown, never an error.
+ */
+public interface EstimateSource {
+
+    Planner.SelectionMode mode();
+
+    /** An answer for every key asked (unknown ones included). */
+    Future<Map<CostEstimateKey, CostEstimateResult>> estimates(Set<CostEstimateKey> keys);
+
+    void recordShadow(ShadowRequest request);
+
+    /** No cost role: nothing observed, nothing selected. */
+    EstimateSource NONE = new EstimateSource() {
+        @Override
+        public Planner.SelectionMode mode() {
+            return Planner.SelectionMode.OFF;
+        }
+
+        @Override
+        public Future<Map<CostEstimateKey, CostEstimateResult>> estimates(Set<CostEstimateKey> keys) {
+            Map<CostEstimateKey, CostEstimateResult> none = new HashMap<>();
+            keys.forEach(key -> none.put(key, new CostEstimateResult.Unavailable(CostEstimateResult.Reason.DISABLED, 0)));
+            return Future.succeededFuture(none);
+        }
+
+        @Override
+        public void recordShadow(ShadowRequest request) {
+        }
+    };
+
+    /** The cost role through its proxy; the mode follows its flags at each call (observation can be switched live). */
+    static EstimateSource of(CostProxy cost) {
+        Objects.requireNonNull(cost, "cost");
+        return new EstimateSource() {
+            @Override
+            public Planner.SelectionMode mode() {
+                return cost.selectionEnabled() ? Planner.SelectionMode.SELECT
+                        : cost.observationsEnabled() ? Planner.SelectionMode.SHADOW : Planner.SelectionMode.OFF;
+            }
+
+            @Override
+            public Future<Map<CostEstimateKey, CostEstimateResult>> estimates(Set<CostEstimateKey> keys) {
+                List<CostEstimateKey> ordered = new ArrayList<>(keys);
+                List<Future<CostEstimateResult>> answers = new ArrayList<>(ordered.size());
+                for (CostEstimateKey key : ordered) {
+                    answers.add(cost.estimate(key));
+                }
+                return Future.join(answers).transform(ignored -> {
+                    Map<CostEstimateKey, CostEstimateResult> byKey = new HashMap<>();
+                    for (int i = 0; i < ordered.size(); i++) {
+                        Future<CostEstimateResult> answer = answers.get(i);
+                        byKey.put(ordered.get(i), answer.succeeded() ? answer.result()
+                                : new CostEstimateResult.Unavailable(CostEstimateResult.Reason.BUSY, 0));
+                    }
+                    return Future.succeededFuture(byKey);
+                });
+            }
+
+            @Override
+            public void recordShadow(ShadowRequest request) {
+                cost.recordShadow(request);
+            }
+        };
+    }
+}

@@ -1,0 +1,37 @@
+package io.orbitkv.planning;
+
+import io.vertx.core.Future;
+
+/**
+ * The port an execution owner implements for the route templates it executes: storage for {@link
+ * RouteTemplate#LOCAL_DRAM} (pins) and, with the SSD role, {@link RouteTemplate#HOST_FROM_LOCAL_SSD} (a pool slot
+ * credit plus an exact-generation extent lease, then an io_uring read); later the peer role for the peer templates and
+ * the restore role for engine-restore targets and {@link RouteTemplate#LOCAL_SSD_URING}. Futures complete on the
+ * planning role's event loop (an owner on another loop hops back, as the typed role proxies do).
+ *
+ * <p>Contract (see {@link Planner}'s design note):
+ * <ul>
+ *   <li>{@link #acquire}: revalidate every page's evidence exactly, take the source leases and destination credits,
+ *       all or nothing, moving no payload. Fails {@link PlanningFailure#STALE_EVIDENCE} (naming the page) or
+ *       {@link PlanningFailure#SOURCE_REJECTED}, and then holds nothing.</li>
+ *   <li>{@link #submit}: move the payload. The future completes only when every I/O it started is terminal, whether
+ *       it succeeded, failed or was cancelled; until then the owner keeps the sources, destinations and buffers. On
+ *       success the lease carries the host pages (host-ready). Failure is {@link PlanningFailure#TRANSFER_FAILED};
+ *       the lease must still be released.</li>
+ *   <li>{@link #cancel}: a hint that nobody wants the result; queued I/O may be dropped, submitted I/O runs to its
+ *       completion, and {@link #submit}'s future still completes only then.</li>
+ *   <li>{@link #release}: end everything the lease holds; idempotent (a second release answers false); never fails for
+ *       a lease this owner granted. Never called while a submit of the lease is incomplete.</li>
+ * </ul>
+ */
+public interface ExecutionOwner {
+
+    Future<SegmentLease> acquire(PlannedSegment segment);
+
+    Future<SegmentLease> submit(SegmentLease lease);
+
+    default void cancel(SegmentLease lease) {
+    }
+
+    Future<Boolean> release(SegmentLease lease);
+}

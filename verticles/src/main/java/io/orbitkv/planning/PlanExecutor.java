@@ -1,0 +1,376 @@
+package io.orbitkv.planning;
+
+import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.common.Ticker;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.OptionalLong;
+
+/**
+ * Runs plans against the execution owners: acquire every segment in plan order, queue the segments that move payload
+ * in the per-medium {@link TransferScheduler}, submit them as the scheduler allows, and hand the caller a
+ * {@link Prepared} holding every segment's lease once all are host-ready (or at their target).
+ *
+ * <p>Design note (ownership): a {@link Preparation} owns the leases of its segments until it either succeeds (then
+ * {@link Prepared} owns them until {@link Prepared#release}) or stops. It stops on the first failure, a cancel, or a
+ * dropped speculative transfer; stopping drops its queued transfers, hints its owners to cancel submitted ones, waits
+ * until no acquire or submit of it is outstanding (submitted I/O keeps its sources and destinations until its
+ * completion), and only then releases every lease it holds; its result completes after those releases. So a failure
+ * before any payload moved leaves nothing held, and a submitted segment is fenced before anything else may be tried for
+ * its pages. Acquisition is sequential in plan order: a bounded order, and a stale segment stops the rest before they
+ * take anything.
+ *
+ * <p>Concurrency: confined to the planning role's event loop; owners complete their futures on it.
+ */
+public final class PlanExecutor {
+
+    /** Arms a one-shot timer on the planning role's loop (speculative transfers waiting for their start time). */
+    @FunctionalInterface
+    public interface Timers {
+        void schedule(long delayNanos, Runnable task);
+    }
+
+    /** How a plan's transfers are queued. */
+    public record Schedule(TransferScheduler.TransferClass transferClass, long latestStartNanos, long notBeforeNanos,
+                           int priority) {
+        public Schedule {
+            Objects.requireNonNull(transferClass, "transferClass");
+        }
+
+        /** A demand read due now. */
+        public static Schedule demandNow(long nowNanos) {
+            return new Schedule(TransferScheduler.TransferClass.DEMAND, nowNanos, Long.MIN_VALUE, 0);
+        }
+    }
+
+    private final Map<RouteTemplate, ExecutionOwner> owners;
+    private final TransferScheduler<Transfer> scheduler;
+    private final Ticker ticker;
+    private final Timers timers;
+    private long armedAtNanos = Long.MAX_VALUE;
+    private boolean armed;
+    private long heldLeases;
+    private int livePreparations;
+
+    public PlanExecutor(Map<RouteTemplate, ExecutionOwner> owners, TransferScheduler.Settings settings, Ticker ticker,
+                        MeterRegistry registry, Timers timers) {
+        EnumMap<RouteTemplate, ExecutionOwner> copy = new EnumMap<>(RouteTemplate.class);
+        copy.putAll(owners);
+        this.owners = copy;
+        this.ticker = Objects.requireNonNull(ticker, "ticker");
+        this.timers = Objects.requireNonNull(timers, "timers");
+        this.scheduler = new TransferScheduler<>(settings, ticker, registry, transfer -> transfer.preparation.onDropped(transfer));
+    }
+
+    /** Starts preparing {@code plan}; every route it uses must have an owner here. */
+    public Preparation prepare(Plan plan, Schedule schedule) {
+        for (PlannedSegment segment : plan.segments()) {
+            if (!owners.containsKey(segment.route())) {
+                throw new PlanningException(PlanningFailure.INVALID_INPUT, "no execution owner for " + segment.route());
+            }
+        }
+        Preparation preparation = new Preparation(plan, schedule);
+        livePreparations++;
+        preparation.start();
+        return preparation;
+    }
+
+    /** Leases acquired and not yet released, across all preparations and prepared plans. */
+    public long heldLeases() {
+        return heldLeases;
+    }
+
+    /** Preparations not yet finished. */
+    public int livePreparations() {
+        return livePreparations;
+    }
+
+    public TransferScheduler<?> scheduler() {
+        return scheduler;
+    }
+
+    private void pump() {
+        for (Transfer transfer : scheduler.dispatch()) {
+            transfer.preparation.submit(transfer);
+        }
+        OptionalLong next = scheduler.nextStartNanos();
+        if (next.isPresent() && (!armed || next.getAsLong() < armedAtNanos)) {
+            armed = true;
+            armedAtNanos = next.getAsLong();
+            timers.schedule(Math.max(0, next.getAsLong() - ticker.nanos()), () -> {
+                armed = false;
+                armedAtNanos = Long.MAX_VALUE;
+                pump();
+            });
+        }
+    }
+
+    private Future<Boolean> release(SegmentLease lease) {
+        return owners.get(lease.segment().route()).release(lease).onComplete(ar -> heldLeases--);
+    }
+
+    /** A segment's queued or submitted transfer. */
+    private static final class Transfer {
+        final Preparation preparation;
+        final Slot slot;
+        TransferScheduler.Entry<Transfer> entry;
+
+        Transfer(Preparation preparation, Slot slot) {
+            this.preparation = preparation;
+            this.slot = slot;
+        }
+    }
+
+    private enum Phase { WAITING, ACQUIRING, HELD, QUEUED, SUBMITTED, READY }
+
+    private static final class Slot {
+        final PlannedSegment segment;
+        final ExecutionOwner owner;
+        SegmentLease lease;
+        Phase phase = Phase.WAITING;
+        Transfer transfer;
+
+        Slot(PlannedSegment segment, ExecutionOwner owner) {
+            this.segment = segment;
+            this.owner = owner;
+        }
+    }
+
+    /** One plan being prepared. */
+    public final class Preparation {
+        private final Plan plan;
+        private final Schedule schedule;
+        private final List<Slot> slots = new ArrayList<>();
+        private final Promise<Prepared> result = Promise.promise();
+        private Throwable failure;
+        private boolean cancelRequested;
+        private boolean finishing;
+
+        private Preparation(Plan plan, Schedule schedule) {
+            this.plan = plan;
+            this.schedule = schedule;
+            for (PlannedSegment segment : plan.segments()) {
+                slots.add(new Slot(segment, owners.get(segment.route())));
+            }
+        }
+
+        public Plan plan() {
+            return plan;
+        }
+
+        /** Completes with the prepared plan, or fails typed ({@link PlanningException}) after everything drained. */
+        public Future<Prepared> result() {
+            return result.future();
+        }
+
+        /**
+         * Revokes interest now; completes when every submitted transfer is terminal and every lease released. A
+         * preparation that already succeeded is not undone (its {@link Prepared} is the caller's to release).
+         */
+        public Future<Void> cancel() {
+            if (!result.future().isComplete()) {
+                cancelRequested = true;
+                stop();
+                finishIfQuiet();
+            }
+            return result.future().<Void>mapEmpty().otherwiseEmpty();
+        }
+
+        private void start() {
+            if (slots.isEmpty()) {
+                succeed();
+                return;
+            }
+            acquire(0);
+        }
+
+        private boolean stopping() {
+            return cancelRequested || failure != null;
+        }
+
+        private void acquire(int index) {
+            if (stopping()) {
+                finishIfQuiet();
+                return;
+            }
+            Slot slot = slots.get(index);
+            slot.phase = Phase.ACQUIRING;
+            Future<SegmentLease> acquired;
+            try {
+                acquired = slot.owner.acquire(slot.segment);
+            } catch (RuntimeException e) {
+                acquired = Future.failedFuture(e);
+            }
+            acquired.onComplete(ar -> {
+                if (ar.succeeded()) {
+                    heldLeases++;
+                    slot.lease = ar.result();
+                    slot.phase = Phase.HELD;
+                    if (!stopping() && index + 1 < slots.size()) {
+                        acquire(index + 1);
+                        return;
+                    }
+                    if (!stopping()) {
+                        queueTransfers();
+                    }
+                } else {
+                    slot.phase = Phase.WAITING;
+                    fail(ar.cause());
+                }
+                finishIfQuiet();
+            });
+        }
+
+        private void queueTransfers() {
+            for (Slot slot : slots) {
+                if (!slot.segment.movesPayload()) {
+                    slot.phase = Phase.READY;
+                    continue;
+                }
+                Transfer transfer = new Transfer(this, slot);
+                try {
+                    transfer.entry = scheduler.enqueue(new TransferScheduler.Request<>(slot.segment.medium(),
+                            slot.segment.bytes(), schedule.transferClass(), schedule.latestStartNanos(),
+                            schedule.notBeforeNanos(), schedule.priority(), transfer));
+                } catch (PlanningException full) {
+                    fail(full);
+                    return;
+                }
+                slot.transfer = transfer;
+                slot.phase = Phase.QUEUED;
+            }
+            pump();
+        }
+
+        private void submit(Transfer transfer) {
+            Slot slot = transfer.slot;
+            slot.phase = Phase.SUBMITTED;
+            Future<SegmentLease> submitted;
+            try {
+                submitted = slot.owner.submit(slot.lease);
+            } catch (RuntimeException e) {
+                submitted = Future.failedFuture(e);
+            }
+            submitted.onComplete(ar -> {
+                scheduler.completed(transfer.entry);
+                if (ar.succeeded()) {
+                    slot.lease = ar.result();
+                    slot.phase = Phase.READY;
+                } else {
+                    slot.phase = Phase.HELD;
+                    fail(ar.cause() instanceof PlanningException ? ar.cause()
+                            : new PlanningException(PlanningFailure.TRANSFER_FAILED, slot.segment.route() + ": "
+                            + ar.cause().getMessage()));
+                }
+                pump();
+                finishIfQuiet();
+            });
+        }
+
+        private void onDropped(Transfer transfer) {
+            transfer.slot.phase = Phase.HELD;
+            fail(new PlanningException(PlanningFailure.SPECULATION_DROPPED,
+                    "a demand read needed the queue slot before this speculative transfer was submitted"));
+            finishIfQuiet();
+        }
+
+        private void fail(Throwable cause) {
+            if (failure == null) {
+                failure = cause;
+            }
+            stop();
+        }
+
+        /** Drops queued transfers (their leases stay held until the release below) and hints submitted ones. */
+        private void stop() {
+            for (Slot slot : slots) {
+                if (slot.phase == Phase.QUEUED && scheduler.drop(slot.transfer.entry)) {
+                    slot.phase = Phase.HELD;
+                } else if (slot.phase == Phase.SUBMITTED) {
+                    slot.owner.cancel(slot.lease);
+                }
+            }
+        }
+
+        private void finishIfQuiet() {
+            if (finishing) {
+                return;
+            }
+            for (Slot slot : slots) {
+                if (slot.phase == Phase.ACQUIRING || slot.phase == Phase.SUBMITTED
+                        || (slot.phase == Phase.QUEUED && !stopping())) {
+                    return;
+                }
+            }
+            if (!stopping()) {
+                if (slots.stream().allMatch(s -> s.phase == Phase.READY)) {
+                    succeed();
+                }
+                return;
+            }
+            finishing = true;
+            List<Future<Boolean>> releases = new ArrayList<>();
+            for (Slot slot : slots) {
+                if (slot.lease != null) {
+                    releases.add(release(slot.lease));
+                    slot.lease = null;
+                }
+            }
+            Throwable cause = failure != null ? failure
+                    : new PlanningException(PlanningFailure.CANCELLED, "the preparation was cancelled");
+            Future.join(releases).onComplete(ar -> {
+                livePreparations--;
+                result.fail(cause);
+            });
+        }
+
+        private void succeed() {
+            finishing = true;
+            livePreparations--;
+            List<SegmentLease> leases = new ArrayList<>(slots.size());
+            for (Slot slot : slots) {
+                leases.add(slot.lease);
+            }
+            result.complete(new Prepared(plan, leases));
+        }
+    }
+
+    /** A plan whose segments all reached the target, holding every segment's lease until {@link #release}. */
+    public final class Prepared {
+        private final Plan plan;
+        private final List<SegmentLease> leases;
+        private boolean released;
+
+        private Prepared(Plan plan, List<SegmentLease> leases) {
+            this.plan = plan;
+            this.leases = List.copyOf(leases);
+        }
+
+        public Plan plan() {
+            return plan;
+        }
+
+        /** One lease per segment, in plan order. */
+        public List<SegmentLease> leases() {
+            return leases;
+        }
+
+        /** Ends every lease once; completes with how many leases this call released (0 on a repeated call). */
+        public Future<Integer> release() {
+            if (released) {
+                return Future.succeededFuture(0);
+            }
+            released = true;
+            List<Future<Boolean>> releases = new ArrayList<>();
+            for (SegmentLease lease : leases) {
+                releases.add(PlanExecutor.this.release(lease));
+            }
+            return Future.join(releases).map(v -> releases.size());
+        }
+    }
+}

@@ -1,0 +1,617 @@
+package io.orbitkv.planning;
+
+import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.cost.CostEstimate;
+import io.orbitkv.cost.CostEstimateKey;
+import io.orbitkv.cost.CostEstimateResult;
+import io.orbitkv.cost.RepresentationFamily;
+import io.orbitkv.cost.ShadowAlternative;
+import io.orbitkv.cost.ShadowRequest;
+import io.orbitkv.cost.SwitchGuard;
+import io.orbitkv.recovery.BlockRange;
+import io.orbitkv.recovery.GroupAvailability;
+import io.orbitkv.recovery.GroupRanges;
+import io.orbitkv.recovery.GroupRule;
+import io.orbitkv.recovery.RecoveryContract;
+import io.orbitkv.storage.ImageStore;
+import io.orbitkv.storage.StateKey;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.BitSet;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.TreeSet;
+
+/**
+ * The planning role's decision: evidence → replica sets → eligible routes → boundary → an immutable {@link Plan}.
+ *
+ * <h2>Who owns what</h2>
+ * <pre>
+ *   engine ──demand──▶ ADMISSION ──DemandView──▶ PLANNING ──plan──▶ EXECUTION OWNERS ──leases──▶ ADMISSION ──▶ engine
+ *                      tickets, revisions        evidence, routes,   storage (DRAM pins,        READY lease =
+ *                      waiting budgets           boundary, plan;     SSD → slot), ssd (extent   the prepared plan's
+ *                      byte budgets, tenants     transfer queues     leases, io_uring), later   leases
+ *                      engine leases             by slack; replans   peer and restore
+ * </pre>
+ * <b>Admission keeps</b> query tickets and revisions (one live ticket per request and per operation, revision order,
+ * drain on revision), waiting budgets (how long a ticket may stay PENDING), byte budgets and tenant shares (it passes
+ * the demand's headroom as {@link DemandView#byteCapBytes()} and charges the plan's {@link Plan#requiredBytes()} before
+ * acquisition), the outstanding-ticket bounds, and the leases handed to engines (a READY lease holds a prepared plan's
+ * segment leases until release, cancel, revision or session end). <b>Planning owns</b> turning evidence into a plan
+ * (this class: pure), the per-medium transfer queues ordered by slack ({@link TransferScheduler}), the prefetch start
+ * time and speculation admission ({@link PrefetchPolicy}), and running a plan against the execution owners
+ * ({@link PlanExecutor}), replanning on stale evidence or a rejection before any payload moved
+ * ({@link PlanningRole}). Planning owns no allocator, file, stream or peer payload; cost owns estimates and proves
+ * nothing about availability.
+ *
+ * <h2>The decision (this class)</h2>
+ * <ol>
+ *   <li><b>Routes.</b> Fail closed first: an engine-restore target without a restore executor is
+ *       {@link PlanningFailure#TARGET_UNAVAILABLE}; an explicitly requested route that cannot run here or does not serve
+ *       the target is {@link PlanningFailure#REQUESTED_ROUTE_UNAVAILABLE} (never silently another route). The allowed
+ *       routes are the {@link RouteTemplate} default order filtered by capability and target (and, with an explicit
+ *       route, only it and local DRAM).</li>
+ *   <li><b>Eligibility per page.</b> A page's options are the allowed routes with evidence of their medium in the
+ *       key's {@link ReplicaSet}; peer evidence counts only while its owner is a current member at that incarnation
+ *       ({@link MembershipView}). Unknown sizes and formats stay unknown.</li>
+ *   <li><b>Candidates.</b> For each prefix of the allowed order (DRAM only, DRAM + the next route, ...) the longest
+ *       legal boundary ({@link RecoveryContract#bestBoundary}) over the pages that prefix reaches; when its required
+ *       bytes exceed the cap, the longest legal boundary below it that fits. Plus recomputation from the origin. At
+ *       most {@value #MAX_CANDIDATES} candidates, however long the demand. The default is the longest of them.</li>
+ *   <li><b>Default routes.</b> Each required page takes its first option in the default order; a peer route keeps
+ *       the previous page's owner where it can (consecutive coverage), else the most recently refreshed one. Pages
+ *       sharing route and source form a <em>batch</em>, the unit of cost estimation (one complete-route key per batch,
+ *       sized by its pages and bytes) and of selection.</li>
+ *   <li><b>Measured selection, guarded.</b> A batch's alternatives are the other allowed routes (local DRAM excluded:
+ *       it stays first) and owners whose evidence covers every page of the batch (equal coverage) to the same target,
+ *       and that no other batch of the plan already uses (merging would change the work that was estimated). With
+ *       {@link SelectionMode#SELECT} (cost observations and selection on) the batch switches only when the default and
+ *       every alternative have a fresh (usable) estimate of the same representation and one alternative passes
+ *       {@link SwitchGuard}; otherwise the default stands. With {@link SelectionMode#SHADOW} the default stands and
+ *       the comparison goes to the cost role's shadow ({@link ShadowRequest.Scope#ROUTE_ALTERNATIVES}).</li>
+ *   <li><b>Boundary.</b> Without a prefill rate the default (longest affordable) boundary. With one, each candidate's
+ *       state-ready time is the latest of its batches' estimates (batches on different resources run in parallel; a
+ *       local DRAM lease for host-ready moves nothing and counts exactly zero) and {@link BoundaryChooser} picks the
+ *       earliest first token under the same guard. The reason says LONGEST, EARLIER_FIRST_TOKEN or BUDGET.</li>
+ *   <li><b>Plan.</b> The chosen candidate's pages, cut into per-group contiguous {@link PlannedSegment}s by route and
+ *       source, exactly tiling {@link RecoveryContract#requiredRanges} (checked by {@link Plan}'s constructor).</li>
+ * </ol>
+ * Estimates are read through a synchronous {@link EstimateLookup}: {@link PlanningRole} first runs the decision with
+ * a lookup that records every key asked (all unknown), fetches those keys from the cost role, then runs it again on
+ * the answers. The second run asks for no key the first did not: every key that could matter is asked whatever the
+ * answers.
+ *
+ * <h2>Execution owners: leases, cancel, crash</h2>
+ * An {@link ExecutionOwner} implements one or more templates. {@code acquire(segment)} revalidates every page's
+ * evidence exactly (DRAM slot generation, SSD extent generation, peer owner incarnation and generation) and takes the
+ * source leases and destination credits, all or nothing, moving no payload; stale evidence fails
+ * {@link PlanningFailure#STALE_EVIDENCE}, refused admission {@link PlanningFailure#SOURCE_REJECTED}, and either leaves
+ * nothing held. {@code submit(lease)} starts the payload movement; from then on the segment is fenced: its future
+ * completes only when all of its I/O is terminal, even after cancellation, and its bytes are never fetched through
+ * another medium before that. {@code release(lease)} ends whatever the lease holds; it is idempotent. The executor
+ * acquires segments in plan order (a bounded order), and on a pre-payload failure releases what it acquired before
+ * anything was submitted, so a replan never accumulates holds. Cancel revokes interest at once (queued segments are
+ * dropped and released), waits for submitted segments to finish, then releases them. A Manager crash ends every lease
+ * with the process (pool and SSD leases are in-process state; peers fence the old incarnation); nothing is persisted.
+ *
+ * <p>Pure logic: no Vert.x, no I/O, no shared state; safe from any thread.
+ */
+public final class Planner {
+
+    /** Bound on boundary candidates: one per prefix of the route order, plus recomputation. */
+    public static final int MAX_CANDIDATES = RouteTemplate.values().length + 1;
+
+    /** What the cost flags allow. */
+    public enum SelectionMode {
+        /** Observations off: no comparisons, no estimates. */
+        OFF,
+        /** Observations on, selection off: the default order stands; comparisons go to shadow. */
+        SHADOW,
+        /** Observations and selection on: guarded switching among equal-coverage alternatives. */
+        SELECT
+    }
+
+    /** Synchronous access to the estimates fetched for one planning pass. */
+    @FunctionalInterface
+    public interface EstimateLookup {
+        CostEstimateResult estimate(CostEstimateKey key);
+
+        /** Nothing known. */
+        EstimateLookup NONE = key -> new CostEstimateResult.Unavailable(CostEstimateResult.Reason.NO_ENTRY, 0);
+    }
+
+    /** What stays the same across a Manager's plans (until capabilities or membership change). */
+    public record Context(RouteCapabilities capabilities, MembershipView members, RouteResources resources,
+                          SelectionMode selection) {
+        public Context {
+            Objects.requireNonNull(capabilities, "capabilities");
+            Objects.requireNonNull(members, "members");
+            Objects.requireNonNull(resources, "resources");
+            Objects.requireNonNull(selection, "selection");
+        }
+    }
+
+    /** A plan and the route comparisons to record in shadow (empty unless observations are on). */
+    public record Result(Plan plan, List<ShadowRequest> comparisons) {
+        public Result {
+            Objects.requireNonNull(plan, "plan");
+            comparisons = List.copyOf(comparisons);
+        }
+    }
+
+    private Planner() {
+    }
+
+    /** One eligible way to get a page: a route and the evidence it would rely on. */
+    private record Option(RouteTemplate route, ReplicaEvidence evidence) {
+        Optional<PeerOwner> owner() {
+            return evidence.peerOwner();
+        }
+    }
+
+    /** Route plus source: pages sharing one are one transfer batch. */
+    private record BatchKey(RouteTemplate route, Optional<PeerOwner> owner) {}
+
+    /** A required page and the option picked for it. */
+    private record Pick(int groupIndex, int position, StateKey key, Option option) {}
+
+    private static final class Batch {
+        BatchKey key;
+        final List<Pick> picks = new ArrayList<>();
+        long bytes;
+
+        Batch(BatchKey key) {
+            this.key = key;
+        }
+    }
+
+    /** One candidate worked out: its picks (in required order), batches, choices and state-ready time. */
+    private record Worked(long boundaryTokens, List<GroupRanges> required, List<Pick> picks, long bytes,
+                          List<RouteChoice> choices, List<ShadowRequest> comparisons, TimeEstimate stateReady) {}
+
+    /**
+     * Plans one demand.
+     *
+     * @throws PlanningException {@link PlanningFailure#TARGET_UNAVAILABLE} or
+     *                           {@link PlanningFailure#REQUESTED_ROUTE_UNAVAILABLE}: fail closed, nothing planned
+     */
+    public static Result plan(DemandView demand, DemandEvidence evidence, Context context, long nowNanos,
+                              EstimateLookup estimates) {
+        List<RouteTemplate> allowed = allowedRoutes(demand, context.capabilities());
+        Pages pages = new Pages(demand, evidence, allowed, context.members());
+        long origin = demand.validPrefixTokens();
+        long end = demand.selectedEndTokens();
+
+        TreeSet<Long> candidates = new TreeSet<>();
+        candidates.add(origin);
+        long longest = origin;
+        for (int prefix = 1; prefix <= allowed.size(); prefix++) {
+            List<GroupAvailability> availability = pages.availability(prefix);
+            OptionalLong best = RecoveryContract.bestBoundary(demand.rules(), availability, origin, end);
+            if (best.isEmpty()) {
+                continue;
+            }
+            longest = Math.max(longest, best.getAsLong());
+            OptionalLong fitting = longestFitting(demand, pages, availability, best.getAsLong());
+            fitting.ifPresent(candidates::add);
+        }
+        long defaultTokens = candidates.last();
+
+        List<Worked> worked = new ArrayList<>();
+        if (demand.prefillTokensPerSecond().isEmpty()) {
+            worked.add(work(demand, pages, context, defaultTokens, estimates));
+        } else {
+            for (long candidate : candidates.descendingSet()) {
+                worked.add(work(demand, pages, context, candidate, estimates));
+            }
+        }
+        List<BoundaryChooser.Candidate> timed = worked.stream()
+                .map(w -> new BoundaryChooser.Candidate(w.boundaryTokens(), w.stateReady())).toList();
+        long admissionNanos = demand.firstUseNanos().isPresent()
+                ? Math.max(0, demand.firstUseNanos().getAsLong() - nowNanos) : 0;
+        BoundaryChooser.Choice choice = BoundaryChooser.choose(timed, defaultTokens, longest,
+                demand.prefillTokensPerSecond(), end, admissionNanos);
+        Worked chosen = worked.stream().filter(w -> w.boundaryTokens() == choice.boundaryTokens()).findFirst()
+                .orElseThrow();
+        return new Result(toPlan(demand, pages, chosen, choice.reason(), longest), chosen.comparisons());
+    }
+
+    /** The allowed routes in default order, after the fail-closed checks. */
+    static List<RouteTemplate> allowedRoutes(DemandView demand, RouteCapabilities capabilities) {
+        if (demand.target().intent() == CompletionTarget.Intent.ENGINE_RESTORE
+                && capabilities.engineRestoreCause().isPresent()) {
+            throw new PlanningException(PlanningFailure.TARGET_UNAVAILABLE, "engine restore is not possible here: "
+                    + capabilities.engineRestoreCause().get());
+        }
+        Optional<RouteTemplate> requested = demand.requestedRoute();
+        if (requested.isPresent()) {
+            RouteTemplate route = requested.get();
+            if (!route.serves(demand.target())) {
+                throw new PlanningException(PlanningFailure.REQUESTED_ROUTE_UNAVAILABLE, route + " does not end "
+                        + demand.target().intent());
+            }
+            if (!capabilities.executable(route)) {
+                throw new PlanningException(PlanningFailure.REQUESTED_ROUTE_UNAVAILABLE, route + " cannot run here: "
+                        + capabilities.cause(route).orElseThrow());
+            }
+        }
+        List<RouteTemplate> allowed = new ArrayList<>();
+        for (RouteTemplate route : RouteTemplate.DEFAULT_ORDER) {
+            boolean requestedOnly = requested.isPresent() && route != requested.get() && route != RouteTemplate.LOCAL_DRAM;
+            if (route.serves(demand.target()) && capabilities.executable(route) && !requestedOnly) {
+                allowed.add(route);
+            }
+        }
+        return allowed;
+    }
+
+    /** {@code longest} when it fits the byte cap, else the longest legal boundary below it that does. */
+    private static OptionalLong longestFitting(DemandView demand, Pages pages, List<GroupAvailability> availability,
+                                               long longest) {
+        if (pages.requiredBytes(longest) <= demand.byteCapBytes()) {
+            return OptionalLong.of(longest);
+        }
+        List<Long> legal = RecoveryContract.legalBoundaries(demand.rules(), availability, demand.validPrefixTokens(),
+                longest);
+        for (int i = legal.size() - 1; i >= 0; i--) {
+            if (pages.requiredBytes(legal.get(i)) <= demand.byteCapBytes()) {
+                return OptionalLong.of(legal.get(i));
+            }
+        }
+        return OptionalLong.empty();
+    }
+
+    /** Picks, batches, selection and state-ready time for one candidate boundary. */
+    private static Worked work(DemandView demand, Pages pages, Context context, long boundary,
+                               EstimateLookup estimates) {
+        if (boundary == demand.validPrefixTokens()) {
+            return new Worked(boundary, List.of(), List.of(), 0, List.of(), List.of(), TimeEstimate.NONE);
+        }
+        List<GroupRanges> required = RecoveryContract.requiredRanges(demand.rules(), boundary,
+                demand.validPrefixTokens());
+        List<Pick> picks = new ArrayList<>();
+        Map<BatchKey, Batch> batches = new LinkedHashMap<>();
+        long bytes = 0;
+        for (GroupRanges ranges : required) {
+            int g = pages.groupIndex(ranges.groupId());
+            Pick previous = null;
+            for (BlockRange range : ranges.ranges()) {
+                for (int p = range.startInclusive(); p < range.endExclusive(); p++) {
+                    Option option = pages.defaultOption(g, p, previous);
+                    Pick pick = new Pick(g, p, pages.key(g, p), option);
+                    picks.add(pick);
+                    Batch batch = batches.computeIfAbsent(new BatchKey(option.route(), option.owner()), Batch::new);
+                    batch.picks.add(pick);
+                    batch.bytes += pages.bytesPerPage(g);
+                    bytes += pages.bytesPerPage(g);
+                    previous = pick;
+                }
+            }
+        }
+        List<RouteChoice> choices = new ArrayList<>();
+        List<ShadowRequest> comparisons = new ArrayList<>();
+        if (context.selection() != SelectionMode.OFF) {
+            for (Batch batch : List.copyOf(batches.values())) {
+                select(demand, pages, context, batch, batches, estimates, choices, comparisons);
+            }
+        }
+        TimeEstimate ready = TimeEstimate.NONE;
+        for (Batch batch : batches.values()) {
+            ready = ready.latest(batchTime(demand, context, batch, estimates));
+        }
+        // Picks were rewritten in place by selection (see select): rebuild them in required order.
+        List<Pick> finalPicks = new ArrayList<>(picks.size());
+        Map<Long, Pick> byPosition = new HashMap<>();
+        for (Batch batch : batches.values()) {
+            for (Pick pick : batch.picks) {
+                byPosition.put(((long) pick.groupIndex() << 32) | pick.position(), pick);
+            }
+        }
+        for (Pick pick : picks) {
+            finalPicks.add(byPosition.get(((long) pick.groupIndex() << 32) | pick.position()));
+        }
+        return new Worked(boundary, required, finalPicks, bytes, choices, comparisons, ready);
+    }
+
+    /** An equal-coverage alternative for a batch: a route, an owner, and the evidence of each of its pages. */
+    private record Alternative(BatchKey key, List<ReplicaEvidence> evidence) {}
+
+    private static void select(DemandView demand, Pages pages, Context context, Batch batch,
+                               Map<BatchKey, Batch> batches, EstimateLookup estimates, List<RouteChoice> choices,
+                               List<ShadowRequest> comparisons) {
+        if (batch.key.route() == RouteTemplate.LOCAL_DRAM) {
+            return;
+        }
+        List<Alternative> alternatives = alternatives(pages, batch, batches);
+        if (alternatives.isEmpty()) {
+            return;
+        }
+        long pageCount = batch.picks.size();
+        Optional<CostEstimateKey> currentKey = batch.key.route().costKey(context.resources(), batch.key.owner(),
+                representation(batch.picks.stream().map(p -> p.option().evidence()).toList()), batch.bytes, pageCount,
+                demand.target());
+        List<Optional<CostEstimateKey>> alternativeKeys = new ArrayList<>();
+        for (Alternative alternative : alternatives) {
+            alternativeKeys.add(alternative.key().route().costKey(context.resources(), alternative.key().owner(),
+                    representation(alternative.evidence()), batch.bytes, pageCount, demand.target()));
+        }
+        if (currentKey.isPresent()) {
+            List<ShadowAlternative> shadow = alternativeKeys.stream().flatMap(Optional::stream)
+                    .map(key -> new ShadowAlternative(key, true)).toList();
+            if (!shadow.isEmpty()) {
+                comparisons.add(ShadowRequest.routes(currentKey.get(), shadow));
+            }
+        }
+        RouteChoice.Outcome outcome;
+        int switchTo = -1;
+        if (context.selection() == SelectionMode.SHADOW) {
+            outcome = RouteChoice.Outcome.DEFAULT_SELECTION_OFF;
+        } else {
+            // Ask for every key first, whatever the answers: the recording pass must see each key that may matter.
+            Optional<CostEstimate> current = currentKey.flatMap(key -> estimates.estimate(key).usable());
+            List<Optional<CostEstimate>> fresh = new ArrayList<>();
+            for (Optional<CostEstimateKey> key : alternativeKeys) {
+                fresh.add(key.flatMap(k -> estimates.estimate(k).usable()));
+            }
+            boolean allFresh = current.isPresent() && fresh.stream().allMatch(Optional::isPresent)
+                    && alternativeKeys.stream().allMatch(k -> k.isPresent()
+                    && k.get().representation() == currentKey.get().representation());
+            if (!allFresh) {
+                outcome = RouteChoice.Outcome.DEFAULT_UNKNOWN;
+            } else {
+                double bestUpper = Double.POSITIVE_INFINITY;
+                boolean fasterMean = false;
+                for (int i = 0; i < fresh.size(); i++) {
+                    CostEstimate alternative = fresh.get(i).orElseThrow();
+                    fasterMean |= alternative.predictedNanos() < current.get().predictedNanos();
+                    double upper = (double) alternative.predictedNanos() + alternative.errorNanos();
+                    if (SwitchGuard.clearlyFaster(current.get(), alternative) && upper < bestUpper) {
+                        bestUpper = upper;
+                        switchTo = i;
+                    }
+                }
+                outcome = switchTo >= 0 ? RouteChoice.Outcome.SWITCHED
+                        : fasterMean ? RouteChoice.Outcome.DEFAULT_WITHIN_MARGIN : RouteChoice.Outcome.DEFAULT_FASTEST;
+            }
+        }
+        BatchKey defaultKey = batch.key;
+        if (switchTo >= 0) {
+            Alternative alternative = alternatives.get(switchTo);
+            batches.remove(defaultKey);
+            batch.key = alternative.key();
+            for (int i = 0; i < batch.picks.size(); i++) {
+                Pick pick = batch.picks.get(i);
+                batch.picks.set(i, new Pick(pick.groupIndex(), pick.position(), pick.key(),
+                        new Option(alternative.key().route(), alternative.evidence().get(i))));
+            }
+            batches.put(batch.key, batch);
+        }
+        choices.add(new RouteChoice(defaultKey.route(), defaultKey.owner(), batch.key.route(), batch.key.owner(),
+                batch.picks.size(), outcome));
+    }
+
+    /** Routes and owners covering every page of {@code batch}, other than its own and those other batches use. */
+    private static List<Alternative> alternatives(Pages pages, Batch batch, Map<BatchKey, Batch> batches) {
+        Map<BatchKey, List<ReplicaEvidence>> covering = new LinkedHashMap<>();
+        boolean first = true;
+        for (Pick pick : batch.picks) {
+            Map<BatchKey, ReplicaEvidence> here = new LinkedHashMap<>();
+            for (Option option : pages.options(pick.groupIndex(), pick.position())) {
+                if (option.route() != RouteTemplate.LOCAL_DRAM) {
+                    here.putIfAbsent(new BatchKey(option.route(), option.owner()), option.evidence());
+                }
+            }
+            if (first) {
+                here.forEach((key, ev) -> covering.put(key, new ArrayList<>(List.of(ev))));
+                first = false;
+            } else {
+                covering.keySet().retainAll(here.keySet());
+                covering.forEach((key, list) -> list.add(here.get(key)));
+            }
+            if (covering.isEmpty()) {
+                return List.of();
+            }
+        }
+        List<Alternative> alternatives = new ArrayList<>();
+        covering.forEach((key, evidence) -> {
+            if (!key.equals(batch.key) && !batches.containsKey(key)) {
+                alternatives.add(new Alternative(key, List.copyOf(evidence)));
+            }
+        });
+        return alternatives;
+    }
+
+    /** The batch's estimated time to the target: exactly none when it moves nothing, unknown without an estimate. */
+    private static TimeEstimate batchTime(DemandView demand, Context context, Batch batch, EstimateLookup estimates) {
+        if (!batch.key.route().movesPayload(demand.target())) {
+            return TimeEstimate.NONE;
+        }
+        Optional<CostEstimateKey> key = batch.key.route().costKey(context.resources(), batch.key.owner(),
+                representation(batch.picks.stream().map(p -> p.option().evidence()).toList()), batch.bytes,
+                batch.picks.size(), demand.target());
+        return key.flatMap(k -> estimates.estimate(k).usable()).map(TimeEstimate::of).orElse(TimeEstimate.UNKNOWN);
+    }
+
+    /** The common representation of the evidence, or empty when unknown for any or mixed. */
+    private static Optional<RepresentationFamily> representation(List<ReplicaEvidence> evidence) {
+        Optional<RepresentationFamily> common = evidence.getFirst().representation();
+        for (ReplicaEvidence ev : evidence) {
+            if (ev.representation().isEmpty() || !ev.representation().equals(common)) {
+                return Optional.empty();
+            }
+        }
+        return common;
+    }
+
+    private static Plan toPlan(DemandView demand, Pages pages, Worked chosen, BoundaryReason reason, long longest) {
+        List<PlannedSegment> segments = new ArrayList<>();
+        List<PlannedPage> run = new ArrayList<>();
+        Pick runStart = null;
+        for (Pick pick : chosen.picks()) {
+            boolean continues = runStart != null && pick.groupIndex() == runStart.groupIndex()
+                    && pick.position() == runStart.position() + run.size()
+                    && pick.option().route() == runStart.option().route()
+                    && pick.option().owner().equals(runStart.option().owner());
+            if (!continues && runStart != null) {
+                segments.add(segment(demand, pages, runStart, run));
+                run = new ArrayList<>();
+            }
+            if (!continues) {
+                runStart = pick;
+            }
+            run.add(new PlannedPage(pick.position(), pick.key(), pick.option().evidence()));
+        }
+        if (runStart != null) {
+            segments.add(segment(demand, pages, runStart, run));
+        }
+        return new Plan(demand.validPrefixTokens(), chosen.boundaryTokens(), reason, demand.target(), chosen.required(),
+                segments, chosen.bytes(), longest, chosen.stateReady(), chosen.choices());
+    }
+
+    private static PlannedSegment segment(DemandView demand, Pages pages, Pick start, List<PlannedPage> run) {
+        return new PlannedSegment(pages.groupId(start.groupIndex()),
+                new BlockRange(start.position(), start.position() + run.size()), start.option().route(), run,
+                pages.bytesPerPage(start.groupIndex()) * run.size(), demand.target());
+    }
+
+    /**
+     * The demand's pages indexed by group and position, each with its eligible options in allowed order. Built once
+     * per planning pass.
+     */
+    private static final class Pages {
+        private final DemandView demand;
+        private final List<RouteTemplate> allowed;
+        private final int[] groupIds;
+        private final long[] bytesPerPage;
+        private final StateKey[][] keys;
+        private final List<Option>[][] options;
+        /** Per group and position: the allowed-order index of the first option, or {@code allowed.size()}. */
+        private final int[][] firstRoute;
+
+        @SuppressWarnings({"unchecked", "rawtypes"}) // a generic array of option lists, filled once per pass
+        Pages(DemandView demand, DemandEvidence evidence, List<RouteTemplate> allowed, MembershipView members) {
+            this.demand = demand;
+            this.allowed = allowed;
+            List<GroupRule> rules = demand.rules().groups();
+            groupIds = new int[rules.size()];
+            bytesPerPage = new long[rules.size()];
+            keys = new StateKey[rules.size()][];
+            options = new List[rules.size()][];
+            firstRoute = new int[rules.size()][];
+            for (int g = 0; g < rules.size(); g++) {
+                groupIds[g] = rules.get(g).groupId();
+                DemandView.GroupKeys group = demand.group(groupIds[g]);
+                List<ImageStore.PositionedKey> declared = group == null ? List.of() : group.keys();
+                bytesPerPage[g] = group == null ? 0 : group.bytesPerPage();
+                int max = -1;
+                for (ImageStore.PositionedKey pk : declared) {
+                    max = Math.max(max, pk.position());
+                }
+                keys[g] = new StateKey[max + 1];
+                options[g] = new List[max + 1];
+                firstRoute[g] = new int[max + 1];
+                Arrays.fill(firstRoute[g], allowed.size());
+                for (ImageStore.PositionedKey pk : declared) {
+                    keys[g][pk.position()] = pk.key();
+                    List<Option> found = optionsOf(evidence.replicas(pk.key()), members);
+                    options[g][pk.position()] = found;
+                    if (!found.isEmpty()) {
+                        firstRoute[g][pk.position()] = allowed.indexOf(found.getFirst().route());
+                    }
+                }
+            }
+        }
+
+        private List<Option> optionsOf(ReplicaSet replicas, MembershipView members) {
+            if (replicas.isEmpty()) {
+                return List.of();
+            }
+            List<Option> found = new ArrayList<>(2);
+            for (RouteTemplate route : allowed) {
+                for (ReplicaEvidence ev : replicas.ofMedium(route.medium())) {
+                    if (ev.peerOwner().map(members::isCurrent).orElse(true)) {
+                        found.add(new Option(route, ev));
+                    }
+                }
+            }
+            return List.copyOf(found);
+        }
+
+        List<GroupAvailability> availability(int prefix) {
+            List<GroupAvailability> views = new ArrayList<>(groupIds.length);
+            for (int g = 0; g < groupIds.length; g++) {
+                BitSet bits = new BitSet(firstRoute[g].length);
+                for (int p = 0; p < firstRoute[g].length; p++) {
+                    if (firstRoute[g][p] < prefix) {
+                        bits.set(p);
+                    }
+                }
+                views.add(GroupAvailability.of(groupIds[g], bits));
+            }
+            return views;
+        }
+
+        long requiredBytes(long boundary) {
+            long bytes = 0;
+            for (GroupRanges ranges : RecoveryContract.requiredRanges(demand.rules(), boundary,
+                    demand.validPrefixTokens())) {
+                bytes += ranges.pageCount() * bytesPerPage[groupIndex(ranges.groupId())];
+            }
+            return bytes;
+        }
+
+        int groupIndex(int groupId) {
+            for (int g = 0; g < groupIds.length; g++) {
+                if (groupIds[g] == groupId) {
+                    return g;
+                }
+            }
+            throw new IllegalStateException("group " + groupId + " is not in the rules");
+        }
+
+        int groupId(int groupIndex) {
+            return groupIds[groupIndex];
+        }
+
+        long bytesPerPage(int groupIndex) {
+            return bytesPerPage[groupIndex];
+        }
+
+        StateKey key(int groupIndex, int position) {
+            return keys[groupIndex][position];
+        }
+
+        List<Option> options(int groupIndex, int position) {
+            return options[groupIndex][position];
+        }
+
+        /**
+         * The default option of a required page: its first route in the default order; for a peer route, the owner
+         * of the previous page when it has this page too (consecutive coverage), else the most recently refreshed.
+         */
+        Option defaultOption(int groupIndex, int position, Pick previous) {
+            List<Option> found = options[groupIndex][position];
+            RouteTemplate route = found.getFirst().route();
+            if (!route.medium().isPeer()) {
+                return found.getFirst();
+            }
+            Option latest = null;
+            for (Option option : found) {
+                if (option.route() != route) {
+                    continue;
+                }
+                if (previous != null && previous.option().route() == route
+                        && previous.option().owner().equals(option.owner())) {
+                    return option;
+                }
+                latest = option;
+            }
+            return latest;
+        }
+    }
+}

@@ -1,0 +1,218 @@
+package io.orbitkv.planning;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.common.Ticker;
+import io.orbitkv.cost.CostEstimateKey;
+import io.orbitkv.cost.CostEstimateResult;
+import io.orbitkv.cost.ShadowRequest;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+
+/**
+ * The planning role's handlers: discovery → estimates → {@link Planner} → {@link PlanExecutor}, with bounded replans.
+ * Deterministic and free of the event bus (its ports are plain interfaces returning futures), so tests drive it
+ * directly; a verticle wires it to the other roles (phase B).
+ *
+ * <p>Design note (replans): a preparation that fails before any payload moved ({@link PlanningFailure#beforePayload()})
+ * or whose submitted transfer failed (the executor completes only after every submitted transfer is terminal, so that
+ * work is fenced) is planned again from fresh discovery, without the records owners named stale so far, at most
+ * {@value #MAX_PLAN_ATTEMPTS} plans in all. Other failures (fail-closed routes, a full queue, dropped speculation,
+ * cancellation) end the preparation. Every replan is counted by cause.
+ *
+ * <p>Concurrency: confined to the planning role's event loop.
+ */
+public final class PlanningRole {
+    public static final int MAX_PLAN_ATTEMPTS = 3;
+
+    private static final CostEstimateResult UNKNOWN =
+            new CostEstimateResult.Unavailable(CostEstimateResult.Reason.NO_ENTRY, 0);
+
+    private final RouteCapabilities capabilities;
+    private final MembershipView members;
+    private final RouteResources resources;
+    private final EvidenceSource evidence;
+    private final EstimateSource estimates;
+    private final PlanExecutor executor;
+    private final Ticker ticker;
+    private final Map<BoundaryReason, Counter> plans = new EnumMap<>(BoundaryReason.class);
+    private final Map<PlanningFailure, Counter> replans = new EnumMap<>(PlanningFailure.class);
+    private final Map<RouteChoice.Outcome, Counter> routeChoices = new EnumMap<>(RouteChoice.Outcome.class);
+
+    public PlanningRole(RouteCapabilities capabilities, MembershipView members, RouteResources resources,
+                        EvidenceSource evidence, EstimateSource estimates, PlanExecutor executor, Ticker ticker,
+                        MeterRegistry registry) {
+        this.capabilities = Objects.requireNonNull(capabilities, "capabilities");
+        this.members = Objects.requireNonNull(members, "members");
+        this.resources = Objects.requireNonNull(resources, "resources");
+        this.evidence = Objects.requireNonNull(evidence, "evidence");
+        this.estimates = Objects.requireNonNull(estimates, "estimates");
+        this.executor = Objects.requireNonNull(executor, "executor");
+        this.ticker = Objects.requireNonNull(ticker, "ticker");
+        for (BoundaryReason reason : BoundaryReason.values()) {
+            plans.put(reason, Counter.builder("orbitkv.planning.plans").tag("reason", label(reason))
+                    .description("Plans made, by why their boundary was chosen").register(registry));
+        }
+        for (PlanningFailure failure : PlanningFailure.values()) {
+            replans.put(failure, Counter.builder("orbitkv.planning.replans").tag("cause", label(failure))
+                    .description("Plans made again after a preparation failed").register(registry));
+        }
+        for (RouteChoice.Outcome outcome : RouteChoice.Outcome.values()) {
+            routeChoices.put(outcome, Counter.builder("orbitkv.planning.route.choices").tag("outcome", label(outcome))
+                    .description("Route choices of transfer batches that had equal-coverage alternatives")
+                    .register(registry));
+        }
+    }
+
+    private static String label(Enum<?> value) {
+        return value.name().toLowerCase(Locale.ROOT);
+    }
+
+    /** Discovery, estimates, plan; route comparisons go to shadow when observations are on. */
+    public Future<Planner.Result> plan(DemandView demand) {
+        return evidence.discover(demand).compose(found -> planOn(demand, found));
+    }
+
+    private Future<Planner.Result> planOn(DemandView demand, DemandEvidence found) {
+        Planner.Context context = new Planner.Context(capabilities, members, resources, estimates.mode());
+        long now = ticker.nanos();
+        try {
+            Set<CostEstimateKey> asked = new LinkedHashSet<>();
+            Planner.Result blind = Planner.plan(demand, found, context, now, key -> {
+                asked.add(key);
+                return UNKNOWN;
+            });
+            if (asked.isEmpty() || context.selection() == Planner.SelectionMode.OFF) {
+                return Future.succeededFuture(recorded(blind));
+            }
+            return estimates.estimates(asked).map(answers -> recorded(Planner.plan(demand, found, context, now,
+                    key -> answers.getOrDefault(key, UNKNOWN))));
+        } catch (RuntimeException e) {
+            return Future.failedFuture(e);
+        }
+    }
+
+    private Planner.Result recorded(Planner.Result result) {
+        plans.get(result.plan().reason()).increment();
+        for (RouteChoice choice : result.plan().choices()) {
+            routeChoices.get(choice.outcome()).increment();
+        }
+        for (ShadowRequest comparison : result.comparisons()) {
+            estimates.recordShadow(comparison);
+        }
+        return result;
+    }
+
+    /**
+     * Plans and prepares a demand: at its end the returned handle's result holds every segment's lease (host-ready
+     * pages pinned), or a recompute plan holding nothing.
+     *
+     * @param dramTight whether the pool is short of free space now (a speculative prefetch then starts at its latest
+     *                  start, not earlier)
+     */
+    public Preparing prepare(DemandView demand, boolean dramTight) {
+        Preparing preparing = new Preparing(demand, dramTight);
+        preparing.attempt(MAX_PLAN_ATTEMPTS);
+        return preparing;
+    }
+
+    public PlanExecutor executor() {
+        return executor;
+    }
+
+    /** A demand being planned and prepared, across replans. */
+    public final class Preparing {
+        private final DemandView demand;
+        private final boolean dramTight;
+        private final Promise<PlanExecutor.Prepared> result = Promise.promise();
+        private PlanExecutor.Preparation current;
+        private boolean cancelled;
+        /** Records owners found stale in earlier attempts: a lagging directory may still advertise them. */
+        private final List<PlannedPage> stale = new ArrayList<>();
+
+        private Preparing(DemandView demand, boolean dramTight) {
+            this.demand = demand;
+            this.dramTight = dramTight;
+        }
+
+        public Future<PlanExecutor.Prepared> result() {
+            return result.future();
+        }
+
+        /** Revokes interest; completes once everything held was drained and released. */
+        public Future<Void> cancel() {
+            cancelled = true;
+            if (current != null) {
+                current.cancel();
+            }
+            return result.future().<Void>mapEmpty().otherwiseEmpty();
+        }
+
+        private void attempt(int attemptsLeft) {
+            evidence.discover(demand)
+                    .map(this::withoutStale)
+                    .compose(found -> cancelled ? Future.failedFuture(cancelledFailure()) : planOn(demand, found))
+                    .onComplete(planned -> {
+                        if (planned.failed()) {
+                            result.fail(planned.cause());
+                            return;
+                        }
+                        if (cancelled) {
+                            result.fail(cancelledFailure());
+                            return;
+                        }
+                        Plan plan = planned.result().plan();
+                        current = executor.prepare(plan, schedule(plan));
+                        current.result().onComplete(prepared -> {
+                            current = null;
+                            if (prepared.succeeded()) {
+                                result.complete(prepared.result());
+                                return;
+                            }
+                            PlanningFailure failure = PlanningException.failureOf(prepared.cause());
+                            boolean replannable = failure != null
+                                    && (failure.beforePayload() || failure == PlanningFailure.TRANSFER_FAILED);
+                            if (replannable && attemptsLeft > 1 && !cancelled) {
+                                replans.get(failure).increment();
+                                ((PlanningException) prepared.cause()).page().ifPresent(stale::add);
+                                attempt(attemptsLeft - 1);
+                            } else {
+                                result.fail(cancelled ? cancelledFailure() : prepared.cause());
+                            }
+                        });
+                    });
+        }
+
+        private DemandEvidence withoutStale(DemandEvidence found) {
+            for (PlannedPage page : stale) {
+                found = found.withoutStale(page.key(), page.evidence());
+            }
+            return found;
+        }
+
+        private PlanExecutor.Schedule schedule(Plan plan) {
+            long now = ticker.nanos();
+            if (demand.speculative()) {
+                PrefetchPolicy.Start start = PrefetchPolicy.speculativeStart(now, demand.firstUseNanos(),
+                        plan.stateReady(), dramTight);
+                return new PlanExecutor.Schedule(TransferScheduler.TransferClass.SPECULATIVE, start.latestStartNanos(),
+                        start.startAtNanos(), demand.priority());
+            }
+            return new PlanExecutor.Schedule(TransferScheduler.TransferClass.DEMAND,
+                    PrefetchPolicy.demandLatestStartNanos(now, demand.firstUseNanos(), plan.stateReady()),
+                    Long.MIN_VALUE, demand.priority());
+        }
+
+        private PlanningException cancelledFailure() {
+            return new PlanningException(PlanningFailure.CANCELLED, "the demand was cancelled");
+        }
+    }
+}

@@ -1,0 +1,157 @@
+package io.orbitkv.planning;
+
+import static io.orbitkv.planning.Fixtures.PEER_A;
+import static io.orbitkv.planning.Fixtures.demand;
+import static io.orbitkv.planning.Fixtures.fullAttention;
+import static io.orbitkv.planning.Fixtures.key;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.vertx.core.Future;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/** Plan → acquire → execute with bounded replans, against the in-memory owner and discovery over its state. */
+class PlanningRoleTest {
+    private static final int PAGES = 8;
+    private final ManualTicker ticker = new ManualTicker();
+    private final InMemoryReplicas replicas = new InMemoryReplicas();
+    private final SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    private final AtomicInteger discoveries = new AtomicInteger();
+
+    private PlanningRole role(RouteCapabilities capabilities, EvidenceSource evidence) {
+        Map<RouteTemplate, ExecutionOwner> owners = new EnumMap<>(RouteTemplate.class);
+        for (RouteTemplate route : RouteTemplate.values()) {
+            owners.put(route, replicas);
+        }
+        PlanExecutor executor = new PlanExecutor(owners, TransferScheduler.Settings.uniform(1 << 30, 0.5, 64), ticker,
+                registry, new ManualTimers(ticker));
+        return new PlanningRole(capabilities, owner -> owner.equals(PEER_A), Fixtures.RESOURCES, demand -> {
+            discoveries.incrementAndGet();
+            return evidence.discover(demand);
+        }, EstimateSource.NONE, executor, ticker, registry);
+    }
+
+    private void ssdPages() {
+        for (int p = 0; p < PAGES; p++) {
+            replicas.putSsd(key(0, p));
+        }
+    }
+
+    private void assertNothingHeld(PlanningRole role) {
+        assertThat(replicas.active).isEmpty();
+        assertThat(replicas.pinnedKeys()).isZero();
+        assertThat(replicas.violations).isEmpty();
+        assertThat(role.executor().heldLeases()).isZero();
+    }
+
+    private double replans(String cause) {
+        return registry.counter("orbitkv.planning.replans", "cause", cause).count();
+    }
+
+    @Test
+    void evidenceThatGoesStaleBeforeAcquisitionIsPlannedAgain() {
+        ssdPages();
+        // Discovery answers, then the ring rewrites page 5 before the plan is acquired.
+        AtomicInteger calls = new AtomicInteger();
+        EvidenceSource racing = demand -> {
+            DemandEvidence found = replicas.discover(demand);
+            if (calls.getAndIncrement() == 0) {
+                replicas.putSsd(key(0, 5));
+            }
+            return Future.succeededFuture(found);
+        };
+        PlanningRole role = role(RouteCapabilities.localOnly(true), racing);
+        Future<PlanExecutor.Prepared> result = role.prepare(demand(fullAttention(), PAGES), false).result();
+        assertThat(result.succeeded()).isTrue();
+        assertThat(result.result().plan().boundaryTokens()).isEqualTo(8L * Fixtures.PAGE_TOKENS);
+        assertThat(discoveries).hasValue(2);
+        assertThat(replans("stale_evidence")).isEqualTo(1);
+        result.result().release();
+        assertNothingHeld(role);
+    }
+
+    @Test
+    void replansAreBoundedAndLeaveNothingHeld() {
+        ssdPages();
+        EvidenceSource alwaysRacing = demand -> {
+            DemandEvidence found = replicas.discover(demand);
+            replicas.putSsd(key(0, 2));
+            return Future.succeededFuture(found);
+        };
+        PlanningRole role = role(RouteCapabilities.localOnly(true), alwaysRacing);
+        Future<PlanExecutor.Prepared> result = role.prepare(demand(fullAttention(), PAGES), false).result();
+        assertThat(PlanningException.failureOf(result.cause())).isEqualTo(PlanningFailure.STALE_EVIDENCE);
+        assertThat(discoveries).hasValue(PlanningRole.MAX_PLAN_ATTEMPTS);
+        assertThat(replans("stale_evidence")).isEqualTo(PlanningRole.MAX_PLAN_ATTEMPTS - 1);
+        assertNothingHeld(role);
+    }
+
+    @Test
+    void aLaggingDirectoryLosesOnlyTheRecordFoundStale() {
+        ssdPages();
+        for (int p = 0; p < 4; p++) {
+            replicas.putPeer(Medium.PEER_DRAM, PEER_A, key(0, p));
+        }
+        // The directory still advertises page 2's old generation after every refresh.
+        DemandEvidence lagging = replicas.discover(demand(fullAttention(), PAGES));
+        replicas.putPeer(Medium.PEER_DRAM, PEER_A, key(0, 2));
+        PlanningRole role = role(RouteCapabilities.all(), demand -> Future.succeededFuture(lagging));
+        Future<PlanExecutor.Prepared> result = role.prepare(demand(fullAttention(), PAGES), false).result();
+        assertThat(result.succeeded()).isTrue();
+        assertThat(result.result().plan().segments()).extracting(s -> s.route() + s.range().toString())
+                .containsExactly("HOST_FROM_PEER_DRAM[0, 2)", "HOST_FROM_LOCAL_SSD[2, 3)",
+                        "HOST_FROM_PEER_DRAM[3, 4)", "HOST_FROM_LOCAL_SSD[4, 8)");
+        result.result().release();
+        assertNothingHeld(role);
+    }
+
+    @Test
+    void aFailedTransferIsPlannedAgainOnlyAfterItsWorkIsFenced() {
+        ssdPages();
+        AtomicInteger failures = new AtomicInteger(1);
+        replicas.failSubmit = segment -> failures.getAndDecrement() > 0;
+        replicas.holdSubmissions = true;
+        PlanningRole role = role(RouteCapabilities.localOnly(true), replicas.evidence());
+        Future<PlanExecutor.Prepared> result = role.prepare(demand(fullAttention(), PAGES), false).result();
+        assertThat(replicas.held).hasSize(1);
+        assertThat(discoveries).hasValue(1); // no second plan while the first transfer runs
+        replicas.completeHeld(); // fails, is fenced, is released; the replan's transfer is held next
+        assertThat(discoveries).hasValue(2);
+        assertThat(replans("transfer_failed")).isEqualTo(1);
+        replicas.completeHeld();
+        assertThat(result.succeeded()).isTrue();
+        result.result().release();
+        assertNothingHeld(role);
+    }
+
+    @Test
+    void cancelStopsReplanningAndDrains() {
+        ssdPages();
+        replicas.holdSubmissions = true;
+        PlanningRole role = role(RouteCapabilities.localOnly(true), replicas.evidence());
+        PlanningRole.Preparing preparing = role.prepare(demand(fullAttention(), PAGES), false);
+        Future<Void> cancelled = preparing.cancel();
+        assertThat(cancelled.isComplete()).isFalse();
+        replicas.completeHeld();
+        assertThat(cancelled.succeeded()).isTrue();
+        assertThat(PlanningException.failureOf(preparing.result().cause())).isEqualTo(PlanningFailure.CANCELLED);
+        assertThat(discoveries).hasValue(1);
+        assertNothingHeld(role);
+    }
+
+    @Test
+    void failClosedRoutesAreNotReplanned() {
+        ssdPages();
+        PlanningRole role = role(RouteCapabilities.localOnly(true), replicas.evidence());
+        Future<PlanExecutor.Prepared> result = role.prepare(demand(fullAttention(), PAGES)
+                .withRequestedRoute(RouteTemplate.HOST_FROM_PEER_SSD), false).result();
+        assertThat(PlanningException.failureOf(result.cause())).isEqualTo(PlanningFailure.REQUESTED_ROUTE_UNAVAILABLE);
+        assertThat(discoveries).hasValue(1);
+        assertThat(registry.find("orbitkv.planning.replans").counters()).allMatch(c -> c.count() == 0);
+        assertThat(replicas.granted).isEqualTo(List.of());
+    }
+}
