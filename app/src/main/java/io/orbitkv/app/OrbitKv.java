@@ -167,15 +167,8 @@ public final class OrbitKv implements Callable<Integer> {
 
         @Override
         public Integer call() {
-            try {
-                JsonObject report = Benchmarks.run(name, args.toArray(String[]::new));
-                System.out.flush();
-                System.out.println(report.encode());
-                return 0;
-            } catch (IllegalArgumentException e) {
-                System.err.println("orbitkv bench: " + e.getMessage());
-                return EXIT_CONFIG;
-            }
+            // The bench's own options go through the one bench parser (unknown ones refused, --help lists them).
+            return Benchmarks.runCommand(name, args.toArray(String[]::new), System.out, System.err);
         }
     }
 

@@ -46,17 +46,6 @@ class BenchContractTest {
     }
 
     @Test
-    void everyRegisteredBenchIsKnownAndUnknownOptionsAreRejected() {
-        assertThat(Benchmarks.all().keySet()).contains("dram", "load", "jmh");
-        BenchArgs args = BenchArgs.parse(new String[] {"--concurency=4"});
-        args.integers("concurrency", "1");
-        org.assertj.core.api.Assertions.assertThatThrownBy(args::requireAllUsed)
-                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("concurency");
-        assertThat(BenchArgs.parseBytes("x", "256MiB")).isEqualTo(256L << 20);
-        assertThat(BenchArgs.parseBytes("x", "64KiB")).isEqualTo(64L << 10);
-    }
-
-    @Test
     void jmhBenchmarkListIsOnTheClassPath() throws IOException {
         try (InputStream list = getClass().getResourceAsStream("/META-INF/BenchmarkList")) {
             assertThat(list).as("META-INF/BenchmarkList from the JMH annotation processor").isNotNull();

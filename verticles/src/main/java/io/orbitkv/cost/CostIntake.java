@@ -93,6 +93,11 @@ final class CostIntake {
         inFlight.decrementAndGet();
     }
 
+    /** The cost loop's context while the intake is open, else {@code null}. */
+    io.vertx.core.Context drainContext() {
+        return drainContext;
+    }
+
     void open(EventBus bus) {
         openBus = bus;
     }

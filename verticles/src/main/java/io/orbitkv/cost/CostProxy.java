@@ -130,6 +130,30 @@ public final class CostProxy {
                 .otherwise(busy);
     }
 
+    /**
+     * Completes once the cost role has nothing queued or running: every observation reported before this call has
+     * been handled by the role, or dropped and counted. Benchmarks use it so that a clock never stops while
+     * observation work is still queued. It checks on the cost loop itself, after whatever is already queued there,
+     * and re-checks behind newly queued work until the intake is empty; with the role closed it completes at once.
+     */
+    public Future<Void> drained() {
+        io.vertx.core.Context context = intake.drainContext();
+        if (context == null) {
+            return Future.succeededFuture();
+        }
+        io.vertx.core.Promise<Void> drained = io.vertx.core.Promise.promise();
+        context.runOnContext(ignored -> completeWhenDrained(context, drained));
+        return drained.future();
+    }
+
+    private void completeWhenDrained(io.vertx.core.Context context, io.vertx.core.Promise<Void> drained) {
+        if (intake.inFlight() == 0 || intake.drainContext() == null) {
+            drained.complete();
+        } else {
+            context.runOnContext(ignored -> completeWhenDrained(context, drained));
+        }
+    }
+
     void duplicateFinish(CostPath path) {
         metrics.duplicateFinish(path);
     }

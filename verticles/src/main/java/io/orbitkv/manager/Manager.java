@@ -1,5 +1,6 @@
 package io.orbitkv.manager;
 
+import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.orbitkv.admission.AdmissionVerticle;
@@ -12,10 +13,16 @@ import io.orbitkv.storage.StorageVerticle;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.VertxOptions;
+import io.vertx.micrometer.Label;
+import io.vertx.micrometer.MicrometerMetricsFactory;
+import io.vertx.micrometer.MicrometerMetricsOptions;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
+import java.util.Collections;
+import java.util.EnumSet;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -48,24 +55,47 @@ public final class Manager implements AutoCloseable {
     }
 
     /**
-     * A Vertx on the epoll transport: Vert.x 5.0.7's io_uring transport refuses Unix domain sockets, and engines
-     * connect over one by default. (The SSD role drives io_uring for file I/O on its own netty loop.)
+     * The labels Vert.x's own meters may carry: the server's local address, HTTP method and status, event-bus side and
+     * failure, pool type and name. Not the remote address, the HTTP path or route, nor the event-bus address: nothing
+     * that names a caller or a request may become a label (a gRPC path names only the method, but paths and remote
+     * addresses are per-request dimensions in general, and reply addresses are unbounded).
      */
+    static final Set<Label> VERTX_METRIC_LABELS = Collections.unmodifiableSet(EnumSet.of(Label.LOCAL, Label.HTTP_METHOD,
+            Label.HTTP_CODE, Label.EB_SIDE, Label.EB_FAILURE, Label.POOL_TYPE, Label.POOL_NAME));
+
+    /**
+     * A Vertx on the epoll transport: Vert.x 5.0.7's io_uring transport refuses Unix domain sockets, and engines
+     * connect over one by default. (The SSD role drives io_uring for file I/O on its own netty loop.) Its own metrics
+     * (event bus, HTTP and gRPC servers, worker pools) go to {@code registry}, beside the roles' {@code orbitkv_*}
+     * meters, under a registry name of their own: Vert.x keeps its backends in a JVM-wide map by that name, so two
+     * Managers in one JVM sharing a name would share the first one's registry.
+     */
+    /** A Vertx like the Manager's, without Vert.x's own meters (for tests that deploy roles by hand). */
     public static Vertx newVertx(int eventLoopThreads) {
         return Vertx.builder().with(new VertxOptions().setPreferNativeTransport(true).setEventLoopPoolSize(eventLoopThreads))
                 .withTransport(io.vertx.core.transport.Transport.EPOLL).build();
     }
 
+    public static Vertx newVertx(int eventLoopThreads, MeterRegistry registry, String registryName) {
+        MicrometerMetricsOptions metrics = new MicrometerMetricsOptions().setEnabled(true).setRegistryName(registryName)
+                .setLabels(EnumSet.copyOf(VERTX_METRIC_LABELS));
+        return Vertx.builder()
+                .with(new VertxOptions().setPreferNativeTransport(true).setEventLoopPoolSize(eventLoopThreads)
+                        .setMetricsOptions(metrics))
+                .withMetrics(new MicrometerMetricsFactory(registry))
+                .withTransport(io.vertx.core.transport.Transport.EPOLL).build();
+    }
+
     /** Starts a Manager on its own Vertx; the future fails with a clear cause, leaving nothing running. */
     public static Future<Manager> start(ManagerConfig config) {
-        Vertx vertx = newVertx(config.eventLoopThreads());
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        long incarnation = new SecureRandom().nextLong() & Long.MAX_VALUE;
+        Vertx vertx = newVertx(config.eventLoopThreads(), registry, "orbitkv-manager-" + Long.toHexString(incarnation));
         if (!vertx.isNativeTransportEnabled()) {
             vertx.close();
             return Future.failedFuture(new IllegalStateException("no native transport (io_uring/epoll): Unix-socket gRPC is unavailable: "
                     + vertx.unavailableNativeTransportCause()));
         }
-        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
-        long incarnation = new SecureRandom().nextLong() & Long.MAX_VALUE;
         Path poolPath = config.poolPath(incarnation);
         Future<String> prepared = vertx.executeBlocking(() -> {
             prepareDataDir(config.dataDir());

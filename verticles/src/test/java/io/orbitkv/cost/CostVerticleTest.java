@@ -203,4 +203,34 @@ class CostVerticleTest {
         vertx.eventBus().send("codec-test", sent, new DeliveryOptions().setLocalOnly(true));
         assertThat(received.get(WAIT_S, TimeUnit.SECONDS)).isSameAs(sent);
     }
+
+    @Test
+    void drainedCompletesOnlyOnceEveryReportedObservationWasHandled() throws Exception {
+        CostVerticle verticle = deploy(CostSettings.observing(4096));
+        CostProxy proxy = verticle.proxy();
+        // Hold the cost loop so that everything reported next is still queued when drained() is asked.
+        CountDownLatch busy = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        verticle.runOnCostLoop(() -> {
+            busy.countDown();
+            try {
+                release.await(WAIT_S, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        assertThat(busy.await(WAIT_S, TimeUnit.SECONDS)).isTrue();
+        ObservationRecord record = TestKeys.succeeded(TestKeys.ssdRead(4096), 1_000);
+        int reports = 500;
+        for (int i = 0; i < reports; i++) {
+            proxy.report(record);
+        }
+        CompletableFuture<Void> drained = proxy.drained().toCompletionStage().toCompletableFuture();
+        assertThat(drained).isNotDone();
+        release.countDown();
+        drained.get(WAIT_S, TimeUnit.SECONDS);
+        // Drained means handled: every report is counted by the time the future completes, none dropped.
+        assertThat(count("orbitkv.cost.operations", "outcome", "succeeded")).isEqualTo(reports);
+        assertThat(verticle.intake().inFlight()).isZero();
+    }
 }

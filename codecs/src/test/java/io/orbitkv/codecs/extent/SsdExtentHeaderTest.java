@@ -2,106 +2,131 @@ package io.orbitkv.codecs.extent;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.quicktheories.QuickTheory.qt;
+import static org.quicktheories.generators.SourceDSL.integers;
+import static org.quicktheories.generators.SourceDSL.lists;
+import static org.quicktheories.generators.SourceDSL.longs;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Random;
-import net.jqwik.api.Arbitraries;
-import net.jqwik.api.Arbitrary;
-import net.jqwik.api.Combinators;
-import net.jqwik.api.ForAll;
-import net.jqwik.api.Property;
-import net.jqwik.api.Provide;
-import net.jqwik.api.constraints.IntRange;
-import net.jqwik.api.constraints.LongRange;
 import org.junit.jupiter.api.Test;
+import org.quicktheories.core.Gen;
 
+/**
+ * Extent header codec: round trips and corruption detection. The properties run on QuickTheories; a failure prints
+ * the shrunk example and "Seed was N", and {@code -DQT_SEED=N} replays exactly that run.
+ */
 class SsdExtentHeaderTest {
 
     private static final byte[] NAMESPACE = "namespace-16byte".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
 
-    @Provide
-    Arbitrary<SsdExtentHeader> headers() {
-        Arbitrary<byte[]> namespaces = Arbitraries.bytes().array(byte[].class).ofSize(SsdExtentHeader.NAMESPACE_BYTES);
-        Arbitrary<byte[]> hashes = Arbitraries.bytes().array(byte[].class).ofMinSize(1).ofMaxSize(64);
-        Arbitrary<Integer> groups = Arbitraries.integers();
-        Arbitrary<Integer> representations = Arbitraries.integers().between(0, 0xFFFF);
-        Arbitrary<Long> payloadLengths = Arbitraries.longs().between(0, 1L << 40);
-        Arbitrary<Long> generations = Arbitraries.longs();
-        Arbitrary<Long> sequences = Arbitraries.longs();
-        Arbitrary<Integer> crcs = Arbitraries.integers();
-        return Combinators.combine(namespaces, groups, hashes, representations, payloadLengths, generations, sequences,
-                crcs).as((ns, group, hash, rep, len, gen, seq, crc) ->
-                new SsdExtentHeader(ns, group, hash, rep, len, gen, true, seq, crc));
+    /** Bytes of any value, in arrays whose length is drawn from {@code lengths}. */
+    static Gen<byte[]> byteArrays(Gen<Integer> lengths) {
+        Gen<Byte> bytes = integers().between(Byte.MIN_VALUE, Byte.MAX_VALUE).map(Integer::byteValue);
+        return lengths.flatMap(length -> lists().of(bytes).ofSize(length).map(list -> {
+            byte[] array = new byte[list.size()];
+            for (int i = 0; i < array.length; i++) {
+                array[i] = list.get(i);
+            }
+            return array;
+        }));
     }
 
-    @Property(tries = 300)
-    void headerRoundTrips(@ForAll("headers") SsdExtentHeader header) {
-        MemorySegment block = MemorySegment.ofArray(new byte[SsdExtentHeader.HEADER_BLOCK_BYTES]);
-        header.encode(block);
-        assertThat(SsdExtentHeader.decodeHeader(block)).isEqualTo(new ExtentDecodeResult.Valid(header));
-        assertThat(header.extentLength() % SsdExtentHeader.EXTENT_ALIGNMENT_BYTES).isZero();
-        assertThat(header.extentLength()).isGreaterThanOrEqualTo(SsdExtentHeader.HEADER_BLOCK_BYTES
-                + header.payloadLength());
+    static Gen<SsdExtentHeader> headers() {
+        Gen<byte[]> namespaces = byteArrays(integers().between(SsdExtentHeader.NAMESPACE_BYTES,
+                SsdExtentHeader.NAMESPACE_BYTES));
+        Gen<byte[]> hashes = byteArrays(integers().between(1, 64));
+        Gen<Integer> groups = integers().all();
+        Gen<Integer> representations = integers().between(0, 0xFFFF);
+        Gen<Long> payloadLengths = longs().between(0, 1L << 40);
+        Gen<Long> generations = longs().all();
+        Gen<Long> sequences = longs().all();
+        Gen<Integer> crcs = integers().all();
+        Gen<Object[]> identity = namespaces.zip(groups, hashes, representations, (ns, group, hash, rep) ->
+                new Object[] {ns, group, hash, rep});
+        return identity.zip(payloadLengths, generations, sequences, crcs, (id, len, gen, seq, crc) ->
+                new SsdExtentHeader((byte[]) id[0], (Integer) id[1], (byte[]) id[2], (Integer) id[3], len, gen, true,
+                        seq, crc));
     }
 
-    @Property(tries = 500)
-    void anySingleChangedHeaderByteIsDetected(@ForAll("headers") SsdExtentHeader header,
-                                              @ForAll @IntRange(min = 0, max = 4095) int position,
-                                              @ForAll @IntRange(min = 1, max = 255) int xorMask) {
-        MemorySegment block = MemorySegment.ofArray(new byte[SsdExtentHeader.HEADER_BLOCK_BYTES]);
-        header.encode(block);
-        byte original = block.get(ValueLayout.JAVA_BYTE, position);
-        block.set(ValueLayout.JAVA_BYTE, position, (byte) (original ^ xorMask));
-
-        ExtentDecodeResult result = SsdExtentHeader.decodeHeader(block);
-
-        assertThat(result.isValid()).isFalse();
-        if (position < 4) {
-            assertThat(result).isEqualTo(ExtentDecodeResult.NotAnExtent.INSTANCE);
-        } else {
-            assertThat(result).isEqualTo(
-                    new ExtentDecodeResult.Corrupt(ExtentDecodeResult.CorruptReason.HEADER_CHECKSUM_MISMATCH));
-        }
+    @Test
+    void headerRoundTrips() {
+        qt().withExamples(300).forAll(headers()).checkAssert(header -> {
+            MemorySegment block = MemorySegment.ofArray(new byte[SsdExtentHeader.HEADER_BLOCK_BYTES]);
+            header.encode(block);
+            assertThat(SsdExtentHeader.decodeHeader(block)).isEqualTo(new ExtentDecodeResult.Valid(header));
+            assertThat(header.extentLength() % SsdExtentHeader.EXTENT_ALIGNMENT_BYTES).isZero();
+            assertThat(header.extentLength()).isGreaterThanOrEqualTo(SsdExtentHeader.HEADER_BLOCK_BYTES
+                    + header.payloadLength());
+        });
     }
 
-    @Property(tries = 200)
-    void extentRoundTripsAndTruncatedPayloadIsTorn(@ForAll @IntRange(min = 1, max = 20_000) int payloadBytes,
-                                                   @ForAll @IntRange(min = 1, max = 20_000) int missingBytes,
-                                                   @ForAll @LongRange(min = 0) long generation) {
-        byte[] payload = new byte[payloadBytes];
-        new Random(payloadBytes * 31L + generation).nextBytes(payload);
-        SsdExtentHeader header = SsdExtentHeader.committedFor(NAMESPACE, 7, new byte[] {1, 2, 3}, 1, generation, 42,
-                MemorySegment.ofArray(payload));
-        MemorySegment extent = MemorySegment.ofArray(new byte[Math.toIntExact(header.extentLength())]);
-        header.encode(extent);
-        MemorySegment.copy(payload, 0, extent, ValueLayout.JAVA_BYTE, SsdExtentHeader.HEADER_BLOCK_BYTES,
-                payloadBytes);
+    @Test
+    void anySingleChangedHeaderByteIsDetected() {
+        qt().withExamples(500)
+                .forAll(headers(), integers().between(0, 4095), integers().between(1, 255))
+                .checkAssert((header, position, xorMask) -> {
+                    MemorySegment block = MemorySegment.ofArray(new byte[SsdExtentHeader.HEADER_BLOCK_BYTES]);
+                    header.encode(block);
+                    byte original = block.get(ValueLayout.JAVA_BYTE, position);
+                    block.set(ValueLayout.JAVA_BYTE, position, (byte) (original ^ xorMask));
 
-        assertThat(SsdExtentHeader.decode(extent)).isEqualTo(new ExtentDecodeResult.Valid(header));
+                    ExtentDecodeResult result = SsdExtentHeader.decodeHeader(block);
 
-        long truncatedBytes = SsdExtentHeader.HEADER_BLOCK_BYTES + payloadBytes - Math.min(missingBytes, payloadBytes);
-        assertThat(SsdExtentHeader.decode(extent.asSlice(0, truncatedBytes))).isEqualTo(
-                new ExtentDecodeResult.Torn(ExtentDecodeResult.TornReason.PAYLOAD_TRUNCATED, header));
+                    assertThat(result.isValid()).isFalse();
+                    if (position < 4) {
+                        assertThat(result).isEqualTo(ExtentDecodeResult.NotAnExtent.INSTANCE);
+                    } else {
+                        assertThat(result).isEqualTo(new ExtentDecodeResult.Corrupt(
+                                ExtentDecodeResult.CorruptReason.HEADER_CHECKSUM_MISMATCH));
+                    }
+                });
     }
 
-    @Property(tries = 200)
-    void anyChangedPayloadByteIsTorn(@ForAll @IntRange(min = 1, max = 9000) int payloadBytes,
-                                     @ForAll @IntRange(min = 0, max = 8999) int position,
-                                     @ForAll @IntRange(min = 1, max = 255) int xorMask) {
-        int changed = position % payloadBytes;
-        MemorySegment payload = MemorySegment.ofArray(new byte[payloadBytes]);
-        payload.fill((byte) 0x5A);
-        SsdExtentHeader header = SsdExtentHeader.committedFor(NAMESPACE, 1, new byte[] {9}, 0, 1, 1, payload);
-        MemorySegment extent = MemorySegment.ofArray(new byte[Math.toIntExact(header.extentLength())]);
-        header.encode(extent);
-        MemorySegment.copy(payload, 0, extent, SsdExtentHeader.HEADER_BLOCK_BYTES, payloadBytes);
-        long changedOffset = SsdExtentHeader.HEADER_BLOCK_BYTES + changed;
-        extent.set(ValueLayout.JAVA_BYTE, changedOffset, (byte) (0x5A ^ xorMask));
+    @Test
+    void extentRoundTripsAndTruncatedPayloadIsTorn() {
+        qt().withExamples(200)
+                .forAll(integers().between(1, 20_000), integers().between(1, 20_000), longs().between(0, Long.MAX_VALUE))
+                .checkAssert((payloadBytes, missingBytes, generation) -> {
+                    byte[] payload = new byte[payloadBytes];
+                    new Random(payloadBytes * 31L + generation).nextBytes(payload);
+                    SsdExtentHeader header = SsdExtentHeader.committedFor(NAMESPACE, 7, new byte[] {1, 2, 3}, 1,
+                            generation, 42, MemorySegment.ofArray(payload));
+                    MemorySegment extent = MemorySegment.ofArray(new byte[Math.toIntExact(header.extentLength())]);
+                    header.encode(extent);
+                    MemorySegment.copy(payload, 0, extent, ValueLayout.JAVA_BYTE, SsdExtentHeader.HEADER_BLOCK_BYTES,
+                            payloadBytes);
 
-        assertThat(SsdExtentHeader.decode(extent)).isEqualTo(
-                new ExtentDecodeResult.Torn(ExtentDecodeResult.TornReason.PAYLOAD_CHECKSUM_MISMATCH, header));
+                    assertThat(SsdExtentHeader.decode(extent)).isEqualTo(new ExtentDecodeResult.Valid(header));
+
+                    long truncatedBytes = SsdExtentHeader.HEADER_BLOCK_BYTES + payloadBytes
+                            - Math.min(missingBytes, payloadBytes);
+                    assertThat(SsdExtentHeader.decode(extent.asSlice(0, truncatedBytes))).isEqualTo(
+                            new ExtentDecodeResult.Torn(ExtentDecodeResult.TornReason.PAYLOAD_TRUNCATED, header));
+                });
+    }
+
+    @Test
+    void anyChangedPayloadByteIsTorn() {
+        qt().withExamples(200)
+                .forAll(integers().between(1, 9000), integers().between(0, 8999), integers().between(1, 255))
+                .checkAssert((payloadBytes, position, xorMask) -> {
+                    int changed = position % payloadBytes;
+                    MemorySegment payload = MemorySegment.ofArray(new byte[payloadBytes]);
+                    payload.fill((byte) 0x5A);
+                    SsdExtentHeader header = SsdExtentHeader.committedFor(NAMESPACE, 1, new byte[] {9}, 0, 1, 1,
+                            payload);
+                    MemorySegment extent = MemorySegment.ofArray(new byte[Math.toIntExact(header.extentLength())]);
+                    header.encode(extent);
+                    MemorySegment.copy(payload, 0, extent, SsdExtentHeader.HEADER_BLOCK_BYTES, payloadBytes);
+                    long changedOffset = SsdExtentHeader.HEADER_BLOCK_BYTES + changed;
+                    extent.set(ValueLayout.JAVA_BYTE, changedOffset, (byte) (0x5A ^ xorMask));
+
+                    assertThat(SsdExtentHeader.decode(extent)).isEqualTo(new ExtentDecodeResult.Torn(
+                            ExtentDecodeResult.TornReason.PAYLOAD_CHECKSUM_MISMATCH, header));
+                });
     }
 
     @Test

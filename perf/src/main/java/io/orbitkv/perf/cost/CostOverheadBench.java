@@ -1,12 +1,17 @@
 package io.orbitkv.perf.cost;
 
 import com.google.protobuf.ByteString;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.sim.SyntheticKv;
-import io.orbitkv.manager.Manager;
-import io.orbitkv.manager.ManagerConfig;
+import io.orbitkv.cost.CostProxy;
+import io.orbitkv.perf.BenchArgs;
+import io.orbitkv.perf.engine.InProcessManager;
+import io.orbitkv.perf.engine.TierCounters;
 import io.orbitkv.perf.report.BenchReport;
+import io.orbitkv.perf.report.Bootstrap;
 import io.orbitkv.perf.report.LatencyRecorder;
 import io.orbitkv.perf.report.LatencySummary;
 import io.orbitkv.protocol.engine.*;
@@ -14,200 +19,449 @@ import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.nio.file.Files;
-import java.nio.file.Path;
+import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Comparator;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 
 /**
- * {@code orbitkv bench cost-overhead}: the price of cost observation. One Manager runs the same workload in
- * alternating rounds with observation switched off and on at run time (off, on, on, off, ...): each request
- * publishes one new page (the engine's prefill), then queries its prefix, copies the leased pages out and releases.
- * Observed paths: every READY answer reports a complete HOST_READY route, and every Manager-side pool or SSD operation
- * of the request reports its operation sample.
+ * {@code orbitkv bench cost-overhead}: the price of cost observation. One Manager (SSD tier on) runs the same workload
+ * in alternating rounds with observation switched off and on at run time (off, on, on, off, ...): each request
+ * publishes one new page (the engine's prefill; the Manager copies it to SSD staging and writes it to SSD in the
+ * background), queries its prefix plus that page, copies the leased pages out and releases; one request in
+ * {@code --requery-every} also re-queries the prefix with the page of a request {@code --requery-distance} earlier,
+ * long evicted from DRAM but still on SSD, so the Manager reads it back (PENDING, then READY) and SSD reads are observed
+ * too.
  *
- * <p>Reported: the regressions {@code throughput_regression = 1 - median_r(on_r/off_r)} and {@code p50_regression =
- * median_r(p50on_r/p50off_r) - 1} over rounds r, each round's two sides run back to back (fractions; negative =
- * faster with observation, i.e. noise), plus the unpaired medians. The baseline is the same workload with observation
- * off, in the same run.
+ * <p>Design note — what a side's clock covers: a round's clock stops only once the Manager has finished the work the
+ * round caused: every SSD write it offered is committed or dropped (the SSD counters account for every page the round
+ * sealed) and the cost role's queue is empty ({@link CostProxy#drained}). Otherwise observation work queued behind the
+ * clock would be charged to nobody, or to the next round.
+ *
+ * <p>Design note — the checks: off rounds must observe nothing (no operation, shadow decision or dropped update); on
+ * rounds must observe exactly what the round did, path by path: one host-ready route per READY answer, one SSD read per
+ * page read back, and per committed SSD write its staging copy, the write and the save route, plus one shadow decision
+ * per save and per read back. A mismatch fails the run.
+ *
+ * <p>Reported: per round the paired regressions {@code 1 - on/off} of requests/s and {@code on/off - 1} of the round's
+ * p50; their medians and the upper end of a 95 % percentile-bootstrap interval of each median ({@link Bootstrap});
+ * and process CPU time per request of each side (the in-process Manager and the engine together), summed over all
+ * its rounds because the process CPU clock ticks in 10 ms. The run passes when the upper
+ * ends for throughput and p50 are at most {@code --budget} (0.03).
  */
 public final class CostOverheadBench {
     private CostOverheadBench() {}
 
-    private record Side(String name, Manager manager, OrbitKvClient client, EngineSession session, LatencyRecorder latency,
-                        double[] throughput, double[] roundP50) {}
+    record Settings(int rounds, int requestsPerRound, int prefixBlocks, long pageBytes, long poolBytes,
+                    long ssdCapacityBytes, int requeryEvery, int requeryDistance, int warmupRequests, double budget,
+                    int resamples, long seed) {}
 
-    public static JsonObject run(String[] args) {
-        Map<String, String> opts = new HashMap<>();
-        for (String arg : args) {
-            if (!arg.startsWith("--") || !arg.contains("=")) {
-                throw new IllegalArgumentException("arguments look like --name=value, got '" + arg + "'");
-            }
-            opts.put(arg.substring(2, arg.indexOf('=')), arg.substring(arg.indexOf('=') + 1));
+    /** One side: observation off or on. */
+    private static final class Side {
+        final String name;
+        final boolean observe;
+        final LatencyRecorder latency = LatencyRecorder.singleWriter();
+        final double[] throughput;
+        final double[] roundP50;
+        /** Process CPU time and requests summed over the side's rounds (the CPU clock ticks in 10 ms on Linux). */
+        long cpuNanos;
+        long requests;
+        final Map<String, Long> observedByPath = new TreeMap<>();
+        long observations;
+        long shadowDecisions;
+        long droppedUpdates;
+        long ssdReads;
+        long ssdWritesCommitted;
+        long readyAnswers;
+        final List<String> mismatches = new ArrayList<>();
+
+        Side(String name, boolean observe, int rounds) {
+            this.name = name;
+            this.observe = observe;
+            this.throughput = new double[rounds];
+            this.roundP50 = new double[rounds];
         }
-        int rounds = Integer.parseInt(opts.getOrDefault("rounds", "160"));
-        int requestsPerRound = Integer.parseInt(opts.getOrDefault("requests", "100"));
-        int prefixBlocks = Integer.parseInt(opts.getOrDefault("prefix-blocks", "16"));
-        long pageBytes = Long.parseLong(opts.getOrDefault("page-bytes", "65536"));
+    }
+
+    public static JsonObject run(BenchArgs a) {
+        Settings s = new Settings(
+                a.integer("rounds", 160),
+                a.integer("requests", 100),
+                a.integer("prefix-blocks", 16),
+                a.bytes("page-bytes", "64KiB"),
+                a.bytes("pool-size", "32MiB"),
+                a.bytes("ssd-capacity", "512MiB"),
+                a.integer("requery-every", 10),
+                a.integer("requery-distance", 1500),
+                a.integer("warmup-requests", 2000),
+                a.decimal("budget", 0.03),
+                a.integer("resamples", 10_000),
+                a.longValue("seed", 1));
+        a.requireAllUsed();
+        long poolPages = s.poolBytes() / s.pageBytes();
+        long ssdExtents = s.ssdCapacityBytes() / (s.pageBytes() + 4096);
+        if (s.rounds() < 2 || s.requestsPerRound() < 1 || s.prefixBlocks() < 1 || s.requeryEvery() < 1 || s.resamples() < 1) {
+            throw new IllegalArgumentException("--rounds >= 2; --requests, --prefix-blocks, --requery-every, --resamples >= 1");
+        }
+        if (s.requeryDistance() <= poolPages || s.requeryDistance() >= ssdExtents / 2) {
+            throw new IllegalArgumentException("--requery-distance (" + s.requeryDistance() + " requests) must exceed the pool's "
+                    + poolPages + " pages (so the page has left DRAM) and stay under half the SSD's " + ssdExtents
+                    + " extents (so it is still on SSD)");
+        }
+        if (s.warmupRequests() < s.requeryDistance()) {
+            throw new IllegalArgumentException("--warmup-requests must be at least --requery-distance");
+        }
         try {
-            return measure(rounds, requestsPerRound, prefixBlocks, pageBytes);
+            return measure(s);
+        } catch (RuntimeException e) {
+            throw e;
         } catch (Exception e) {
             throw new IllegalStateException("cost-overhead bench failed: " + e.getMessage(), e);
         }
     }
 
-    private static Side open(String name, boolean observe, long pageBytes, int rounds, List<Path> dirs) throws Exception {
-        Path dataDir = Files.createTempDirectory("orbitkv-bench-cost-" + name + "-");
-        dirs.add(dataDir);
-        Map<String, String> settings = new HashMap<>();
-        settings.put("data-dir", dataDir.toString());
-        settings.put("pool.size", "256MiB");
-        settings.put("grpc.tcp-port", "0");
-        settings.put("metrics.port", "0");
-        settings.put("cost.observations", String.valueOf(observe));
-        // The SSD tier is on: every publish is offered to SSD (pool copy + SSD write observed), and queries of
-        // prefixes evicted from DRAM read back from SSD (SSD read observed).
-        settings.put("ssd.capacity", "512MiB");
-        settings.put("ssd.extent", "64KiB");
-        Manager manager = Manager.start(ManagerConfig.from(settings)).await(120, TimeUnit.SECONDS);
-        OrbitKvClient client = OrbitKvClient.connectUnix(manager.unixSocket(), manager.token());
-        InstanceIdentity identity = InstanceIdentity.newBuilder().setModelFingerprint("bench/cost")
-                .setRepresentation(Representation.RAW).setLayout("bench").setGeometry("bench").setPageSizeTokens(16)
-                .setTpSize(1).setPpSize(1)
-                .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(pageBytes))
-                .build();
-        EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE).await();
-        return new Side(name, manager, client, session, LatencyRecorder.singleWriter(), new double[rounds], new double[rounds]);
-    }
-
-    private static JsonObject measure(int rounds, int requestsPerRound, int prefixBlocks, long pageBytes) throws Exception {
-        List<Path> dirs = new ArrayList<>();
-        // One Manager, observation switched between rounds: the two sides differ in nothing else.
-        Side off = open("off", false, pageBytes, rounds, dirs);
-        Side on = new Side("on", off.manager(), off.client(), off.session(), LatencyRecorder.singleWriter(),
-                new double[rounds], new double[rounds]);
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment engine = arena.allocate(pageBytes, 4096);
-            SyntheticKv.fill(engine, 3, 0, 0);
-            List<ByteString> prefix = SyntheticKv.chain(77, prefixBlocks);
-            publish(off.session(), prefix, engine);
-            for (Side side : List.of(off, on)) {
-                off.manager().cost().setObservationsEnabled(side == on);
-                round(side, prefix, engine, 300, side == on ? 500 : 0, -1); // warm-up, not recorded
-            }
-            long[] seed = {1_000_000};
-            for (int r = 0; r < rounds; r++) {
-                Side first = r % 2 == 0 ? off : on;
-                Side second = first == off ? on : off;
-                for (Side side : List.of(first, second)) {
-                    off.manager().cost().setObservationsEnabled(side == on);
-                    side.throughput()[r] = round(side, prefix, engine, requestsPerRound, seed[0], r);
-                    seed[0] += requestsPerRound;
+    private static JsonObject measure(Settings s) throws Exception {
+        Map<String, String> settings = Map.of("ssd.enabled", "true", "ssd.capacity", Long.toString(s.ssdCapacityBytes()),
+                "ssd.extent", Long.toString(s.pageBytes()), "ssd.write-policy", "all", "cost.observations", "false");
+        try (InProcessManager inProcess = InProcessManager.start("orbitkv-bench-cost-", s.poolBytes(), 2L << 20, settings);
+             OrbitKvClient client = OrbitKvClient.connectUnix(inProcess.unixSocket(), inProcess.token());
+             Arena arena = Arena.ofConfined()) {
+            CostProxy cost = inProcess.manager().cost();
+            MeterRegistry registry = inProcess.manager().registry();
+            InstanceIdentity identity = InstanceIdentity.newBuilder().setModelFingerprint("bench/cost")
+                    .setRepresentation(Representation.RAW).setLayout("bench").setGeometry("bench").setPageSizeTokens(16)
+                    .setTpSize(1).setPpSize(1)
+                    .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(s.pageBytes()))
+                    .build();
+            try (EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE).await()) {
+                MemorySegment engine = arena.allocate(s.pageBytes(), 4096);
+                SyntheticKv.fill(engine, 3, 0, 0);
+                Workload workload = new Workload(session, engine, SyntheticKv.chain(77 + s.seed(), s.prefixBlocks()),
+                        s.requeryEvery(), s.requeryDistance(), 1_000_000L * s.seed());
+                workload.publish(workload.prefix);
+                Side off = new Side("off", false, s.rounds());
+                Side on = new Side("on", true, s.rounds());
+                // Warm-up (not recorded): JIT for both settings, DRAM full and evicting, SSD holding the re-queried pages.
+                for (int w = 0; w < s.warmupRequests(); w++) {
+                    cost.setObservationsEnabled(w % 200 >= 100);
+                    workload.request();
                 }
-                System.err.printf("cost-overhead round %d/%d: off %.0f req/s, on %.0f req/s%n", r + 1, rounds,
-                        off.throughput()[r], on.throughput()[r]);
-            }
-            double offTput = median(off.throughput());
-            double onTput = median(on.throughput());
-            // Paired by round (the two sides ran back to back): drift and noise common to a round cancel out.
-            double[] tputRatios = new double[rounds];
-            double[] p50Ratios = new double[rounds];
-            for (int r = 0; r < rounds; r++) {
-                tputRatios[r] = on.throughput()[r] / off.throughput()[r];
-                p50Ratios[r] = on.roundP50()[r] / off.roundP50()[r];
-            }
-            LatencySummary offLat = off.latency().summary();
-            LatencySummary onLat = on.latency().summary();
-            off.manager().cost().setObservationsEnabled(false);
-            String observed = on.manager().registry().scrape();
-            long samples = observed.lines().filter(l -> l.startsWith("orbitkv_cost_operations_total{") && l.contains("succeeded"))
-                    .mapToLong(l -> (long) Double.parseDouble(l.substring(l.lastIndexOf(' ') + 1))).sum();
-            if (samples == 0) {
-                throw new IllegalStateException("the observing Manager recorded no cost samples: nothing was measured");
-            }
-            return BenchReport.builder("cost-overhead")
-                    .figure("observations_on_requests_per_second_median", onTput)
-                    .figure("observations_on_latency", onLat.toJson())
-                    .figure("observations_on_rounds_requests_per_second", new JsonArray(Arrays.stream(on.throughput()).boxed().toList()))
-                    .figure("observed_successful_samples", samples)
-                    .baseline("observations_off_requests_per_second_median", offTput)
-                    .baseline("observations_off_latency", offLat.toJson())
-                    .baseline("observations_off_rounds_requests_per_second", new JsonArray(Arrays.stream(off.throughput()).boxed().toList()))
-                    .topLevelRatio("throughput_regression", 1.0 - median(tputRatios))
-                    .topLevelRatio("p50_regression", median(p50Ratios) - 1.0)
-                    .ratio("throughput_regression_of_medians", 1.0 - onTput / offTput)
-                    .ratio("p50_regression_all_samples", (double) onLat.p50Nanos() / offLat.p50Nanos() - 1.0)
-                    .config("rounds", rounds).config("requests_per_round", requestsPerRound)
-                    .config("prefix_blocks", prefixBlocks).config("page_bytes", pageBytes)
-                    .config("workload", "publish one new page, query prefix+page, copy out, release; alternating off/on rounds")
-                    .build().toJson();
-        } finally {
-            off.session().close();
-            off.client().close();
-            off.manager().close();
-            for (Path dir : dirs) {
-                try (var paths = Files.walk(dir)) {
-                    paths.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+                cost.setObservationsEnabled(false);
+                drainSsd(registry, workload.sealedPages, 30);
+                cost.drained().await(30, TimeUnit.SECONDS);
+                System.err.printf("cost-overhead: warm-up %d requests; pool %d pages, SSD %d extents, re-query distance %d%n",
+                        s.warmupRequests(), s.poolBytes() / s.pageBytes(), s.ssdCapacityBytes() / (s.pageBytes() + 4096),
+                        s.requeryDistance());
+                for (int r = 0; r < s.rounds(); r++) {
+                    Side first = r % 2 == 0 ? off : on;
+                    Side second = first == off ? on : off;
+                    for (Side side : List.of(first, second)) {
+                        round(side, r, s, workload, cost, registry);
+                    }
+                    System.err.printf("cost-overhead round %d/%d: off %.0f req/s, on %.0f req/s%n", r + 1, s.rounds(),
+                            off.throughput[r], on.throughput[r]);
                 }
+                cost.setObservationsEnabled(false);
+                StatsReply stats = session.stats().await();
+                return report(s, off, on, stats.getActiveLeases());
             }
         }
     }
 
-    /** One round of requests on one side; returns requests per second. */
-    private static double round(Side side, List<ByteString> prefix, MemorySegment engine, int requests, long seed, int roundIndex) {
-        long[] latencies = new long[requests];
-        long start = System.nanoTime();
-        for (int i = 0; i < requests; i++) {
-            long t0 = System.nanoTime();
-            ByteString tail = SyntheticKv.chain(seed + i, 1).get(0);
-            List<ByteString> chain = new ArrayList<>(prefix);
+    /** The workload's requests; not thread-safe (one engine). */
+    private static final class Workload {
+        final EngineSession session;
+        final MemorySegment engine;
+        final List<ByteString> prefix;
+        final int requeryEvery;
+        final int requeryDistance;
+        final long tailSeedBase;
+        long next;
+        long sealedPages;
+        long readyAnswers;
+
+        Workload(EngineSession session, MemorySegment engine, List<ByteString> prefix, int requeryEvery,
+                 int requeryDistance, long tailSeedBase) {
+            this.session = session;
+            this.engine = engine;
+            this.prefix = prefix;
+            this.requeryEvery = requeryEvery;
+            this.requeryDistance = requeryDistance;
+            this.tailSeedBase = tailSeedBase;
+        }
+
+        ByteString tail(long n) {
+            return SyntheticKv.chain(tailSeedBase + n, 1).get(0);
+        }
+
+        /** Publish a new page, query prefix + page, copy out, release; now and then re-query an evicted page. */
+        void request() {
+            long n = next++;
+            ByteString tail = tail(n);
+            publish(List.of(tail));
+            queryCopyRelease(tail);
+            if (n % requeryEvery == requeryEvery / 2 && n >= requeryDistance) {
+                queryCopyRelease(tail(n - requeryDistance));
+            }
+        }
+
+        void queryCopyRelease(ByteString tail) {
+            List<ByteString> chain = new ArrayList<>(prefix.size() + 1);
+            chain.addAll(prefix);
             chain.add(tail);
-            publish(side.session(), List.of(tail), engine);
-            QueryReply reply = side.session().submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(chain).build()), 0).await();
+            QueryReply reply = session.query(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(chain).build())).await();
             if (reply.getStatus() != QueryStatus.READY) {
-                throw new IllegalStateException("expected READY, got " + reply.getStatus());
+                throw new IllegalStateException("expected READY for the prefix, got " + reply.getStatus());
             }
+            readyAnswers++;
             for (LeasedPage page : reply.getLease().getPagesList()) {
-                engine.copyFrom(side.session().slot(page.getSlot()));
+                engine.copyFrom(session.slot(page.getSlot()));
             }
-            side.session().release(reply.getLease().getLeaseId()).await();
+            session.release(reply.getLease().getLeaseId()).await();
+        }
+
+        void publish(List<ByteString> hashes) {
+            AllocatePublishReply allocated = session.allocate(hashes.stream()
+                    .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await();
+            boolean any = false;
+            for (PublishSlot slot : allocated.getSlotsList()) {
+                if (slot.getStatus() == SlotStatus.ALLOCATED) {
+                    session.slot(slot.getSlot()).copyFrom(engine);
+                    any = true;
+                }
+            }
+            if (any) {
+                sealedPages += session.seal(allocated.getPublishId(), List.of()).await().getSealedPages();
+            }
+        }
+    }
+
+    /** One side of one round: its clock runs until the round's SSD writes and observations are all done. */
+    private static void round(Side side, int r, Settings s, Workload workload, CostProxy cost, MeterRegistry registry)
+            throws Exception {
+        cost.setObservationsEnabled(side.observe);
+        ObservationCounts before = ObservationCounts.read(registry);
+        TierCounters tiersBefore = TierCounters.read(registry);
+        long readyBefore = workload.readyAnswers;
+        long[] latencies = new long[s.requestsPerRound()];
+        long cpuStart = processCpuNanos();
+        long start = System.nanoTime();
+        for (int i = 0; i < latencies.length; i++) {
+            long t0 = System.nanoTime();
+            workload.request();
             latencies[i] = System.nanoTime() - t0;
-            if (roundIndex >= 0) {
-                side.latency().recordNanos(latencies[i]);
-            }
         }
-        double perSecond = requests * 1e9 / (System.nanoTime() - start);
-        if (roundIndex >= 0) {
-            Arrays.sort(latencies);
-            side.roundP50()[roundIndex] = latencies[requests / 2];
+        drainSsd(registry, workload.sealedPages, 30);
+        cost.drained().await(30, TimeUnit.SECONDS);
+        Expected expected = Expected.of(TierCounters.read(registry).minus(tiersBefore), workload.readyAnswers - readyBefore,
+                side.observe);
+        ObservationCounts observed = ObservationCounts.read(registry).minus(before);
+        // An observation may be reported a moment after the counter that announced its operation: wait for it.
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (side.observe && observed.total() + observed.dropped() < expected.total() && System.nanoTime() < deadline) {
+            cost.drained().await(30, TimeUnit.SECONDS);
+            observed = ObservationCounts.read(registry).minus(before);
         }
-        return perSecond;
+        long elapsed = System.nanoTime() - start;
+        long cpu = processCpuNanos() - cpuStart;
+        side.throughput[r] = latencies.length * 1e9 / elapsed;
+        side.cpuNanos += cpu;
+        side.requests += latencies.length;
+        for (long latency : latencies) {
+            side.latency.recordNanos(latency);
+        }
+        Arrays.sort(latencies);
+        side.roundP50[r] = latencies[latencies.length / 2];
+        side.observations += observed.operations();
+        side.shadowDecisions += observed.shadows();
+        side.droppedUpdates += observed.dropped();
+        side.ssdReads += expected.ssdReads();
+        side.ssdWritesCommitted += expected.ssdWrites();
+        side.readyAnswers += expected.readyAnswers();
+        observed.byPath().forEach((path, n) -> side.observedByPath.merge(path, n, Long::sum));
+        String mismatch = expected.mismatch(observed);
+        if (mismatch != null && side.mismatches.size() < 5) {
+            side.mismatches.add("round " + (r + 1) + " (" + side.name + "): " + mismatch);
+        }
     }
 
-    private static void publish(EngineSession session, List<ByteString> hashes, MemorySegment source) {
-        AllocatePublishReply allocated = session.allocate(hashes.stream()
-                .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await();
-        boolean any = false;
-        for (PublishSlot slot : allocated.getSlotsList()) {
-            if (slot.getStatus() == SlotStatus.ALLOCATED) {
-                session.slot(slot.getSlot()).copyFrom(source);
-                any = true;
+    /** Waits until every page sealed so far has a terminal SSD outcome (committed or dropped). */
+    private static void drainSsd(MeterRegistry registry, long sealedPages, int timeoutSeconds) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
+        while (true) {
+            TierCounters t = TierCounters.read(registry);
+            if (t.ssdWritesCommitted() + t.ssdWritesDropped() >= sealedPages) {
+                return;
             }
-        }
-        if (any) {
-            session.seal(allocated.getPublishId(), List.of()).await();
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("SSD writes did not drain: " + (t.ssdWritesCommitted() + t.ssdWritesDropped())
+                        + " of " + sealedPages + " sealed pages have a terminal outcome after " + timeoutSeconds + " s");
+            }
+            LockSupport.parkNanos(20_000);
         }
     }
 
-    static double median(double[] values) {
-        double[] sorted = values.clone();
-        Arrays.sort(sorted);
-        int n = sorted.length;
-        return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    private static long processCpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean()).getProcessCpuTime();
+    }
+
+    /** The cost role's counters: operations by path (every outcome), shadow decisions, dropped updates. */
+    record ObservationCounts(Map<String, Long> byPath, long shadows, long dropped) {
+        static ObservationCounts read(MeterRegistry registry) {
+            Map<String, Long> byPath = new TreeMap<>();
+            for (Counter c : registry.find("orbitkv.cost.operations").counters()) {
+                byPath.merge(c.getId().getTag("path"), (long) c.count(), Long::sum);
+            }
+            return new ObservationCounts(byPath, sum(registry, "orbitkv.cost.shadow.decisions"),
+                    sum(registry, "orbitkv.cost.updates.dropped"));
+        }
+
+        private static long sum(MeterRegistry registry, String name) {
+            return registry.find(name).counters().stream().mapToLong(c -> (long) c.count()).sum();
+        }
+
+        long operations() {
+            return byPath.values().stream().mapToLong(Long::longValue).sum();
+        }
+
+        long total() {
+            return operations() + shadows;
+        }
+
+        long path(String path) {
+            return byPath.getOrDefault(path, 0L);
+        }
+
+        ObservationCounts minus(ObservationCounts earlier) {
+            Map<String, Long> delta = new TreeMap<>();
+            byPath.forEach((path, n) -> {
+                long d = n - earlier.byPath.getOrDefault(path, 0L);
+                if (d != 0) {
+                    delta.put(path, d);
+                }
+            });
+            return new ObservationCounts(delta, shadows - earlier.shadows, dropped - earlier.dropped);
+        }
+    }
+
+    /** What a round must have observed, from what it did (counted by the engine and by the tier counters). */
+    record Expected(boolean observing, long readyAnswers, long ssdReads, long ssdWrites) {
+        static Expected of(TierCounters tiers, long readyAnswers, boolean observing) {
+            return new Expected(observing, readyAnswers, tiers.ssdPages(), tiers.ssdWritesCommitted());
+        }
+
+        long operations() {
+            return observing ? readyAnswers + ssdReads + 3 * ssdWrites : 0;
+        }
+
+        long shadows() {
+            return observing ? ssdReads + ssdWrites : 0;
+        }
+
+        long total() {
+            return operations() + shadows();
+        }
+
+        /** Why {@code observed} is not what this round must have observed, or null. */
+        String mismatch(ObservationCounts observed) {
+            if (!observing) {
+                return observed.total() == 0 && observed.dropped() == 0 ? null
+                        : "observation was off but " + observed.total() + " observations and " + observed.dropped()
+                        + " dropped updates were counted " + observed.byPath();
+            }
+            if (observed.dropped() > 0) {
+                return observed.dropped() + " observations were dropped (intake full): the overhead would be understated";
+            }
+            long ssdReadsObserved = observed.path("ssd_read") + observed.path("ssd_read_bounced");
+            long savesObserved = observed.path("ssd_save_staged_route") + observed.path("ssd_save_direct_route");
+            boolean exact = observed.path("host_ready_route") == readyAnswers && ssdReadsObserved == ssdReads
+                    && observed.path("ssd_write") == ssdWrites && observed.path("pool_copy_out") == ssdWrites
+                    && savesObserved == ssdWrites && observed.shadows() == shadows()
+                    && observed.operations() == operations();
+            return exact ? null : String.format(java.util.Locale.ROOT,
+                    "expected host_ready_route=%d ssd_read=%d ssd_write=pool_copy_out=ssd_save_route=%d shadows=%d, observed %s shadows=%d",
+                    readyAnswers, ssdReads, ssdWrites, shadows(), observed.byPath(), observed.shadows());
+        }
+    }
+
+    private static JsonObject report(Settings s, Side off, Side on, long activeLeases) {
+        int rounds = s.rounds();
+        double[] throughputRegression = new double[rounds];
+        double[] p50Regression = new double[rounds];
+        for (int r = 0; r < rounds; r++) {
+            throughputRegression[r] = 1.0 - on.throughput[r] / off.throughput[r];
+            p50Regression[r] = on.roundP50[r] / off.roundP50[r] - 1.0;
+        }
+        Bootstrap.Interval tput = Bootstrap.medianInterval(throughputRegression, 0.95, s.resamples(), s.seed());
+        Bootstrap.Interval p50 = Bootstrap.medianInterval(p50Regression, 0.95, s.resamples(), s.seed() + 1);
+        double onCpu = (double) on.cpuNanos / on.requests;
+        double offCpu = (double) off.cpuNanos / off.requests;
+        LatencySummary offLat = off.latency.summary();
+        LatencySummary onLat = on.latency.summary();
+        BenchReport.Builder report = BenchReport.builder("cost-overhead")
+                .figure("observations_on_requests_per_second_median", Bootstrap.median(on.throughput))
+                .figure("observations_on_latency", onLat.toJson())
+                .figure("observations_on_cpu_nanos_per_request", onCpu)
+                .figure("observations_on_rounds_requests_per_second", array(on.throughput))
+                .figure("observations_on_counted", sideCounts(on))
+                .figure("observations_off_counted", sideCounts(off))
+                .figure("throughput_regression_interval", tput.toJson())
+                .figure("p50_regression_interval", p50.toJson())
+                .figure("active_leases_at_end", activeLeases)
+                .baseline("observations_off_requests_per_second_median", Bootstrap.median(off.throughput))
+                .baseline("observations_off_latency", offLat.toJson())
+                .baseline("observations_off_cpu_nanos_per_request", offCpu)
+                .baseline("observations_off_rounds_requests_per_second", array(off.throughput))
+                .topLevelRatio("throughput_regression", tput.estimate())
+                .topLevelRatio("throughput_regression_upper95", tput.upper())
+                .topLevelRatio("p50_regression", p50.estimate())
+                .topLevelRatio("p50_regression_upper95", p50.upper())
+                .ratio("cpu_per_request_regression", onCpu / offCpu - 1.0)
+                .ratio("throughput_regression_of_medians", 1.0 - Bootstrap.median(on.throughput) / Bootstrap.median(off.throughput))
+                .ratio("p50_regression_all_samples", (double) onLat.p50Nanos() / offLat.p50Nanos() - 1.0)
+                .config("rounds", rounds).config("requests_per_round", s.requestsPerRound())
+                .config("prefix_blocks", s.prefixBlocks()).config("page_bytes", s.pageBytes())
+                .config("pool_bytes", s.poolBytes()).config("ssd_capacity_bytes", s.ssdCapacityBytes())
+                .config("requery_every", s.requeryEvery()).config("requery_distance_requests", s.requeryDistance())
+                .config("warmup_requests", s.warmupRequests()).config("budget", s.budget())
+                .config("workload", "publish one new page, query prefix+page, copy out, release; every " + s.requeryEvery()
+                        + "th request also re-queries the prefix with the page of the request " + s.requeryDistance()
+                        + " earlier (evicted from DRAM, read back from SSD); alternating off/on rounds (off,on,on,off,...)")
+                .config("clock", "each side's clock stops after its SSD writes are all committed or dropped and the cost "
+                        + "role's queue is empty (CostProxy.drained)")
+                .config("cpu_time", "process CPU time (engine thread and in-process Manager together), summed over each "
+                        + "side's rounds, per request: the process CPU clock ticks in 10 ms, too coarse for one round")
+                .config("pass_rule", "upper end of the 95 % bootstrap interval of the median paired regression, for "
+                        + "throughput and for p50, at most the budget");
+        report.check(tput.upper() <= s.budget(), String.format(java.util.Locale.ROOT,
+                        "throughput regression: the 95 %% interval reaches %.4f, above the %.2f budget (median %.4f)",
+                        tput.upper(), s.budget(), tput.estimate()))
+                .check(p50.upper() <= s.budget(), String.format(java.util.Locale.ROOT,
+                        "p50 regression: the 95 %% interval reaches %.4f, above the %.2f budget (median %.4f)",
+                        p50.upper(), s.budget(), p50.estimate()))
+                .check(on.ssdReads > 0, "no SSD read was observed: the re-queried pages never came back from SSD")
+                .check(activeLeases == 0, activeLeases + " leases still active at the end");
+        for (String mismatch : off.mismatches) {
+            report.failure(mismatch);
+        }
+        for (String mismatch : on.mismatches) {
+            report.failure(mismatch);
+        }
+        return report.build().toJson();
+    }
+
+    private static JsonObject sideCounts(Side side) {
+        return new JsonObject().put("operations", side.observations).put("shadow_decisions", side.shadowDecisions)
+                .put("dropped_updates", side.droppedUpdates).put("operations_by_path", new JsonObject(new java.util.LinkedHashMap<String, Object>(side.observedByPath)))
+                .put("ready_answers", side.readyAnswers).put("ssd_reads", side.ssdReads)
+                .put("ssd_writes_committed", side.ssdWritesCommitted).put("mismatched_rounds", new JsonArray(side.mismatches));
+    }
+
+    private static JsonArray array(double[] values) {
+        return new JsonArray(Arrays.stream(values).boxed().toList());
     }
 }

@@ -6,6 +6,7 @@ import io.orbitkv.client.sim.SyntheticKv;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.manager.ManagerConfig;
 import io.orbitkv.protocol.engine.*;
+import io.orbitkv.perf.BenchArgs;
 import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.LatencyRecorder;
 import io.orbitkv.perf.report.LatencySummary;
@@ -28,31 +29,59 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>(a) Publish-then-restore of 2 MiB pages through a real Manager's shared-memory pool: allocate slots, copy the
  * engine's pages in, seal, query, copy the leased pages out, release. Baseline: plain memcpy of the same bytes the
- * engine copies anyway (its pages into scratch memory and back out), same buffers, same JVM. Rounds of the two
- * alternate so that noise hits both; the ratio is of medians.
+ * engine copies anyway (its pages into scratch memory and back out), same buffers, same JVM. In each round both
+ * sides run once, the cycle first in even rounds and memcpy first in odd ones, so neither always inherits the other's
+ * cache state; the ratio is of medians. Each side starts from a poisoned destination and its restored bytes are
+ * verified right after it, before the other side writes the destination: a cycle that restored wrong or no bytes
+ * fails the run even though memcpy would have rewritten the destination correctly afterwards.
  *
  * <p>(b) The query round trip of a 64-page hit over the Unix-socket gRPC channel (submit → READY with 64 leased
- * descriptors), against a no-op gRPC call (Ping) on the same channel, interleaved; p50 and p99 of each.
+ * descriptors), against a no-op gRPC call (Ping) on the same channel, interleaved one for one, Ping first in even
+ * iterations and the query first in odd ones; p50 and p99 of each.
  */
 public final class DramBench {
+    /** The content seed of the engine's source pages. */
+    static final long CONTENT_SEED = 7;
+    /** What a destination holds before a side runs: never a valid page. */
+    private static final byte POISON = (byte) 0xA5;
+
     private DramBench() {}
 
-    public static JsonObject run(String[] args) {
-        Map<String, String> opts = parse(args);
-        long pageBytes = Long.parseLong(opts.getOrDefault("page-bytes", String.valueOf(2L << 20)));
-        int batchPages = Integer.parseInt(opts.getOrDefault("batch-pages", "64"));
-        int rounds = Integer.parseInt(opts.getOrDefault("rounds", "15"));
-        int queryIterations = Integer.parseInt(opts.getOrDefault("query-iterations", "5000"));
-        String poolSize = opts.getOrDefault("pool-size", "1GiB");
+    /** The knobs; see the README for their meaning. */
+    record Settings(long pageBytes, int batchPages, int rounds, int queryIterations, int queryWarmup, int rpcWarmup,
+                    String poolSize, int eventLoopThreads) {}
+
+    public static JsonObject run(BenchArgs a) {
+        Settings s = new Settings(
+                a.bytes("page-bytes", "2MiB"),
+                a.integer("batch-pages", 64),
+                a.integer("rounds", 15),
+                a.integer("query-iterations", 5000),
+                a.integer("query-warmup", 10_000),
+                a.integer("rpc-warmup", 1500),
+                a.string("pool-size", "1GiB"),
+                a.integer("event-loop-threads", 1));
+        a.requireAllUsed();
+        if (s.pageBytes() <= 0 || s.pageBytes() % 4096 != 0 || s.batchPages() < 1 || s.rounds() < 1
+                || s.queryIterations() < 1 || s.queryWarmup() < 0 || s.rpcWarmup() < 0) {
+            throw new IllegalArgumentException("--page-bytes is a positive multiple of 4096; --batch-pages, --rounds and "
+                    + "--query-iterations are positive; the warm-ups are >= 0");
+        }
         try {
-            return measure(pageBytes, batchPages, rounds, queryIterations, poolSize, opts);
+            return measure(s);
+        } catch (RuntimeException e) {
+            throw e;
         } catch (Exception e) {
             throw new IllegalStateException("dram bench failed: " + e.getMessage(), e);
         }
     }
 
-    private static JsonObject measure(long pageBytes, int batchPages, int rounds, int queryIterations, String poolSize,
-                                      Map<String, String> opts) throws Exception {
+    private static JsonObject measure(Settings s) throws Exception {
+        long pageBytes = s.pageBytes();
+        int batchPages = s.batchPages();
+        int rounds = s.rounds();
+        int queryIterations = s.queryIterations();
+        String poolSize = s.poolSize();
         Path dataDir = Files.createTempDirectory("orbitkv-bench-dram-");
         Map<String, String> settings = new HashMap<>();
         settings.put("data-dir", dataDir.toString());
@@ -60,7 +89,7 @@ public final class DramBench {
         settings.put("grpc.tcp-port", "0");
         settings.put("metrics.port", "0");
         settings.put("ssd.enabled", "false");
-        settings.put("manager.event-loop-threads", opts.getOrDefault("event-loop-threads", "1"));
+        settings.put("manager.event-loop-threads", Integer.toString(s.eventLoopThreads()));
         ManagerConfig config = ManagerConfig.from(settings);
         try (Manager manager = Manager.start(config).await(120, TimeUnit.SECONDS);
              OrbitKvClient client = OrbitKvClient.connectUnix(manager.unixSocket(), manager.token());
@@ -79,13 +108,13 @@ public final class DramBench {
                     source[i] = arena.allocate(pageBytes, 4096);
                     destination[i] = arena.allocate(pageBytes, 4096);
                     scratch[i] = arena.allocate(pageBytes, 4096);
-                    SyntheticKv.fill(source[i], 7, 0, i);
+                    SyntheticKv.fill(source[i], CONTENT_SEED, 0, i);
                     destination[i].fill((byte) 1);
                     scratch[i].fill((byte) 1);
                 }
                 // Warm up the RPC path (JIT) with small batches, then touch the whole pool once through the real path
                 // so that neither interpreted code nor first-touch page faults are measured.
-                for (int w = 0; w < 1500; w++) {
+                for (int w = 0; w < s.rpcWarmup(); w++) {
                     List<ByteString> small = SyntheticKv.chain(-1 - w, 4);
                     publish(session, small, source, 0, 4096);
                     QueryReply reply = session.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(small).build()), 0).await();
@@ -102,22 +131,16 @@ public final class DramBench {
                 double[] cycleBps = new double[rounds];
                 double[] memcpyBps = new double[rounds];
                 long roundBytes = pageBytes * batchPages;
+                int cycleFirstRounds = 0;
                 for (int r = 0; r < rounds; r++) {
-                    long t0 = System.nanoTime();
-                    cycle(session, source, destination, keySeed++);
-                    long t1 = System.nanoTime();
-                    memcpyBaseline(source, scratch, destination);
-                    long t2 = System.nanoTime();
-                    cycleBps[r] = roundBytes * 1e9 / (t1 - t0);
-                    memcpyBps[r] = roundBytes * 1e9 / (t2 - t1);
-                    System.err.printf("dram round %d/%d: cycle %.2f GB/s, memcpy %.2f GB/s%n", r + 1, rounds,
-                            cycleBps[r] / 1e9, memcpyBps[r] / 1e9);
-                }
-                // Verify the last round restored exactly what was published.
-                for (int i = 0; i < batchPages; i++) {
-                    if (SyntheticKv.verify(destination[i], 7, 0, i) >= 0) {
-                        throw new IllegalStateException("restored page " + i + " differs from the published page");
-                    }
+                    long seed = keySeed++;
+                    long[] nanos = measuredRound(r, () -> cycle(session, source, destination, seed),
+                            () -> memcpyBaseline(source, scratch, destination), destination);
+                    cycleFirstRounds += cycleFirst(r) ? 1 : 0;
+                    cycleBps[r] = roundBytes * 1e9 / nanos[0];
+                    memcpyBps[r] = roundBytes * 1e9 / nanos[1];
+                    System.err.printf("dram round %d/%d (%s first): cycle %.2f GB/s, memcpy %.2f GB/s%n", r + 1, rounds,
+                            cycleFirst(r) ? "cycle" : "memcpy", cycleBps[r] / 1e9, memcpyBps[r] / 1e9);
                 }
                 System.err.println("cycle phases (ms, all rounds) publish/query/copy-out/release: "
                         + Arrays.toString(Arrays.stream(PHASES).map(x -> x / 1_000_000).toArray()));
@@ -133,20 +156,28 @@ public final class DramBench {
                 LatencyRecorder pingLatency = LatencyRecorder.singleWriter();
                 // The first iterations only warm the path up (C2 needs thousands of calls to settle): steady state is
                 // what the ratio describes.
-                int warmupIterations = Integer.parseInt(opts.getOrDefault("query-warmup", "10000"));
+                int warmupIterations = s.queryWarmup();
+                int pingFirstIterations = 0;
                 for (int i = 0; i < queryIterations + warmupIterations; i++) {
-                    long p0 = System.nanoTime();
-                    client.ping().await();
-                    long p1 = System.nanoTime();
+                    boolean pingFirst = pingFirst(i);
+                    long pingNanos = 0;
+                    if (pingFirst) {
+                        pingNanos = timedPing(client);
+                    }
+                    long q0 = System.nanoTime();
                     QueryReply reply = session.submit(List.of(hitQuery), 0).await();
-                    long q1 = System.nanoTime();
+                    long queryNanos = System.nanoTime() - q0;
                     if (reply.getStatus() != QueryStatus.READY || reply.getReadyBlocks() != hitPages) {
                         throw new IllegalStateException("expected a 64-page hit, got " + reply.getStatus() + " " + reply.getReadyBlocks());
                     }
                     session.release(reply.getLease().getLeaseId()).await();
+                    if (!pingFirst) {
+                        pingNanos = timedPing(client);
+                    }
                     if (i >= warmupIterations) {
-                        pingLatency.recordNanos(p1 - p0);
-                        queryLatency.recordNanos(q1 - p1);
+                        pingLatency.recordNanos(pingNanos);
+                        queryLatency.recordNanos(queryNanos);
+                        pingFirstIterations += pingFirst ? 1 : 0;
                     }
                 }
                 LatencySummary query = queryLatency.summary();
@@ -159,6 +190,7 @@ public final class DramBench {
                         .figure("publish_restore_bytes_per_second_median", cycleMedian)
                         .figure("publish_restore_rounds_bytes_per_second", new io.vertx.core.json.JsonArray(Arrays.stream(cycleBps).boxed().toList()))
                         .figure("query_64_page_hit", query.toJson())
+                        .figure("verified_pages", 2L * rounds * batchPages)
                         .baseline("memcpy_bytes_per_second_median", memcpyMedian)
                         .baseline("memcpy_rounds_bytes_per_second", new io.vertx.core.json.JsonArray(Arrays.stream(memcpyBps).boxed().toList()))
                         .baseline("noop_grpc_ping", ping.toJson())
@@ -166,7 +198,13 @@ public final class DramBench {
                         .topLevelRatio("query_p50_ratio", query.p50Nanos(), ping.p50Nanos())
                         .ratio("query_p99_ratio", query.p99Nanos(), ping.p99Nanos())
                         .config("page_bytes", pageBytes).config("batch_pages", batchPages).config("rounds", rounds)
-                        .config("query_iterations", queryIterations).config("query_warmup_iterations", opts.getOrDefault("query-warmup", "10000")).config("pool_size", poolSize)
+                        .config("query_iterations", queryIterations).config("query_warmup_iterations", warmupIterations)
+                        .config("rpc_warmup_cycles", s.rpcWarmup()).config("pool_size", poolSize)
+                        .config("cycle_first_rounds", cycleFirstRounds).config("memcpy_first_rounds", rounds - cycleFirstRounds)
+                        .config("ping_first_iterations", pingFirstIterations)
+                        .config("query_first_iterations", queryIterations - pingFirstIterations)
+                        .config("verification", "every byte of every restored page, after each side of each round, "
+                                + "before the other side writes the destination")
                         .config("channel", "grpc over unix socket")
                         .config("manager_event_loop_threads", config.eventLoopThreads())
                         .build().toJson();
@@ -223,6 +261,53 @@ public final class DramBench {
         session.seal(allocated.getPublishId(), List.of()).await();
     }
 
+    /** The cycle goes first in even rounds, memcpy in odd ones. */
+    static boolean cycleFirst(int round) {
+        return round % 2 == 0;
+    }
+
+    /** Ping goes first in even iterations, the query in odd ones. */
+    static boolean pingFirst(int iteration) {
+        return iteration % 2 == 0;
+    }
+
+    private static long timedPing(OrbitKvClient client) {
+        long t0 = System.nanoTime();
+        client.ping().await();
+        return System.nanoTime() - t0;
+    }
+
+    /**
+     * One measured round: {@code [cycle nanos, memcpy nanos]}. Each side runs alone on a poisoned destination (the
+     * poisoning is not timed) and the destination is verified right after it, before the other side writes it, so a
+     * side that restored wrong bytes, or none, fails here whatever runs next.
+     */
+    static long[] measuredRound(int round, Runnable cycle, Runnable memcpy, MemorySegment[] destination) {
+        long[] nanos = new long[2];
+        for (int step = 0; step < 2; step++) {
+            boolean isCycle = (step == 0) == cycleFirst(round);
+            for (MemorySegment page : destination) {
+                page.fill(POISON);
+            }
+            long t0 = System.nanoTime();
+            (isCycle ? cycle : memcpy).run();
+            nanos[isCycle ? 0 : 1] = System.nanoTime() - t0;
+            verifyRestored(destination, isCycle ? "the publish→restore cycle" : "the memcpy baseline", round);
+        }
+        return nanos;
+    }
+
+    /** Page i must hold SyntheticKv's stream for (seed {@value #CONTENT_SEED}, group 0, position i). */
+    static void verifyRestored(MemorySegment[] destination, String side, int round) {
+        for (int i = 0; i < destination.length; i++) {
+            long wrong = SyntheticKv.verify(destination[i], CONTENT_SEED, 0, i);
+            if (wrong >= 0) {
+                throw new IllegalStateException("round " + (round + 1) + ": after " + side + ", restored page " + i
+                        + " differs from the published page at byte " + wrong);
+            }
+        }
+    }
+
     /** The copies the engine makes anyway, without the Manager: its pages into scratch memory and back out. */
     private static void memcpyBaseline(MemorySegment[] source, MemorySegment[] scratch, MemorySegment[] destination) {
         for (int i = 0; i < source.length; i++) {
@@ -238,17 +323,6 @@ public final class DramBench {
         Arrays.sort(sorted);
         int n = sorted.length;
         return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-    }
-
-    static Map<String, String> parse(String[] args) {
-        Map<String, String> opts = new HashMap<>();
-        for (String arg : args) {
-            if (!arg.startsWith("--") || !arg.contains("=")) {
-                throw new IllegalArgumentException("arguments look like --name=value, got '" + arg + "'");
-            }
-            opts.put(arg.substring(2, arg.indexOf('=')), arg.substring(arg.indexOf('=') + 1));
-        }
-        return opts;
     }
 
     private static void deleteTree(Path dir) {

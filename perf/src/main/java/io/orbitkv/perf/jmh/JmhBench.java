@@ -26,8 +26,7 @@ import org.openjdk.jmh.runner.options.VerboseMode;
 public final class JmhBench {
     private JmhBench() {}
 
-    public static JsonObject run(String[] args) {
-        BenchArgs a = BenchArgs.parse(args);
+    public static JsonObject run(BenchArgs a) {
         String include = a.string("include", JmhBench.class.getPackageName() + "\\..*Benchmark.*");
         int forks = a.integer("forks", 1);
         int warmup = a.integer("warmup", 2);

@@ -50,9 +50,16 @@ import java.util.concurrent.locks.LockSupport;
  * Arrivals still queued 2 × the phase duration after its start are dropped and counted ({@code dropped_arrivals}).
  *
  * <h2>Baselines (same run, same channels)</h2>
- * A no-op gRPC call (Ping) round trip at the same concurrency, on the same engines' connections; single-thread memcpy
- * bandwidth of the same page size over a buffer set larger than the CPU caches; and an offline bound on the generated
- * stream (infinite cache and LRU at the pool's capacity, {@link CacheBounds}, in dispatch order).
+ * A no-op gRPC call (Ping) round trip interleaved with the measured phase itself: each engine sends one Ping on its
+ * own connection after every {@code --ping-every} requests (closed loop; its time counts in the phase) or, in the
+ * open loop, after a request when its next arrival is not yet due, so the Ping sees the same load, connections and
+ * moment as the queries it is compared with. memcpy bandwidth of the same page size with as many threads as the phase
+ * had engines, over buffers larger than the CPU caches, measured right after each phase. And an offline bound on the
+ * generated stream (infinite cache and LRU at the pool's capacity, {@link CacheBounds}, in dispatch order).
+ *
+ * <h2>Verdict</h2>
+ * A copied page whose bytes differ from what was published, or a lease still active at the end, fails the run: the
+ * report lists the reason under {@code failures}, says {@code "passed": false}, and the command exits 1.
  *
  * <h2>SSD mix ({@code --ssd-mix=F})</h2>
  * {@code F = 0} (default): the Manager runs DRAM-only, as before. {@code F > 0}: the in-process Manager runs with its
@@ -75,8 +82,8 @@ public final class LoadBench {
     record Settings(int[] concurrencies, long poolBytes, long pageBytes, int prefixes, int prefixMinBlocks,
                     int prefixMaxBlocks, double zipfExponent, int uniqueMin, int uniqueMax, double cancelFraction,
                     double phaseSeconds, long phaseRequests, int warmupRequests, double loadFraction, double fixedRate,
-                    String mode, double thinkMillis, double pingSeconds, int fullVerifyEvery, double ssdMix, long seed,
-                    Path out, boolean sharedClient, long ssdCapacity) {
+                    String mode, double thinkMillis, int pingEvery, int fullVerifyEvery, double ssdMix, long seed,
+                    Path out, boolean sharedClient, long ssdCapacity, double memcpySeconds) {
         boolean ssd() {
             return ssdMix > 0;
         }
@@ -90,8 +97,7 @@ public final class LoadBench {
         }
     }
 
-    public static JsonObject run(String[] args) {
-        BenchArgs a = BenchArgs.parse(args);
+    public static JsonObject run(BenchArgs a) {
         Settings s = new Settings(
                 a.integers("concurrency", "1,4,8,16"),
                 a.bytes("pool-size", "256MiB"),
@@ -110,13 +116,14 @@ public final class LoadBench {
                 a.decimal("rate", 0),
                 a.string("mode", "both"),
                 a.decimal("think-ms", 0),
-                a.decimal("ping-seconds", 1),
+                a.integer("ping-every", 4),
                 a.integer("full-verify-every", 16),
                 a.decimal("ssd-mix", 0),
                 a.longValue("seed", 1),
-                a.has("out") ? Path.of(a.string("out", ".")) : null,
+                a.path("out"),
                 a.flag("shared-client", false),
-                a.has("ssd-capacity") ? a.bytes("ssd-capacity", "0") : 0);
+                a.bytesOrZero("ssd-capacity"),
+                a.decimal("memcpy-seconds", 0.5));
         a.requireAllUsed();
         if (!List.of("both", "closed", "open").contains(s.mode())) {
             throw new IllegalArgumentException("--mode is both, closed or open; got " + s.mode());
@@ -132,6 +139,12 @@ public final class LoadBench {
         }
         if (s.ssdMix() < 0 || s.ssdMix() > 1) {
             throw new IllegalArgumentException("--ssd-mix is a fraction in [0, 1]; got " + s.ssdMix());
+        }
+        if (s.memcpySeconds() <= 0) {
+            throw new IllegalArgumentException("--memcpy-seconds must be positive");
+        }
+        if (s.pingEvery() < 1) {
+            throw new IllegalArgumentException("--ping-every is a positive number of requests");
         }
         if (s.pageBytes() % 4096 != 0) {
             throw new IllegalArgumentException("--page-bytes must be a multiple of 4096");
@@ -171,8 +184,6 @@ public final class LoadBench {
         int maxConcurrency = java.util.Arrays.stream(s.concurrencies()).max().orElse(1);
         CacheBounds.Simulation offline = new CacheBounds.Simulation(capacityBlocks);
         AtomicLong requestIds = new AtomicLong();
-        double memcpyBps = memcpyBandwidth(s.pageBytes(), 0.5);
-        log("load: memcpy baseline %.2f GB/s (single thread, %s copies)", memcpyBps / 1e9, kib(s.pageBytes()));
         List<Worker> workers = new ArrayList<>();
         try (InProcessManager manager = InProcessManager.start("orbitkv-bench-load-", s.poolBytes(), chunkFor(s.pageBytes()), ssdSettings)) {
             io.micrometer.core.instrument.MeterRegistry registry = manager.manager().registry();
@@ -195,22 +206,22 @@ public final class LoadBench {
 
                 JsonArray perConcurrency = new JsonArray();
                 JsonObject pingBaselines = new JsonObject();
+                JsonObject memcpyBaselines = new JsonObject();
                 List<Plots.Series> cdfSeries = new ArrayList<>();
                 List<Plots.Series> requestCdfSeries = new ArrayList<>();
                 double[] xs = new double[s.concurrencies().length];
                 double[] closedRps = new double[xs.length];
                 double[] openRps = new double[xs.length];
                 double[] closedGbps = new double[xs.length];
+                double[] closedMemcpyGbps = new double[xs.length];
                 Double firstRatio = null;
+                int firstRatioConcurrency = 0;
                 long totalVerified = 0;
                 long totalMismatched = 0;
                 for (int ci = 0; ci < s.concurrencies().length; ci++) {
                     int c = s.concurrencies()[ci];
                     List<Worker> active = workers.subList(0, c);
-                    LatencySummary ping = pingBaseline(active, s.pingSeconds());
-                    pingBaselines.put("c" + c, ping.toJson());
-                    log("load c=%d: no-op ping p50 %.1f µs p99 %.1f µs", c, ping.p50Nanos() / 1e3, ping.p99Nanos() / 1e3);
-                    JsonObject entry = new JsonObject().put("concurrency", c).put("noop_ping", ping.toJson());
+                    JsonObject entry = new JsonObject().put("concurrency", c);
                     PhaseStats closed = null;
                     PhaseStats open = null;
                     double rate = s.fixedRate();
@@ -223,11 +234,19 @@ public final class LoadBench {
                         long ev = workers.get(0).engine.stats().getEvictions() - ev0;
                         TierCounters tiers = TierCounters.read(registry).minus(t0);
                         logTiers(s, c, "closed", tiers, closed);
-                        entry.put("closed_loop", closed.toJson(ping).put("evictions", ev).put("hits_by_tier", tiers.toJson())
-                                .put("offline_lru_hit_ratio", ratio(offlineHits(offline) - hits0, offlineRefs(offline) - refs0)));
-                        log("load c=%d closed: %.0f req/s, %.2f GB/s, hit %.1f%%, time-to-ready p50 %.0f µs p99 %.0f µs, %d evictions",
+                        double memcpy = memcpyBandwidth(s.pageBytes(), s.memcpySeconds(), c);
+                        String key = phaseKey(c, "closed_loop");
+                        memcpyBaselines.put(key, memcpyJson(memcpy, c, s.pageBytes()));
+                        pingBaselines.put(key, closed.ping.summary().toJson());
+                        entry.put("closed_loop", closed.toJson().put("evictions", ev).put("hits_by_tier", tiers.toJson())
+                                .put("offline_lru_hit_ratio", ratio(offlineHits(offline) - hits0, offlineRefs(offline) - refs0))
+                                .put("memcpy_bytes_per_second_same_threads", memcpy)
+                                .put("restored_over_memcpy_same_threads", closed.restoredBytesPerSecond() / memcpy));
+                        log("load c=%d closed: %.0f req/s, %.2f GB/s, hit %.1f%%, time-to-ready p50 %.0f µs p99 %.0f µs, %d evictions; "
+                                        + "interleaved ping p50 %.0f µs (%d); memcpy %d threads %.2f GB/s",
                                 c, closed.requestsPerSecond(), closed.bytesPerSecond() / 1e9, 100 * entry.getJsonObject("closed_loop").getDouble("hit_ratio"),
-                                closed.timeToReady.summary().p50Nanos() / 1e3, closed.timeToReady.summary().p99Nanos() / 1e3, ev);
+                                closed.timeToReady.summary().p50Nanos() / 1e3, closed.timeToReady.summary().p99Nanos() / 1e3, ev,
+                                closed.ping.summary().p50Nanos() / 1e3, closed.ping.summary().count(), c, memcpy / 1e9);
                         if (rate <= 0) {
                             rate = closed.requestsPerSecond() * s.loadFraction();
                         }
@@ -241,8 +260,14 @@ public final class LoadBench {
                         long ev = workers.get(0).engine.stats().getEvictions() - ev0;
                         TierCounters tiers = TierCounters.read(registry).minus(t0);
                         logTiers(s, c, "open", tiers, open);
-                        entry.put("open_loop", open.toJson(ping).put("target_requests_per_second", rate).put("evictions", ev)
-                                .put("hits_by_tier", tiers.toJson()));
+                        double memcpy = memcpyBandwidth(s.pageBytes(), s.memcpySeconds(), c);
+                        String key = phaseKey(c, "open_loop");
+                        memcpyBaselines.put(key, memcpyJson(memcpy, c, s.pageBytes()));
+                        pingBaselines.put(key, open.ping.summary().toJson());
+                        entry.put("open_loop", open.toJson().put("target_requests_per_second", rate).put("evictions", ev)
+                                .put("hits_by_tier", tiers.toJson())
+                                .put("memcpy_bytes_per_second_same_threads", memcpy)
+                                .put("restored_over_memcpy_same_threads", open.restoredBytesPerSecond() / memcpy));
                         log("load c=%d open @ %.0f req/s: achieved %.0f req/s, time-to-ready p50 %.0f µs p99 %.0f µs p99.9 %.0f µs, request p99 %.0f µs",
                                 c, rate, open.requestsPerSecond(), open.timeToReady.summary().p50Nanos() / 1e3,
                                 open.timeToReady.summary().p99Nanos() / 1e3, open.timeToReady.summary().p999Nanos() / 1e3,
@@ -251,12 +276,16 @@ public final class LoadBench {
                         totalMismatched += open.mismatchedPages.sum();
                     }
                     PhaseStats latencyPhase = open != null ? open : closed;
-                    // Like for like: the ping baseline is a closed loop of C callers, so compare the closed-loop query.
-                    LatencySummary rpc = (closed != null ? closed : open).queryRpc.summary();
+                    // The closed loop when there is one: its pings ran on the same C connections under the same load.
+                    PhaseStats ratioPhase = closed != null ? closed : open;
+                    LatencySummary rpc = ratioPhase.queryRpc.summary();
+                    LatencySummary ping = ratioPhase.ping.summary();
                     double ratio = ping.p50Nanos() > 0 && rpc.count() > 0 ? (double) rpc.p50Nanos() / ping.p50Nanos() : 0;
-                    entry.put("query_rpc_p50_over_ping_p50", ratio);
+                    entry.put("query_rpc_p50_over_ping_p50", ratio)
+                            .put("query_rpc_p50_over_ping_p50_phase", closed != null ? "closed_loop" : "open_loop");
                     if (firstRatio == null && ratio > 0) {
                         firstRatio = ratio;
+                        firstRatioConcurrency = c;
                     }
                     perConcurrency.add(entry);
                     String phaseName = open != null ? "open" : "closed";
@@ -267,6 +296,7 @@ public final class LoadBench {
                     xs[ci] = c;
                     closedRps[ci] = closed != null ? closed.requestsPerSecond() : 0;
                     closedGbps[ci] = closed != null ? closed.bytesPerSecond() / 1e9 : 0;
+                    closedMemcpyGbps[ci] = closed != null ? entry.getJsonObject("closed_loop").getDouble("memcpy_bytes_per_second_same_threads") / 1e9 : 0;
                     openRps[ci] = open != null ? open.requestsPerSecond() : 0;
                 }
                 StatsReply end = workers.get(0).engine.stats();
@@ -278,9 +308,9 @@ public final class LoadBench {
                         .figure("mismatched_pages", totalMismatched)
                         .figure("active_leases_at_end", leakedLeases)
                         .figure("evictions_total", end.getEvictions())
-                        .figure("warmup", warm.toJson(null).put("evictions_after", afterWarm.getEvictions()))
+                        .figure("warmup", warm.toJson().put("evictions_after", afterWarm.getEvictions()))
                         .figure("ssd", ssdFigure(s, ssdCapacity, coldStart, TierCounters.read(registry)))
-                        .baseline("memcpy_bytes_per_second", memcpyBps)
+                        .baseline("memcpy_bytes_per_second", memcpyBaselines)
                         .baseline("noop_grpc_ping", pingBaselines)
                         .baseline("offline_generated_stream", new JsonObject()
                                 .put("block_references", bounds.blockReferences())
@@ -289,16 +319,20 @@ public final class LoadBench {
                                 .put("lru_hit_ratio", bounds.lruAt(capacityBlocks).ratio())
                                 .put("note", "whole run incl. warm-up, in dispatch order; LRU touches every block of a request"));
                 if (firstRatio != null) {
-                    report.topLevelRatio("query_p50_ratio", firstRatio);
+                    report.topLevelRatio("query_p50_ratio_c" + firstRatioConcurrency, firstRatio);
                 }
                 for (int ci = 0; ci < xs.length; ci++) {
                     JsonObject entry = perConcurrency.getJsonObject(ci);
-                    report.ratio("query_rpc_p50_over_ping_p50_c" + (int) xs[ci], entry.getDouble("query_rpc_p50_over_ping_p50"));
-                    if (closedGbps[ci] > 0) {
-                        report.ratio("closed_loop_restored_over_memcpy_c" + (int) xs[ci],
-                                entry.getJsonObject("closed_loop").getDouble("restored_bytes_per_second") / memcpyBps);
+                    int c = (int) xs[ci];
+                    report.ratio("query_rpc_p50_over_ping_p50_c" + c, entry.getDouble("query_rpc_p50_over_ping_p50"));
+                    for (String phase : List.of("closed_loop", "open_loop")) {
+                        JsonObject stats = entry.getJsonObject(phase);
+                        if (stats != null) {
+                            report.ratio(phase + "_restored_over_memcpy_c" + c, stats.getDouble("restored_over_memcpy_same_threads"));
+                        }
                     }
                 }
+                judge(report, totalMismatched, leakedLeases, sessionLeases(workers));
                 report.config("concurrency", new JsonArray(java.util.Arrays.stream(s.concurrencies()).boxed().toList()))
                         .config("pool_bytes", s.poolBytes()).config("page_bytes", s.pageBytes())
                         .config("pool_capacity_pages", capacityBlocks)
@@ -318,6 +352,13 @@ public final class LoadBench {
                         .config("engines", s.sharedClient() ? "threads sharing one gRPC connection" : "threads, one gRPC connection and session each")
                         .config("channel", "grpc over unix socket, in-process Manager")
                         .config("verification", "first " + SimulatedEngine.VERIFY_PREFIX_BYTES + " bytes of every copied page, whole page for 1 in " + s.fullVerifyEvery())
+                        .config("ping_every", s.pingEvery())
+                        .config("ping_baseline", "interleaved with the measured phase on the same connections: closed loop one Ping "
+                                + "per " + s.pingEvery() + " requests per engine (its time counts in the phase); open loop one Ping after a "
+                                + "request when the engine's next arrival is not yet due")
+                        .config("memcpy_baseline", "after each phase, as many threads as the phase had engines, each copying "
+                                + kib(s.pageBytes()) + " pages over its own buffers (beyond the CPU caches together), "
+                                + s.memcpySeconds() + " s")
                         .config("ssd_mix", s.ssdMix())
                         .config("ssd_mix_meaning", "share of requests whose prefix is drawn uniformly from the cold tail "
                                 + "(Zipf ranks " + (coldStart + 1) + ".." + s.prefixes() + ", beyond the most popular prefixes that fill DRAM) "
@@ -340,7 +381,7 @@ public final class LoadBench {
                         Plots.throughputVsConcurrency(s.out().resolve("load_bytes_vs_concurrency.png"),
                                 "bench load: restored + published GB/s (closed loop) vs memcpy", "GB/s",
                                 List.of(Plots.Series.measured("restored + published", xs, closedGbps),
-                                        Plots.Series.horizontal("memcpy 1 thread", memcpyBps / 1e9, xs[0], xs[xs.length - 1])),
+                                        Plots.Series.measured("memcpy, C threads", xs, closedMemcpyGbps)),
                                 Plots.DEFAULT_WIDTH, Plots.DEFAULT_HEIGHT);
                     }
                     Plots.latencyCdf(s.out().resolve("load_time_to_ready_cdf.png"),
@@ -350,8 +391,8 @@ public final class LoadBench {
                             Plots.DEFAULT_WIDTH, Plots.DEFAULT_HEIGHT);
                     log("load: wrote %s/load.json and PNGs", s.out());
                 }
-                if (leakedLeases != 0) {
-                    log("load: WARNING %d leases still active at the end", leakedLeases);
+                if (!built.toJson().getBoolean(BenchReport.PASSED)) {
+                    log("load: FAILED: %s", built.toJson().getJsonArray(BenchReport.FAILURES));
                 }
                 return built.toJson();
             } finally {
@@ -430,6 +471,7 @@ public final class LoadBench {
             Thread thread = Thread.ofPlatform().name("load-engine-" + worker.index()).start(() -> {
                 try {
                     double nextArrival = start + (openLoop ? exponential(worker.random(), meanGapNanos) : 0);
+                    long done = 0;
                     while (true) {
                         long now = System.nanoTime();
                         long arrival;
@@ -460,6 +502,14 @@ public final class LoadBench {
                             break;
                         }
                         oneRequest(s, workload, offline, requestIds, worker, arrival, stats);
+                        done++;
+                        // The no-op baseline, inside the phase on this engine's own connection: closed loop every
+                        // ping-every requests; open loop only while the next arrival is not yet due (no added queueing).
+                        if (openLoop ? System.nanoTime() < (long) nextArrival : done % s.pingEvery() == 0) {
+                            long p0 = System.nanoTime();
+                            worker.engine().client().ping().await();
+                            stats.ping.recordNanos(System.nanoTime() - p0);
+                        }
                         if (!openLoop && s.thinkMillis() > 0) {
                             LockSupport.parkNanos((long) (s.thinkMillis() * 1e6));
                         }
@@ -563,57 +613,79 @@ public final class LoadBench {
         }
     }
 
-    /** C threads ping on the first C engines' own connections; warm-up calls are discarded. */
-    static LatencySummary pingBaseline(List<Worker> workers, double seconds) throws InterruptedException {
-        LatencyRecorder recorder = LatencyRecorder.concurrent();
-        long durationNanos = (long) (seconds * 1e9);
-        List<Thread> threads = new ArrayList<>();
+    static String phaseKey(int concurrency, String phase) {
+        return "c" + concurrency + "_" + phase;
+    }
+
+    private static JsonObject memcpyJson(double bytesPerSecond, int threads, long pageBytes) {
+        return new JsonObject().put("bytes_per_second", bytesPerSecond).put("threads", threads).put("copy_bytes", pageBytes);
+    }
+
+    /** The run's own checks: wrong bytes or a lease left behind fail it (the report keeps every figure). */
+    static void judge(BenchReport.Builder report, long mismatchedPages, long activeLeases, long sessionLeases) {
+        report.check(mismatchedPages == 0, mismatchedPages + " copied pages differ from what was published")
+                .check(activeLeases == 0, activeLeases + " leases still active in the Manager at the end")
+                .check(sessionLeases == 0, sessionLeases + " leases of the load engines' sessions still active at the end");
+    }
+
+    private static long sessionLeases(List<Worker> workers) {
+        long leases = 0;
         for (Worker worker : workers) {
-            threads.add(Thread.ofPlatform().name("load-ping-" + worker.index()).start(() -> {
-                OrbitKvClient client = worker.engine().client();
-                for (int i = 0; i < 50; i++) {
-                    client.ping().await();
-                }
-                long start = System.nanoTime();
-                while (System.nanoTime() - start < durationNanos) {
-                    long t0 = System.nanoTime();
-                    client.ping().await();
-                    recorder.recordNanos(System.nanoTime() - t0);
+            leases += worker.engine().stats().getSessionLeases();
+        }
+        return leases;
+    }
+
+    /**
+     * Aggregate memcpy bandwidth of {@code threads} threads, each copying {@code pageBytes} pages between its own
+     * buffers; together the buffers exceed the CPU caches (64 MiB of source and of destination, at least 8 pages per
+     * thread), so this is the memory bandwidth C copying engines would share.
+     */
+    static double memcpyBandwidth(long pageBytes, double seconds, int threads) throws InterruptedException {
+        int pagesPerThread = (int) Math.max(8, (64L << 20) / threads / pageBytes);
+        java.util.concurrent.CyclicBarrier ready = new java.util.concurrent.CyclicBarrier(threads);
+        long[] copied = new long[threads]; // each written by its own thread, read after join
+        long[] elapsed = new long[threads];
+        List<Thread> copiers = new ArrayList<>();
+        List<Throwable> failures = java.util.Collections.synchronizedList(new ArrayList<>());
+        for (int t = 0; t < threads; t++) {
+            int index = t;
+            copiers.add(Thread.ofPlatform().name("load-memcpy-" + t).start(() -> {
+                try (Arena arena = Arena.ofConfined()) {
+                    MemorySegment[] src = new MemorySegment[pagesPerThread];
+                    MemorySegment[] dst = new MemorySegment[pagesPerThread];
+                    for (int i = 0; i < pagesPerThread; i++) {
+                        src[i] = arena.allocate(pageBytes, 4096);
+                        dst[i] = arena.allocate(pageBytes, 4096);
+                        src[i].fill((byte) i);
+                        dst[i].copyFrom(src[i]); // first touch and warm-up
+                    }
+                    ready.await();
+                    long bytes = 0;
+                    long start = System.nanoTime();
+                    long deadline = start + (long) (seconds * 1e9);
+                    int i = 0;
+                    while (System.nanoTime() < deadline) {
+                        dst[i].copyFrom(src[i]);
+                        bytes += pageBytes;
+                        i = (i + 1) % pagesPerThread;
+                    }
+                    elapsed[index] = System.nanoTime() - start;
+                    copied[index] = bytes;
+                } catch (Throwable e) {
+                    failures.add(e);
+                    ready.reset();
                 }
             }));
         }
-        for (Thread thread : threads) {
-            thread.join();
+        for (Thread copier : copiers) {
+            copier.join();
         }
-        return recorder.summary();
-    }
-
-    /** Single-thread copies of {@code pageBytes} pages over 64 MiB of source and destination (beyond the caches). */
-    static double memcpyBandwidth(long pageBytes, double seconds) {
-        try (Arena arena = Arena.ofConfined()) {
-            int pages = (int) Math.max(8, (32L << 20) / pageBytes);
-            MemorySegment[] src = new MemorySegment[pages];
-            MemorySegment[] dst = new MemorySegment[pages];
-            for (int i = 0; i < pages; i++) {
-                src[i] = arena.allocate(pageBytes, 4096);
-                dst[i] = arena.allocate(pageBytes, 4096);
-                src[i].fill((byte) i);
-                dst[i].fill((byte) 0);
-            }
-            for (int i = 0; i < pages; i++) {
-                dst[i].copyFrom(src[i]); // warm-up
-            }
-            long bytes = 0;
-            long start = System.nanoTime();
-            long deadline = start + (long) (seconds * 1e9);
-            int i = 0;
-            while (System.nanoTime() < deadline) {
-                dst[i].copyFrom(src[i]);
-                bytes += pageBytes;
-                i = (i + 1) % pages;
-            }
-            return bytes * 1e9 / (System.nanoTime() - start);
+        if (!failures.isEmpty()) {
+            throw new IllegalStateException("memcpy baseline failed: " + failures.get(0), failures.get(0));
         }
+        long longest = java.util.Arrays.stream(elapsed).max().orElse(1);
+        return java.util.Arrays.stream(copied).sum() * 1e9 / longest;
     }
 
     static String mib(long bytes) {

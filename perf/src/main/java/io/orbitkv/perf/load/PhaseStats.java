@@ -36,6 +36,8 @@ final class PhaseStats {
     final LatencyRecorder queryRpc = LatencyRecorder.concurrent();
     /** Arrival to done: query, copy-out, release and publish of the computed pages. */
     final LatencyRecorder request = LatencyRecorder.concurrent();
+    /** No-op Pings the engines sent between their requests inside this phase, on their own connections. */
+    final LatencyRecorder ping = LatencyRecorder.concurrent();
     volatile long elapsedNanos;
 
     void refusedQuery(ErrorReason reason) {
@@ -50,15 +52,20 @@ final class PhaseStats {
         return elapsedNanos == 0 ? 0 : requests.sum() * 1e9 / elapsedNanos;
     }
 
+    double restoredBytesPerSecond() {
+        return elapsedNanos == 0 ? 0 : restoredBytes.sum() * 1e9 / elapsedNanos;
+    }
+
     double bytesPerSecond() {
         return elapsedNanos == 0 ? 0 : (restoredBytes.sum() + publishedBytes.sum()) * 1e9 / elapsedNanos;
     }
 
-    JsonObject toJson(LatencySummary pingSummary) {
+    JsonObject toJson() {
         long references = referenceBlocks.sum();
         long shared = sharedBlocks.sum();
         double seconds = elapsedNanos / 1e9;
         LatencySummary rpc = queryRpc.summary();
+        LatencySummary pingSummary = ping.summary();
         JsonObject json = new JsonObject()
                 .put("requests", requests.sum())
                 .put("seconds", seconds)
@@ -89,8 +96,9 @@ final class PhaseStats {
                 .put("publish_refusals", counts(publishRefusals))
                 .put("time_to_ready", timeToReady.summary().toJson())
                 .put("query_rpc", rpc.toJson())
-                .put("request_latency", request.summary().toJson());
-        if (pingSummary != null && pingSummary.p50Nanos() > 0 && rpc.count() > 0) {
+                .put("request_latency", request.summary().toJson())
+                .put("noop_ping", pingSummary.toJson());
+        if (pingSummary.count() > 0 && pingSummary.p50Nanos() > 0 && rpc.count() > 0) {
             json.put("query_rpc_p50_over_ping_p50", (double) rpc.p50Nanos() / pingSummary.p50Nanos());
         }
         return json;

@@ -52,9 +52,18 @@ import java.util.function.Consumer;
  * <h2>Time</h2>
  * {@code speed = 0} replays as fast as possible (each request arrives when the previous is done); {@code speed = N}
  * schedules request arrivals at trace timestamp / N, and time-to-ready counts from that scheduled arrival (a replayer
- * behind schedule shows it as latency, nothing is hidden). Modelled TTFT = time-to-ready + (input_length -
- * hit_tokens) / prefill rate, hit_tokens = min(ready_blocks × blockTokens, input_length); it ignores the copy into HBM
- * and the decode step, and assumes prefill runs alone at the configured rate.
+ * behind schedule shows it as latency, nothing is hidden).
+ *
+ * <h2>Model</h2>
+ * What is computed rather than measured goes in the report's {@code model} section with its assumptions: the logical
+ * bytes (scaled bytes × {@code bytesScale}) and a modelled TTFT per request = measured time-to-ready + the logical
+ * bytes read back from SSD for it at the SSD read rate (measured in this run, or {@code --ssd-read-bytes-per-second})
+ * + the logical bytes of its hit pages copied host-to-device at {@code --h2d-bytes-per-second} + (input_length -
+ * hit_tokens) / prefill rate, hit_tokens = min(ready_blocks × blockTokens, input_length). The decode step is left out.
+ *
+ * <h2>Bounds with the SSD tier</h2>
+ * With the SSD tier on, the Manager can hit on anything DRAM or SSD holds, so its measured hit ratio is compared with
+ * LRU at the DRAM plus SSD capacity (and, for reference, at DRAM alone and at SSD alone).
  */
 public final class TraceReplayer {
     public static final String BENCH_NAME = "replay";
@@ -65,12 +74,29 @@ public final class TraceReplayer {
     /** Replay settings. {@code dataDir} null: start a Manager in-process with {@code poolBlocks} pages of pool. */
     public record Options(Path trace, Path out, long limit, double speed, long bytesPerToken, int blockTokens,
                           long bytesScale, long poolBlocks, Path dataDir, double prefillTokensPerSecond, int engines,
-                          int fullVerifyEvery, long ssdCapacityBytes) {
+                          int fullVerifyEvery, long ssdCapacityBytes, double hostToDeviceBytesPerSecond,
+                          double ssdReadBytesPerSecond) {
+        /** The stated host-to-device rate of the TTFT model: PCIe Gen4 x16 at about 80 % of its 32 GB/s. */
+        public static final double DEFAULT_H2D_BYTES_PER_SECOND = 25e9;
+
         /** The options without an SSD tier (the DRAM-only default). */
         public Options(Path trace, Path out, long limit, double speed, long bytesPerToken, int blockTokens, long bytesScale,
                        long poolBlocks, Path dataDir, double prefillTokensPerSecond, int engines, int fullVerifyEvery) {
             this(trace, out, limit, speed, bytesPerToken, blockTokens, bytesScale, poolBlocks, dataDir,
                     prefillTokensPerSecond, engines, fullVerifyEvery, 0);
+        }
+
+        /** The options with the default model rates (stated host-to-device rate, SSD read rate measured in the run). */
+        public Options(Path trace, Path out, long limit, double speed, long bytesPerToken, int blockTokens, long bytesScale,
+                       long poolBlocks, Path dataDir, double prefillTokensPerSecond, int engines, int fullVerifyEvery,
+                       long ssdCapacityBytes) {
+            this(trace, out, limit, speed, bytesPerToken, blockTokens, bytesScale, poolBlocks, dataDir,
+                    prefillTokensPerSecond, engines, fullVerifyEvery, ssdCapacityBytes, DEFAULT_H2D_BYTES_PER_SECOND, 0);
+        }
+
+        /** SSD extents the in-process Manager's SSD tier holds (each a scaled page plus its 4 KiB header). */
+        public long ssdExtents() {
+            return ssdCapacityBytes / (scaledPageBytes() + 4096);
         }
 
         public boolean ssd() {
@@ -101,6 +127,9 @@ public final class TraceReplayer {
             }
             if (speed < 0 || prefillTokensPerSecond <= 0 || engines < 1 || poolBlocks < 1) {
                 throw new IllegalArgumentException("speed >= 0, prefill rate > 0, engines >= 1, pool blocks >= 1");
+            }
+            if (!(hostToDeviceBytesPerSecond > 0) || ssdReadBytesPerSecond < 0) {
+                throw new IllegalArgumentException("--h2d-bytes-per-second > 0 and --ssd-read-bytes-per-second >= 0 (0: measured)");
             }
         }
     }
@@ -172,6 +201,11 @@ public final class TraceReplayer {
             TierCounters tiersBefore = inProcess ? TierCounters.read(manager.manager().registry()) : null;
             long capacityBlocks = before.getPoolBytesTotal() / PoolAllocator.sizeClassOf(pageBytes);
             Counters counters = new Counters();
+            // One engine on an in-process Manager: the SSD read-backs a request caused are the tier counter's delta
+            // around its query. With several engines they interleave, and a Manager reached by --data-dir has no
+            // counters here: the model then apportions or leaves out the SSD transfer (and says which).
+            java.util.function.LongSupplier ssdPagesRead = inProcess && options.ssd() && options.engines() == 1
+                    ? () -> TierCounters.read(manager.manager().registry()).ssdPages() : null;
             AtomicInteger next = new AtomicInteger();
             long start = System.nanoTime();
             List<Thread> threads = new ArrayList<>();
@@ -180,7 +214,7 @@ public final class TraceReplayer {
                 threads.add(Thread.ofPlatform().name("replay-engine").start(() -> {
                     try {
                         for (int i = next.getAndIncrement(); i < requests.size(); i = next.getAndIncrement()) {
-                            replayOne(options, requests.get(i), engine, start, counters);
+                            replayOne(options, requests.get(i), engine, start, counters, ssdPagesRead);
                             int done = counters.completed.intValue();
                             if (done % 500 == 0) {
                                 progress.accept(String.format(Locale.ROOT, "replay: %d/%d requests, hit ratio so far %.1f%%",
@@ -214,6 +248,10 @@ public final class TraceReplayer {
                 capacities.add(c);
             }
             capacities.add(capacityBlocks);
+            if (options.ssd() && inProcess) {
+                capacities.add(options.ssdExtents());
+                capacities.add(capacityBlocks + options.ssdExtents());
+            }
             long unique = requests.stream().flatMapToLong(r -> java.util.Arrays.stream(r.hashIds())).distinct().count();
             for (int i = 1; i <= 20; i++) {
                 capacities.add(Math.max(1, unique * i / 16));
@@ -223,8 +261,9 @@ public final class TraceReplayer {
             for (TraceRequest r : requests) {
                 model.onRequest(r.hashIds());
             }
+            double measuredSsdReadRate = inProcess ? ssdReadBytesPerSecond(manager.manager().registry()) : 0;
             return report(options, requests.size(), counters, elapsedNanos, capacityBlocks, before, after, sessionLeases,
-                    bounds, model, inProcess, tiers, progress);
+                    bounds, model, inProcess, tiers, measuredSsdReadRate, progress);
         } finally {
             for (SimulatedEngine engine : engines) {
                 engine.close();
@@ -250,11 +289,19 @@ public final class TraceReplayer {
         final LongAdder queryRefusals = new LongAdder();
         final LongAdder publishRefusals = new LongAdder();
         final LatencyRecorder timeToReady = LatencyRecorder.concurrent();
-        final LatencyRecorder ttft = LatencyRecorder.concurrent();
         final LatencyRecorder ttftNoCache = LatencyRecorder.concurrent();
+        /** Per request, what the TTFT model needs; the model runs after the replay, once the SSD rate is known. */
+        final java.util.Queue<RequestCost> costs = new java.util.concurrent.ConcurrentLinkedQueue<>();
     }
 
-    static void replayOne(Options options, TraceRequest request, SimulatedEngine engine, long start, Counters counters) {
+    /**
+     * One request's measured part and the work the model charges time for. {@code ssdPages} is -1 when the pages read
+     * back for this request cannot be told apart (several engines, or a Manager without counters here).
+     */
+    record RequestCost(long timeToReadyNanos, int readyBlocks, long ssdPages, long prefillNanos) {}
+
+    static void replayOne(Options options, TraceRequest request, SimulatedEngine engine, long start, Counters counters,
+                          java.util.function.LongSupplier ssdPagesRead) {
         long arrival;
         if (options.speed() > 0) {
             arrival = start + (long) (request.timestampMs() * 1e6 / options.speed());
@@ -271,8 +318,10 @@ public final class TraceReplayer {
             chain.add(ByteString.copyFrom(hash));
         }
         SimulatedEngine.PageSeeds seeds = position -> ids[position];
+        long ssdBefore = ssdPagesRead == null ? 0 : ssdPagesRead.getAsLong();
         SimulatedEngine.QueryOutcome query = ids.length == 0 ? null : engine.query(chain);
         long settled = System.nanoTime();
+        long ssdPages = ssdPagesRead == null ? -1 : ssdPagesRead.getAsLong() - ssdBefore;
         int ready = 0;
         if (query != null) {
             if (query.refusal() != null) {
@@ -293,7 +342,7 @@ public final class TraceReplayer {
         long hitTokens = Math.min((long) ready * options.blockTokens(), request.inputLength());
         long prefillNanos = (long) ((request.inputLength() - hitTokens) * 1e9 / options.prefillTokensPerSecond());
         counters.timeToReady.recordNanos(timeToReady);
-        counters.ttft.recordNanos(timeToReady + prefillNanos);
+        counters.costs.add(new RequestCost(timeToReady, ready, ssdPages, prefillNanos));
         counters.ttftNoCache.recordNanos((long) (request.inputLength() * 1e9 / options.prefillTokensPerSecond()));
         counters.referenceBlocks.add(ids.length);
         counters.hitBlocks.add(ready);
@@ -311,13 +360,18 @@ public final class TraceReplayer {
 
     private static JsonObject report(Options options, int requestCount, Counters c, long elapsedNanos, long capacityBlocks,
                                      StatsReply before, StatsReply after, long sessionLeases, CacheBounds.Bounds bounds,
-                                     ManagerLruModel model, boolean inProcess, TierCounters tiers, Consumer<String> progress)
-            throws Exception {
+                                     ManagerLruModel model, boolean inProcess, TierCounters tiers, double measuredSsdReadRate,
+                                     Consumer<String> progress) throws Exception {
         long references = c.referenceBlocks.sum();
         double measured = references == 0 ? 0.0 : (double) c.hitBlocks.sum() / references;
         CacheBounds.HitRatio lru = bounds.lruAt(capacityBlocks);
+        boolean tiered = options.ssd() && inProcess;
+        // The capacity the measured hits are judged against: what the Manager can hit on (DRAM, plus SSD when on).
+        long effectiveCapacity = tiered ? capacityBlocks + options.ssdExtents() : capacityBlocks;
+        CacheBounds.HitRatio lruEffective = bounds.lruAt(effectiveCapacity);
         LatencySummary ttr = c.timeToReady.summary();
-        LatencySummary ttft = c.ttft.summary();
+        TtftModel ttftModel = TtftModel.of(options, c, tiers, measuredSsdReadRate, inProcess);
+        LatencySummary ttft = ttftModel.ttft().summary();
         LatencySummary ttftNoCache = c.ttftNoCache.summary();
         long logicalPage = options.logicalPageBytes();
         long scaledPage = options.scaledPageBytes();
@@ -340,10 +394,15 @@ public final class TraceReplayer {
                 options.engines() > 1 ? "; with " + options.engines() + " engines requests also interleave, which LRU's "
                         + "one-at-a-time order does not model" : (model.hits() == hitBlocks ? ": identical" : ": the remainder "
                         + "comes from pinned or in-flight pages, or a Manager that held other data"));
-        if (options.ssd()) {
-            explanation += " With the SSD tier on, the Manager's effective capacity is DRAM + SSD: blocks evicted from DRAM "
-                    + "but still on SSD are read back (PENDING, then READY) and count as hits, so the measured hit ratio can "
-                    + "exceed both the DRAM-only LRU bound and this DRAM-only model; hits_by_tier splits them.";
+        if (tiered) {
+            explanation += String.format(Locale.ROOT, " With the SSD tier on, blocks evicted from DRAM but still on SSD are "
+                    + "read back (PENDING, then READY) and count as hits, so the measured hit ratio is compared with LRU at the "
+                    + "DRAM plus SSD capacity (%d + %d blocks: %.2f%%) rather than with the DRAM-only model above. With write "
+                    + "policy all the tiers are inclusive (a page in DRAM is on SSD too) and the SSD ring reuses its oldest "
+                    + "extents first, so DRAM + SSD overstates the distinct capacity; LRU at the SSD capacity alone is %.2f%%. "
+                    + "SSD writes dropped under load (a page lost from both tiers once DRAM evicts it) keep the measurement "
+                    + "below the bound.", capacityBlocks, options.ssdExtents(), 100 * lruEffective.ratio(),
+                    100 * bounds.lruAt(options.ssdExtents()).ratio());
         }
         JsonObject byTier = hitsByTier(options, hitBlocks, references, tiers);
         BenchReport.Builder report = BenchReport.builder(BENCH_NAME)
@@ -360,10 +419,8 @@ public final class TraceReplayer {
                 .figure("hit_tokens", c.hitTokens.sum())
                 .figure("token_hit_ratio", c.inputTokens.sum() == 0 ? 0.0 : (double) c.hitTokens.sum() / c.inputTokens.sum())
                 .figure("restored_scaled_bytes", c.restoredBytes.sum())
-                .figure("restored_logical_bytes", c.restoredBytes.sum() / scaledPage * logicalPage)
                 .figure("published_pages", c.publishedPages.sum())
                 .figure("published_scaled_bytes", c.publishedBytes.sum())
-                .figure("published_logical_bytes", c.publishedPages.sum() * logicalPage)
                 .figure("already_present_pages", c.alreadyPresentPages.sum())
                 .figure("verified_bytes", c.verifiedBytes.sum())
                 .figure("mismatched_pages", c.mismatchedPages.sum())
@@ -372,23 +429,22 @@ public final class TraceReplayer {
                 .figure("publish_refusals", c.publishRefusals.sum())
                 .figure("evictions", after.getEvictions() - before.getEvictions())
                 .figure("time_to_ready", ttr.toJson())
-                .figure("ttft_modelled", ttft.toJson())
                 .figure("active_leases_at_end", after.getActiveLeases())
                 .figure("session_leases_at_end", sessionLeases)
                 .figure("manager_semantics_model", new JsonObject().put("hit_blocks", model.hits())
-                        .put("hit_ratio", model.hitRatio()).put("resident_behind_gap_blocks", model.residentBehindGap()))
+                        .put("hit_ratio", model.hitRatio()).put("resident_behind_gap_blocks", model.residentBehindGap())
+                        .put("capacity_blocks", capacityBlocks).put("tiers", "DRAM only"))
                 .figure("difference_explained", explanation)
                 .baseline("infinite_cache_hit_ratio", bounds.infinite().ratio())
                 .baseline("infinite_cache_hit_ratio_percent", bounds.infinite().percentRounded())
                 .baseline("infinite_cache_hit_blocks", bounds.infinite().hitBlocks())
                 .baseline("unique_blocks", bounds.uniqueBlocks())
-                .baseline("lru_at_manager_capacity", new JsonObject().put("capacity_blocks", capacityBlocks)
-                        .put("hit_blocks", lru.hitBlocks()).put("hit_ratio", lru.ratio()).put("hit_ratio_percent", lru.percentRounded()))
+                .baseline("lru_at_manager_capacity", lruJson(effectiveCapacity, lruEffective)
+                        .put("tiers", tiered ? "DRAM + SSD" : "DRAM"))
+                .baseline("lru_at_dram_capacity", lruJson(capacityBlocks, lru))
                 .baseline("lru_at_readme_capacities_percent", readme)
                 .baseline("lru_curve", lruCurve)
-                .baseline("ttft_no_cache", ttftNoCache.toJson())
                 .ratio("hit_ratio_over_infinite", bounds.infinite().ratio() == 0 ? 0.0 : measured / bounds.infinite().ratio())
-                .ratio("ttft_mean_over_no_cache", ttftNoCache.meanNanos() == 0 ? 0.0 : ttft.meanNanos() / ttftNoCache.meanNanos())
                 .config("trace", options.trace().toString())
                 .config("limit", options.limit())
                 .config("speed", options.speed())
@@ -399,35 +455,161 @@ public final class TraceReplayer {
                 .config("scaled_page_bytes", scaledPage)
                 .config("manager", inProcess ? "in-process" : "existing at " + options.dataDir())
                 .config("ssd_capacity_bytes", options.ssdCapacityBytes())
-                .config("ssd_tier", options.ssd() ? "on: effective capacity = DRAM pool + SSD; the offline LRU bounds are at the DRAM "
-                        + "pool's capacity only, so the measured hit ratio can exceed them" : "off (DRAM only)")
+                .config("ssd_tier", tiered ? "on: " + options.ssdExtents() + " extents; hits are judged against LRU at the DRAM "
+                        + "plus SSD capacity" : "off (DRAM only)")
                 .config("pool_bytes", before.getPoolBytesTotal())
                 .config("pool_capacity_blocks", capacityBlocks)
-                .config("prefill_tokens_per_second", options.prefillTokensPerSecond())
-                .config("ttft_model", "time_to_ready + (input_length - hit_tokens) / prefill_tokens_per_second")
+                .config("effective_capacity_blocks", effectiveCapacity)
                 .config("engines", options.engines())
                 .config("verification", "first " + SimulatedEngine.VERIFY_PREFIX_BYTES + " bytes of every restored page, whole page for 1 in " + options.fullVerifyEvery())
                 .machine(MachineInfo.probe());
-        if (lru.ratio() > 0) {
-            report.topLevelRatio("hit_ratio_over_lru", measured / lru.ratio());
+        if (tiered) {
+            report.baseline("lru_at_dram_plus_ssd_capacity", lruJson(effectiveCapacity, lruEffective))
+                    .baseline("lru_at_ssd_capacity", lruJson(options.ssdExtents(), bounds.lruAt(options.ssdExtents())));
+            if (lru.ratio() > 0) {
+                report.ratio("hit_ratio_over_dram_lru", measured / lru.ratio());
+            }
         }
+        if (lruEffective.ratio() > 0) {
+            report.topLevelRatio("hit_ratio_over_lru", measured / lruEffective.ratio());
+        }
+        long restoredLogical = c.restoredBytes.sum() / scaledPage * logicalPage;
+        report.model("logical_bytes", new JsonObject()
+                        .put("restored", restoredLogical)
+                        .put("published", c.publishedPages.sum() * logicalPage)
+                        .put("ssd_read", tiers == null ? 0 : tiers.ssdPages() * logicalPage)
+                        .put("how", "scaled bytes actually moved x bytes_scale (" + options.bytesScale() + "), i.e. pages x "
+                                + logicalPage + " logical bytes; nothing of this size was moved"))
+                .model("ttft", ttft.toJson())
+                .model("ttft_no_cache", ttftNoCache.toJson())
+                .model("ttft_mean_over_no_cache", ttftNoCache.meanNanos() == 0 ? 0.0 : ttft.meanNanos() / ttftNoCache.meanNanos())
+                .model("ttft_formula", "time_to_ready (measured) + ssd_pages x logical_page / ssd_read_rate + ready_blocks x "
+                        + "logical_page / host_to_device_rate + (input_length - hit_tokens) / prefill_rate")
+                .model("rates", ttftModel.ratesJson(options))
+                .model("transfer", ttftModel.transferJson())
+                .model("assumptions", new JsonArray(List.of(
+                        "prefill runs alone at " + options.prefillTokensPerSecond() + " tokens/s; tokens past the hit are recomputed",
+                        "hit_tokens = min(ready_blocks x " + options.blockTokens() + ", input_length)",
+                        "the engine copies every hit page host-to-device at " + options.hostToDeviceBytesPerSecond() + " B/s, after READY, not overlapped with prefill",
+                        "pages read back from SSD for the request move at the SSD read rate, serially, before the host-to-device copy",
+                        "time_to_ready is measured on scaled pages; it already contains their real SSD reads (1/" + options.bytesScale()
+                                + " of the modelled SSD term), which the model therefore counts twice",
+                        "the decode step and queueing for the GPU are left out",
+                        "no-cache baseline: input_length / prefill rate, with no time-to-ready and no transfer")));
+        report.check(c.mismatchedPages.sum() == 0, c.mismatchedPages.sum() + " restored pages differ from what was published")
+                .check(sessionLeases == 0, sessionLeases + " leases of the replaying engines still active at the end");
         BenchReport built = report.build();
         if (options.out() != null) {
             built.writeTo(options.out(), REPORT_FILE);
-            plot(options.out(), bounds, capacityBlocks, measured, model, ttr, ttft, options.trace().getFileName().toString());
+            plot(options.out(), bounds, capacityBlocks, tiered ? options.ssdExtents() : 0, measured, model, ttr, ttft,
+                    options.trace().getFileName().toString());
             progress.accept("replay: wrote " + options.out().resolve(REPORT_FILE) + " and PNGs");
         }
-        if (options.ssd() && tiers != null) {
+        if (tiered && tiers != null) {
             progress.accept(String.format(Locale.ROOT,
                     "replay: hits by tier: DRAM %d blocks, SSD %d blocks (%d scaled bytes read back); SSD writes %d committed, %d dropped",
                     byTier.getJsonObject("dram").getLong("hit_blocks"), tiers.ssdPages(), tiers.ssdBytes(),
                     tiers.ssdWritesCommitted(), tiers.ssdWritesDropped()));
         }
         progress.accept(String.format(Locale.ROOT,
-                "replay: hit ratio %.2f%% (LRU at %d blocks %.2f%%, infinite %.2f%%); time-to-ready p50 %.0f µs p99 %.0f µs; TTFT mean %.1f ms (no cache %.1f ms)",
-                100 * measured, capacityBlocks, 100 * lru.ratio(), 100 * bounds.infinite().ratio(), ttr.p50Nanos() / 1e3,
-                ttr.p99Nanos() / 1e3, ttft.meanNanos() / 1e6, ttftNoCache.meanNanos() / 1e6));
+                "replay: hit ratio %.2f%% (LRU at %d blocks%s %.2f%%, infinite %.2f%%); time-to-ready p50 %.0f µs p99 %.0f µs; "
+                        + "modelled TTFT mean %.1f ms (no cache %.1f ms)",
+                100 * measured, effectiveCapacity, tiered ? " = DRAM + SSD" : "", 100 * lruEffective.ratio(),
+                100 * bounds.infinite().ratio(), ttr.p50Nanos() / 1e3, ttr.p99Nanos() / 1e3, ttft.meanNanos() / 1e6,
+                ttftNoCache.meanNanos() / 1e6));
         return built.toJson();
+    }
+
+    private static JsonObject lruJson(long capacityBlocks, CacheBounds.HitRatio ratio) {
+        return new JsonObject().put("capacity_blocks", capacityBlocks).put("hit_blocks", ratio.hitBlocks())
+                .put("hit_ratio", ratio.ratio()).put("hit_ratio_percent", ratio.percentRounded());
+    }
+
+    /**
+     * The SSD read rate measured in this run: the mean bytes of a read back over the median read latency (from the
+     * SSD role's latency histogram, submit to verified completion). The median, not the mean: on a shared machine a few
+     * reads wait hundreds of milliseconds for a CPU, and the mean would charge that to the disk. It is one read's
+     * bandwidth at the scaled page size, so it understates what a logical-size read would get; 0 when nothing was read.
+     */
+    static double ssdReadBytesPerSecond(io.micrometer.core.instrument.MeterRegistry registry) {
+        io.micrometer.core.instrument.Timer latency = registry.find("orbitkv.ssd.read.latency").timer();
+        io.micrometer.core.instrument.Counter bytes = registry.find("orbitkv.ssd.read.bytes").counter();
+        if (latency == null || bytes == null || latency.count() == 0) {
+            return 0;
+        }
+        double medianSeconds = 0;
+        long half = (latency.count() + 1) / 2;
+        for (io.micrometer.core.instrument.distribution.CountAtBucket bucket : latency.takeSnapshot().histogramCounts()) {
+            if (bucket.count() >= half) {
+                medianSeconds = bucket.bucket(java.util.concurrent.TimeUnit.NANOSECONDS) / 1e9;
+                break;
+            }
+        }
+        if (medianSeconds <= 0) {
+            medianSeconds = latency.mean(java.util.concurrent.TimeUnit.NANOSECONDS) / 1e9;
+        }
+        return medianSeconds > 0 ? bytes.count() / latency.count() / medianSeconds : 0;
+    }
+
+    /**
+     * Modelled TTFT per request, computed after the replay once the SSD read rate is known. The SSD term is exact per
+     * request with one engine on an in-process Manager; with several engines it apportions the run's SSD pages by
+     * each request's hit blocks; without the tier's counters (or without any SSD read) it is left out, and
+     * {@link #transferJson} says so.
+     */
+    record TtftModel(LatencyRecorder ttft, double ssdRate, String ssdRateSource, String ssdTerm) {
+        static TtftModel of(Options options, Counters c, TierCounters tiers, double measuredSsdRate, boolean inProcess) {
+            long logical = options.logicalPageBytes();
+            double ssdRate = options.ssdReadBytesPerSecond() > 0 ? options.ssdReadBytesPerSecond() : measuredSsdRate;
+            String source = options.ssdReadBytesPerSecond() > 0 ? "given (--ssd-read-bytes-per-second)"
+                    : measuredSsdRate > 0 ? "measured in this run: mean bytes per read back / median read latency (one "
+                    + "read's bandwidth at the scaled page size, no overlap: it understates a logical-size read; pass "
+                    + "--ssd-read-bytes-per-second, e.g. bench ssd's store read rate, for a device figure)"
+                    : "none: nothing was read back from SSD";
+            long ssdPages = tiers == null ? 0 : tiers.ssdPages();
+            long hitBlocks = c.hitBlocks.sum();
+            boolean perRequest = c.costs.stream().allMatch(cost -> cost.ssdPages() >= 0);
+            String term;
+            if (!inProcess) {
+                term = "left out: the Manager reached by --data-dir may read pages back from SSD, but its tier counters "
+                        + "are not read here";
+            } else if (!options.ssd() || ssdPages == 0) {
+                term = "no pages were read back from SSD: the SSD term is zero";
+            } else if (ssdRate <= 0) {
+                term = "left out: no SSD read rate (pass --ssd-read-bytes-per-second)";
+            } else if (perRequest) {
+                term = "included: each request's own SSD read-backs (tier counter delta around its query, one engine)";
+            } else {
+                term = "included, apportioned: the run's " + ssdPages + " SSD pages spread over requests by their hit blocks "
+                        + "(several engines interleave, so a request's own read-backs cannot be told apart)";
+            }
+            boolean includeSsd = term.startsWith("included");
+            LatencyRecorder ttft = LatencyRecorder.singleWriter();
+            for (RequestCost cost : c.costs) {
+                double ssdSeconds = 0;
+                if (includeSsd) {
+                    double pages = cost.ssdPages() >= 0 ? cost.ssdPages() : (double) ssdPages * cost.readyBlocks() / hitBlocks;
+                    ssdSeconds = pages * logical / ssdRate;
+                }
+                double h2dSeconds = (double) cost.readyBlocks() * logical / options.hostToDeviceBytesPerSecond();
+                ttft.recordNanos(cost.timeToReadyNanos() + cost.prefillNanos() + (long) ((ssdSeconds + h2dSeconds) * 1e9));
+            }
+            return new TtftModel(ttft, ssdRate, source, term);
+        }
+
+        JsonObject ratesJson(Options options) {
+            return new JsonObject().put("prefill_tokens_per_second", options.prefillTokensPerSecond())
+                    .put("host_to_device_bytes_per_second", options.hostToDeviceBytesPerSecond())
+                    .put("host_to_device_source", options.hostToDeviceBytesPerSecond() == Options.DEFAULT_H2D_BYTES_PER_SECOND
+                            ? "stated: PCIe Gen4 x16 at about 80 % of 32 GB/s (--h2d-bytes-per-second)" : "given (--h2d-bytes-per-second)")
+                    .put("ssd_read_bytes_per_second", ssdRate)
+                    .put("ssd_read_source", ssdRateSource);
+        }
+
+        JsonObject transferJson() {
+            return new JsonObject().put("host_to_device", "included: every hit page's logical bytes")
+                    .put("ssd_read", ssdTerm);
+        }
     }
 
     /**
@@ -445,7 +627,6 @@ public final class TraceReplayer {
             ssd = new JsonObject().put("available", true).put("hit_blocks", ssdHits)
                     .put("hit_ratio", references == 0 ? 0.0 : (double) ssdHits / references)
                     .put("read_scaled_bytes", tiers.ssdBytes())
-                    .put("read_logical_bytes", tiers.ssdPages() * options.logicalPageBytes())
                     .put("write_scaled_bytes", tiers.ssdWriteBytes())
                     .put("writes_committed", tiers.ssdWritesCommitted())
                     .put("writes_dropped", tiers.ssdWritesDropped())
@@ -465,8 +646,12 @@ public final class TraceReplayer {
         return out;
     }
 
-    private static void plot(Path out, CacheBounds.Bounds bounds, long capacityBlocks, double measured, ManagerLruModel model,
-                             LatencySummary ttr, LatencySummary ttft, String traceName) throws Exception {
+    /**
+     * The hit-ratio plot: the offline LRU curve, the infinite bound, and the Manager's measured point at the capacity
+     * it can hit on: its DRAM pool, or DRAM plus SSD with the tier on (where LRU at DRAM alone is marked too).
+     */
+    private static void plot(Path out, CacheBounds.Bounds bounds, long capacityBlocks, long ssdExtents, double measured,
+                             ManagerLruModel model, LatencySummary ttr, LatencySummary ttft, String traceName) throws Exception {
         List<CacheBounds.HitRatio> lru = bounds.lru();
         double[] x = new double[lru.size() + 1];
         double[] y = new double[lru.size() + 1];
@@ -475,19 +660,30 @@ public final class TraceReplayer {
             y[i + 1] = lru.get(i).ratio();
         }
         double maxX = x[x.length - 1];
-        List<Plots.Series> series = List.of(
-                Plots.Series.measured("LRU (offline)", x, y),
-                Plots.Series.horizontal(String.format(Locale.ROOT, "infinite cache (%.1f%%)", 100 * bounds.infinite().ratio()),
-                        bounds.infinite().ratio(), 0, maxX),
-                // A bar up to the measured point: a lone marker would hide under the LRU curve's marker when they agree.
-                Plots.Series.measured(String.format(Locale.ROOT, "Manager measured: %.2f%% at its %d-block pool (model %.2f%%)",
-                                100 * measured, capacityBlocks, 100 * model.hitRatio()),
-                        new double[] {capacityBlocks, capacityBlocks}, new double[] {0, measured}));
+        long effective = capacityBlocks + ssdExtents;
+        List<Plots.Series> series = new ArrayList<>();
+        series.add(Plots.Series.measured("LRU (offline)", x, y));
+        series.add(Plots.Series.horizontal(String.format(Locale.ROOT, "infinite cache (%.1f%%)", 100 * bounds.infinite().ratio()),
+                bounds.infinite().ratio(), 0, maxX));
+        if (ssdExtents > 0) {
+            double dramLru = bounds.lruAt(capacityBlocks).ratio();
+            series.add(Plots.Series.measured(String.format(Locale.ROOT, "LRU at the %d-block DRAM pool alone (%.2f%%)",
+                    capacityBlocks, 100 * dramLru), new double[] {capacityBlocks, capacityBlocks}, new double[] {0, dramLru}));
+            // A bar up to the measured point: a lone marker would hide under the LRU curve's marker when they agree.
+            series.add(Plots.Series.measured(String.format(Locale.ROOT,
+                            "Manager measured: %.2f%% at DRAM + SSD = %d + %d blocks (LRU there %.2f%%)", 100 * measured,
+                            capacityBlocks, ssdExtents, 100 * bounds.lruAt(effective).ratio()),
+                    new double[] {effective, effective}, new double[] {0, measured}));
+        } else {
+            series.add(Plots.Series.measured(String.format(Locale.ROOT, "Manager measured: %.2f%% at its %d-block pool (model %.2f%%)",
+                            100 * measured, capacityBlocks, 100 * model.hitRatio()),
+                    new double[] {capacityBlocks, capacityBlocks}, new double[] {0, measured}));
+        }
         Plots.hitRatioVsCapacity(out.resolve(HIT_RATIO_PLOT), "Replay hit ratio vs capacity: " + traceName, series,
                 Plots.DEFAULT_WIDTH, Plots.DEFAULT_HEIGHT);
-        Plots.latencyCdf(out.resolve(LATENCY_PLOT), "Replay: time-to-ready and modelled TTFT: " + traceName,
+        Plots.latencyCdf(out.resolve(LATENCY_PLOT), "Replay: time-to-ready (measured) and TTFT (modelled): " + traceName,
                 List.of(Plots.Series.latencyCdf("time-to-ready (measured)", ttr.cdf()),
-                        Plots.Series.latencyCdf("TTFT (modelled)", ttft.cdf())),
+                        Plots.Series.latencyCdf("TTFT (modelled, see model.assumptions)", ttft.cdf())),
                 Plots.DEFAULT_WIDTH, Plots.DEFAULT_HEIGHT);
     }
 }

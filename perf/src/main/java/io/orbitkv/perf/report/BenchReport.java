@@ -17,13 +17,17 @@ import java.util.Set;
 /**
  * The result of one {@code orbitkv bench NAME} run as one JSON object:
  * <pre>{"bench": NAME, "figures": {...}, "baselines": {...}, "ratios": {...}, "config": {...}, "machine": {...},
- *  ...ratios promoted to the top level}</pre>
+ *  "passed": true|false, "failures": [reasons], ...ratios promoted to the top level}</pre>
  *
  * <p>Contract: every bench prints exactly this object, on one line, as its last line of stdout ({@link #printTo}), so
  * scripts can take {@code tail -n 1} and parse it. {@code figures} are what was measured, {@code baselines} the
  * physical limits measured in the same run (memcpy, disk, loopback) or the offline bounds, {@code ratios} figure over
  * baseline. A ratio promoted with {@link Builder#topLevelRatio} also appears at the top level (e.g.
- * {@code "throughput_ratio"}) where the acceptance scripts look for it.
+ * {@code "throughput_ratio"}) where the acceptance scripts look for it. Figures that come from a model (a TTFT
+ * computed from assumed rates, bytes at a scale that was not moved) go in a separate {@code model} section
+ * ({@link Builder#model}) with the assumptions they rest on, never among the measured {@code figures}. A check the run itself makes (restored bytes
+ * equal to published ones, no lease left at the end) that fails is recorded with {@link Builder#failure}: the report
+ * still carries every figure, says {@code "passed": false} with the reasons, and the command exits non-zero.
  *
  * <p>Design note: values must be JSON-representable and finite. A NaN or infinite double (typically a ratio over a
  * zero baseline) would encode as a bare {@code NaN}, which no JSON parser accepts, so it is rejected when added,
@@ -31,7 +35,14 @@ import java.util.Set;
  */
 public final class BenchReport {
 
-    private static final Set<String> RESERVED_KEYS = Set.of("bench", "figures", "baselines", "ratios", "config", "machine");
+    /** Top-level key: whether every check the run made passed. */
+    public static final String PASSED = "passed";
+    /** Top-level key: the reasons the run did not pass (empty when it passed). */
+    public static final String FAILURES = "failures";
+    /** Section of figures computed from a model rather than measured; present only when a bench has one. */
+    public static final String MODEL = "model";
+    private static final Set<String> RESERVED_KEYS = Set.of("bench", "figures", "baselines", "ratios", "config", "machine",
+            PASSED, FAILURES, MODEL);
 
     private final JsonObject json;
 
@@ -41,6 +52,11 @@ public final class BenchReport {
 
     public static Builder builder(String bench) {
         return new Builder(bench);
+    }
+
+    /** Whether a report (as printed) passed its own checks; a report without the key predates them and passes. */
+    public static boolean passed(JsonObject report) {
+        return report.getBoolean(PASSED, true);
     }
 
     /** The bench name. */
@@ -95,6 +111,8 @@ public final class BenchReport {
         private final JsonObject ratios = new JsonObject();
         private final JsonObject config = new JsonObject();
         private final Map<String, Double> topLevelRatios = new LinkedHashMap<>();
+        private final JsonArray failures = new JsonArray();
+        private final JsonObject model = new JsonObject();
         private MachineInfo machine;
 
         private Builder(String bench) {
@@ -148,6 +166,23 @@ public final class BenchReport {
             return this;
         }
 
+        /** A modelled (not measured) value: it goes in the {@code model} section, beside its assumptions. */
+        public Builder model(String name, Object value) {
+            model.put(requireName(name), requireJsonValue(name, value));
+            return this;
+        }
+
+        /** A check of the run that failed (wrong bytes, a leaked lease, ...): the report says it did not pass. */
+        public Builder failure(String reason) {
+            failures.add(requireName(reason));
+            return this;
+        }
+
+        /** {@link #failure} when {@code condition} does not hold. */
+        public Builder check(boolean condition, String reasonWhenNot) {
+            return condition ? this : failure(reasonWhenNot);
+        }
+
         /** The machine; probed at {@link #build()} when not given. */
         public Builder machine(MachineInfo machine) {
             this.machine = Objects.requireNonNull(machine, "machine");
@@ -161,7 +196,12 @@ public final class BenchReport {
                     .put("baselines", baselines.copy())
                     .put("ratios", ratios.copy())
                     .put("config", config.copy())
-                    .put("machine", (machine != null ? machine : MachineInfo.probe()).toJson());
+                    .put("machine", (machine != null ? machine : MachineInfo.probe()).toJson())
+                    .put(PASSED, failures.isEmpty())
+                    .put(FAILURES, failures.copy());
+            if (!model.isEmpty()) {
+                json.put(MODEL, model.copy());
+            }
             topLevelRatios.forEach(json::put);
             return new BenchReport(json);
         }

@@ -73,27 +73,19 @@ public final class SsdBench {
     }
 
     public static JsonObject run(String[] args) throws Exception {
-        Path dir = null;
-        double sizeGib = 2;
-        int queueDepth = 16;
-        int rounds = 7;
-        int staging = -1;
-        int storeQueueDepth = -1;
-        int readsOutstanding = -1;
-        boolean keep = false;
-        for (int i = 0; i < args.length; i++) {
-            switch (args[i]) {
-                case "--dir" -> dir = Path.of(args[++i]);
-                case "--size-gib" -> sizeGib = Double.parseDouble(args[++i]);
-                case "--queue-depth" -> queueDepth = Integer.parseInt(args[++i]);
-                case "--rounds" -> rounds = Integer.parseInt(args[++i]);
-                case "--staging" -> staging = Integer.parseInt(args[++i]);
-                case "--store-queue-depth" -> storeQueueDepth = Integer.parseInt(args[++i]);
-                case "--reads-outstanding" -> readsOutstanding = Integer.parseInt(args[++i]);
-                case "--keep" -> keep = true;
-                default -> throw new IllegalArgumentException("unknown argument " + args[i]);
-            }
-        }
+        return run(io.orbitkv.perf.BenchArgs.parse(args));
+    }
+
+    public static JsonObject run(io.orbitkv.perf.BenchArgs a) throws Exception {
+        Path dir = a.path("dir");
+        double sizeGib = a.decimal("size-gib", 2);
+        int queueDepth = a.integer("queue-depth", 16);
+        int rounds = a.integer("rounds", 7);
+        int staging = a.integer("staging", -1);
+        int storeQueueDepth = a.integer("store-queue-depth", -1);
+        int readsOutstanding = a.integer("reads-outstanding", -1);
+        boolean keep = a.flag("keep", false);
+        a.requireAllUsed();
         boolean ownDir = dir == null;
         if (ownDir) {
             dir = Files.createTempDirectory(Path.of("/var/tmp"), "orbitkv-ssdbench-");

@@ -10,10 +10,10 @@ import org.junit.jupiter.api.Timeout;
 /** {@code --ssd-mix}: a working set larger than a small pool, SSD tier on, cold-tail re-queries read back from SSD. */
 class LoadBenchSsdTest {
     @Test
-    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void ssdMixReadsPagesBackFromSsdAndVerifiesThem() {
-        JsonObject report = LoadBench.run(new String[] {
-                "--concurrency=1", "--requests=300", "--seconds=20", "--warmup-requests=60", "--ping-seconds=0.1",
+        JsonObject report = io.orbitkv.perf.Benchmarks.run("load", new String[] {
+                "--concurrency=1", "--requests=300", "--seconds=20", "--warmup-requests=60", "--memcpy-seconds=0.1", 
                 "--pool-size=16MiB", "--page-bytes=64KiB", "--prefixes=32", "--cancel-fraction=0.1", "--mode=closed",
                 "--ssd-mix=0.5"});
 

@@ -48,6 +48,17 @@ class TraceReplayerTest {
         assertThat(figures.getLong("active_leases_at_end")).isZero();
         assertThat(figures.getLong("session_leases_at_end")).isZero();
         assertThat(figures.getJsonObject("hits_by_tier").getJsonObject("ssd").getBoolean("available")).isFalse();
+        // Modelled figures live apart from the measured ones, with their assumptions.
+        assertThat(figures.containsKey("ttft_modelled")).isFalse();
+        assertThat(figures.containsKey("restored_logical_bytes")).isFalse();
+        JsonObject model = report.getJsonObject("model");
+        assertThat(model.getJsonObject("ttft").getLong("count")).isEqualTo(LIMIT);
+        assertThat(model.getJsonObject("logical_bytes").getLong("restored")).isPositive();
+        assertThat(model.getJsonArray("assumptions")).isNotEmpty();
+        assertThat(model.getJsonObject("transfer").getString("ssd_read")).contains("zero");
+        assertThat(model.getJsonObject("rates").getDouble("host_to_device_bytes_per_second")).isEqualTo(25e9);
+        assertThat(baselines.getJsonObject("lru_at_manager_capacity").getString("tiers")).isEqualTo("DRAM");
+        assertThat(report.getBoolean("passed")).isTrue();
         assertThat(out.resolve(TraceReplayer.REPORT_FILE)).isRegularFile();
         assertThat(Files.size(out.resolve(TraceReplayer.HIT_RATIO_PLOT))).isPositive();
         assertThat(Files.size(out.resolve(TraceReplayer.LATENCY_PLOT))).isPositive();
@@ -61,8 +72,22 @@ class TraceReplayerTest {
         long pool = 500;
         JsonObject dramOnly = TraceReplayer.run(new TraceReplayer.Options(trace, null, limit, 0, 131072, 512, 1024, pool,
                 null, 10_000, 1, 16), line -> { }).getJsonObject("figures");
-        JsonObject withSsd = TraceReplayer.run(new TraceReplayer.Options(trace, out, limit, 0, 131072, 512, 1024, pool,
-                null, 10_000, 1, 16, 64L << 20), line -> { }).getJsonObject("figures");
+        JsonObject withSsdReport = TraceReplayer.run(new TraceReplayer.Options(trace, out, limit, 0, 131072, 512, 1024, pool,
+                null, 10_000, 1, 16, 64L << 20), line -> { });
+        JsonObject withSsd = withSsdReport.getJsonObject("figures");
+        // Judged against LRU at what the Manager can hit on: DRAM plus SSD (64 MiB of 64 KiB pages + 4 KiB headers).
+        long extents = (64L << 20) / ((64 << 10) + 4096);
+        JsonObject baselines = withSsdReport.getJsonObject("baselines");
+        JsonObject lruBoth = baselines.getJsonObject("lru_at_dram_plus_ssd_capacity");
+        assertThat(lruBoth.getLong("capacity_blocks")).isEqualTo(pool + extents);
+        assertThat(baselines.getJsonObject("lru_at_manager_capacity").getString("tiers")).isEqualTo("DRAM + SSD");
+        assertThat(withSsdReport.getDouble("hit_ratio_over_lru"))
+                .isCloseTo(withSsd.getDouble("hit_ratio") / lruBoth.getDouble("hit_ratio"), org.assertj.core.data.Offset.offset(1e-9));
+        assertThat(baselines.getJsonObject("lru_at_dram_capacity").getLong("capacity_blocks")).isEqualTo(pool);
+        JsonObject model = withSsdReport.getJsonObject("model");
+        assertThat(model.getJsonObject("transfer").getString("ssd_read")).startsWith("included: each request's own");
+        assertThat(model.getJsonObject("rates").getDouble("ssd_read_bytes_per_second")).isPositive();
+        assertThat(model.getJsonObject("logical_bytes").getLong("ssd_read")).isPositive();
 
         JsonObject ssd = withSsd.getJsonObject("hits_by_tier").getJsonObject("ssd");
         assertThat(ssd.getBoolean("available")).isTrue();

@@ -38,7 +38,9 @@ class BenchReportTest {
         JsonObject json = sample().toJson();
 
         assertThat(json.fieldNames()).containsExactly(
-                "bench", "figures", "baselines", "ratios", "config", "machine", "throughput_ratio");
+                "bench", "figures", "baselines", "ratios", "config", "machine", "passed", "failures", "throughput_ratio");
+        assertThat(json.getBoolean("passed")).isTrue();
+        assertThat(json.getJsonArray("failures")).isEmpty();
         assertThat(json.getString("bench")).isEqualTo("replay");
         assertThat(json.getJsonObject("figures").getDouble("throughput_ops_per_s")).isEqualTo(125_000.5);
         assertThat(json.getJsonObject("baselines").getDouble("memcpy_gb_per_s")).isEqualTo(6.0);
@@ -96,5 +98,22 @@ class BenchReportTest {
         JsonObject machine = BenchReport.builder("probe").build().toJson().getJsonObject("machine");
 
         assertThat(machine.getInteger("cores")).isEqualTo(Runtime.getRuntime().availableProcessors());
+    }
+
+    @Test
+    void aFailedCheckKeepsTheFiguresAndMarksTheReportNotPassed() {
+        JsonObject json = BenchReport.builder("load").figure("mismatched_pages", 2)
+                .check(true, "never recorded")
+                .check(false, "2 restored pages differ from what was published")
+                .failure("1 lease still active at the end")
+                .machine(MACHINE).build().toJson();
+
+        assertThat(json.getBoolean("passed")).isFalse();
+        assertThat(json.getJsonArray("failures")).containsExactly(
+                "2 restored pages differ from what was published", "1 lease still active at the end");
+        assertThat(json.getJsonObject("figures").getInteger("mismatched_pages")).isEqualTo(2);
+        assertThat(BenchReport.passed(json)).isFalse();
+        assertThatThrownBy(() -> BenchReport.builder("x").topLevelRatio("passed", 1.0))
+                .isInstanceOf(IllegalArgumentException.class);
     }
 }

@@ -1,18 +1,20 @@
 package io.orbitkv.perf.trace;
 
-import net.jqwik.api.Arbitraries;
-import net.jqwik.api.Arbitrary;
-import net.jqwik.api.ForAll;
-import net.jqwik.api.Property;
-import net.jqwik.api.Provide;
-import net.jqwik.api.constraints.IntRange;
 import org.junit.jupiter.api.Test;
+import org.quicktheories.core.Gen;
 
 import java.util.ArrayList;
 import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.quicktheories.QuickTheory.qt;
+import static org.quicktheories.generators.SourceDSL.integers;
+import static org.quicktheories.generators.SourceDSL.lists;
 
+/**
+ * Offline cache bounds. The two properties run on QuickTheories: a failure prints the shrunk trace and "Seed was N",
+ * and {@code -DQT_SEED=N} replays exactly that run.
+ */
 class CacheBoundsTest {
 
     private static TraceRequest request(long... hashIds) {
@@ -65,34 +67,37 @@ class CacheBoundsTest {
         assertThat(CacheBounds.simulate(List.<TraceRequest>of(), 10).infinite().ratio()).isZero();
     }
 
-    @Property(tries = 200)
-    void lruCurveIsNonDecreasingAndBoundedByTheInfiniteCache(@ForAll("prefixTraces") List<TraceRequest> trace,
-                                                            @ForAll @IntRange(min = 0, max = 40) int capacity) {
-        CacheBounds.Bounds bounds = CacheBounds.simulate(trace, capacity, capacity + 1, capacity + 7);
+    @Test
+    void lruCurveIsNonDecreasingAndBoundedByTheInfiniteCache() {
+        qt().withExamples(200).forAll(prefixTraces(), integers().between(0, 40)).checkAssert((trace, capacity) -> {
+            CacheBounds.Bounds bounds = CacheBounds.simulate(trace, capacity, capacity + 1, capacity + 7);
 
-        long smaller = bounds.lruAt(capacity).hitBlocks();
-        long larger = bounds.lruAt(capacity + 1).hitBlocks();
-        long largest = bounds.lruAt(capacity + 7).hitBlocks();
-        assertThat(smaller).isLessThanOrEqualTo(larger);
-        assertThat(larger).isLessThanOrEqualTo(largest);
-        assertThat(largest).isLessThanOrEqualTo(bounds.infinite().hitBlocks());
+            long smaller = bounds.lruAt(capacity).hitBlocks();
+            long larger = bounds.lruAt(capacity + 1).hitBlocks();
+            long largest = bounds.lruAt(capacity + 7).hitBlocks();
+            assertThat(smaller).isLessThanOrEqualTo(larger);
+            assertThat(larger).isLessThanOrEqualTo(largest);
+            assertThat(largest).isLessThanOrEqualTo(bounds.infinite().hitBlocks());
+        });
     }
 
-    @Property(tries = 200)
-    void lruWithRoomForEveryBlockEqualsTheInfiniteCache(@ForAll("prefixTraces") List<TraceRequest> trace) {
-        long unique = CacheBounds.simulate(trace).uniqueBlocks();
-        CacheBounds.Bounds bounds = CacheBounds.simulate(trace, unique);
+    @Test
+    void lruWithRoomForEveryBlockEqualsTheInfiniteCache() {
+        qt().withExamples(200).forAll(prefixTraces()).checkAssert(trace -> {
+            long unique = CacheBounds.simulate(trace).uniqueBlocks();
+            CacheBounds.Bounds bounds = CacheBounds.simulate(trace, unique);
 
-        assertThat(bounds.lruAt(unique).hitBlocks()).isEqualTo(bounds.infinite().hitBlocks());
-        // With an infinite cache and chained ids, every repeated block is a hit.
-        assertThat(bounds.infinite().hitBlocks()).isEqualTo(bounds.blockReferences() - unique);
+            assertThat(bounds.lruAt(unique).hitBlocks()).isEqualTo(bounds.infinite().hitBlocks());
+            // With an infinite cache and chained ids, every repeated block is a hit.
+            assertThat(bounds.infinite().hitBlocks()).isEqualTo(bounds.blockReferences() - unique);
+        });
     }
 
     /** Traces whose ids are prefix-chained like Mooncake's: requests share prefixes of a small tree of documents. */
-    @Provide
-    Arbitrary<List<TraceRequest>> prefixTraces() {
-        Arbitrary<int[]> paths = Arbitraries.integers().between(0, 2).array(int[].class).ofMinSize(0).ofMaxSize(8);
-        return paths.list().ofMinSize(0).ofMaxSize(30).map(CacheBoundsTest::chainedRequests);
+    static Gen<List<TraceRequest>> prefixTraces() {
+        Gen<int[]> paths = lists().of(integers().between(0, 2)).ofSizeBetween(0, 8)
+                .map(path -> path.stream().mapToInt(Integer::intValue).toArray());
+        return lists().of(paths).ofSizeBetween(0, 30).map(CacheBoundsTest::chainedRequests);
     }
 
     /** Maps each branch path (child index per level) to ids unique per (prefix, block), as Mooncake ids are. */
