@@ -18,11 +18,14 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermission;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -92,8 +95,8 @@ class SsdStoreTest {
     /** Counts acquire/release and records the executor the store reports for each commit. */
     static final class CountingSource implements WeakImageSource {
         final MemorySegment segment;
-        final java.util.concurrent.atomic.AtomicInteger acquired = new java.util.concurrent.atomic.AtomicInteger();
-        final java.util.concurrent.atomic.AtomicInteger released = new java.util.concurrent.atomic.AtomicInteger();
+        final AtomicInteger acquired = new AtomicInteger();
+        final AtomicInteger released = new AtomicInteger();
 
         CountingSource(MemorySegment segment) {
             this.segment = segment;
@@ -113,8 +116,8 @@ class SsdStoreTest {
 
     @Test
     void writesFromThePoolSlotSkipTheStagingCopyAndReleaseTheSourceOnceTheirPayloadIsOnDisk() throws Exception {
-        java.util.List<Boolean> executedFromSource = new java.util.concurrent.CopyOnWriteArrayList<>();
-        java.util.concurrent.atomic.AtomicInteger stagingCopies = new java.util.concurrent.atomic.AtomicInteger();
+        List<Boolean> executedFromSource = new CopyOnWriteArrayList<>();
+        AtomicInteger stagingCopies = new AtomicInteger();
         SsdSettings settings = SsdTesting.small(dir, 8).writeFromSource(true).observer(new SsdOperationObserver() {
             @Override
             public void onWriteCommitted(long payloadBytes, long serviceNanos, boolean fromSource, long totalNanos,
@@ -303,7 +306,7 @@ class SsdStoreTest {
             for (SsdEntry entry : after) {
                 long index = SsdTesting.indexOf(entry.key());
                 SsdLease lease = t.call(() -> t.store.acquireLease(entry.key(), entry.generation()));
-                MemorySegment dst = t.arena.allocate(SsdStore.alignUp(entry.lengthBytes()), 4096);
+                MemorySegment dst = t.arena.allocate(SsdLayout.alignUp(entry.lengthBytes()), 4096);
                 t.await(() -> t.store.readInto(lease, dst));
                 assertThat(SsdTesting.matches(dst, entry.lengthBytes(), index)).isTrue();
                 t.run(() -> t.store.release(lease));
@@ -422,7 +425,7 @@ class SsdStoreTest {
 
     @SuppressWarnings("unused")
     private static Set<StateKey> keys(long... indexes) {
-        Set<StateKey> keys = new java.util.HashSet<>();
+        Set<StateKey> keys = new HashSet<>();
         for (long i : indexes) {
             keys.add(key(i));
         }
