@@ -167,10 +167,15 @@ final class SsdCommitProtocol {
         return null;
     }
 
-    /** See {@link SsdStore#noteReuse}. */
-    void noteReuse(StateKey key) {
-        if (settings.writePolicy() == SsdWritePolicy.REUSE_AWARE && !index.contains(key)) {
-            reuse.sight(key);
+    /**
+     * See {@link SsdStore#noteReuse}: under REUSE_AWARE a sighting like an offer (the second one writes), except that a
+     * key already on SSD or on its way there is left alone without counting a drop. Under ALL the seal-time offer
+     * already decided, so nothing happens.
+     */
+    void noteReuse(StateKey key, WeakImageSource source, long lengthBytes) {
+        if (settings.writePolicy() == SsdWritePolicy.REUSE_AWARE && !closed && !index.contains(key)
+                && !pendingKeys.contains(key)) {
+            offer(key, source, lengthBytes);
         }
     }
 

@@ -208,12 +208,16 @@ public final class SsdStore {
     }
 
     /**
-     * Records that {@code key} was reused (e.g. a DRAM hit), so that under {@link SsdWritePolicy#REUSE_AWARE} its next
-     * offer is written. No effect under ALL or when the key is already on SSD.
+     * Reports that the DRAM image of {@code key} was seen again (a query hit it in DRAM, or a publish named it again
+     * while resident). Under {@link SsdWritePolicy#REUSE_AWARE} this is a sighting like an offer: the second sighting
+     * writes the image, from the same weak {@code source}, as {@link #offerWrite} would. No effect under ALL, or when
+     * the key is already committed or being written (nothing is counted then).
      */
-    public void noteReuse(StateKey key) {
+    public void noteReuse(StateKey key, WeakImageSource source, long lengthBytes) {
         checkLoop();
-        writes.noteReuse(key);
+        Objects.requireNonNull(key, "key");
+        Objects.requireNonNull(source, "source");
+        writes.noteReuse(key, source, lengthBytes);
     }
 
     // ------------------------------------------------------------------------------------------------ lookups
