@@ -3,12 +3,16 @@ package io.orbitkv.storage;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.protocol.engine.ErrorReason;
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.HashMap;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalLong;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32C;
 
 /**
@@ -119,7 +123,7 @@ public final class ImageStore {
          * Dekker handshake (both sequentially consistent): the copier increments then reads {@code retired}; the
          * evictor writes {@code retired} then reads the pins. At most one of them proceeds.
          */
-        final java.util.concurrent.atomic.AtomicInteger copyPins = new java.util.concurrent.atomic.AtomicInteger();
+        final AtomicInteger copyPins = new AtomicInteger();
         volatile boolean retired;
 
         Image(StateKey key, PoolAllocator.Slot slot, long ownerInstance, long publishId) {
@@ -323,20 +327,28 @@ public final class ImageStore {
             evictable.get(key);
         }
         List<Materialization> started = new ArrayList<>();
-        for (StateKey key : keys) {
-            SsdCopy copy = onSsd.get(key);
-            if (copy == null || images.containsKey(key)) {
-                continue;
+        try {
+            for (StateKey key : keys) {
+                SsdCopy copy = onSsd.get(key);
+                if (copy == null || images.containsKey(key)) {
+                    continue;
+                }
+                PoolAllocator.Slot slot = allocateEvicting(copy.lengthBytes());
+                if (slot == null) {
+                    break;
+                }
+                Image image = new Image(key, slot, MATERIALIZER, 0);
+                image.fromSsd = true;
+                images.put(key, image);
+                materializing++;
+                started.add(new Materialization(image.ref(), copy.generation()));
             }
-            PoolAllocator.Slot slot = allocateEvicting(copy.lengthBytes());
-            if (slot == null) {
-                break;
+        } catch (RuntimeException e) {
+            // Nobody hears of reservations the caller never received: return them before failing.
+            for (Materialization m : started) {
+                finishMaterialization(m.image(), false, ImageRef.CRC_UNKNOWN);
             }
-            Image image = new Image(key, slot, MATERIALIZER, 0);
-            image.fromSsd = true;
-            images.put(key, image);
-            materializing++;
-            started.add(new Materialization(image.ref(), copy.generation()));
+            throw e;
         }
         return started;
     }
@@ -496,7 +508,7 @@ public final class ImageStore {
      */
     public int unpinIntoQuarantine(List<List<ImageRef>> pinned, long untilNanos) {
         // All or nothing: every pin is checked before any is dropped.
-        Map<Image, Integer> drops = new java.util.IdentityHashMap<>();
+        Map<Image, Integer> drops = new IdentityHashMap<>();
         for (List<ImageRef> chain : pinned) {
             for (ImageRef ref : chain) {
                 Image image = pinnedImage(ref);
@@ -542,8 +554,8 @@ public final class ImageStore {
     }
 
     /** When the eldest hold ends, if any. */
-    public java.util.OptionalLong nextQuarantineEndNanos() {
-        return quarantine.isEmpty() ? java.util.OptionalLong.empty() : java.util.OptionalLong.of(quarantine.peekFirst().untilNanos());
+    public OptionalLong nextQuarantineEndNanos() {
+        return quarantine.isEmpty() ? OptionalLong.empty() : OptionalLong.of(quarantine.peekFirst().untilNanos());
     }
 
     private void hold(Hold hold) {
@@ -559,7 +571,7 @@ public final class ImageStore {
     /** A quarantine hold on one slot generation: of a resident image, or of a slot detached from the index. */
     private record Hold(long untilNanos, Image image, PoolAllocator.Slot slot) {}
 
-    private final java.util.ArrayDeque<Hold> quarantine = new java.util.ArrayDeque<>();
+    private final ArrayDeque<Hold> quarantine = new ArrayDeque<>();
     private long quarantinedSlots;
     private long quarantinedBytes;
     private long quarantineEvents;
@@ -627,10 +639,23 @@ public final class ImageStore {
     }
 
     /** Drops pins taken by {@link #pinExact}. */
+    /**
+     * Drops one pin per reference, all or nothing: every reference is checked first (pinned, at its exact generation,
+     * and not named more often than it is pinned), so a list with one bad reference changes no pin and throws.
+     */
     public void unpin(List<List<ImageRef>> pinned) {
+        Map<Image, Integer> drops = new IdentityHashMap<>();
         for (List<ImageRef> chain : pinned) {
             for (ImageRef ref : chain) {
-                unpinOne(pinnedImage(ref));
+                Image image = pinnedImage(ref);
+                if (drops.merge(image, 1, Integer::sum) > image.pins) {
+                    throw new IllegalStateException("unpin of more pins than held: " + ref.key());
+                }
+            }
+        }
+        for (List<ImageRef> chain : pinned) {
+            for (ImageRef ref : chain) {
+                unpinOne(images.get(ref.key()));
             }
         }
     }

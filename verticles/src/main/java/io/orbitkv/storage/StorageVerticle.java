@@ -35,6 +35,7 @@ public final class StorageVerticle extends VerticleBase {
     private final io.orbitkv.common.Ticker ticker = io.orbitkv.common.Ticker.SYSTEM;
     private SharedMemoryFile poolFile;
     private ImageStore store;
+    private Materializer materializer;
     /** The one-shot timer that ends the eldest quarantine hold; -1 when none is armed. */
     private long quarantineTimer = -1;
     private volatile StorageCommands.StorageStats snapshot;
@@ -85,6 +86,9 @@ public final class StorageVerticle extends VerticleBase {
                         offerToSsd(image);
                     }
                 });
+        if (ssd != null) {
+            materializer = new Materializer(store, poolFile.segment(), this::fillFromSsd, this::onMaterialized, ticker);
+        }
         measureFragmentation();
         fragmentationTimer = vertx.setPeriodic(1000, id -> measureFragmentation());
         registerMetrics();
@@ -157,34 +161,28 @@ public final class StorageVerticle extends VerticleBase {
      * Reads keys back from SSD into DRAM slots under exact-generation SSD leases: the slot is WRITING (invisible to
      * queries) until the read is verified, then sealed; a failed or corrupt read frees the slot (and the SSD role drops
      * a corrupt extent), so a wrong byte is never served. Submitted reads complete even if the asking query is gone.
+     * {@link Materializer} owns each reservation until it settles.
      */
     private int materialize(List<StateKey> keys) {
-        if (ssd == null) {
-            return 0;
+        return materializer == null ? 0 : materializer.start(keys);
+    }
+
+    private Future<io.orbitkv.ssd.SsdReadResult> fillFromSsd(StateKey key, long generation,
+                                                            java.lang.foreign.MemorySegment slot) {
+        return ssd.acquireLease(key, generation)
+                .compose(lease -> ssd.readInto(lease, slot).eventually(() -> ssd.release(lease)));
+    }
+
+    private void onMaterialized(ImageStore.ImageRef image, io.orbitkv.ssd.SsdReadResult result, long nanos) {
+        if (result != null) {
+            ssdTierPages.increment();
+            ssdTierBytes.increment(image.lengthBytes());
+        } else {
+            materializeFailures.increment();
         }
-        List<ImageStore.Materialization> started = store.materialize(keys);
-        for (ImageStore.Materialization m : started) {
-            ImageStore.ImageRef image = m.image();
-            long alignedLength = (image.lengthBytes() + 4095) / 4096 * 4096;
-            java.lang.foreign.MemorySegment slot = poolFile.segment().asSlice(image.offset(), alignedLength);
-            long startNanos = System.nanoTime();
-            ssd.acquireLease(image.key(), m.ssdGeneration())
-                    .compose(lease -> ssd.readInto(lease, slot).eventually(() -> ssd.release(lease)))
-                    .onComplete(ar -> {
-                        store.finishMaterialization(image, ar.succeeded(), ar.succeeded()
-                                ? Integer.toUnsignedLong(ar.result().payloadCrc32c()) : ImageStore.ImageRef.CRC_UNKNOWN);
-                        if (ar.succeeded()) {
-                            ssdTierPages.increment();
-                            ssdTierBytes.increment(image.lengthBytes());
-                        } else {
-                            materializeFailures.increment();
-                        }
-                        boolean bounced = ar.succeeded() && ar.result().path() == io.orbitkv.ssd.SsdReadResult.ReadPath.BOUNCE;
-                        observeSsdRead(image.lengthBytes(), System.nanoTime() - startNanos, ar.succeeded(), bounced);
-                        refresh();
-                    });
-        }
-        return started.size();
+        boolean bounced = result != null && result.path() == io.orbitkv.ssd.SsdReadResult.ReadPath.BOUNCE;
+        observeSsdRead(image.lengthBytes(), nanos, result != null, bounced);
+        refresh();
     }
 
     /**
