@@ -33,12 +33,31 @@ public final class AdmissionVerticle extends VerticleBase {
      */
     public record Settings(int maxOutstandingPerInstance, int maxOutstanding, long waitBudgetNanos,
                            long replyTtlNanos, long leaseBudgetBytes, long instanceBudgetBytes,
-                           long speculativeBudgetBytes, TenantShares tenantShares) {
+                           long speculativeBudgetBytes, TenantShares tenantShares, int maxAnsweredPerInstance,
+                           int maxAnswered) {
+        /** Answered-ticket bounds by default: the conf/orbitkv.yaml defaults. */
+        public static final int DEFAULT_MAX_ANSWERED_PER_INSTANCE = 1024;
+        public static final int DEFAULT_MAX_ANSWERED = 32768;
+
+        public Settings(int maxOutstandingPerInstance, int maxOutstanding, long waitBudgetNanos, long replyTtlNanos,
+                        long leaseBudgetBytes, long instanceBudgetBytes, long speculativeBudgetBytes,
+                        TenantShares tenantShares) {
+            this(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos, leaseBudgetBytes,
+                    instanceBudgetBytes, speculativeBudgetBytes, tenantShares, DEFAULT_MAX_ANSWERED_PER_INSTANCE,
+                    DEFAULT_MAX_ANSWERED);
+        }
+
         /** The earlier shape: no per-instance cap, 10% of the query budget for speculation, equal tenant shares. */
         public Settings(int maxOutstandingPerInstance, int maxOutstanding, long waitBudgetNanos, long replyTtlNanos,
                         long leaseBudgetBytes) {
             this(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos, leaseBudgetBytes,
                     leaseBudgetBytes, leaseBudgetBytes / 10, TenantShares.equalShares());
+        }
+
+        /** The same settings with other answered-ticket bounds (query.max-answered-per-instance, query.max-answered). */
+        public Settings withAnsweredBounds(int perInstance, int total) {
+            return new Settings(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos,
+                    leaseBudgetBytes, instanceBudgetBytes, speculativeBudgetBytes, tenantShares, perInstance, total);
         }
     }
 

@@ -1,6 +1,7 @@
 package io.orbitkv.admission;
 
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.admission.AdmissionCommands.DemandPlan;
 import io.orbitkv.admission.AdmissionCommands.DemandState;
@@ -57,7 +58,8 @@ import java.util.OptionalLong;
  * 5 s) from its latest revision, then settles on what is resident (a shorter legal boundary or MISS) so the engine
  * recomputes; the budget never interrupts pins already requested. Bytes: see {@link QueryBudgets}. Outstanding
  * (PENDING) tickets are bounded per instance and in total; an answer lives {@code replyTtlNanos} (while its lease
- * lives, longer), then the ticket is forgotten and polls get UNKNOWN_TICKET.
+ * lives, longer), then the ticket is forgotten and polls get UNKNOWN_TICKET. Answered tickets are bounded per instance
+ * and in total too ({@link AnsweredTickets}: the eldest lease-less answer makes room, else TOO_MANY_ANSWERED).
  *
  * <p>Confined to one event loop; futures from the {@link StoragePort} must complete on it.
  */
@@ -121,6 +123,7 @@ final class DemandAdmission {
     private final Map<OperationKey, Ticket> byOperation = new HashMap<>();
     private final Map<Long, Lease> leases = new HashMap<>();
     private final Map<Long, Integer> outstandingByInstance = new HashMap<>();
+    private final AnsweredTickets<Ticket> answered;
     private final Map<Status, Counter> queriesByOutcome = new EnumMap<>(Status.class);
     private final Counter restoredBytes;
     private final Counter replans;
@@ -155,6 +158,11 @@ final class DemandAdmission {
         }
         restoredBytes = Counter.builder("orbitkv.restored.bytes").baseUnit("bytes")
                 .description("Bytes handed to engines under READY leases").register(registry);
+        answered = new AnsweredTickets<>(settings.maxAnsweredPerInstance(), settings.maxAnswered(),
+                t -> t.lease == null, this::forget);
+        FunctionCounter.builder("orbitkv.queries.answers.evicted", answered, AnsweredTickets::evicted)
+                .description("Answered queries forgotten before query.reply-ttl-ms to keep the answered bound")
+                .register(registry);
         replans = Counter.builder("orbitkv.queries.replans")
                 .description("Plans whose pages were lost between evidence and pinning").register(registry);
     }
@@ -176,6 +184,7 @@ final class DemandAdmission {
         }
         requireOutstandingRoom(instance);
         budgets.requireHeadroom(instance, plan.tenant(), plan.speculative());
+        answered.requireRoom(instance);
         Ticket ticket = new Ticket(nextTicket++, instance, plan, ticker.nanos());
         tickets.put(ticket.id, ticket);
         if (plan.requestId() != null) {
@@ -212,6 +221,7 @@ final class DemandAdmission {
         ticket.generation++;
         ticket.revisedNanos = ticker.nanos();
         ticket.answer = null;
+        answered.remove(ticket.instance, ticket);
         ticket.lastDetail = DemandState.MISS;
         markOutstanding(ticket, true);
         Future<Integer> released = ticket.lease != null ? endLease(ticket.lease) : Future.succeededFuture(0);
@@ -601,6 +611,7 @@ final class DemandAdmission {
         ticket.answerExpiresNanos = ticker.nanos() + settings.replyTtlNanos();
         scheduleExpiry(ticket);
         markOutstanding(ticket, false);
+        answered.add(ticket.instance, ticket);
         queriesByOutcome.get(status).increment();
         return ticket.answer;
     }
@@ -638,6 +649,7 @@ final class DemandAdmission {
             return;
         }
         markOutstanding(ticket, false);
+        answered.remove(ticket.instance, ticket);
         if (ticket.plan.requestId() != null) {
             byRequest.remove(new RequestKey(ticket.instance, ticket.plan.requestId()), ticket);
             byOperation.remove(new OperationKey(ticket.instance, ticket.plan.operationId()), ticket);

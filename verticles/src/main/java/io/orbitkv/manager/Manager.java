@@ -135,7 +135,8 @@ public final class Manager implements AutoCloseable {
                     TimeUnit.MILLISECONDS.toNanos(config.queryReplyTtlMillis()),
                     (long) (poolBytes * config.queryByteBudgetFraction()),
                     (long) (poolBytes * config.queryByteBudgetFraction() * config.queryInstanceBudgetFraction()),
-                    (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares()),
+                    (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares())
+                    .withAnsweredBounds(config.answered().perInstance(), config.answered().total()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
