@@ -147,7 +147,8 @@ public final class AdmissionVerticle extends VerticleBase {
 
     @Override
     public Future<?> stop() {
+        RoleProxies.withdrawAll(context);
         vertx.cancelTimer(sweepTimer);
-        return Future.succeededFuture();
+        return admission == null ? Future.succeededFuture() : admission.shutdown();
     }
 }

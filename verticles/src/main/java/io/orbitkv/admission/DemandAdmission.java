@@ -297,6 +297,24 @@ final class DemandAdmission {
                 new AdmissionCommands.InstanceReleased(ended.size(), cancelled, List.copyOf(ended))));
     }
 
+    /**
+     * Ordered stop: every ticket is cancelled (it leaves every table, its in-flight work drains) and every lease
+     * ends with its pins dropped, before the storage role beneath is stopped. Completes when all of it drained.
+     */
+    Future<Void> shutdown() {
+        List<Future<?>> waits = new ArrayList<>();
+        for (Ticket ticket : List.copyOf(tickets.values())) {
+            forget(ticket);
+            ticket.cancelled = true;
+            ticket.generation++;
+            waits.add(drained(ticket));
+        }
+        for (Lease lease : List.copyOf(leases.values())) {
+            waits.add(endLease(lease));
+        }
+        return Future.join(waits).transform(ar -> Future.succeededFuture());
+    }
+
     AdmissionCommands.AdmissionStats stats(long instance) {
         long mine = leases.values().stream().filter(l -> l.instance() == instance).count();
         return new AdmissionCommands.AdmissionStats(leases.size(), leasedBytes, outstanding, mine,

@@ -7,8 +7,10 @@ import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.vertx.core.Future;
+import io.vertx.core.Promise;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
+import io.vertx.core.eventbus.MessageConsumer;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
@@ -36,6 +38,9 @@ public final class StorageVerticle extends VerticleBase {
     private SharedMemoryFile poolFile;
     private ImageStore store;
     private Materializer materializer;
+    private MessageConsumer<io.orbitkv.ssd.SsdResidencyChange> residencyConsumer;
+    /** Reads into pool slots still in flight when {@link #stop} unmapped the pool: 0 after an ordered stop. */
+    private volatile int readsInFlightAtUnmap = -1;
     /** The one-shot timer that ends the eldest quarantine hold; -1 when none is armed. */
     private long quarantineTimer = -1;
     private volatile StorageCommands.StorageStats snapshot;
@@ -95,7 +100,7 @@ public final class StorageVerticle extends VerticleBase {
         Future<?> ssdReady = Future.succeededFuture();
         if (ssd != null) {
             // Follow changes first, then seed: a change racing the seed is applied twice, which is harmless.
-            ssd.residencyChanges(change -> {
+            residencyConsumer = ssd.residencyChanges(change -> {
                 if (change.kind() == io.orbitkv.ssd.SsdResidencyChange.Kind.SSD_ADDED) {
                     store.ssdAdded(change.key(), change.generation(), change.lengthBytes());
                 } else {
@@ -310,8 +315,44 @@ public final class StorageVerticle extends VerticleBase {
                 .description("DRAM slots being filled from SSD").register(registry);
     }
 
+    /**
+     * The first half of the ordered stop, while the SSD role is still running: withdraws this role's handlers (callers
+     * get SHUTTING_DOWN), starts no more reads back from SSD, stops following residency changes and completes, on
+     * this role's context, once every read it submitted has completed. Only then may the SSD role close and, after
+     * it, {@link #stop} unmap the pool: nothing is ever written into unmapped memory. Any thread.
+     */
+    public Future<Void> quiesce() {
+        Promise<Void> quiesced = Promise.promise();
+        context.runOnContext(v -> {
+            RoleProxies.withdrawAll(context);
+            if (residencyConsumer != null) {
+                residencyConsumer.unregister();
+            }
+            if (materializer == null) {
+                quiesced.complete();
+                return;
+            }
+            materializer.close();
+            materializer.drained().onComplete(quiesced);
+        });
+        return quiesced.future();
+    }
+
+    /** Reads back from SSD into pool slots submitted and not yet completed, as of the role's last change. Any thread. */
+    public long readsInFlight() {
+        StorageCommands.StorageStats stats = snapshot;
+        return stats == null ? 0 : stats.materializingImages();
+    }
+
+    /** Reads into pool slots in flight when {@link #stop} unmapped the pool (-1 before); any thread. */
+    public int readsInFlightAtUnmap() {
+        return readsInFlightAtUnmap;
+    }
+
     @Override
     public Future<?> stop() {
+        RoleProxies.withdrawAll(context);
+        readsInFlightAtUnmap = materializer == null ? 0 : materializer.inFlight();
         vertx.cancelTimer(fragmentationTimer);
         if (quarantineTimer >= 0) {
             vertx.cancelTimer(quarantineTimer);
