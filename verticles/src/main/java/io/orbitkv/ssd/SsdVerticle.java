@@ -50,6 +50,13 @@ public final class SsdVerticle extends VerticleBase {
     private void serve(EventBus bus) {
         consumers.add(bus.<SsdCommands.OfferWrite>localConsumer(SsdProxy.OFFER_WRITE, m ->
                 store.offerWrite(m.body().key(), m.body().source(), m.body().lengthBytes())));
+        consumers.add(bus.<SsdCommands.NoteReuse>localConsumer(SsdProxy.NOTE_REUSE, m -> {
+            for (SsdCommands.OfferWrite image : m.body().images()) {
+                store.noteReuse(image.key(), image.source(), image.lengthBytes());
+            }
+        }));
+        consumers.add(RoleProxies.<SsdCommands.GetWritePolicy, SsdWritePolicy>serve(bus, SsdProxy.WRITE_POLICY,
+                c -> Future.succeededFuture(settings.writePolicy())));
         consumers.add(RoleProxies.<SsdCommands.Lookup, SsdCommands.Entries>serve(bus, SsdProxy.LOOKUP,
                 c -> Future.succeededFuture(new SsdCommands.Entries(store.lookup(c.keys())))));
         consumers.add(RoleProxies.<SsdCommands.AcquireLease, SsdLease>serve(bus, SsdProxy.ACQUIRE_LEASE,
