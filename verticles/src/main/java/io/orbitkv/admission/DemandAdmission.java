@@ -1,7 +1,6 @@
 package io.orbitkv.admission;
 
 import io.micrometer.core.instrument.Counter;
-import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.admission.AdmissionCommands.DemandPlan;
 import io.orbitkv.admission.AdmissionCommands.DemandState;
@@ -160,9 +159,6 @@ final class DemandAdmission {
                 .description("Bytes handed to engines under READY leases").register(registry);
         answered = new AnsweredTickets<>(settings.maxAnsweredPerInstance(), settings.maxAnswered(),
                 t -> t.lease == null, this::forget);
-        FunctionCounter.builder("orbitkv.queries.answers.evicted", answered, AnsweredTickets::evicted)
-                .description("Answered queries forgotten before query.reply-ttl-ms to keep the answered bound")
-                .register(registry);
         replans = Counter.builder("orbitkv.queries.replans")
                 .description("Plans whose pages were lost between evidence and pinning").register(registry);
     }
@@ -355,6 +351,11 @@ final class DemandAdmission {
 
     long outstanding() {
         return outstanding;
+    }
+
+    /** Answered tickets forgotten early to keep the answered bound (orbitkv.queries.answers.evicted). */
+    long answersEvicted() {
+        return answered.evicted();
     }
 
     int liveTickets() {

@@ -410,9 +410,20 @@ public final class ImageStore {
     /**
      * Seals a publish. When {@code crc32c} is non-empty it must hold one CRC32C per allocated slot, and each is
      * checked against the bytes in the pool; a mismatch aborts the whole publish. When {@code written} is non-empty
-     * it must name exactly the allocated slots, in order.
+     * it must name exactly the allocated slots, in order. Checks the bytes here, on the caller's thread; the storage
+     * role splits a large seal into {@link #slotsToVerify} (here), the checksums (a worker) and {@link #sealVerified}
+     * (here again).
      */
     public SealResult seal(long instance, long publishId, List<Integer> crc32c, List<ImageRef> written) {
+        List<MemorySegment> slots = slotsToVerify(instance, publishId, crc32c, written);
+        return sealVerified(instance, publishId, crc32c, checksums(slots));
+    }
+
+    /**
+     * The first step of a seal: checks the request against the publish (owner, the written slots, one checksum per
+     * slot) and answers the slots whose CRC32C must be computed (none without checksums). Changes nothing.
+     */
+    public List<MemorySegment> slotsToVerify(long instance, long publishId, List<Integer> crc32c, List<ImageRef> written) {
         Publish publish = ownedPublish(instance, publishId);
         List<Image> publishImages = publish.images();
         if (!written.isEmpty()) {
@@ -430,18 +441,44 @@ public final class ImageStore {
                 }
             }
         }
-        if (!crc32c.isEmpty()) {
-            if (crc32c.size() != publishImages.size()) {
-                throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "seal carries " + crc32c.size()
-                        + " checksums for " + publishImages.size() + " allocated slots");
-            }
-            for (int i = 0; i < publishImages.size(); i++) {
-                PoolAllocator.Slot slot = publishImages.get(i).slot;
-                int actual = crc32c(pool.asSlice(slot.offset(), slot.lengthBytes()));
-                if (actual != crc32c.get(i)) {
-                    abort(instance, publishId);
-                    throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "checksum mismatch in slot " + i + ": publish aborted");
-                }
+        if (crc32c.isEmpty()) {
+            return List.of();
+        }
+        if (crc32c.size() != publishImages.size()) {
+            throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "seal carries " + crc32c.size()
+                    + " checksums for " + publishImages.size() + " allocated slots");
+        }
+        List<MemorySegment> slots = new ArrayList<>(publishImages.size());
+        for (Image image : publishImages) {
+            slots.add(pool.asSlice(image.slot.offset(), image.slot.lengthBytes()));
+        }
+        return slots;
+    }
+
+    /** The CRC32C of each slot; pure, any thread (the pool must stay mapped meanwhile). */
+    public static List<Integer> checksums(List<MemorySegment> slots) {
+        List<Integer> actual = new ArrayList<>(slots.size());
+        for (MemorySegment slot : slots) {
+            actual.add(crc32c(slot));
+        }
+        return actual;
+    }
+
+    /**
+     * The last step of a seal, with the checksums {@link #checksums} computed for {@link #slotsToVerify}'s slots:
+     * the publish must still be open (an abort or the end of its session in between wins: UNKNOWN_PUBLISH); a mismatch
+     * aborts it; otherwise its images become resident.
+     */
+    public SealResult sealVerified(long instance, long publishId, List<Integer> crc32c, List<Integer> actual) {
+        Publish publish = ownedPublish(instance, publishId);
+        List<Image> publishImages = publish.images();
+        if (crc32c.size() != actual.size() || (!crc32c.isEmpty() && crc32c.size() != publishImages.size())) {
+            throw new IllegalStateException("checksums of another shape than the publish");
+        }
+        for (int i = 0; i < actual.size(); i++) {
+            if (!actual.get(i).equals(crc32c.get(i))) {
+                abort(instance, publishId);
+                throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "checksum mismatch in slot " + i + ": publish aborted");
             }
         }
         publishes.remove(publishId);

@@ -41,6 +41,11 @@ public final class StorageVerticle extends VerticleBase {
     private SharedMemoryFile poolFile;
     private ImageStore store;
     private Materializer materializer;
+    /** Seals whose checksums a worker is computing; loop-confined. */
+    private int checksumsInFlight;
+    private final List<Promise<Void>> checksumWaiters = new java.util.ArrayList<>();
+    /** The ordered stop began: no more work handed to workers. */
+    private boolean closing;
     private MessageConsumer<io.orbitkv.ssd.SsdResidencyChange> residencyConsumer;
     /** Reads into pool slots still in flight when {@link #stop} unmapped the pool: 0 after an ordered stop. */
     private volatile int readsInFlightAtUnmap = -1;
@@ -82,12 +87,17 @@ public final class StorageVerticle extends VerticleBase {
 
     @Override
     public Future<?> start() {
-        try {
-            poolFile = SharedMemoryFile.create(settings.poolPath(), settings.poolBytes());
-        } catch (IOException | RuntimeException e) {
-            return Future.failedFuture(new IllegalStateException("cannot create the shared-memory pool "
-                    + settings.poolPath() + " of " + settings.poolBytes() + " bytes: " + e.getMessage(), e));
-        }
+        // Reserving the pool touches every page of it: a worker does that, not this role's event loop.
+        return vertx.executeBlocking(() -> SharedMemoryFile.create(settings.poolPath(), settings.poolBytes()))
+                .recover(e -> Future.failedFuture(new IllegalStateException("cannot create the shared-memory pool "
+                        + settings.poolPath() + " of " + settings.poolBytes() + " bytes: " + e.getMessage(), e)))
+                .compose(created -> {
+                    poolFile = created;
+                    return startOnPool();
+                });
+    }
+
+    private Future<?> startOnPool() {
         PoolAllocator allocator = new PoolAllocator(settings.poolBytes(), settings.chunkBytes());
         store = new ImageStore(allocator, poolFile.segment(), settings.publishBudgetBytes(),
                 new ResidencyStream(settings.incarnation(), settings.residencyCapacity()), new ImageStore.Listener() {
@@ -132,7 +142,7 @@ public final class StorageVerticle extends VerticleBase {
         RoleProxies.<StorageCommands.Allocate, ImageStore.AllocateResult>serve(bus, StorageProxy.ALLOCATE,
                 c -> changed(store.allocate(c.instance(), c.keys(), c.lengths())));
         RoleProxies.<StorageCommands.Seal, ImageStore.SealResult>serve(bus, StorageProxy.SEAL,
-                c -> changed(store.seal(c.instance(), c.publishId(), c.crc32c(), c.written())));
+                this::seal);
         RoleProxies.<StorageCommands.Abort, Integer>serve(bus, StorageProxy.ABORT,
                 c -> changed(store.abort(c.instance(), c.publishId())));
         RoleProxies.<StorageCommands.Probe, StorageCommands.Presence>serve(bus, StorageProxy.PROBE,
@@ -159,6 +169,46 @@ public final class StorageVerticle extends VerticleBase {
         RoleProxies.<StorageCommands.GetStats, StorageCommands.StorageStats>serve(bus, StorageProxy.STATS,
                 c -> Future.succeededFuture(snapshot));
         return ssdReady;
+    }
+
+    /** Seals whose checksums together cover at least this many bytes are verified on a worker, not on this loop. */
+    static final long CHECKSUM_OFFLOAD_BYTES = 1 << 20;
+
+    /**
+     * Seals a publish. Checking the engine's CRC32C reads every byte of it: a large publish (at least
+     * {@value #CHECKSUM_OFFLOAD_BYTES} bytes with checksums) is checked on a worker while this loop goes on, then
+     * sealed back here; the worker only reads the slots, and the ordered stop waits for it before the pool is unmapped
+     * ({@link #quiesce}). A publish aborted or ended meanwhile is not sealed (UNKNOWN_PUBLISH).
+     */
+    private Future<ImageStore.SealResult> seal(StorageCommands.Seal c) {
+        List<java.lang.foreign.MemorySegment> slots = store.slotsToVerify(c.instance(), c.publishId(), c.crc32c(), c.written());
+        long bytes = 0;
+        for (java.lang.foreign.MemorySegment slot : slots) {
+            bytes += slot.byteSize();
+        }
+        if (bytes < CHECKSUM_OFFLOAD_BYTES || closing) {
+            return sealVerified(c, ImageStore.checksums(slots));
+        }
+        checksumsInFlight++;
+        return vertx.executeBlocking(() -> ImageStore.checksums(slots), false)
+                .transform(ar -> {
+                    checksumsInFlight--;
+                    signalDrained();
+                    if (ar.failed()) {
+                        return Future.failedFuture(ar.cause());
+                    }
+                    return sealVerified(c, ar.result());
+                });
+    }
+
+    /** The last step of a seal; a mismatch aborted the publish, which the gauges show at once too. */
+    private Future<ImageStore.SealResult> sealVerified(StorageCommands.Seal c, List<Integer> actual) {
+        try {
+            return changed(store.sealVerified(c.instance(), c.publishId(), c.crc32c(), actual));
+        } catch (RuntimeException e) {
+            refresh();
+            return Future.failedFuture(e);
+        }
     }
 
     /**
@@ -362,7 +412,29 @@ public final class StorageVerticle extends VerticleBase {
             materializer.close();
             materializer.drained().onComplete(quiesced);
         });
-        return quiesced.future();
+        return quiesced.future().compose(v -> checksumsDrained());
+    }
+
+    /** Completes on this role's context once no worker is reading slots for a seal's checksums. */
+    private Future<Void> checksumsDrained() {
+        Promise<Void> drained = Promise.promise();
+        context.runOnContext(v -> {
+            closing = true;
+            if (checksumsInFlight == 0) {
+                drained.complete();
+            } else {
+                checksumWaiters.add(drained);
+            }
+        });
+        return drained.future();
+    }
+
+    private void signalDrained() {
+        if (checksumsInFlight == 0 && !checksumWaiters.isEmpty()) {
+            List<Promise<Void>> waiters = List.copyOf(checksumWaiters);
+            checksumWaiters.clear();
+            waiters.forEach(Promise::tryComplete);
+        }
     }
 
     /** Reads back from SSD into pool slots submitted and not yet completed, as of the role's last change. Any thread. */

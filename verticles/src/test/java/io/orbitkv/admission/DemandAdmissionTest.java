@@ -291,7 +291,7 @@ class DemandAdmissionTest {
         admission.release(2, x.leaseId()).await();
         Outcome z = admission.submit(2, plan("z", 0, 3, 4, 4)).await();
         assertThat(z.status()).isEqualTo(Status.READY);
-        assertThat(registry.get("orbitkv.queries.answers.evicted").functionCounter().count()).isEqualTo(3);
+        assertThat(admission.answersEvicted()).isEqualTo(3);
         admission.release(2, y.leaseId()).await();
         admission.release(2, z.leaseId()).await();
         admission.releaseInstance(1).await();
