@@ -94,6 +94,27 @@ public final class AdmissionVerticle extends VerticleBase {
                 return storage.materialize(keys);
             }
         }, cost, dramPool);
+        io.orbitkv.restore.RestoreProxy restore = new io.orbitkv.restore.RestoreProxy(vertx);
+        admission.restorePort(new DemandAdmission.RestorePort() {
+            @Override
+            public Future<io.orbitkv.restore.RestoreCommands.Restored> restore(long instance, long ticket,
+                    io.orbitkv.restore.RestoreTarget target, List<AdmissionCommands.LeasedGroup> leased) {
+                List<io.orbitkv.restore.RestoreCommands.SourcePage> sources = new java.util.ArrayList<>();
+                for (AdmissionCommands.LeasedGroup group : leased) {
+                    for (int i = 0; i < group.positions().size(); i++) {
+                        ImageStore.ImageRef ref = group.refs().get(i);
+                        sources.add(new io.orbitkv.restore.RestoreCommands.SourcePage(group.groupId(),
+                                group.positions().get(i), ref.offset(), ref.lengthBytes()));
+                    }
+                }
+                return restore.execute(instance, ticket, target, sources);
+            }
+
+            @Override
+            public void cancel(long instance, long ticket) {
+                restore.cancel(instance, ticket);
+            }
+        });
         DemandAdmission a = admission;
         Gauge.builder("orbitkv.leases.active", a, DemandAdmission::activeLeases).description("Leases held by engines").register(registry);
         Gauge.builder("orbitkv.leases.bytes", a, DemandAdmission::leasedBytes).baseUnit("bytes")

@@ -27,7 +27,7 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * One running Manager: its Vertx, its metrics registry, and its role verticles, started in dependency order
- * (storage → admission → engine → health/metrics) and stopped in reverse by closing the Vertx.
+ * (storage → restore → admission → engine → health/metrics) and stopped in reverse by closing the Vertx.
  *
  * <p>Design note: each Manager owns its own Vertx and registry, so tests can run several in one JVM. Starting fails
  * (and releases what it made) before anything listens when the data directory or the pool cannot be created.
@@ -88,6 +88,14 @@ public final class Manager implements AutoCloseable {
 
     /** Starts a Manager on its own Vertx; the future fails with a clear cause, leaving nothing running. */
     public static Future<Manager> start(ManagerConfig config) {
+        return start(config, io.orbitkv.restore.RestoreVerticle.CopyGate.OPEN);
+    }
+
+    /**
+     * Starts a Manager whose restore workers pass {@code restoreGate} before each copy batch: a test seam that lets
+     * a test hold copies in flight to observe admission and cancellation; {@link #start(ManagerConfig)} passes none.
+     */
+    public static Future<Manager> start(ManagerConfig config, io.orbitkv.restore.RestoreVerticle.CopyGate restoreGate) {
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         long incarnation = new SecureRandom().nextLong() & Long.MAX_VALUE;
         Vertx vertx = newVertx(config.eventLoopThreads(), registry, "orbitkv-manager-" + Long.toHexString(incarnation));
@@ -137,11 +145,15 @@ public final class Manager implements AutoCloseable {
                     (long) (poolBytes * config.queryByteBudgetFraction() * config.queryInstanceBudgetFraction()),
                     (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
+            io.orbitkv.restore.RestoreVerticle restore = new io.orbitkv.restore.RestoreVerticle(
+                    new io.orbitkv.restore.RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate),
+                    registry, cost.proxy());
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             return vertx.deployVerticle(cost)
                     .compose(id -> ssd == null ? Future.succeededFuture(id) : vertx.deployVerticle(ssd))
                     .compose(id -> vertx.deployVerticle(storage))
+                    .compose(id -> vertx.deployVerticle(restore))
                     .compose(id -> vertx.deployVerticle(admission))
                     .compose(id -> vertx.deployVerticle(engine))
                     .compose(id -> vertx.deployVerticle(health))
