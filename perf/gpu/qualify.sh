@@ -26,8 +26,17 @@ echo "qualify: 1/2 CUDA façade tests on the GPU" >&2
 # The round-trip test must run (not be skipped) on a GPU machine: fail if it was skipped.
 ./scripts/test -pl native -am -Dtest='CudaRuntimeTest,CuFileTest' -Dsurefire.failIfNoSpecifiedTests=false \
   2>&1 | tee "$OUT/native-tests.log" >&2
-if ! grep -q "Tests run: 2, Failures: 0, Errors: 0, Skipped: 1, .* in io.orbitkv.nativeio.cuda.CudaRuntimeTest" "$OUT/native-tests.log"; then
-  echo "qualify: CudaRuntimeTest did not run exactly its GPU test (see $OUT/native-tests.log)" >&2
+report="native/target/surefire-reports/TEST-io.orbitkv.nativeio.cuda.CudaRuntimeTest.xml"
+# The GPU round trip must have run (not been skipped): its <testcase> element must carry no <skipped/> or failure.
+if ! python3 - "$report" <<'PY'
+import sys, xml.etree.ElementTree as ET
+cases = {c.get("name"): c for c in ET.parse(sys.argv[1]).getroot().iter("testcase")}
+gpu = [c for n, c in cases.items() if n.startswith("onAGpu")]
+ok = len(gpu) == 1 and not any(gpu[0].find(t) is not None for t in ("skipped", "failure", "error"))
+sys.exit(0 if ok else 1)
+PY
+then
+  echo "qualify: CudaRuntimeTest's GPU round trip did not run and pass (see $OUT/native-tests.log)" >&2
   exit 1
 fi
 
