@@ -68,7 +68,7 @@ class EngineRestoreIT {
     final Gate gate = new Gate();
 
     @RegisterExtension
-    final RunningManager running = new RunningManager().withRestoreGate(gate);
+    final RunningManager running = new RunningManager().withRestoreGate(gate).with("cost.observations", "true");
 
     final List<Path> regions = new ArrayList<>();
     final List<AutoCloseable> closeables = new ArrayList<>();
@@ -150,6 +150,11 @@ class EngineRestoreIT {
                 .build();
     }
 
+    /** Observations reach the cost role asynchronously: await the counter (it exists once first incremented). */
+    void awaitMetric(String metric, double expected) {
+        await().atMost(Duration.ofSeconds(30)).ignoreExceptions().until(() -> running.metric(metric) == expected);
+    }
+
     static int[] reversed(int pages) {
         int[] index = new int[pages];
         for (int i = 0; i < pages; i++) {
@@ -222,6 +227,9 @@ class EngineRestoreIT {
         RunningManager.assertNoLeases(session);
         assertThat(running.metric("orbitkv_restore_restores_total{outcome=\"ready\"}")).isEqualTo(1.0);
         assertThat(running.metric("orbitkv_restore_copies_total{outcome=\"completed\"}")).isEqualTo(8.0);
+        // Cost observations: each copy (RESTORE_COPY) and the complete route to engine-restore completion.
+        awaitMetric("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"restore_copy\"}", 8);
+        awaitMetric("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"engine_restore_route\"}", 1);
         String health = running.scrapePath("/health");
         assertThat(health).contains("\"restore_routes\"").contains("\"HOST_REGION\"");
 
@@ -300,6 +308,9 @@ class EngineRestoreIT {
         assertThat(restoreStats().lane("host").inFlight()).isZero();
         assertThat(restoreStats().activeRestores()).isZero();
         assertThat(running.metric("orbitkv_restore_restores_total{outcome=\"cancelled\"}")).isEqualTo(1.0);
+        // The drained copies were real copies; the route is observed as cancelled (it never trains an estimate).
+        awaitMetric("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"restore_copy\"}", pages);
+        awaitMetric("orbitkv_cost_operations_total{outcome=\"cancelled\",path=\"engine_restore_route\"}", 1);
         RunningManager.assertNoLeases(session);
         assertThat(HybridModel.refused(() -> session.poll(pending.getTicket())).reason())
                 .isEqualTo(ErrorReason.UNKNOWN_TICKET);
