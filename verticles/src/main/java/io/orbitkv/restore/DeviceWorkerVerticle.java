@@ -70,6 +70,12 @@ final class DeviceWorkerVerticle extends VerticleBase {
     private BatchDone execute(CopyBatch batch) {
         int n = batch.lengths().length;
         long[] nanos = new long[n];
+        boolean hostBatch = batch.hostDestination() != null;
+        if (hostBatch != (cudaDevice < 0) || (!hostBatch && batch.device() != cudaDevice)) {
+            // A plan is bound to one device: a batch for another lane is refused before anything is copied.
+            return new BatchDone(0, nanos, new IllegalArgumentException("a batch for device " + batch.device()
+                    + " reached the worker of " + address));
+        }
         try {
             gate.beforeBatch();
         } catch (InterruptedException e) {
