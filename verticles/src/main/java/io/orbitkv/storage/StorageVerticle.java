@@ -3,6 +3,7 @@ package io.orbitkv.storage;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.common.BoundedHandoff;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
@@ -12,7 +13,6 @@ import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
-import io.vertx.core.eventbus.MessageConsumer;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -46,7 +46,8 @@ public final class StorageVerticle extends VerticleBase {
     private final List<Promise<Void>> checksumWaiters = new java.util.ArrayList<>();
     /** The ordered stop began: no more work handed to workers. */
     private boolean closing;
-    private MessageConsumer<io.orbitkv.ssd.SsdResidencyChange> residencyConsumer;
+    private BoundedHandoff<io.orbitkv.ssd.SsdResidencyChange> residencyChanges;
+    private io.micrometer.core.instrument.Counter residencyResyncs;
     /** Reads into pool slots still in flight when {@link #stop} unmapped the pool: 0 after an ordered stop. */
     private volatile int readsInFlightAtUnmap = -1;
     /** The one-shot timer that ends the eldest quarantine hold; -1 when none is armed. */
@@ -119,8 +120,12 @@ public final class StorageVerticle extends VerticleBase {
         registerMetrics();
         Future<?> ssdReady = Future.succeededFuture();
         if (ssd != null) {
-            // Follow changes first, then seed: a change racing the seed is applied twice, which is harmless.
-            residencyConsumer = ssd.residencyChanges(change -> {
+            // Follow changes first, then seed: a change racing the seed is applied twice, which is harmless. A change
+            // the bounded hand-off refused (storage fell behind) is made up for by seeding again (resyncSsd).
+            residencyChanges = ssd.residencyChanges(change -> {
+                if (residencyChanges.overflowed()) {
+                    resyncSsd();
+                }
                 if (change.kind() == io.orbitkv.ssd.SsdResidencyChange.Kind.SSD_ADDED) {
                     store.ssdAdded(change.key(), change.generation(), change.lengthBytes());
                 } else {
@@ -128,12 +133,8 @@ public final class StorageVerticle extends VerticleBase {
                 }
                 refresh();
             });
-            ssdReady = ssd.committedEntries().onSuccess(entries -> {
-                for (io.orbitkv.ssd.SsdEntry entry : entries) {
-                    store.ssdAdded(entry.key(), entry.generation(), entry.lengthBytes());
-                }
-                refresh();
-            }).compose(ignored -> ssd.writePolicy())
+            residencyChanges.overflowed(); // what was refused before anyone followed: the seed covers it
+            ssdReady = seedFromSsd().compose(ignored -> ssd.writePolicy())
                     .onSuccess(policy -> reportReuse = policy == SsdWritePolicy.REUSE_AWARE);
         }
         EventBus bus = vertx.eventBus();
@@ -209,6 +210,27 @@ public final class StorageVerticle extends VerticleBase {
             refresh();
             return Future.failedFuture(e);
         }
+    }
+
+    /** Mirrors every committed SSD extent; keys the SSD role no longer has leave the mirror. */
+    private Future<?> seedFromSsd() {
+        return ssd.committedEntries().onSuccess(entries -> {
+            java.util.Set<StateKey> committed = new java.util.HashSet<>();
+            for (io.orbitkv.ssd.SsdEntry entry : entries) {
+                committed.add(entry.key());
+            }
+            store.ssdRetainOnly(committed);
+            for (io.orbitkv.ssd.SsdEntry entry : entries) {
+                store.ssdAdded(entry.key(), entry.generation(), entry.lengthBytes());
+            }
+            refresh();
+        });
+    }
+
+    /** A residency change was refused by the full hand-off: the mirror may be wrong until it is seeded again. */
+    private void resyncSsd() {
+        residencyResyncs.increment();
+        seedFromSsd();
     }
 
     /**
@@ -344,6 +366,9 @@ public final class StorageVerticle extends VerticleBase {
     private long fragmentationTimer;
 
     private void measureFragmentation() {
+        if (residencyChanges != null && residencyChanges.overflowed()) {
+            resyncSsd();
+        }
         strandedFreeBytes = store.allocator().strandedFreeBytes();
         largestFreeRunBytes = store.allocator().largestFreeRunBytes();
         refresh();
@@ -377,6 +402,9 @@ public final class StorageVerticle extends VerticleBase {
                 .description("Pages read back from SSD into DRAM for queries").register(registry);
         ssdTierBytes = io.micrometer.core.instrument.Counter.builder("orbitkv.tier.read.bytes").tag("tier", "ssd")
                 .baseUnit("bytes").description("Bytes read back from SSD into DRAM for queries").register(registry);
+        residencyResyncs = io.micrometer.core.instrument.Counter.builder("orbitkv.ssd.residency.resyncs")
+                .description("Times the SSD residency mirror was seeded again after the hand-off refused a change")
+                .register(registry);
         materializeFailures = io.micrometer.core.instrument.Counter.builder("orbitkv.ssd.restore.failures")
                 .description("SSD reads into DRAM that failed (stale, corrupt or I/O error): a miss, never wrong bytes")
                 .register(registry);
@@ -402,8 +430,8 @@ public final class StorageVerticle extends VerticleBase {
         Promise<Void> quiesced = Promise.promise();
         context.runOnContext(v -> {
             RoleProxies.withdrawAll(context);
-            if (residencyConsumer != null) {
-                residencyConsumer.unregister();
+            if (residencyChanges != null) {
+                residencyChanges.close();
             }
             if (materializer == null) {
                 quiesced.complete();
