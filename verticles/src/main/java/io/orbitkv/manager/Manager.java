@@ -16,6 +16,7 @@ import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.ssd.SsdProxy;
 import io.orbitkv.ssd.SsdStats;
 import io.orbitkv.ssd.SsdVerticle;
+import io.orbitkv.storage.StorageSettings;
 import io.orbitkv.storage.StorageVerticle;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -168,10 +169,16 @@ public final class Manager implements AutoCloseable {
             SsdVerticle ssd = config.ssd().enabled()
                     ? new SsdVerticle(config.ssd().settings()
                             .observer(new SsdWriteObservations(cost.proxy(), ssdStore, dramPool)), registry) : null;
-            StorageVerticle storage = new StorageVerticle(new StorageVerticle.Settings(poolPath, poolBytes,
-                    config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation,
-                    TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis())), registry,
-                    ssd == null ? null : new SsdProxy(vertx), cost.proxy(), dramPool, ssdStore);
+            StorageSettings storageSettings = new StorageSettings().pool(poolPath, poolBytes)
+                    .chunkBytes(config.poolChunkBytes())
+                    .publishBudgetBytes((long) (poolBytes * config.publishBudgetFraction()))
+                    .incarnation(incarnation)
+                    .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
+                    .cost(cost.proxy(), dramPool);
+            if (ssd != null) {
+                storageSettings.ssd(new SsdProxy(vertx), ssdStore);
+            }
+            StorageVerticle storage = new StorageVerticle(storageSettings, registry);
             AdmissionVerticle admission = new AdmissionVerticle(new AdmissionVerticle.Settings(
                     config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding(),
                     TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()),

@@ -47,15 +47,7 @@ import java.util.Set;
  * engines still mapping it keep their mapping until they unmap (the kernel frees the memory then).
  */
 public final class StorageVerticle extends VerticleBase {
-    /**
-     * Settings of the storage role; sizes in bytes.
-     *
-     * @param quarantineNanos how long slots of an ended session are not reused (session.quarantine-ms)
-     */
-    public record Settings(Path poolPath, long poolBytes, long chunkBytes, long publishBudgetBytes,
-                           int residencyCapacity, long incarnation, long quarantineNanos) {}
-
-    private final Settings settings;
+    private final StorageSettings settings;
     private final MeterRegistry registry;
     private final Ticker ticker = Ticker.SYSTEM;
     private SharedMemoryFile poolFile;
@@ -74,24 +66,14 @@ public final class StorageVerticle extends VerticleBase {
     private long quarantineTimer = -1;
     private volatile StorageCommands.StorageStats snapshot;
 
-    public StorageVerticle(Settings settings, MeterRegistry registry) {
-        this(settings, registry, null, null, null, null);
-    }
-
-    /**
-     * With an SSD tier: sealed images are offered to {@code ssd} (weak references), committed extents are mirrored
-     * for probes, and keys found only on SSD are read back on demand. Observations of the pool copy (image → SSD
-     * staging) and of SSD reads go to {@code cost} against the given resources.
-     */
-    public StorageVerticle(Settings settings, MeterRegistry registry, SsdProxy ssd,
-                           CostProxy cost, ResourceId dramPool,
-                           ResourceId ssdStore) {
-        this.settings = settings;
+    /** A storage role with {@code settings} (see {@link StorageSettings}: the pool, and optionally the SSD tier and cost). */
+    public StorageVerticle(StorageSettings settings, MeterRegistry registry) {
+        this.settings = settings.validate();
         this.registry = registry;
-        this.ssd = ssd;
-        this.cost = cost;
-        this.dramPool = dramPool;
-        this.ssdStore = ssdStore;
+        this.ssd = settings.ssd();
+        this.cost = settings.cost();
+        this.dramPool = settings.dramPool();
+        this.ssdStore = settings.ssdStore();
     }
 
     private final SsdProxy ssd;
