@@ -57,7 +57,8 @@ import java.util.OptionalLong;
  * 5 s) from its latest revision, then settles on what is resident (a shorter legal boundary or MISS) so the engine
  * recomputes; the budget never interrupts pins already requested. Bytes: see {@link QueryBudgets}. Outstanding
  * (PENDING) tickets are bounded per instance and in total; an answer lives {@code replyTtlNanos} (while its lease
- * lives, longer), then the ticket is forgotten and polls get UNKNOWN_TICKET.
+ * lives, longer), then the ticket is forgotten and polls get UNKNOWN_TICKET. Answered tickets are bounded per instance
+ * and in total too ({@link AnsweredTickets}: the eldest lease-less answer makes room, else TOO_MANY_ANSWERED).
  *
  * <p>Confined to one event loop; futures from the {@link StoragePort} must complete on it.
  */
@@ -139,6 +140,7 @@ final class DemandAdmission {
     private final Map<OperationKey, Ticket> byOperation = new HashMap<>();
     private final Map<Long, Lease> leases = new HashMap<>();
     private final Map<Long, Integer> outstandingByInstance = new HashMap<>();
+    private final AnsweredTickets<Ticket> answered;
     private final Map<Status, Counter> queriesByOutcome = new EnumMap<>(Status.class);
     private final Counter restoredBytes;
     private final Counter replans;
@@ -174,6 +176,8 @@ final class DemandAdmission {
         }
         restoredBytes = Counter.builder("orbitkv.restored.bytes").baseUnit("bytes")
                 .description("Bytes handed to engines under READY leases").register(registry);
+        answered = new AnsweredTickets<>(settings.maxAnsweredPerInstance(), settings.maxAnswered(),
+                t -> t.lease == null, this::forget);
         replans = Counter.builder("orbitkv.queries.replans")
                 .description("Plans whose pages were lost between evidence and pinning").register(registry);
     }
@@ -200,6 +204,7 @@ final class DemandAdmission {
         }
         requireOutstandingRoom(instance);
         budgets.requireHeadroom(instance, plan.tenant(), plan.speculative());
+        answered.requireRoom(instance);
         Ticket ticket = new Ticket(nextTicket++, instance, plan, ticker.nanos());
         tickets.put(ticket.id, ticket);
         if (plan.requestId() != null) {
@@ -236,6 +241,7 @@ final class DemandAdmission {
         ticket.generation++;
         ticket.revisedNanos = ticker.nanos();
         ticket.answer = null;
+        answered.remove(ticket.instance, ticket);
         ticket.lastDetail = DemandState.MISS;
         markOutstanding(ticket, true);
         // A restore copying from the old lease drains first: its sources are released only once nothing reads them.
@@ -332,6 +338,24 @@ final class DemandAdmission {
                 new AdmissionCommands.InstanceReleased(ended.size(), cancelled, List.copyOf(ended))));
     }
 
+    /**
+     * Ordered stop: every ticket is cancelled (it leaves every table, its in-flight work drains) and every lease
+     * ends with its pins dropped, before the storage role beneath is stopped. Completes when all of it drained.
+     */
+    Future<Void> shutdown() {
+        List<Future<?>> waits = new ArrayList<>();
+        for (Ticket ticket : List.copyOf(tickets.values())) {
+            forget(ticket);
+            ticket.cancelled = true;
+            ticket.generation++;
+            waits.add(drained(ticket));
+        }
+        for (Lease lease : List.copyOf(leases.values())) {
+            waits.add(endLease(lease));
+        }
+        return Future.join(waits).transform(ar -> Future.succeededFuture());
+    }
+
     AdmissionCommands.AdmissionStats stats(long instance) {
         long mine = leases.values().stream().filter(l -> l.instance() == instance).count();
         return new AdmissionCommands.AdmissionStats(leases.size(), leasedBytes, outstanding, mine,
@@ -372,6 +396,11 @@ final class DemandAdmission {
 
     long outstanding() {
         return outstanding;
+    }
+
+    /** Answered tickets forgotten early to keep the answered bound (orbitkv.queries.answers.evicted). */
+    long answersEvicted() {
+        return answered.evicted();
     }
 
     int liveTickets() {
@@ -713,6 +742,7 @@ final class DemandAdmission {
         ticket.answerExpiresNanos = ticker.nanos() + settings.replyTtlNanos();
         scheduleExpiry(ticket);
         markOutstanding(ticket, false);
+        answered.add(ticket.instance, ticket);
         queriesByOutcome.get(status).increment();
         return ticket.answer;
     }
@@ -750,6 +780,7 @@ final class DemandAdmission {
             return;
         }
         markOutstanding(ticket, false);
+        answered.remove(ticket.instance, ticket);
         if (ticket.plan.requestId() != null) {
             byRequest.remove(new RequestKey(ticket.instance, ticket.plan.requestId()), ticket);
             byOperation.remove(new OperationKey(ticket.instance, ticket.plan.operationId()), ticket);

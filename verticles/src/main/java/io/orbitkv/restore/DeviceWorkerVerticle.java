@@ -139,7 +139,7 @@ final class DeviceWorkerVerticle extends VerticleBase {
 
     @Override
     public Future<?> stop() {
-        RoleProxies.withdraw(vertx, address);
+        RoleProxies.withdrawAll(context);
         consumers.forEach(MessageConsumer::unregister);
         List<AutoCloseable> owned = new ArrayList<>(imports);
         imports.clear();

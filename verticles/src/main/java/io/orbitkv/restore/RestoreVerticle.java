@@ -560,10 +560,7 @@ public final class RestoreVerticle extends VerticleBase {
         for (MessageConsumer<?> consumer : consumers) {
             consumer.unregister();
         }
-        for (String address : List.of(RestoreProxy.REGISTER, RestoreProxy.EXECUTE, RestoreProxy.CANCEL,
-                RestoreProxy.RELEASE_INSTANCE, RestoreProxy.STATS)) {
-            RoleProxies.withdraw(vertx, address);
-        }
+        RoleProxies.withdrawAll(context);
         List<Destination> all = new ArrayList<>();
         destinations.values().forEach(m -> all.addAll(m.values()));
         destinations.clear();
