@@ -337,7 +337,7 @@ public final class Manager implements AutoCloseable {
         Future<StopReport> ordered = before.compose(stats -> undeploy(deployments.health, "health", steps)
                 .compose(v -> undeploy(deployments.engine, "engine-refusing-and-closed", steps))
                 .compose(v -> undeploy(deployments.admission, "queries-cancelled-and-leases-ended", steps))
-                .compose(v -> undeploy(deployments.restore, "restore-copies-drained", steps))
+                .compose(v -> undeploy(deployments.restore, "restores-drained-and-destinations-unmapped", steps))
                 .compose(v -> storage.quiesce().onSuccess(x -> steps.add("storage-quiesced")))
                 .compose(v -> undeploy(deployments.ssd, "ssd-drained", steps))
                 .compose(v -> undeploy(deployments.storage, "pool-unmapped", steps))
