@@ -4,7 +4,12 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.orbitkv.admission.AdmissionVerticle;
+import io.orbitkv.cluster.ClusterRoles;
+import io.orbitkv.cluster.ClusterVertx;
+import io.orbitkv.cluster.MemberRecord;
+import io.orbitkv.cluster.MembershipRole;
 import io.orbitkv.common.Ticker;
+import io.orbitkv.planning.MembershipView;
 import io.orbitkv.engine.EngineSettings;
 import io.orbitkv.engine.EngineToken;
 import io.orbitkv.engine.EngineVerticle;
@@ -17,6 +22,7 @@ import io.vertx.micrometer.Label;
 import io.vertx.micrometer.MicrometerMetricsFactory;
 import io.vertx.micrometer.MicrometerMetricsOptions;
 import java.nio.file.Files;
+import java.time.Duration;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
@@ -42,6 +48,8 @@ public final class Manager implements AutoCloseable {
     private final String token;
     private final Path poolPath;
     private io.orbitkv.cost.CostProxy costProxy;
+    /** The cluster roles; null in single-host mode. */
+    private ClusterRoles cluster;
 
     private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, EngineVerticle engine,
                     HealthAndMetricsVerticle health, String token, Path poolPath) {
@@ -77,20 +85,46 @@ public final class Manager implements AutoCloseable {
     }
 
     public static Vertx newVertx(int eventLoopThreads, MeterRegistry registry, String registryName) {
+        return vertxBuilder(registry).with(vertxOptions(eventLoopThreads, registryName)).build();
+    }
+
+    private static VertxOptions vertxOptions(int eventLoopThreads, String registryName) {
         MicrometerMetricsOptions metrics = new MicrometerMetricsOptions().setEnabled(true).setRegistryName(registryName)
                 .setLabels(EnumSet.copyOf(VERTX_METRIC_LABELS));
-        return Vertx.builder()
-                .with(new VertxOptions().setPreferNativeTransport(true).setEventLoopPoolSize(eventLoopThreads)
-                        .setMetricsOptions(metrics))
-                .withMetrics(new MicrometerMetricsFactory(registry))
-                .withTransport(io.vertx.core.transport.Transport.EPOLL).build();
+        return new VertxOptions().setPreferNativeTransport(true).setEventLoopPoolSize(eventLoopThreads)
+                .setMetricsOptions(metrics);
+    }
+
+    private static io.vertx.core.VertxBuilder vertxBuilder(MeterRegistry registry) {
+        return Vertx.builder().withMetrics(new MicrometerMetricsFactory(registry))
+                .withTransport(io.vertx.core.transport.Transport.EPOLL);
+    }
+
+    /**
+     * The Manager's Vertx: plain, or with {@code cluster.enabled} clustered (Hazelcast, mutual-TLS event bus; see
+     * {@link ClusterVertx}). Blocks while the clustered one joins.
+     */
+    private static Vertx managerVertx(ManagerConfig config, MeterRegistry registry, String registryName,
+                                      int eventBusPort) throws Exception {
+        if (config.cluster().isEmpty()) {
+            return newVertx(config.eventLoopThreads(), registry, registryName);
+        }
+        return ClusterVertx.start(vertxBuilder(registry), vertxOptions(config.eventLoopThreads(), registryName),
+                config.cluster().get(), eventBusPort, Duration.ofSeconds(60));
     }
 
     /** Starts a Manager on its own Vertx; the future fails with a clear cause, leaving nothing running. */
     public static Future<Manager> start(ManagerConfig config) {
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
-        long incarnation = new SecureRandom().nextLong() & Long.MAX_VALUE;
-        Vertx vertx = newVertx(config.eventLoopThreads(), registry, "orbitkv-manager-" + Long.toHexString(incarnation));
+        // Time-ordered and random (see MemberRecord.newIncarnation): peers fence evidence of older incarnations.
+        long incarnation = MemberRecord.newIncarnation(System.currentTimeMillis(), new SecureRandom().nextLong());
+        int eventBusPort = config.cluster().map(ClusterVertx::eventBusPort).orElse(-1);
+        Vertx vertx;
+        try {
+            vertx = managerVertx(config, registry, "orbitkv-manager-" + Long.toHexString(incarnation), eventBusPort);
+        } catch (Exception e) {
+            return Future.failedFuture(new IllegalStateException("cannot join the event-bus cluster: " + e.getMessage(), e));
+        }
         if (!vertx.isNativeTransportEnabled()) {
             vertx.close();
             return Future.failedFuture(new IllegalStateException("no native transport (io_uring/epoll): Unix-socket gRPC is unavailable: "
@@ -138,16 +172,20 @@ public final class Manager implements AutoCloseable {
                     (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
+            ClusterRoles cluster = config.cluster().map(settings -> new ClusterRoles(settings, incarnation,
+                    eventBusPort, config.ssd().enabled(), registry)).orElse(null);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             return vertx.deployVerticle(cost)
                     .compose(id -> ssd == null ? Future.succeededFuture(id) : vertx.deployVerticle(ssd))
                     .compose(id -> vertx.deployVerticle(storage))
+                    .compose(id -> cluster == null ? Future.succeededFuture(id) : cluster.deploy(vertx))
                     .compose(id -> vertx.deployVerticle(admission))
                     .compose(id -> vertx.deployVerticle(engine))
                     .compose(id -> vertx.deployVerticle(health))
                     .map(id -> {
                         Manager manager = new Manager(vertx, config, registry, engine, health, token, poolPath);
                         manager.costProxy = cost.proxy();
+                        manager.cluster = cluster;
                         return manager;
                     });
         });
@@ -213,6 +251,16 @@ public final class Manager implements AutoCloseable {
 
     public PrometheusMeterRegistry registry() {
         return registry;
+    }
+
+    /** Whether peers of this Manager are current members (the planner's membership port); none in single-host mode. */
+    public MembershipView membership() {
+        return cluster == null ? MembershipView.NONE : cluster.membership();
+    }
+
+    /** The membership role when the cluster is enabled. */
+    public java.util.Optional<MembershipRole> membershipRole() {
+        return cluster == null ? java.util.Optional.empty() : java.util.Optional.of(cluster.membership());
     }
 
     public Vertx vertx() {

@@ -1,0 +1,41 @@
+package io.orbitkv.cluster;
+
+import io.micrometer.core.instrument.MeterRegistry;
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The cluster roles of one Manager (only with {@code cluster.enabled}): membership, then the inventory streams.
+ * Deployed after the storage role (inventory follows its residency stream) and before admission.
+ */
+public final class ClusterRoles {
+    private final ClusterSettings settings;
+    private final MembershipRole membership;
+
+    public ClusterRoles(ClusterSettings settings, long incarnation, int eventBusPort, boolean ssd, MeterRegistry registry) {
+        this.settings = settings;
+        List<String> capabilities = new ArrayList<>(List.of("inventory-v1", "dram"));
+        if (ssd) {
+            capabilities.add("ssd");
+        }
+        Map<String, String> endpoints = Map.of(
+                "hazelcast", settings.host() + ":" + settings.hazelcastPort(),
+                "eventbus", settings.host() + ":" + eventBusPort);
+        this.membership = new MembershipRole(settings, incarnation, endpoints, capabilities, registry);
+    }
+
+    public Future<String> deploy(Vertx vertx) {
+        return vertx.deployVerticle(membership);
+    }
+
+    public MembershipRole membership() {
+        return membership;
+    }
+
+    public ClusterSettings settings() {
+        return settings;
+    }
+}

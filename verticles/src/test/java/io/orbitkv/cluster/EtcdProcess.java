@@ -1,0 +1,135 @@
+package io.orbitkv.cluster;
+
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A real etcd server (Debian's {@code etcd-server}, /usr/bin/etcd) on 127.0.0.1 with free ports and a temporary data
+ * directory, started and stopped by pid. Tests that need it are skipped with a clear message when etcd is not
+ * installed ({@code ./scripts/test} installs it when missing and run as root).
+ */
+final class EtcdProcess implements AutoCloseable {
+    static final Path ETCD = Path.of(System.getenv().getOrDefault("ORBITKV_ETCD", "/usr/bin/etcd"));
+
+    private final Path dataDir;
+    private final int clientPort;
+    private final int peerPort;
+    private final Path log;
+    private Process process;
+
+    private EtcdProcess(Path dataDir, int clientPort, int peerPort) {
+        this.dataDir = dataDir;
+        this.clientPort = clientPort;
+        this.peerPort = peerPort;
+        this.log = dataDir.resolveSibling(dataDir.getFileName() + ".log");
+    }
+
+    /** Starts etcd, or skips the calling test when it is not installed. */
+    static EtcdProcess start(Path parent) throws Exception {
+        assumeTrue(Files.isExecutable(ETCD), "etcd is not installed (" + ETCD + "): install Debian's etcd-server "
+                + "(./scripts/test does when run as root) to run the cluster tests");
+        EtcdProcess etcd = new EtcdProcess(parent.resolve("etcd-data"), freePort(), freePort());
+        etcd.launch();
+        return etcd;
+    }
+
+    String endpoint() {
+        return "http://127.0.0.1:" + clientPort;
+    }
+
+    long pid() {
+        return process.pid();
+    }
+
+    boolean alive() {
+        return process != null && process.isAlive();
+    }
+
+    private void launch() throws Exception {
+        String client = "http://127.0.0.1:" + clientPort;
+        String peer = "http://127.0.0.1:" + peerPort;
+        process = new ProcessBuilder(List.of(ETCD.toString(), "--name", "orbitkv-test", "--data-dir", dataDir.toString(),
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", "orbitkv-test=" + peer, "--log-level", "warn"))
+                .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (System.nanoTime() < deadline) {
+            if (!process.isAlive()) {
+                throw new IllegalStateException("etcd exited with " + process.exitValue() + ": " + Files.readString(log));
+            }
+            if (healthy()) {
+                return;
+            }
+            Thread.sleep(50);
+        }
+        throw new IllegalStateException("etcd did not answer on " + client + " within 20 s");
+    }
+
+    private boolean healthy() {
+        try {
+            java.net.http.HttpResponse<String> r = java.net.http.HttpClient.newHttpClient().send(
+                    java.net.http.HttpRequest.newBuilder(java.net.URI.create(endpoint() + "/health"))
+                            .timeout(Duration.ofSeconds(1)).build(), java.net.http.HttpResponse.BodyHandlers.ofString());
+            return r.statusCode() == 200 && r.body().contains("true");
+        } catch (IOException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+
+    /** SIGKILL, then wait for the process to be gone. */
+    void kill() throws InterruptedException {
+        process.destroyForcibly();
+        process.waitFor(10, TimeUnit.SECONDS);
+        awaitPortFree();
+    }
+
+    /** Starts it again on the same ports and data directory (its keys and leases survive). */
+    void restart() throws Exception {
+        if (alive()) {
+            kill();
+        }
+        launch();
+    }
+
+    private void awaitPortFree() throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (System.nanoTime() < deadline) {
+            try (Socket s = new Socket()) {
+                s.connect(new InetSocketAddress("127.0.0.1", clientPort), 200);
+            } catch (IOException refused) {
+                return;
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+        if (process != null && process.isAlive()) {
+            process.destroy();
+            if (!process.waitFor(10, TimeUnit.SECONDS)) {
+                process.destroyForcibly();
+                process.waitFor(10, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    static int freePort() throws IOException {
+        try (ServerSocket socket = new ServerSocket(0)) {
+            return socket.getLocalPort();
+        }
+    }
+}
