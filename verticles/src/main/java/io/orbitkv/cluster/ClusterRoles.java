@@ -2,6 +2,7 @@ package io.orbitkv.cluster;
 
 import io.micrometer.core.instrument.MeterRegistry;
 import io.vertx.core.Future;
+import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Vertx;
 import java.util.ArrayList;
 import java.util.List;
@@ -14,6 +15,8 @@ import java.util.Map;
 public final class ClusterRoles {
     private final ClusterSettings settings;
     private final MembershipRole membership;
+    private final MeterRegistry registry;
+    private InventoryRole inventory;
 
     public ClusterRoles(ClusterSettings settings, long incarnation, int eventBusPort, boolean ssd, MeterRegistry registry) {
         this.settings = settings;
@@ -25,10 +28,17 @@ public final class ClusterRoles {
                 "hazelcast", settings.host() + ":" + settings.hazelcastPort(),
                 "eventbus", settings.host() + ":" + eventBusPort);
         this.membership = new MembershipRole(settings, incarnation, endpoints, capabilities, registry);
+        this.registry = registry;
     }
 
     public Future<String> deploy(Vertx vertx) {
-        return vertx.deployVerticle(membership);
+        inventory = new InventoryRole(settings, membership, new StorageProxy(vertx), registry);
+        return vertx.deployVerticle(membership).compose(id -> vertx.deployVerticle(inventory));
+    }
+
+    /** Peer evidence for the planner (peer DRAM and SSD records only). */
+    public InventoryRole inventory() {
+        return inventory;
     }
 
     public MembershipRole membership() {

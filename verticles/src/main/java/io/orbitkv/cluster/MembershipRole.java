@@ -82,7 +82,7 @@ public final class MembershipRole extends VerticleBase implements MembershipView
     private boolean busy;
     private boolean stopping;
     private long leaseId;
-    private long epoch;
+    private volatile long epoch;
     private boolean watchSuspect = true;
     private Watch.Watcher watcher;
     private int watchGeneration;

@@ -253,9 +253,38 @@ public final class Manager implements AutoCloseable {
         return registry;
     }
 
+    /**
+     * The line {@code orbitkv manager} prints once everything listens (scripts and tests parse it): where engines
+     * connect, metrics, the pool, the token, the bridge, and with the cluster on its member id and incarnation.
+     */
+    public String readyLine() {
+        String bridge = bridgePort() < 0 ? "off" : "tcp " + config.bridge().host() + ":" + bridgePort();
+        String line = String.format("OrbitKV Manager ready: grpc unix:%s and tcp %s:%d, metrics http://%s:%d/metrics, pool %d bytes at %s, token %s, bridge %s",
+                unixSocket(), config.grpcTcpHost(), grpcTcpPort(), config.metricsHost(), metricsPort(),
+                config.poolSizeBytes(), poolPath(), config.authTokenFile(), bridge);
+        if (cluster != null) {
+            line += ", cluster member " + cluster.settings().memberId() + " incarnation " + cluster.membership().incarnation();
+        }
+        return line;
+    }
+
     /** Whether peers of this Manager are current members (the planner's membership port); none in single-host mode. */
     public MembershipView membership() {
         return cluster == null ? MembershipView.NONE : cluster.membership();
+    }
+
+    /**
+     * Peer evidence for the planner's discovery (peer DRAM and SSD records from the inventory streams; merge them with
+     * the storage role's local records). None in single-host mode.
+     */
+    public io.orbitkv.planning.EvidenceSource peerEvidence() {
+        return cluster == null ? demand -> Future.succeededFuture(io.orbitkv.planning.DemandEvidence.none())
+                : cluster.inventory();
+    }
+
+    /** The inventory role when the cluster is enabled (tests and tools read the peer directory through it). */
+    public java.util.Optional<io.orbitkv.cluster.InventoryRole> inventoryRole() {
+        return cluster == null ? java.util.Optional.empty() : java.util.Optional.of(cluster.inventory());
     }
 
     /** The membership role when the cluster is enabled. */

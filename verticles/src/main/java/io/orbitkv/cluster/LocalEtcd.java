@@ -1,7 +1,5 @@
 package io.orbitkv.cluster;
 
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
-
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
@@ -13,11 +11,15 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
- * A real etcd server (Debian's {@code etcd-server}, /usr/bin/etcd) on 127.0.0.1 with free ports and a temporary data
- * directory, started and stopped by pid. Tests that need it are skipped with a clear message when etcd is not
- * installed ({@code ./scripts/test} installs it when missing and run as root).
+ * A local etcd server (Debian's {@code etcd-server}, /usr/bin/etcd) on 127.0.0.1 with free ports and its own data
+ * directory, started and stopped by pid: for {@code orbitkv cluster up|demo} and the cluster tests (which are skipped
+ * with a clear message when etcd is not installed; {@code ./scripts/test} installs it when missing and run as root).
+ *
+ * <p>Design note (ownership): this object owns the etcd process it started; {@link #close} stops it (SIGTERM, then
+ * SIGKILL after 10 s) and {@link #kill} kills it outright; both wait until it is gone. The data directory survives a
+ * kill, so {@link #restart} brings back the same keys and leases.
  */
-final class EtcdProcess implements AutoCloseable {
+public final class LocalEtcd implements AutoCloseable {
     static final Path ETCD = Path.of(System.getenv().getOrDefault("ORBITKV_ETCD", "/usr/bin/etcd"));
 
     private final Path dataDir;
@@ -26,31 +28,36 @@ final class EtcdProcess implements AutoCloseable {
     private final Path log;
     private Process process;
 
-    private EtcdProcess(Path dataDir, int clientPort, int peerPort) {
+    private LocalEtcd(Path dataDir, int clientPort, int peerPort) {
         this.dataDir = dataDir;
         this.clientPort = clientPort;
         this.peerPort = peerPort;
         this.log = dataDir.resolveSibling(dataDir.getFileName() + ".log");
     }
 
-    /** Starts etcd, or skips the calling test when it is not installed. */
-    static EtcdProcess start(Path parent) throws Exception {
-        assumeTrue(Files.isExecutable(ETCD), "etcd is not installed (" + ETCD + "): install Debian's etcd-server "
-                + "(./scripts/test does when run as root) to run the cluster tests");
-        EtcdProcess etcd = new EtcdProcess(parent.resolve("etcd-data"), freePort(), freePort());
+    public static boolean installed() {
+        return Files.isExecutable(ETCD);
+    }
+
+    /** Starts etcd with its data in {@code parent/etcd-data} (and its log beside it); waits until it is healthy. */
+    public static LocalEtcd start(Path parent) throws Exception {
+        if (!installed()) {
+            throw new IllegalStateException("etcd is not installed (" + ETCD + "): apt-get install etcd-server");
+        }
+        LocalEtcd etcd = new LocalEtcd(parent.resolve("etcd-data"), freePort(), freePort());
         etcd.launch();
         return etcd;
     }
 
-    String endpoint() {
+    public String endpoint() {
         return "http://127.0.0.1:" + clientPort;
     }
 
-    long pid() {
+    public long pid() {
         return process.pid();
     }
 
-    boolean alive() {
+    public boolean alive() {
         return process != null && process.isAlive();
     }
 
@@ -90,14 +97,14 @@ final class EtcdProcess implements AutoCloseable {
     }
 
     /** SIGKILL, then wait for the process to be gone. */
-    void kill() throws InterruptedException {
+    public void kill() throws InterruptedException {
         process.destroyForcibly();
         process.waitFor(10, TimeUnit.SECONDS);
         awaitPortFree();
     }
 
     /** Starts it again on the same ports and data directory (its keys and leases survive). */
-    void restart() throws Exception {
+    public void restart() throws Exception {
         if (alive()) {
             kill();
         }
@@ -127,7 +134,7 @@ final class EtcdProcess implements AutoCloseable {
         }
     }
 
-    static int freePort() throws IOException {
+    public static int freePort() throws IOException {
         try (ServerSocket socket = new ServerSocket(0)) {
             return socket.getLocalPort();
         }
