@@ -116,7 +116,8 @@ public final class LocalCluster implements AutoCloseable {
     private final Options options;
     private final Path certs;
     private final List<Node> nodes = new ArrayList<>();
-    private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+    private final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(Duration.ofSeconds(2)).build();
     private LocalEtcd etcd;
 
     private LocalCluster(Options options) {
