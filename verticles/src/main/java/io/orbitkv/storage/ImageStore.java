@@ -145,6 +145,12 @@ public final class ImageStore {
         default void onSealed(ImageRef image) {}
 
         default void onEvicted(ImageRef image) {}
+
+        /**
+         * Sealed images seen again: pinned by a query that found them in DRAM, or named again by a publish while
+         * resident. The SSD tier's reuse-aware write policy counts these as second sightings.
+         */
+        default void onReused(List<ImageRef> images) {}
     }
 
     private final PoolAllocator allocator;
@@ -180,12 +186,18 @@ public final class ImageStore {
         }
         List<SlotGrant> slots = new ArrayList<>(keys.size());
         List<Image> allocated = new ArrayList<>();
+        List<ImageRef> republished = new ArrayList<>();
         Map<StateKey, Boolean> seen = new HashMap<>();
         long held = unsealedBytesByInstance.getOrDefault(instance, 0L);
         long publishId = nextPublishId++;
         for (int i = 0; i < keys.size(); i++) {
             StateKey key = keys.get(i);
-            if (images.containsKey(key) || seen.putIfAbsent(key, Boolean.TRUE) != null) {
+            Image resident = images.get(key);
+            boolean repeated = seen.putIfAbsent(key, Boolean.TRUE) != null;
+            if (resident != null || repeated) {
+                if (resident != null && !repeated && resident.state == ImageState.SEALED) {
+                    republished.add(resident.ref());
+                }
                 slots.add(new SlotGrant(false, null));
                 continue;
             }
@@ -210,6 +222,9 @@ public final class ImageStore {
         if (!allocated.isEmpty()) {
             publishes.put(publishId, new Publish(instance, allocated, requested));
             unsealedBytesByInstance.merge(instance, requested, Long::sum);
+        }
+        if (!republished.isEmpty()) {
+            listener.onReused(republished);
         }
         return new AllocateResult(publishId, slots);
     }
@@ -622,6 +637,9 @@ public final class ImageStore {
                 refs.add(image.ref());
             }
             pinned.add(refs);
+        }
+        for (List<ImageRef> refs : pinned) {
+            listener.onReused(refs);
         }
         return new ExactPin(true, pinned, bytes, null);
     }

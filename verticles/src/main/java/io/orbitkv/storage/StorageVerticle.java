@@ -6,11 +6,14 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.orbitkv.ssd.SsdCommands;
+import io.orbitkv.ssd.SsdWritePolicy;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -60,6 +63,8 @@ public final class StorageVerticle extends VerticleBase {
     }
 
     private final io.orbitkv.ssd.SsdProxy ssd;
+    /** Whether the SSD role writes on second sightings (learnt from it at start): then reuse is reported to it. */
+    private boolean reportReuse;
     private final io.orbitkv.cost.CostProxy cost;
     private final io.orbitkv.cost.ResourceId dramPool;
     private final io.orbitkv.cost.ResourceId ssdStore;
@@ -84,6 +89,11 @@ public final class StorageVerticle extends VerticleBase {
                     public void onSealed(ImageStore.ImageRef image) {
                         offerToSsd(image);
                     }
+
+                    @Override
+                    public void onReused(List<ImageStore.ImageRef> images) {
+                        reportReuseToSsd(images);
+                    }
                 });
         measureFragmentation();
         fragmentationTimer = vertx.setPeriodic(1000, id -> measureFragmentation());
@@ -104,7 +114,8 @@ public final class StorageVerticle extends VerticleBase {
                     store.ssdAdded(entry.key(), entry.generation(), entry.lengthBytes());
                 }
                 refresh();
-            });
+            }).compose(ignored -> ssd.writePolicy())
+                    .onSuccess(policy -> reportReuse = policy == SsdWritePolicy.REUSE_AWARE);
         }
         EventBus bus = vertx.eventBus();
         LocalCodec.register(vertx, StorageCommands.MESSAGE_TYPES.stream()
@@ -155,6 +166,22 @@ public final class StorageVerticle extends VerticleBase {
             return;
         }
         ssd.offerWrite(image.key(), store.weakSource(image), image.lengthBytes());
+    }
+
+    /**
+     * Under the reuse-aware SSD write policy, a resident image seen again (a query hit it in DRAM, a publish named it
+     * again) is a second sighting: the SSD role then writes it from the same weak source as a seal-time offer. One
+     * fire-and-forget message per hit group; nothing is sent under the ALL policy.
+     */
+    private void reportReuseToSsd(List<ImageStore.ImageRef> images) {
+        if (ssd == null || !reportReuse || images.isEmpty()) {
+            return;
+        }
+        List<SsdCommands.OfferWrite> reused = new ArrayList<>(images.size());
+        for (ImageStore.ImageRef image : images) {
+            reused.add(new SsdCommands.OfferWrite(image.key(), store.weakSource(image), image.lengthBytes()));
+        }
+        ssd.noteReuse(reused);
     }
 
     /**
