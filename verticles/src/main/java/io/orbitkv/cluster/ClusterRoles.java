@@ -15,10 +15,11 @@ import java.util.Map;
 public final class ClusterRoles {
     private final ClusterSettings settings;
     private final MembershipRole membership;
-    private final MeterRegistry registry;
-    private InventoryRole inventory;
+    private final InventoryRole inventory;
 
-    public ClusterRoles(ClusterSettings settings, long incarnation, int eventBusPort, boolean ssd, MeterRegistry registry) {
+    /** Both roles exist from here on (the planner can be given their ports before they are deployed). */
+    public ClusterRoles(ClusterSettings settings, long incarnation, int eventBusPort, boolean ssd, MeterRegistry registry,
+                        Vertx vertx) {
         this.settings = settings;
         List<String> capabilities = new ArrayList<>(List.of("inventory-v1", "dram"));
         if (ssd) {
@@ -28,11 +29,11 @@ public final class ClusterRoles {
                 "hazelcast", settings.host() + ":" + settings.hazelcastPort(),
                 "eventbus", settings.host() + ":" + eventBusPort);
         this.membership = new MembershipRole(settings, incarnation, endpoints, capabilities, registry);
-        this.registry = registry;
+        this.inventory = new InventoryRole(settings, membership, new StorageProxy(vertx), registry);
     }
 
+    /** Deploys membership, then inventory (after the storage role, whose residency stream it follows). */
     public Future<String> deploy(Vertx vertx) {
-        inventory = new InventoryRole(settings, membership, new StorageProxy(vertx), registry);
         return vertx.deployVerticle(membership).compose(id -> vertx.deployVerticle(inventory));
     }
 

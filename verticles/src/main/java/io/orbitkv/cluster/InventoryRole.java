@@ -78,7 +78,7 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
     private final Map<String, List<InventoryBatch>> snapshotsPending = new HashMap<>();
     private final Map<String, Meter> evidenceGauges = new HashMap<>();
 
-    private Context context;
+    private volatile Context context;
     private long timer = -1;
     private long lastPublished = -1;
     private boolean publishing;
@@ -426,6 +426,9 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
     /** Peer DRAM and SSD records of the demand's keys (local media are the storage role's). */
     @Override
     public Future<DemandEvidence> discover(DemandView demand) {
+        if (context == null) {
+            return Future.succeededFuture(DemandEvidence.none()); // not deployed yet: no peer is known
+        }
         Context caller = Vertx.currentContext();
         Promise<DemandEvidence> answer = caller == null ? Promise.promise()
                 : ((io.vertx.core.internal.ContextInternal) caller).promise();

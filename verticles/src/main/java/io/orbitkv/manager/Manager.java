@@ -173,7 +173,7 @@ public final class Manager implements AutoCloseable {
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             ClusterRoles cluster = config.cluster().map(settings -> new ClusterRoles(settings, incarnation,
-                    eventBusPort, config.ssd().enabled(), registry)).orElse(null);
+                    eventBusPort, config.ssd().enabled(), registry, vertx)).orElse(null);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             return vertx.deployVerticle(cost)
                     .compose(id -> ssd == null ? Future.succeededFuture(id) : vertx.deployVerticle(ssd))
