@@ -65,6 +65,9 @@ final class ClusterDemo {
             check(failures, "every Manager sees " + managers + " members",
                     until(() -> cluster.nodes().stream().allMatch(n -> members(cluster, n) == managers)));
             log.accept("members seen by each: " + cluster.nodes().stream().map(n -> n.memberId() + "=" + members(cluster, n)).toList());
+            // Each follows every other's stream from its first snapshot on (its evidence gauge appears then).
+            check(failures, "every Manager follows every other's inventory", until(() -> cluster.nodes().stream()
+                    .allMatch(n -> cluster.nodes().stream().filter(of -> of != n).allMatch(of -> synced(cluster, n, of)))));
 
             log.accept("publishing " + pages + " pages on manager-1");
             long published;
@@ -188,6 +191,10 @@ final class ClusterDemo {
             Thread.sleep(50);
         }
         return condition.getAsBoolean();
+    }
+
+    private static boolean synced(LocalCluster cluster, LocalCluster.Node on, LocalCluster.Node of) {
+        return cluster.metrics(on).contains("orbitkv_cluster_peer_evidence_keys{member=\"" + of.memberId() + "\"");
     }
 
     private static int members(LocalCluster cluster, LocalCluster.Node node) {

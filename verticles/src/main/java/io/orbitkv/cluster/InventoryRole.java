@@ -409,7 +409,8 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
         for (String member : directory.members()) {
             evidenceGauges.computeIfAbsent(member, m -> Gauge.builder("orbitkv.cluster.peer.evidence.keys", directory,
                             d -> d.keys(m)).tag("member", m)
-                    .description("Keys known from a peer's inventory (bounded by cluster.inventory.max-keys-per-peer)")
+                    .description("Keys known from a peer's inventory (bounded by cluster.inventory.max-keys-per-peer); "
+                            + "present from the peer's first snapshot until it leaves")
                     .register(registry));
         }
         evidenceGauges.entrySet().removeIf(e -> {

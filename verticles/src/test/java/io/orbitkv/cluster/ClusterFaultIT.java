@@ -119,9 +119,17 @@ class ClusterFaultIT {
         return cluster.metric(on, "orbitkv_cluster_peer_evidence_keys", "member=\"" + of.memberId() + "\"").orElse(0);
     }
 
+    /** Whether {@code on} holds {@code of}'s inventory from a snapshot (its evidence gauge exists, even at 0 keys). */
+    static boolean synced(LocalCluster.Node on, LocalCluster.Node of) {
+        return cluster.metrics(on).contains("orbitkv_cluster_peer_evidence_keys{member=\"" + of.memberId() + "\"");
+    }
+
     @Test
     @Order(1)
     void inventoryReachesThePeerAndADroppedBatchIsAGapThenAResync() throws Exception {
+        // manager-2 follows manager-1's stream once it resynced from its snapshot (the gauge appears then); from here on
+        // manager-1's batches are deltas applied in order.
+        await().atMost(SOON).until(() -> synced(m2, m1));
         double resyncsBefore = metric(m2, "orbitkv_cluster_inventory_resyncs_total", "");
         try (Engine engine = Engine.connect(m1)) {
             engine.publish("first", 8); // batch 1: delivered
