@@ -16,6 +16,8 @@ public final class ClusterRoles {
     private final ClusterSettings settings;
     private final MembershipRole membership;
     private final InventoryRole inventory;
+    private volatile String membershipDeployment;
+    private volatile String inventoryDeployment;
 
     /** Both roles exist from here on (the planner can be given their ports before they are deployed). */
     public ClusterRoles(ClusterSettings settings, long incarnation, int eventBusPort, boolean ssd, MeterRegistry registry,
@@ -34,7 +36,19 @@ public final class ClusterRoles {
 
     /** Deploys membership, then inventory (after the storage role, whose residency stream it follows). */
     public Future<String> deploy(Vertx vertx) {
-        return vertx.deployVerticle(membership).compose(id -> vertx.deployVerticle(inventory));
+        return vertx.deployVerticle(membership).onSuccess(id -> membershipDeployment = id)
+                .compose(id -> vertx.deployVerticle(inventory)).onSuccess(id -> inventoryDeployment = id);
+    }
+
+    /**
+     * Leaves the cluster first in an ordered stop: the inventory stops publishing and following, then the member key's
+     * lease is revoked (peers see this Manager leave at once and fence its evidence).
+     */
+    public Future<Void> undeploy(Vertx vertx) {
+        Future<Void> inventoryGone = inventoryDeployment == null ? Future.succeededFuture()
+                : vertx.undeploy(inventoryDeployment);
+        return inventoryGone.compose(v -> membershipDeployment == null ? Future.<Void>succeededFuture()
+                : vertx.undeploy(membershipDeployment));
     }
 
     /** Peer evidence for the planner (peer DRAM and SSD records only). */
