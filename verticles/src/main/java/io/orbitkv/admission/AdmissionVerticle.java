@@ -6,6 +6,9 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.common.Ticker;
+import io.orbitkv.restore.RestoreCommands;
+import io.orbitkv.restore.RestoreProxy;
+import io.orbitkv.restore.RestoreTarget;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.orbitkv.storage.StorageCommands;
@@ -13,6 +16,7 @@ import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Function;
 
@@ -115,16 +119,16 @@ public final class AdmissionVerticle extends VerticleBase {
                 return storage.materialize(keys);
             }
         }, cost, dramPool);
-        io.orbitkv.restore.RestoreProxy restore = new io.orbitkv.restore.RestoreProxy(vertx);
+        RestoreProxy restore = new RestoreProxy(vertx);
         admission.restorePort(new DemandAdmission.RestorePort() {
             @Override
-            public Future<io.orbitkv.restore.RestoreCommands.Restored> restore(long instance, long ticket,
-                    io.orbitkv.restore.RestoreTarget target, List<AdmissionCommands.LeasedGroup> leased) {
-                List<io.orbitkv.restore.RestoreCommands.SourcePage> sources = new java.util.ArrayList<>();
+            public Future<RestoreCommands.Restored> restore(long instance, long ticket,
+                    RestoreTarget target, List<AdmissionCommands.LeasedGroup> leased) {
+                List<RestoreCommands.SourcePage> sources = new ArrayList<>();
                 for (AdmissionCommands.LeasedGroup group : leased) {
                     for (int i = 0; i < group.positions().size(); i++) {
                         ImageStore.ImageRef ref = group.refs().get(i);
-                        sources.add(new io.orbitkv.restore.RestoreCommands.SourcePage(group.groupId(),
+                        sources.add(new RestoreCommands.SourcePage(group.groupId(),
                                 group.positions().get(i), ref.offset(), ref.lengthBytes()));
                     }
                 }

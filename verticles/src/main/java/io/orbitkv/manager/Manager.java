@@ -296,7 +296,8 @@ public final class Manager implements AutoCloseable {
     /**
      * Stops in order, so that nothing is torn down under a part still using it: (1) the engine role refuses every call
      * with SHUTTING_DOWN and closes its doors; (2) the admission role withdraws its handlers, cancels every query and
-     * ends every lease (their in-flight work drains); (3) the storage role withdraws its handlers and waits for the
+     * ends every lease (their in-flight work drains); then the restore role drains the copies its workers submitted
+     * (they read pool slots) and withdraws its handlers; (3) the storage role withdraws its handlers and waits for the
      * reads it submitted to the SSD role; (4) the SSD role withdraws its handlers and drains: submitted reads and
      * writes complete (a write from the pool reads its slot until then), queued writes are dropped, committed extents
      * stay on disk; (5) only then is the pool unmapped and its file removed; (6) the cost role, then the Vertx.
@@ -318,7 +319,7 @@ public final class Manager implements AutoCloseable {
         Future<StopReport> ordered = before.compose(stats -> undeploy(deployments.health, "health", steps)
                 .compose(v -> undeploy(deployments.engine, "engine-refusing-and-closed", steps))
                 .compose(v -> undeploy(deployments.admission, "queries-cancelled-and-leases-ended", steps))
-                .compose(v -> undeploy(deployments.restore, "restores-drained-and-destinations-unmapped", steps))
+                .compose(v -> undeploy(deployments.restore, "restore-copies-drained", steps))
                 .compose(v -> storage.quiesce().onSuccess(x -> steps.add("storage-quiesced")))
                 .compose(v -> undeploy(deployments.ssd, "ssd-drained", steps))
                 .compose(v -> undeploy(deployments.storage, "pool-unmapped", steps))

@@ -561,11 +561,18 @@ public final class RestoreVerticle extends VerticleBase {
             consumer.unregister();
         }
         RoleProxies.withdrawAll(context);
+        // Ordered stop: every plan is cancelled (nothing more is submitted) and its submitted copies drain before the
+        // host regions and the pool mapping they read and write are unmapped. Workers are undeployed by Vert.x after
+        // this verticle (children).
+        List<Future<Restored>> draining = new ArrayList<>();
+        for (Execution e : List.copyOf(executions.values())) {
+            draining.add(e.done.future());
+            cancel(e.key.instance(), e.key.ticket());
+        }
         List<Destination> all = new ArrayList<>();
         destinations.values().forEach(m -> all.addAll(m.values()));
         destinations.clear();
-        // Workers are undeployed by Vert.x after this verticle (children); host regions and the pool unmap here.
-        return vertx.executeBlocking(() -> {
+        return Future.join(draining).otherwiseEmpty().compose(v -> vertx.executeBlocking(() -> {
             for (Destination d : all) {
                 if (d.hostRegion != null) {
                     d.hostRegion.close();
@@ -578,6 +585,6 @@ public final class RestoreVerticle extends VerticleBase {
                 pool.close();
             }
             return null;
-        });
+        }));
     }
 }
