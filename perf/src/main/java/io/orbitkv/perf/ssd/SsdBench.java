@@ -1,6 +1,7 @@
 package io.orbitkv.perf.ssd;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.perf.BenchArgs;
 import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.LatencyRecorder;
 import io.orbitkv.perf.report.MachineInfo;
@@ -12,11 +13,11 @@ import io.orbitkv.ssd.SsdSettings;
 import io.orbitkv.ssd.SsdStats;
 import io.orbitkv.ssd.SsdStore;
 import io.orbitkv.storage.StateKey;
+import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -24,9 +25,9 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
-import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import java.util.stream.Stream;
 
 /**
@@ -38,12 +39,16 @@ import java.util.stream.Stream;
  * bypasses the page cache, so the page cache size does not matter). Then {@code --rounds} rounds (default 7), each:
  * write one ring lap of new keys through {@code offerWrite} (offers kept 64 ahead; throughput = payload bytes / time
  * to the last commit, including the header writes, the staging copy and CRC32C; round 1 fills fresh slots, later
- * rounds overwrite the previous round's extents, the steady-state reuse path with its intent write) and fio writing a
- * fresh file of the same size; read every extent of the round into 4096-aligned 2 MiB destinations with 16 reads
- * outstanding, each under its own exact-generation lease and CRC32C-verified, and fio reading the shard file
- * sequentially, plus fio reading exactly the store's byte ranges (2 MiB at 4 KiB past each extent start, i.e. 4 KiB
- * off 2 MiB alignment). Ours and fio alternate who goes first. Reported figures are medians over rounds; the top-level
- * ratios are median(ours) / median(fio); paired (same-round) ratios are reported too. The store's kernel queue depth
+ * rounds overwrite the previous round's extents, the steady-state reuse path with its intent write) and fio writing
+ * the same amount over one file laid out once (fallocate) before round 1, as the store's shards are preallocated: round
+ * 1 writes fresh blocks on both sides and is reported apart ({@code *_first_round_*}), the write ratio is the steady
+ * state of rounds 2.. ; read every extent of the round into 4096-aligned 2 MiB destinations, each under its own
+ * exact-generation lease and CRC32C-verified, and fio reading the shard file sequentially, plus fio reading exactly the
+ * store's byte ranges (2 MiB at 4 KiB past each extent start, i.e. 4 KiB off 2 MiB alignment). Every page's bytes
+ * depend on its key ({@link KeyedPayload}), so a read served from the wrong extent fails its CRC32C and the bench's own
+ * stamp check. Ours and fio alternate who goes first ({@link #order}). Reported figures are medians over rounds; the
+ * top-level ratios are median(ours) / median(fio); paired (same-round) ratios are reported too. The run fails unless
+ * the store runs with O_DIRECT, and records the file system and device it measured ({@link StorageInfo}). The store's kernel queue depth
  * is exactly fio's iodepth (16): the store never has more I/O in the kernel than fio (its 4 KiB header writes share
  * those 16 slots with the payload writes; 16 staging buffers). The reader keeps 32 reads outstanding so that 16 wait
  * in the RESTORE lane and the io_uring loop refills the kernel queue from a completion without a thread hop ("keep
@@ -73,10 +78,10 @@ public final class SsdBench {
     }
 
     public static JsonObject run(String[] args) throws Exception {
-        return run(io.orbitkv.perf.BenchArgs.parse(args));
+        return run(BenchArgs.parse(args));
     }
 
-    public static JsonObject run(io.orbitkv.perf.BenchArgs a) throws Exception {
+    public static JsonObject run(BenchArgs a) throws Exception {
         Path dir = a.path("dir");
         double sizeGib = a.decimal("size-gib", 2);
         int queueDepth = a.integer("queue-depth", 16);
@@ -86,6 +91,14 @@ public final class SsdBench {
         int readsOutstanding = a.integer("reads-outstanding", -1);
         boolean keep = a.flag("keep", false);
         a.requireAllUsed();
+        if (rounds < 2) {
+            throw new IllegalArgumentException("--rounds must be at least 2 (the first, fresh round is reported apart "
+                    + "from the steady-state rounds), got " + rounds);
+        }
+        if (!(sizeGib > 0) || queueDepth < 1) {
+            throw new IllegalArgumentException("--size-gib must be positive and --queue-depth at least 1");
+        }
+        requireFio();
         boolean ownDir = dir == null;
         if (ownDir) {
             dir = Files.createTempDirectory(Path.of("/var/tmp"), "orbitkv-ssdbench-");
@@ -114,12 +127,9 @@ public final class SsdBench {
                         + "%d write staging buffers, %d reads outstanding, %d rounds", dir, extents, extentBytes,
                 extents * (double) extentBytes / (1L << 30), queueDepth, storeQueueDepth, staging, readsOutstanding,
                 rounds);
+        report.config("storage", StorageInfo.of(dir));
         try (RoleLoop.Dedicated loop = RoleLoop.dedicated("ssdbench-role"); Arena arena = Arena.ofShared()) {
-            MemorySegment source = arena.allocate(PAGE_BYTES, 4096);
-            SplittableRandom random = new SplittableRandom(42);
-            for (long i = 0; i < PAGE_BYTES; i += 8) {
-                source.set(ValueLayout.JAVA_LONG_UNALIGNED, i, random.nextLong());
-            }
+            KeyedPayload payload = new KeyedPayload(arena.allocate(PAGE_BYTES, 4096), 42);
             List<MemorySegment> destinations = new ArrayList<>();
             for (int i = 0; i < readsOutstanding; i++) {
                 destinations.add(arena.allocate(PAGE_BYTES, 4096));
@@ -127,49 +137,57 @@ public final class SsdBench {
             SsdStore store = SsdStore.open(settings, loop, SsdListener.NONE, new SimpleMeterRegistry())
                     .get(60, TimeUnit.SECONDS);
             report.config("direct_io", store.directIo());
+            if (!store.directIo()) {
+                store.close().get(60, TimeUnit.SECONDS);
+                throw new IllegalStateException("O_DIRECT is not in effect in " + dir + " (" + StorageInfo.of(dir)
+                        + "): the store fell back to buffered I/O, and page-cache figures are not SSD figures");
+            }
             Path shard = dir.resolve("shard-000.okv");
             Path fioFile = dir.resolve("fio-write.dat");
             long fileBytes = extents * extentBytes;
+            // fio's write baseline overwrites one file laid out once beforehand, as the store overwrites the extents
+            // it preallocated at open: round 1 writes fresh (allocated, unwritten) blocks on both sides, later rounds
+            // overwrite written ones.
+            layOut(fioFile, extents * PAGE_BYTES);
             List<Double> ourWrites = new ArrayList<>();
             List<Double> ourReads = new ArrayList<>();
             List<Double> fioWrites = new ArrayList<>();
             List<Double> fioReads = new ArrayList<>();
             List<Double> fioLayoutReads = new ArrayList<>();
             JsonObject latency = null;
-            // Rounds interleave ours and fio so that both see the same (noisy, shared) device. Round 1 writes fresh
-            // slots; later rounds write new keys over the previous round's extents: the steady-state ring reuse path.
+            // Rounds interleave ours and fio so that both see the same (noisy, shared) device, each going first in
+            // every other round (order()). Round 1 writes fresh slots; later rounds write new keys over the previous
+            // round's extents: the steady-state ring reuse path.
             for (int round = 0; round < rounds; round++) {
                 long firstKey = (long) round * extents;
-                boolean fioFirst = round % 2 == 1; // alternate who goes first, against drift of the device
-                if (fioFirst) {
-                    fioWrites.add(fioWrite(dir, fioFile, extents, queueDepth));
-                }
-                long writeNanos = writeAll(loop, store, source, firstKey, extents);
-                ourWrites.add(extents * PAGE_BYTES / (writeNanos / 1e9));
-                SsdStats afterWrites = call(loop, store::stats);
-                if (afterWrites.writesCommitted() != (long) extents * (round + 1)) {
-                    throw new IllegalStateException("only " + afterWrites.writesCommitted() + " writes committed: "
-                            + afterWrites.writesDropped());
-                }
-                if (!fioFirst) {
-                    fioWrites.add(fioWrite(dir, fioFile, extents, queueDepth));
-                }
-                if (fioFirst) {
-                    fioReads.add(fioRead(dir, shard, fileBytes, queueDepth));
-                }
                 LatencyRecorder recorder = LatencyRecorder.singleWriter();
-                long readNanos = readAll(loop, store, destinations, firstKey, extents, recorder);
-                ourReads.add(extents * PAGE_BYTES / (readNanos / 1e9));
-                latency = recorder.summary().toJson();
-                if (!fioFirst) {
-                    fioReads.add(fioRead(dir, shard, fileBytes, queueDepth));
+                for (Step step : order(round)) {
+                    switch (step) {
+                        case STORE_WRITE -> {
+                            long writeNanos = writeAll(loop, store, payload, firstKey, extents);
+                            ourWrites.add(extents * PAGE_BYTES / (writeNanos / 1e9));
+                            SsdStats afterWrites = call(loop, store::stats);
+                            if (afterWrites.writesCommitted() != (long) extents * (round + 1)) {
+                                throw new IllegalStateException("only " + afterWrites.writesCommitted()
+                                        + " writes committed: " + afterWrites.writesDropped());
+                            }
+                        }
+                        case FIO_WRITE -> fioWrites.add(fioWrite(dir, fioFile, extents, queueDepth));
+                        case STORE_READ -> {
+                            long readNanos = readAll(loop, store, destinations, firstKey, extents, recorder);
+                            ourReads.add(extents * PAGE_BYTES / (readNanos / 1e9));
+                            latency = recorder.summary().toJson();
+                        }
+                        case FIO_READ -> fioReads.add(fioRead(dir, shard, fileBytes, queueDepth));
+                        case FIO_LAYOUT_READ -> fioLayoutReads.add(fioLayoutRead(dir, shard, fileBytes, queueDepth));
+                    }
                 }
-                fioLayoutReads.add(fioLayoutRead(dir, shard, fileBytes, queueDepth));
                 progress("round %d: SsdStore write %.1f MiB/s, fio write %.1f MiB/s, SsdStore read %.1f MiB/s, "
-                                + "fio read %.1f MiB/s, fio read in extent layout %.1f MiB/s", round + 1, ourWrites.getLast() / MIB,
-                        fioWrites.getLast() / MIB, ourReads.getLast() / MIB, fioReads.getLast() / MIB,
-                        fioLayoutReads.getLast() / MIB);
+                                + "fio read %.1f MiB/s, fio read in extent layout %.1f MiB/s", round + 1,
+                        ourWrites.getLast() / MIB, fioWrites.getLast() / MIB, ourReads.getLast() / MIB,
+                        fioReads.getLast() / MIB, fioLayoutReads.getLast() / MIB);
             }
+            Files.deleteIfExists(fioFile);
             SsdStats afterReads = call(loop, store::stats);
             if (afterReads.readHits() != (long) extents * rounds) {
                 throw new IllegalStateException("reads verified " + afterReads.readHits() + " of "
@@ -183,14 +201,18 @@ public final class SsdBench {
             store.close().get(60, TimeUnit.SECONDS);
             progress("recovery: %d extents in %.4f s", recovered.recoveredExtents(), recovered.recoverySeconds());
 
-            double writeRate = median(ourWrites);
+            // The first round writes fresh blocks on both sides: reported apart, the write ratio is the steady state.
+            List<Double> ourSteadyWrites = ourWrites.subList(1, ourWrites.size());
+            List<Double> fioSteadyWrites = fioWrites.subList(1, fioWrites.size());
+            double writeRate = median(ourSteadyWrites);
             double readRate = median(ourReads);
-            double fioWriteRate = median(fioWrites);
+            double fioWriteRate = median(fioSteadyWrites);
             double fioReadRate = median(fioReads);
             double fioLayoutReadRate = median(fioLayoutReads);
             report.figure("ssd_write_bytes_per_s", Math.round(writeRate))
                     .figure("ssd_read_bytes_per_s", Math.round(readRate))
                     .figure("ssd_write_rounds_bytes_per_s", rates(ourWrites))
+                    .figure("ssd_write_first_round_bytes_per_s", Math.round(ourWrites.getFirst()))
                     .figure("ssd_read_rounds_bytes_per_s", rates(ourReads))
                     .figure("ssd_read_latency_last_round", latency)
                     .figure("recovery_seconds", recovered.recoverySeconds())
@@ -201,6 +223,7 @@ public final class SsdBench {
                     .baseline("fio_write_bytes_per_s", Math.round(fioWriteRate))
                     .baseline("fio_read_rounds_bytes_per_s", rates(fioReads))
                     .baseline("fio_write_rounds_bytes_per_s", rates(fioWrites))
+                    .baseline("fio_write_first_round_bytes_per_s", Math.round(fioWrites.getFirst()))
                     .baseline("fio_read_extent_layout_bytes_per_s", Math.round(fioLayoutReadRate))
                     .baseline("fio_read_extent_layout_rounds_bytes_per_s", rates(fioLayoutReads))
                     .baseline("fio_read_extent_layout_command", String.join(" ", fioLayoutCommand(shard, fileBytes,
@@ -213,7 +236,8 @@ public final class SsdBench {
                     .topLevelRatio("write_ratio", writeRate, fioWriteRate)
                     .ratio("read_ratio_same_layout", readRate, fioLayoutReadRate)
                     .ratio("read_ratio_paired_median", median(paired(ourReads, fioReads)))
-                    .ratio("write_ratio_paired_median", median(paired(ourWrites, fioWrites)))
+                    .ratio("write_ratio_paired_median", median(paired(ourSteadyWrites, fioSteadyWrites)))
+                    .ratio("write_ratio_first_round", ourWrites.getFirst(), fioWrites.getFirst())
                     .machine(MachineInfo.probe());
         } finally {
             if (ownDir && !keep) {
@@ -225,12 +249,55 @@ public final class SsdBench {
         return built.toJson();
     }
 
+    /** The measured steps of one round. */
+    enum Step { STORE_WRITE, FIO_WRITE, STORE_READ, FIO_READ, FIO_LAYOUT_READ }
+
+    /**
+     * The order of round {@code round} (0-based): the store goes first in even rounds, fio (every fio step, the
+     * layout-matched read included) in odd ones, so a device that drifts within a round favours neither side. The
+     * store reads after it wrote the round's keys.
+     */
+    static List<Step> order(int round) {
+        return round % 2 == 0
+                ? List.of(Step.STORE_WRITE, Step.FIO_WRITE, Step.STORE_READ, Step.FIO_READ, Step.FIO_LAYOUT_READ)
+                : List.of(Step.FIO_WRITE, Step.STORE_WRITE, Step.FIO_READ, Step.FIO_LAYOUT_READ, Step.STORE_READ);
+    }
+
+    /** Fails before anything is measured when fio is missing ({@code scripts/orbitkv bench ssd} installs it as root). */
+    private static void requireFio() {
+        try {
+            Process process = new ProcessBuilder("fio", "--version").redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+            if (process.waitFor(30, TimeUnit.SECONDS) && process.exitValue() == 0) {
+                return;
+            }
+            process.destroyForcibly();
+        } catch (IOException e) {
+            // not on the PATH
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        throw new IllegalStateException("fio is not installed: scripts/orbitkv bench ssd installs it when run as root, "
+                + "otherwise apt-get install fio");
+    }
+
+    /** Lays {@code file} out once (allocated, unwritten blocks), as the store's preallocated shards are. */
+    private static void layOut(Path file, long bytes) throws IOException, InterruptedException {
+        Process process = new ProcessBuilder("fallocate", "-l", Long.toString(bytes), file.toString())
+                .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.INHERIT).start();
+        if (!process.waitFor(5, TimeUnit.MINUTES) || process.exitValue() != 0) {
+            process.destroyForcibly();
+            throw new IllegalStateException("fallocate of the fio write file " + file + " failed");
+        }
+    }
+
     private static StateKey key(long index) {
         return StateKey.of(NAMESPACE, 0, ByteBuffer.allocate(8).putLong(index).array());
     }
 
     /** Offers every extent, WRITE_WINDOW ahead, and returns the nanoseconds to the last outcome. */
-    private static long writeAll(RoleLoop loop, SsdStore store, MemorySegment source, long firstKey, int count) throws Exception {
+    private static long writeAll(RoleLoop loop, SsdStore store, KeyedPayload payload, long firstKey, int count)
+            throws Exception {
         CompletableFuture<Long> finished = new CompletableFuture<>();
         int[] state = new int[2]; // next, done
         long start = System.nanoTime();
@@ -239,8 +306,9 @@ public final class SsdBench {
             if (state[0] >= count) {
                 return;
             }
-            int index = state[0]++;
-            store.offerWrite(key(firstKey + index), () -> source, PAGE_BYTES).whenComplete((outcome, failure) -> {
+            long keyIndex = firstKey + state[0]++;
+            // Stamped when the store takes the source (it copies it at once, on this thread): bytes depend on the key.
+            store.offerWrite(key(keyIndex), () -> payload.stamp(keyIndex), PAGE_BYTES).whenComplete((outcome, failure) -> {
                 if (++state[1] == count) {
                     finished.complete(System.nanoTime() - start);
                 } else {
@@ -267,15 +335,20 @@ public final class SsdBench {
                 if (state[0] >= count) {
                     return;
                 }
-                StateKey key = key(firstKey + state[0]++);
+                long keyIndex = firstKey + state[0]++;
+                StateKey key = key(keyIndex);
                 SsdEntry entry = store.lookup(key);
                 SsdLease lease = store.acquireLease(key, entry.generation());
                 long t0 = System.nanoTime();
                 store.readInto(lease, destination).whenComplete((result, failure) -> {
                     recorder.recordNanos(System.nanoTime() - t0);
                     store.release(lease);
-                    if (failure != null && state[2]++ == 0) {
-                        progress("read failed: %s", failure);
+                    // The store verified the key's CRC32C; spot-check the key's stamps too (first and last block).
+                    Throwable wrong = failure != null ? failure
+                            : KeyedPayload.spotCheck(destination, PAGE_BYTES, keyIndex) ? null
+                            : new IllegalStateException("read of key " + keyIndex + " returned another key's bytes");
+                    if (wrong != null && state[2]++ == 0) {
+                        progress("read failed: %s", wrong);
                     }
                     if (++state[1] == count) {
                         finished.complete(System.nanoTime() - start);
@@ -296,7 +369,6 @@ public final class SsdBench {
 
     private static double fioWrite(Path dir, Path file, int extents, int depth) throws Exception {
         JsonObject result = fio(dir, "w", file, "write", extents * PAGE_BYTES, depth);
-        Files.deleteIfExists(file);
         return result.getJsonArray("jobs").getJsonObject(0).getJsonObject("write").getDouble("bw_bytes");
     }
 
@@ -343,8 +415,8 @@ public final class SsdBench {
         return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
     }
 
-    private static io.vertx.core.json.JsonArray rates(List<Double> values) {
-        return new io.vertx.core.json.JsonArray(values.stream().map(Math::round).toList());
+    private static JsonArray rates(List<Double> values) {
+        return new JsonArray(values.stream().map(Math::round).toList());
     }
 
     private static List<String> fioCommand(String name, Path file, String rw, long size, int depth) {
@@ -368,7 +440,7 @@ public final class SsdBench {
         return new JsonObject(text.substring(text.indexOf('{'))); // fio may print notes before the JSON
     }
 
-    private static <T> T call(RoleLoop loop, java.util.function.Supplier<T> action) throws Exception {
+    private static <T> T call(RoleLoop loop, Supplier<T> action) throws Exception {
         CompletableFuture<T> result = new CompletableFuture<>();
         loop.execute(() -> {
             try {
