@@ -42,11 +42,15 @@ import java.util.stream.Stream;
  * rounds overwrite the previous round's extents, the steady-state reuse path with its intent write) and fio writing
  * the same amount over one file laid out once (fallocate) before round 1, as the store's shards are preallocated: round
  * 1 writes fresh blocks on both sides and is reported apart ({@code *_first_round_*}), the write ratio is the steady
- * state of rounds 2.. ; read every extent of the round into 4096-aligned 2 MiB destinations, each under its own
- * exact-generation lease and CRC32C-verified, and fio reading the shard file sequentially, plus fio reading exactly the
- * store's byte ranges (2 MiB at 4 KiB past each extent start, i.e. 4 KiB off 2 MiB alignment). Every page's bytes
- * depend on its key ({@link KeyedPayload}), so a read served from the wrong extent fails its CRC32C and the bench's own
- * stamp check. Ours and fio alternate who goes first ({@link #order}). Reported figures are medians over rounds; the
+ * state of rounds 2.. ; then the reads, in {@code --read-segments} segments (default 8) of the round's extents: in
+ * each segment the store reads its extents into 4096-aligned 2 MiB destinations, each under its own exact-generation
+ * lease and CRC32C-verified, fio reads as many bytes of the same region of the shard file contiguously and 2 MiB
+ * aligned, and fio reads exactly the store's byte ranges (2 MiB at 4 KiB past each extent start, i.e. 4 KiB off 2 MiB
+ * alignment), back to back, so that all three see the device in the same state; a side's round rate is its bytes over
+ * the sum of its own I/O times (fio's excludes its process start-up). The first round's reads start with an untimed
+ * warm-up on both sides. Every page's bytes depend on its key ({@link KeyedPayload}), so a read served from the wrong
+ * extent fails its CRC32C and the bench's own stamp check. Ours and fio alternate who goes first, per round for the
+ * writes ({@link #writeOrder}) and per segment for the reads ({@link #readOrder}). Reported figures are medians over rounds; the
  * top-level ratios are median(ours) / median(fio); paired (same-round) ratios are reported too. The run fails unless
  * the store runs with O_DIRECT, and records the file system and device it measured ({@link StorageInfo}). The store's kernel queue depth
  * is exactly fio's iodepth (16): the store never has more I/O in the kernel than fio (its 4 KiB header writes share
@@ -59,7 +63,7 @@ import java.util.stream.Stream;
  *
  * <p>Usage: {@code java --enable-native-access=ALL-UNNAMED -cp ... io.orbitkv.perf.ssd.SsdBench [--dir DIR]
  * [--size-gib N] [--queue-depth N] [--rounds N] [--staging N] [--store-queue-depth N] [--reads-outstanding N]
- * [--keep]}. Progress goes to
+ * [--read-segments N] [--keep]}. Progress goes to
  * stderr, the report (one JSON line) is the last line of stdout.
  */
 public final class SsdBench {
@@ -89,14 +93,16 @@ public final class SsdBench {
         int staging = a.integer("staging", -1);
         int storeQueueDepth = a.integer("store-queue-depth", -1);
         int readsOutstanding = a.integer("reads-outstanding", -1);
+        int readSegments = a.integer("read-segments", 8);
         boolean keep = a.flag("keep", false);
         a.requireAllUsed();
         if (rounds < 2) {
             throw new IllegalArgumentException("--rounds must be at least 2 (the first, fresh round is reported apart "
                     + "from the steady-state rounds), got " + rounds);
         }
-        if (!(sizeGib > 0) || queueDepth < 1) {
-            throw new IllegalArgumentException("--size-gib must be positive and --queue-depth at least 1");
+        if (!(sizeGib > 0) || queueDepth < 1 || readSegments < 1) {
+            throw new IllegalArgumentException("--size-gib must be positive, --queue-depth and --read-segments at "
+                    + "least 1");
         }
         requireFio();
         boolean ownDir = dir == null;
@@ -121,7 +127,7 @@ public final class SsdBench {
                 .config("dir", dir.toString()).config("extents", extents).config("extent_bytes", extentBytes)
                 .config("page_bytes", PAGE_BYTES).config("queue_depth", queueDepth)
                 .config("store_queue_depth", storeQueueDepth).config("write_staging_buffers", staging)
-                .config("reads_outstanding", readsOutstanding)
+                .config("reads_outstanding", readsOutstanding).config("read_segments", readSegments)
                 .config("data_set_bytes", extents * PAGE_BYTES).config("rounds", rounds);
         progress("ssd bench in %s: %d extents of %d bytes (%.2f GiB), queue depth %d, store (kernel) queue depth %d, "
                         + "%d write staging buffers, %d reads outstanding, %d rounds", dir, extents, extentBytes,
@@ -160,28 +166,59 @@ public final class SsdBench {
             // round's extents: the steady-state ring reuse path.
             for (int round = 0; round < rounds; round++) {
                 long firstKey = (long) round * extents;
-                LatencyRecorder recorder = LatencyRecorder.singleWriter();
-                for (Step step : order(round)) {
-                    switch (step) {
-                        case STORE_WRITE -> {
-                            long writeNanos = writeAll(loop, store, payload, firstKey, extents);
-                            ourWrites.add(extents * PAGE_BYTES / (writeNanos / 1e9));
-                            SsdStats afterWrites = call(loop, store::stats);
-                            if (afterWrites.writesCommitted() != (long) extents * (round + 1)) {
-                                throw new IllegalStateException("only " + afterWrites.writesCommitted()
-                                        + " writes committed: " + afterWrites.writesDropped());
-                            }
+                for (Step step : writeOrder(round)) {
+                    if (step == Step.STORE_WRITE) {
+                        long writeNanos = writeAll(loop, store, payload, firstKey, extents);
+                        ourWrites.add(extents * PAGE_BYTES / (writeNanos / 1e9));
+                        SsdStats afterWrites = call(loop, store::stats);
+                        if (afterWrites.writesCommitted() != (long) extents * (round + 1)) {
+                            throw new IllegalStateException("only " + afterWrites.writesCommitted()
+                                    + " writes committed: " + afterWrites.writesDropped());
                         }
-                        case FIO_WRITE -> fioWrites.add(fioWrite(dir, fioFile, extents, queueDepth));
-                        case STORE_READ -> {
-                            long readNanos = readAll(loop, store, destinations, firstKey, extents, recorder);
-                            ourReads.add(extents * PAGE_BYTES / (readNanos / 1e9));
-                            latency = recorder.summary().toJson();
-                        }
-                        case FIO_READ -> fioReads.add(fioRead(dir, shard, fileBytes, queueDepth));
-                        case FIO_LAYOUT_READ -> fioLayoutReads.add(fioLayoutRead(dir, shard, fileBytes, queueDepth));
+                    } else {
+                        fioWrites.add(fioWrite(dir, fioFile, extents, queueDepth));
                     }
                 }
+                if (round == 0) {
+                    // Warm-up, untimed: the read path's JIT and the destinations' first touch on our side, fio's
+                    // start-up and the file's first read on the other.
+                    int warm = Math.min(extents, 2 * readsOutstanding);
+                    readAll(loop, store, destinations, firstKey, warm, LatencyRecorder.singleWriter());
+                    fioRead(dir, shard, 0, (long) warm * PAGE_BYTES, queueDepth);
+                }
+                // Reads in segments of the round's extents; in each segment both sides read the same extents back to
+                // back, alternating who goes first, so that both see the device in the same state (it drifts by 2x
+                // within seconds here). A side's round rate is its bytes over the sum of its segment times.
+                LatencyRecorder recorder = LatencyRecorder.singleWriter();
+                long[] ourRead = new long[2]; // bytes, nanos
+                long[] fioRead = new long[2];
+                long[] fioLayoutRead = new long[2];
+                for (int segment = 0; segment < readSegments; segment++) {
+                    int from = (int) ((long) extents * segment / readSegments);
+                    int to = (int) ((long) extents * (segment + 1) / readSegments);
+                    if (to == from) {
+                        continue;
+                    }
+                    long start = (long) from * extentBytes;
+                    long bytes = (long) (to - from) * PAGE_BYTES;
+                    for (Step step : readOrder(round, segment)) {
+                        switch (step) {
+                            case STORE_READ -> add(ourRead, bytes,
+                                    readAll(loop, store, destinations, firstKey + from, to - from, recorder));
+                            // The same number of payload bytes, contiguous and 2 MiB-aligned, from the same region.
+                            case FIO_READ -> add(fioRead, bytes,
+                                    fioRead(dir, shard, start / PAGE_BYTES * PAGE_BYTES, bytes, queueDepth));
+                            // Exactly the store's byte ranges: 2 MiB payloads 4 KiB past each extent start.
+                            case FIO_LAYOUT_READ -> add(fioLayoutRead, bytes, fioLayoutRead(dir, shard, start,
+                                    (long) (to - from) * extentBytes, queueDepth));
+                            default -> throw new IllegalStateException(step + " is not a read step");
+                        }
+                    }
+                }
+                ourReads.add(rate(ourRead));
+                fioReads.add(rate(fioRead));
+                fioLayoutReads.add(rate(fioLayoutRead));
+                latency = recorder.summary().toJson();
                 progress("round %d: SsdStore write %.1f MiB/s, fio write %.1f MiB/s, SsdStore read %.1f MiB/s, "
                                 + "fio read %.1f MiB/s, fio read in extent layout %.1f MiB/s", round + 1,
                         ourWrites.getLast() / MIB, fioWrites.getLast() / MIB, ourReads.getLast() / MIB,
@@ -226,10 +263,10 @@ public final class SsdBench {
                     .baseline("fio_write_first_round_bytes_per_s", Math.round(fioWrites.getFirst()))
                     .baseline("fio_read_extent_layout_bytes_per_s", Math.round(fioLayoutReadRate))
                     .baseline("fio_read_extent_layout_rounds_bytes_per_s", rates(fioLayoutReads))
-                    .baseline("fio_read_extent_layout_command", String.join(" ", fioLayoutCommand(shard, fileBytes,
-                            queueDepth)))
-                    .baseline("fio_read_command", String.join(" ", fioCommand("r", shard, "read", fileBytes,
-                            queueDepth)))
+                    .baseline("fio_read_extent_layout_command", String.join(" ", fioLayoutCommand(shard, 0,
+                            fileBytes / readSegments / extentBytes * extentBytes, queueDepth)) + " (per segment)")
+                    .baseline("fio_read_command", String.join(" ", fioReadCommand(shard, 0,
+                            extents / readSegments * PAGE_BYTES, queueDepth)) + " (per segment)")
                     .baseline("fio_write_command", String.join(" ", fioCommand("w", fioFile, "write",
                             extents * PAGE_BYTES, queueDepth)))
                     .topLevelRatio("read_ratio", readRate, fioReadRate)
@@ -252,15 +289,28 @@ public final class SsdBench {
     /** The measured steps of one round. */
     enum Step { STORE_WRITE, FIO_WRITE, STORE_READ, FIO_READ, FIO_LAYOUT_READ }
 
+    /** The writes of round {@code round} (0-based): the store first in even rounds, fio in odd ones. */
+    static List<Step> writeOrder(int round) {
+        return round % 2 == 0 ? List.of(Step.STORE_WRITE, Step.FIO_WRITE) : List.of(Step.FIO_WRITE, Step.STORE_WRITE);
+    }
+
     /**
-     * The order of round {@code round} (0-based): the store goes first in even rounds, fio (every fio step, the
-     * layout-matched read included) in odd ones, so a device that drifts within a round favours neither side. The
-     * store reads after it wrote the round's keys.
+     * The reads of one segment of a round: the store first when {@code round + segment} is even, fio (both fio reads,
+     * the layout-matched one included) otherwise, so that neither side is always the one reading bytes the other just
+     * read, within a round and across rounds.
      */
-    static List<Step> order(int round) {
-        return round % 2 == 0
-                ? List.of(Step.STORE_WRITE, Step.FIO_WRITE, Step.STORE_READ, Step.FIO_READ, Step.FIO_LAYOUT_READ)
-                : List.of(Step.FIO_WRITE, Step.STORE_WRITE, Step.FIO_READ, Step.FIO_LAYOUT_READ, Step.STORE_READ);
+    static List<Step> readOrder(int round, int segment) {
+        return (round + segment) % 2 == 0 ? List.of(Step.STORE_READ, Step.FIO_READ, Step.FIO_LAYOUT_READ)
+                : List.of(Step.FIO_READ, Step.FIO_LAYOUT_READ, Step.STORE_READ);
+    }
+
+    private static void add(long[] total, long bytes, long nanos) {
+        total[0] += bytes;
+        total[1] += nanos;
+    }
+
+    private static double rate(long[] total) {
+        return total[0] / (total[1] / 1e9);
     }
 
     /** Fails before anything is measured when fio is missing ({@code scripts/orbitkv bench ssd} installs it as root). */
@@ -368,37 +418,39 @@ public final class SsdBench {
     }
 
     private static double fioWrite(Path dir, Path file, int extents, int depth) throws Exception {
-        JsonObject result = fio(dir, "w", file, "write", extents * PAGE_BYTES, depth);
+        JsonObject result = fio(dir, "w", fioCommand("w", file, "write", extents * PAGE_BYTES, depth));
         return result.getJsonArray("jobs").getJsonObject(0).getJsonObject("write").getDouble("bw_bytes");
     }
 
-    private static double fioRead(Path dir, Path shard, long fileBytes, int depth) throws Exception {
-        JsonObject result = fio(dir, "r", shard, "read", fileBytes, depth);
-        return result.getJsonArray("jobs").getJsonObject(0).getJsonObject("read").getDouble("bw_bytes");
+    /** fio reading {@code bytes} of the shard from {@code offset} in 2 MiB reads; returns its I/O nanoseconds. */
+    private static long fioRead(Path dir, Path shard, long offset, long bytes, int depth) throws Exception {
+        return fioNanos(fio(dir, "r", fioReadCommand(shard, offset, bytes, depth)));
+    }
+
+    private static List<String> fioReadCommand(Path shard, long offset, long bytes, int depth) {
+        return List.of("fio", "--name=r", "--filename=" + shard, "--rw=read", "--bs=2M", "--iodepth=" + depth,
+                "--ioengine=io_uring", "--direct=1", "--offset=" + offset, "--size=" + bytes, "--output-format=json");
     }
 
     /**
-     * fio reading exactly the bytes the store reads: 2 MiB payloads at 4 KiB past each 2 MiB + 4 KiB extent start
-     * (so every read is 4 KiB off a 2 MiB boundary), skipping the header blocks.
+     * fio reading exactly the bytes the store reads from the extents in {@code [start, start + extentBytes)}: 2 MiB
+     * payloads at 4 KiB past each 2 MiB + 4 KiB extent start (so every read is 4 KiB off a 2 MiB boundary), skipping
+     * the header blocks. Returns its I/O nanoseconds.
      */
-    private static List<String> fioLayoutCommand(Path shard, long fileBytes, int depth) {
-        return List.of("fio", "--name=layout", "--filename=" + shard, "--rw=read:4k", "--bs=2M",
-                "--iodepth=" + depth, "--ioengine=io_uring", "--direct=1", "--offset=4096",
-                "--size=" + (fileBytes - 4096), "--output-format=json");
+    private static long fioLayoutRead(Path dir, Path shard, long start, long extentBytes, int depth) throws Exception {
+        return fioNanos(fio(dir, "layout", fioLayoutCommand(shard, start, extentBytes, depth)));
     }
 
-    private static double fioLayoutRead(Path dir, Path shard, long fileBytes, int depth) throws Exception {
-        Path out = dir.resolve("fio-layout.json");
-        Process process = new ProcessBuilder(fioLayoutCommand(shard, fileBytes, depth)).redirectOutput(out.toFile())
-                .redirectError(ProcessBuilder.Redirect.INHERIT).start();
-        if (!process.waitFor(5, TimeUnit.MINUTES) || process.exitValue() != 0) {
-            process.destroyForcibly();
-            throw new IllegalStateException("fio (extent layout) failed");
-        }
-        String text = Files.readString(out);
-        Files.deleteIfExists(out);
-        return new JsonObject(text.substring(text.indexOf('{'))).getJsonArray("jobs").getJsonObject(0)
-                .getJsonObject("read").getDouble("bw_bytes");
+    private static List<String> fioLayoutCommand(Path shard, long start, long extentBytes, int depth) {
+        return List.of("fio", "--name=layout", "--filename=" + shard, "--rw=read:4k", "--bs=2M",
+                "--iodepth=" + depth, "--ioengine=io_uring", "--direct=1", "--offset=" + (start + 4096),
+                "--size=" + (extentBytes - 4096), "--output-format=json");
+    }
+
+    /** fio's own I/O time for its reads: bytes / bandwidth (it excludes its start-up). */
+    private static long fioNanos(JsonObject result) {
+        JsonObject read = result.getJsonArray("jobs").getJsonObject(0).getJsonObject("read");
+        return Math.round(read.getLong("io_bytes") / read.getDouble("bw_bytes") * 1e9);
     }
 
     private static List<Double> paired(List<Double> ours, List<Double> theirs) {
@@ -425,15 +477,14 @@ public final class SsdBench {
                 "--output-format=json");
     }
 
-    private static JsonObject fio(Path dir, String name, Path file, String rw, long size, int depth)
-            throws IOException, InterruptedException {
+    private static JsonObject fio(Path dir, String name, List<String> command) throws IOException, InterruptedException {
         Path out = dir.resolve("fio-" + name + ".json");
-        Process process = new ProcessBuilder(fioCommand(name, file, rw, size, depth)).redirectOutput(out.toFile())
+        Process process = new ProcessBuilder(command).redirectOutput(out.toFile())
                 .redirectError(ProcessBuilder.Redirect.INHERIT).start();
         if (!process.waitFor(5, TimeUnit.MINUTES) || process.exitValue() != 0) {
             process.destroyForcibly();
-            throw new IllegalStateException("fio failed (is it installed? apt-get install -y fio): exit "
-                    + (process.isAlive() ? "timeout" : process.exitValue()));
+            throw new IllegalStateException("fio failed: exit " + (process.isAlive() ? "timeout" : process.exitValue())
+                    + ": " + String.join(" ", command));
         }
         String text = Files.readString(out);
         Files.deleteIfExists(out);

@@ -46,13 +46,21 @@ class SsdBenchTest {
     @ParameterizedTest
     @ValueSource(ints = {0, 1, 2, 3, 4, 5, 6})
     void everyFioStepIncludingTheLayoutReadAlternatesWhoGoesFirst(int round) {
-        List<Step> order = SsdBench.order(round);
-        assertThat(order).containsExactlyInAnyOrder(Step.values());
-        assertThat(order.indexOf(Step.STORE_WRITE)).as("reads what it wrote").isLessThan(order.indexOf(Step.STORE_READ));
-        boolean storeFirst = round % 2 == 0;
-        assertThat(order.indexOf(Step.STORE_WRITE) < order.indexOf(Step.FIO_WRITE)).isEqualTo(storeFirst);
-        assertThat(order.indexOf(Step.STORE_READ) < order.indexOf(Step.FIO_READ)).isEqualTo(storeFirst);
-        assertThat(order.indexOf(Step.STORE_READ) < order.indexOf(Step.FIO_LAYOUT_READ)).isEqualTo(storeFirst);
+        List<Step> writes = SsdBench.writeOrder(round);
+        assertThat(writes).containsExactlyInAnyOrder(Step.STORE_WRITE, Step.FIO_WRITE);
+        assertThat(writes.getFirst() == Step.STORE_WRITE).isEqualTo(round % 2 == 0);
+        int storeFirst = 0;
+        for (int segment = 0; segment < 8; segment++) {
+            List<Step> reads = SsdBench.readOrder(round, segment);
+            assertThat(reads).containsExactlyInAnyOrder(Step.STORE_READ, Step.FIO_READ, Step.FIO_LAYOUT_READ);
+            boolean ours = reads.indexOf(Step.STORE_READ) < reads.indexOf(Step.FIO_READ);
+            assertThat(reads.indexOf(Step.STORE_READ) < reads.indexOf(Step.FIO_LAYOUT_READ))
+                    .as("the layout-matched read alternates with the others").isEqualTo(ours);
+            assertThat(SsdBench.readOrder(round + 1, segment).indexOf(Step.STORE_READ) == 0)
+                    .as("and flips from round to round").isEqualTo(!ours);
+            storeFirst += ours ? 1 : 0;
+        }
+        assertThat(storeFirst).as("each side reads first in half of the segments").isEqualTo(4);
     }
 
     @Test
