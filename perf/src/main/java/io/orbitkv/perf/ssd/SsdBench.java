@@ -137,10 +137,15 @@ public final class SsdBench {
         try (RoleLoop.Dedicated loop = RoleLoop.dedicated("ssdbench-role"); Arena arena = Arena.ofShared()) {
             KeyedPayload payload = new KeyedPayload(arena.allocate(PAGE_BYTES, 4096), 42);
             List<MemorySegment> destinations = new ArrayList<>();
+            // One region sliced into the destinations, as fio slices its one buffer into its iodepth buffers (and the
+            // Manager's destinations are slots of one pool).
+            MemorySegment destinationArea = arena.allocate(readsOutstanding * PAGE_BYTES, 4096);
             for (int i = 0; i < readsOutstanding; i++) {
-                destinations.add(arena.allocate(PAGE_BYTES, 4096));
+                destinations.add(destinationArea.asSlice(i * PAGE_BYTES, PAGE_BYTES));
             }
-            SsdStore store = SsdStore.open(settings, loop, SsdListener.NONE, new SimpleMeterRegistry())
+            SimpleMeterRegistry registry = new SimpleMeterRegistry();
+            QueueDepthSampler kernelDepth = new QueueDepthSampler(registry, storeQueueDepth);
+            SsdStore store = SsdStore.open(settings, loop, SsdListener.NONE, registry)
                     .get(60, TimeUnit.SECONDS);
             report.config("direct_io", store.directIo());
             if (!store.directIo()) {
@@ -204,8 +209,15 @@ public final class SsdBench {
                     long bytes = (long) (to - from) * PAGE_BYTES;
                     for (Step step : readOrder(round, segment)) {
                         switch (step) {
-                            case STORE_READ -> add(ourRead, bytes,
-                                    readAll(loop, store, destinations, firstKey + from, to - from, recorder));
+                            case STORE_READ -> {
+                                kernelDepth.start();
+                                try {
+                                    add(ourRead, bytes, readAll(loop, store, destinations, firstKey + from,
+                                            to - from, recorder));
+                                } finally {
+                                    kernelDepth.stop();
+                                }
+                            }
                             // The same number of payload bytes, contiguous and 2 MiB-aligned, from the same region.
                             case FIO_READ -> add(fioRead, bytes,
                                     fioRead(dir, shard, start / PAGE_BYTES * PAGE_BYTES, bytes, queueDepth));
@@ -253,6 +265,7 @@ public final class SsdBench {
                     .figure("ssd_write_first_round_bytes_per_s", Math.round(ourWrites.getFirst()))
                     .figure("ssd_read_rounds_bytes_per_s", rates(ourReads))
                     .figure("ssd_read_latency_last_round", latency)
+                    .figure("ssd_read_kernel_queue_depth", kernelDepth.toJson())
                     .figure("recovery_seconds", recovered.recoverySeconds())
                     .figure("recovered_extents", recovered.recoveredExtents())
                     .figure("overwrite_refused", afterReads.overwriteRefused())
