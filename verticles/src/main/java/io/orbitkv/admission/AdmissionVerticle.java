@@ -1,10 +1,14 @@
 package io.orbitkv.admission;
 
+import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.common.Ticker;
+import io.orbitkv.restore.RestoreCommands;
+import io.orbitkv.restore.RestoreProxy;
+import io.orbitkv.restore.RestoreTarget;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.orbitkv.storage.StorageCommands;
@@ -12,6 +16,7 @@ import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Function;
 
@@ -20,7 +25,8 @@ import java.util.function.Function;
  * handed to engines. The state and its rules live in {@link DemandAdmission} (read its design note); this verticle
  * wires it to the event bus and the storage role, and sweeps expired answers.
  *
- * <p>Concurrency: all state is confined to this verticle's event loop; storage replies arrive on it too.
+ * <p>Concurrency: all state is confined to this verticle's event loop; storage replies arrive on it too. Metric
+ * gauges read a snapshot this loop publishes after every command, never the tables.
  */
 public final class AdmissionVerticle extends VerticleBase {
     /**
@@ -33,12 +39,31 @@ public final class AdmissionVerticle extends VerticleBase {
      */
     public record Settings(int maxOutstandingPerInstance, int maxOutstanding, long waitBudgetNanos,
                            long replyTtlNanos, long leaseBudgetBytes, long instanceBudgetBytes,
-                           long speculativeBudgetBytes, TenantShares tenantShares) {
+                           long speculativeBudgetBytes, TenantShares tenantShares, int maxAnsweredPerInstance,
+                           int maxAnswered) {
+        /** Answered-ticket bounds by default: the conf/orbitkv.yaml defaults. */
+        public static final int DEFAULT_MAX_ANSWERED_PER_INSTANCE = 1024;
+        public static final int DEFAULT_MAX_ANSWERED = 32768;
+
+        public Settings(int maxOutstandingPerInstance, int maxOutstanding, long waitBudgetNanos, long replyTtlNanos,
+                        long leaseBudgetBytes, long instanceBudgetBytes, long speculativeBudgetBytes,
+                        TenantShares tenantShares) {
+            this(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos, leaseBudgetBytes,
+                    instanceBudgetBytes, speculativeBudgetBytes, tenantShares, DEFAULT_MAX_ANSWERED_PER_INSTANCE,
+                    DEFAULT_MAX_ANSWERED);
+        }
+
         /** The earlier shape: no per-instance cap, 10% of the query budget for speculation, equal tenant shares. */
         public Settings(int maxOutstandingPerInstance, int maxOutstanding, long waitBudgetNanos, long replyTtlNanos,
                         long leaseBudgetBytes) {
             this(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos, leaseBudgetBytes,
                     leaseBudgetBytes, leaseBudgetBytes / 10, TenantShares.equalShares());
+        }
+
+        /** The same settings with other answered-ticket bounds (query.max-answered-per-instance, query.max-answered). */
+        public Settings withAnsweredBounds(int perInstance, int total) {
+            return new Settings(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos,
+                    leaseBudgetBytes, instanceBudgetBytes, speculativeBudgetBytes, tenantShares, perInstance, total);
         }
     }
 
@@ -94,13 +119,39 @@ public final class AdmissionVerticle extends VerticleBase {
                 return storage.materialize(keys);
             }
         }, cost, dramPool);
-        DemandAdmission a = admission;
-        Gauge.builder("orbitkv.leases.active", a, DemandAdmission::activeLeases).description("Leases held by engines").register(registry);
-        Gauge.builder("orbitkv.leases.bytes", a, DemandAdmission::leasedBytes).baseUnit("bytes")
+        RestoreProxy restore = new RestoreProxy(vertx);
+        admission.restorePort(new DemandAdmission.RestorePort() {
+            @Override
+            public Future<RestoreCommands.Restored> restore(long instance, long ticket,
+                    RestoreTarget target, List<AdmissionCommands.LeasedGroup> leased) {
+                List<RestoreCommands.SourcePage> sources = new ArrayList<>();
+                for (AdmissionCommands.LeasedGroup group : leased) {
+                    for (int i = 0; i < group.positions().size(); i++) {
+                        ImageStore.ImageRef ref = group.refs().get(i);
+                        sources.add(new RestoreCommands.SourcePage(group.groupId(),
+                                group.positions().get(i), ref.offset(), ref.lengthBytes()));
+                    }
+                }
+                return restore.execute(instance, ticket, target, sources);
+            }
+
+            @Override
+            public void cancel(long instance, long ticket) {
+                restore.cancel(instance, ticket);
+            }
+        });
+        publishGauges();
+        Gauge.builder("orbitkv.leases.active", () -> gauges.activeLeases()).description("Leases held by engines")
+                .register(registry);
+        Gauge.builder("orbitkv.leases.bytes", () -> gauges.leasedBytes()).baseUnit("bytes")
                 .description("Bytes pinned by leases").register(registry);
-        Gauge.builder("orbitkv.leases.speculative.bytes", a, v -> v.budgets().speculativeBytes()).baseUnit("bytes")
+        Gauge.builder("orbitkv.leases.speculative.bytes", () -> gauges.speculativeBytes()).baseUnit("bytes")
                 .description("Bytes pinned by speculative warming leases").register(registry);
-        Gauge.builder("orbitkv.queries.outstanding", a, DemandAdmission::outstanding).description("PENDING tickets").register(registry);
+        Gauge.builder("orbitkv.queries.outstanding", () -> gauges.outstanding()).description("PENDING tickets")
+                .register(registry);
+        FunctionCounter.builder("orbitkv.queries.answers.evicted", this, v -> v.gauges.answersEvicted())
+                .description("Answered queries forgotten before query.reply-ttl-ms to keep the answered bound")
+                .register(registry);
         EventBus bus = vertx.eventBus();
         LocalCodec.register(vertx, AdmissionCommands.MESSAGE_TYPES.toArray(Class<?>[]::new));
         serve(bus, AdmissionProxy.SUBMIT, (AdmissionCommands.Submit c) -> admission.submit(c.instance(), c.plan()));
@@ -111,24 +162,48 @@ public final class AdmissionVerticle extends VerticleBase {
                 (AdmissionCommands.ReleaseInstance c) -> admission.releaseInstance(c.instance()));
         serve(bus, AdmissionProxy.STATS,
                 (AdmissionCommands.GetStats c) -> Future.succeededFuture(admission.stats(c.instance())));
-        sweepTimer = vertx.setPeriodic(1000, id -> admission.sweep());
+        sweepTimer = vertx.setPeriodic(1000, id -> {
+            admission.sweep();
+            publishGauges();
+        });
         return Future.succeededFuture();
     }
 
-    /** Serves one command; recovery-contract failures travel as their typed engine-API reason. */
-    private static <C, R> void serve(EventBus bus, String address, Function<C, Future<R>> handler) {
+    /**
+     * Serves one command; recovery-contract failures travel as their typed engine-API reason. After each command
+     * (and each step of one that waits) the gauges' snapshot is published again.
+     */
+    private <C, R> void serve(EventBus bus, String address, Function<C, Future<R>> handler) {
         RoleProxies.<C, R>serve(bus, address, c -> {
+            Future<R> result;
             try {
-                return handler.apply(c).recover(f -> Future.failedFuture(DemandAdmission.typed(f)));
+                result = handler.apply(c).recover(f -> Future.failedFuture(DemandAdmission.typed(f)));
             } catch (RuntimeException e) {
-                return Future.failedFuture(DemandAdmission.typed(e));
+                result = Future.failedFuture(DemandAdmission.typed(e));
             }
+            publishGauges();
+            return result.onComplete(ar -> publishGauges());
         });
+    }
+
+    /**
+     * What the metric gauges read: published on this role's loop, read by the scrape on any thread (the admission
+     * tables themselves are loop-confined and never read from elsewhere).
+     */
+    private record Gauges(int activeLeases, long leasedBytes, long speculativeBytes, long outstanding,
+                          long answersEvicted) {}
+
+    private volatile Gauges gauges;
+
+    private void publishGauges() {
+        gauges = new Gauges(admission.activeLeases(), admission.leasedBytes(), admission.budgets().speculativeBytes(),
+                admission.outstanding(), admission.answersEvicted());
     }
 
     @Override
     public Future<?> stop() {
+        RoleProxies.withdrawAll(context);
         vertx.cancelTimer(sweepTimer);
-        return Future.succeededFuture();
+        return admission == null ? Future.succeededFuture() : admission.shutdown();
     }
 }

@@ -57,7 +57,8 @@ import java.util.OptionalLong;
  * 5 s) from its latest revision, then settles on what is resident (a shorter legal boundary or MISS) so the engine
  * recomputes; the budget never interrupts pins already requested. Bytes: see {@link QueryBudgets}. Outstanding
  * (PENDING) tickets are bounded per instance and in total; an answer lives {@code replyTtlNanos} (while its lease
- * lives, longer), then the ticket is forgotten and polls get UNKNOWN_TICKET.
+ * lives, longer), then the ticket is forgotten and polls get UNKNOWN_TICKET. Answered tickets are bounded per instance
+ * and in total too ({@link AnsweredTickets}: the eldest lease-less answer makes room, else TOO_MANY_ANSWERED).
  *
  * <p>Confined to one event loop; futures from the {@link StoragePort} must complete on it.
  */
@@ -82,6 +83,18 @@ final class DemandAdmission {
         }
     }
 
+    /**
+     * What admission needs from the restore role for demands whose completion target is engine-restore: copy the
+     * leased pages into the demand's destination, completing only when every copy is terminal; and a cancel hint.
+     */
+    interface RestorePort {
+        Future<io.orbitkv.restore.RestoreCommands.Restored> restore(long instance, long ticket,
+                                                                   io.orbitkv.restore.RestoreTarget target,
+                                                                   List<LeasedGroup> leased);
+
+        void cancel(long instance, long ticket);
+    }
+
     private record RequestKey(long instance, String requestId) {}
 
     private record OperationKey(long instance, long operationId) {}
@@ -100,6 +113,12 @@ final class DemandAdmission {
         Future<Void> inFlight;
         Lease lease;
         int drainedPages;
+        /** A Manager-executed restore of this ticket's lease is running (the evaluation in flight waits for it). */
+        boolean restoring;
+        /** Completes when the running restore is terminal and its outcome recorded; null when none. */
+        Future<Void> restoreDone;
+        /** A restore that failed: the next poll answers it (and forgets the ticket). */
+        Throwable restoreFailure;
 
         Ticket(long id, long instance, DemandPlan plan, long now) {
             this.id = id;
@@ -121,6 +140,7 @@ final class DemandAdmission {
     private final Map<OperationKey, Ticket> byOperation = new HashMap<>();
     private final Map<Long, Lease> leases = new HashMap<>();
     private final Map<Long, Integer> outstandingByInstance = new HashMap<>();
+    private final AnsweredTickets<Ticket> answered;
     private final Map<Status, Counter> queriesByOutcome = new EnumMap<>(Status.class);
     private final Counter restoredBytes;
     private final Counter replans;
@@ -131,6 +151,7 @@ final class DemandAdmission {
     private long leasedBytes;
     private long nextTicket = 1;
     private long nextLease = 1;
+    private RestorePort restore;
 
     DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, StoragePort storage) {
         this(settings, registry, ticker, storage, null, null);
@@ -155,8 +176,15 @@ final class DemandAdmission {
         }
         restoredBytes = Counter.builder("orbitkv.restored.bytes").baseUnit("bytes")
                 .description("Bytes handed to engines under READY leases").register(registry);
+        answered = new AnsweredTickets<>(settings.maxAnsweredPerInstance(), settings.maxAnswered(),
+                t -> t.lease == null, this::forget);
         replans = Counter.builder("orbitkv.queries.replans")
                 .description("Plans whose pages were lost between evidence and pinning").register(registry);
+    }
+
+    /** Wires the restore role (engine-restore completion targets); without it such demands fail closed. */
+    void restorePort(RestorePort port) {
+        this.restore = port;
     }
 
     // ---- commands ----
@@ -176,6 +204,7 @@ final class DemandAdmission {
         }
         requireOutstandingRoom(instance);
         budgets.requireHeadroom(instance, plan.tenant(), plan.speculative());
+        answered.requireRoom(instance);
         Ticket ticket = new Ticket(nextTicket++, instance, plan, ticker.nanos());
         tickets.put(ticket.id, ticket);
         if (plan.requestId() != null) {
@@ -212,9 +241,14 @@ final class DemandAdmission {
         ticket.generation++;
         ticket.revisedNanos = ticker.nanos();
         ticket.answer = null;
+        answered.remove(ticket.instance, ticket);
         ticket.lastDetail = DemandState.MISS;
         markOutstanding(ticket, true);
-        Future<Integer> released = ticket.lease != null ? endLease(ticket.lease) : Future.succeededFuture(0);
+        // A restore copying from the old lease drains first: its sources are released only once nothing reads them.
+        Lease old = ticket.lease;
+        cancelRestore(ticket);
+        Future<Integer> released = old == null ? Future.succeededFuture(0)
+                : ticket.restoring ? drained(ticket).compose(v -> endLease(old)) : endLease(old);
         return released.compose(n -> drained(ticket)).compose(v -> {
             if (ticket.cancelled) {
                 return Future.succeededFuture(pending(ticket));
@@ -225,6 +259,10 @@ final class DemandAdmission {
 
     Future<Outcome> poll(long instance, long ticketId) {
         Ticket ticket = ownedTicket(instance, ticketId);
+        if (ticket.restoreFailure != null) {
+            forget(ticket);
+            return Future.failedFuture(ticket.restoreFailure);
+        }
         if (ticket.answer != null) {
             return Future.succeededFuture(ticket.answer);
         }
@@ -243,6 +281,7 @@ final class DemandAdmission {
         }
         ticket.cancelled = true;
         ticket.generation++;
+        cancelRestore(ticket);
         return drained(ticket).compose(v -> ticket.lease != null ? endLease(ticket.lease) : Future.succeededFuture(0))
                 .map(n -> n + ticket.drainedPages);
     }
@@ -264,10 +303,22 @@ final class DemandAdmission {
     Future<AdmissionCommands.InstanceReleased> releaseInstance(long instance) {
         List<Future<?>> waits = new ArrayList<>();
         List<Long> ended = new ArrayList<>();
+        List<Future<?>> restores = new ArrayList<>();
+        for (Ticket ticket : tickets.values()) {
+            if (ticket.instance == instance && ticket.restoring) {
+                // Copies from these leases drain before the leases end (stale first, so the restore's completion
+                // leaves the lease to this release).
+                ticket.cancelled = true;
+                ticket.generation++;
+                cancelRestore(ticket);
+                restores.add(drained(ticket));
+            }
+        }
         for (Lease lease : List.copyOf(leases.values())) {
             if (lease.instance() == instance) {
                 ended.add(lease.id());
-                waits.add(endLease(lease, true));
+                waits.add(lease.ticket().restoring
+                        ? drained(lease.ticket()).compose(v -> endLease(lease, true)) : endLease(lease, true));
             }
         }
         int queries = 0;
@@ -285,6 +336,24 @@ final class DemandAdmission {
         int cancelled = queries;
         return Future.join(waits).transform(ar -> Future.succeededFuture(
                 new AdmissionCommands.InstanceReleased(ended.size(), cancelled, List.copyOf(ended))));
+    }
+
+    /**
+     * Ordered stop: every ticket is cancelled (it leaves every table, its in-flight work drains) and every lease
+     * ends with its pins dropped, before the storage role beneath is stopped. Completes when all of it drained.
+     */
+    Future<Void> shutdown() {
+        List<Future<?>> waits = new ArrayList<>();
+        for (Ticket ticket : List.copyOf(tickets.values())) {
+            forget(ticket);
+            ticket.cancelled = true;
+            ticket.generation++;
+            waits.add(drained(ticket));
+        }
+        for (Lease lease : List.copyOf(leases.values())) {
+            waits.add(endLease(lease));
+        }
+        return Future.join(waits).transform(ar -> Future.succeededFuture());
     }
 
     AdmissionCommands.AdmissionStats stats(long instance) {
@@ -329,6 +398,11 @@ final class DemandAdmission {
         return outstanding;
     }
 
+    /** Answered tickets forgotten early to keep the answered bound (orbitkv.queries.answers.evicted). */
+    long answersEvicted() {
+        return answered.evicted();
+    }
+
     int liveTickets() {
         return tickets.size();
     }
@@ -353,8 +427,18 @@ final class DemandAdmission {
             result = Future.failedFuture(e);
         }
         return result.transform(ar -> {
-            ticket.inFlight = null;
-            done.complete();
+            Future<Void> restoring = ticket.restoreDone;
+            if (restoring == null) {
+                ticket.inFlight = null;
+                done.complete();
+            } else {
+                // The evaluation answered (PENDING) but stays in flight until its restore's copies are terminal.
+                restoring.onComplete(v -> {
+                    ticket.restoreDone = null;
+                    ticket.inFlight = null;
+                    done.complete();
+                });
+            }
             if (ar.failed()) {
                 if (ticket.generation == generation) {
                     forget(ticket);
@@ -513,6 +597,9 @@ final class DemandAdmission {
             if (plan.speculative()) {
                 return Future.succeededFuture(answer(ticket, Status.RESIDENT, DemandState.RESIDENT, boundary, leased));
             }
+            if (plan.engineRestore() != null) {
+                return restoreIntoEngine(ticket, generation, boundary, lease, leased);
+            }
             restoredBytes.increment(lease.bytes());
             observeHostReady(ticket, io.orbitkv.cost.ObservationOutcome.SUCCEEDED, lease.bytes(), lease.pages());
             return Future.succeededFuture(answer(ticket, Status.READY, DemandState.READY, boundary, leased));
@@ -520,6 +607,55 @@ final class DemandAdmission {
             budgets.refund(ticket.instance, plan.tenant(), plan.speculative(), reserved);
             return Future.failedFuture(failure);
         });
+    }
+
+    /**
+     * Completion target engine-restore: with the pages RESIDENT under the lease, the restore role copies them into the
+     * demand's destination. The ticket answers PENDING (detail RESIDENT) meanwhile, and its evaluation stays in flight
+     * until every copy is terminal; READY only once all succeeded, and the lease (the sources) ends then, since the
+     * engine holds the bytes. A cancel or revision meanwhile stops the restore; the canceller ends the lease after the
+     * copies drained. A failed restore ends the lease and the next poll answers RESTORE_FAILED.
+     */
+    private Future<Outcome> restoreIntoEngine(Ticket ticket, int generation, long boundary, Lease lease,
+                                              List<LeasedGroup> leased) {
+        if (restore == null) {
+            return endLease(lease).compose(n -> Future.failedFuture(new OrbitException(ErrorReason.ROUTE_UNAVAILABLE,
+                    "this Manager runs no restore role")));
+        }
+        ticket.restoring = true;
+        Promise<Void> copied = Promise.promise();
+        ticket.restoreDone = copied.future();
+        Future<io.orbitkv.restore.RestoreCommands.Restored> restored;
+        try {
+            restored = restore.restore(ticket.instance, ticket.id, ticket.plan.engineRestore(), leased);
+        } catch (RuntimeException e) {
+            restored = Future.failedFuture(e);
+        }
+        restored.onComplete(ar -> {
+            ticket.restoring = false;
+            if (stale(ticket, generation)) {
+                copied.complete();
+                return;
+            }
+            endLease(lease).onComplete(released -> {
+                if (ar.failed()) {
+                    // Answered (so the ticket expires like any answer) but the next poll gets the failure.
+                    ticket.restoreFailure = typed(ar.cause());
+                    answer(ticket, Status.MISS, DemandState.MISS, 0, null);
+                } else {
+                    restoredBytes.increment(ar.result().bytes());
+                    answer(ticket, Status.READY, DemandState.READY, boundary, leased, ar.result());
+                }
+                copied.complete();
+            });
+        });
+        return Future.succeededFuture(current(ticket));
+    }
+
+    private void cancelRestore(Ticket ticket) {
+        if (ticket.restoring && restore != null) {
+            restore.cancel(ticket.instance, ticket.id);
+        }
     }
 
     /**
@@ -594,13 +730,19 @@ final class DemandAdmission {
     }
 
     private Outcome answer(Ticket ticket, Status status, DemandState detail, long boundary, List<LeasedGroup> leased) {
+        return answer(ticket, status, detail, boundary, leased, null);
+    }
+
+    private Outcome answer(Ticket ticket, Status status, DemandState detail, long boundary, List<LeasedGroup> leased,
+                           io.orbitkv.restore.RestoreCommands.Restored restored) {
         ticket.lastDetail = detail;
         ticket.answer = new Outcome(ticket.id, status, detail, boundary, ticket.plan.rules().pageSizeTokens(),
                 ticket.lease == null ? 0 : ticket.lease.id(), leased == null ? List.of() : List.copyOf(leased),
-                ticket.plan.revision(), ticket.plan.requestId(), ticket.plan.operationId(), 0);
+                ticket.plan.revision(), ticket.plan.requestId(), ticket.plan.operationId(), 0, restored);
         ticket.answerExpiresNanos = ticker.nanos() + settings.replyTtlNanos();
         scheduleExpiry(ticket);
         markOutstanding(ticket, false);
+        answered.add(ticket.instance, ticket);
         queriesByOutcome.get(status).increment();
         return ticket.answer;
     }
@@ -638,6 +780,7 @@ final class DemandAdmission {
             return;
         }
         markOutstanding(ticket, false);
+        answered.remove(ticket.instance, ticket);
         if (ticket.plan.requestId() != null) {
             byRequest.remove(new RequestKey(ticket.instance, ticket.plan.requestId()), ticket);
             byOperation.remove(new OperationKey(ticket.instance, ticket.plan.operationId()), ticket);

@@ -80,10 +80,9 @@ public final class SsdVerticle extends VerticleBase {
 
     @Override
     public Future<?> stop() {
-        for (String address : List.of(SsdProxy.WRITE_POLICY, SsdProxy.LOOKUP, SsdProxy.ACQUIRE_LEASE, SsdProxy.READ_INTO, SsdProxy.RELEASE,
-                SsdProxy.STATS, SsdProxy.COMMITTED_ENTRIES)) {
-            RoleProxies.withdraw(vertx, address);
-        }
+        // Callers get SHUTTING_DOWN from now on; then the store drains: submitted reads and writes complete (their
+        // buffers and destination slots stay valid: the pool is unmapped only after this future completes).
+        RoleProxies.withdrawAll(context);
         consumers.forEach(MessageConsumer::unregister);
         return store == null ? Future.succeededFuture() : Future.fromCompletionStage(store.close(), context);
     }

@@ -262,4 +262,40 @@ class DemandAdmissionTest {
         assertThat(admission.releaseInstance(1).await().queries()).isEqualTo(1);
         assertNothingHeld(admission);
     }
+    @Test
+    void answeredTicketsAreBoundedPerInstanceAndInTotalAndOnlyLeaselessAnswersMakeRoom() {
+        tenPagesCheckpointAtFourEightBeingWritten();
+        DemandAdmission admission = new DemandAdmission(new AdmissionVerticle.Settings(8, 64, WAIT, TTL, 1 << 20, 1 << 20,
+                64 << 10, TenantShares.equalShares()).withAnsweredBounds(2, 3), registry, () -> now, port);
+        Outcome a = admission.submit(1, plan("a", 0, 1, 2, 2)).await();
+        Outcome b = admission.submit(1, plan("b", 0, 2, 2, 2)).await();
+        assertThat(List.of(a.status(), b.status())).containsOnly(Status.MISS);
+        // A third answer of instance 1 exceeds its bound: the eldest answer (a) is forgotten early.
+        admission.submit(1, plan("c", 0, 3, 2, 2)).await();
+        assertThat(catchThrowableOfType(OrbitException.class, () -> admission.poll(1, a.ticket())).reason())
+                .isEqualTo(ErrorReason.UNKNOWN_TICKET);
+        assertThat(admission.poll(1, b.ticket()).await()).isEqualTo(b);
+        Outcome x = admission.submit(2, plan("x", 0, 1, 4, 4)).await();
+        assertThat(x.status()).isEqualTo(Status.READY);
+        // The total bound (3): the eldest lease-less answer of any instance (b) makes room.
+        Outcome y = admission.submit(2, plan("y", 0, 2, 4, 4)).await();
+        assertThat(y.status()).isEqualTo(Status.READY);
+        assertThat(catchThrowableOfType(OrbitException.class, () -> admission.poll(1, b.ticket())).reason())
+                .isEqualTo(ErrorReason.UNKNOWN_TICKET);
+        // Instance 2's answers both hold leases: nothing may be forgotten, so a new query is refused, reserving nothing.
+        OrbitException refused = catchThrowableOfType(OrbitException.class, () -> admission.submit(2, plan("z", 0, 3, 4, 4)));
+        assertThat(refused.reason()).isEqualTo(ErrorReason.TOO_MANY_ANSWERED);
+        assertThat(admission.activeLeases()).isEqualTo(2);
+        assertThat(admission.outstanding()).isZero();
+        // Releasing x's lease makes its answer forgettable.
+        admission.release(2, x.leaseId()).await();
+        Outcome z = admission.submit(2, plan("z", 0, 3, 4, 4)).await();
+        assertThat(z.status()).isEqualTo(Status.READY);
+        assertThat(admission.answersEvicted()).isEqualTo(3);
+        admission.release(2, y.leaseId()).await();
+        admission.release(2, z.leaseId()).await();
+        admission.releaseInstance(1).await();
+        admission.releaseInstance(2).await();
+        assertNothingHeld(admission);
+    }
 }

@@ -29,6 +29,38 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
     private final Map<String, String> overrides = new HashMap<>();
     private Path dataDir;
     private Manager manager;
+    private io.orbitkv.restore.RestoreVerticle.CopyGate restoreGate = io.orbitkv.restore.RestoreVerticle.CopyGate.OPEN;
+
+    /** Restore workers pass {@code gate} before each copy batch (to hold copies in flight). */
+    public RunningManager withRestoreGate(io.orbitkv.restore.RestoreVerticle.CopyGate gate) {
+        this.restoreGate = gate;
+        return this;
+    }
+
+    /**
+     * The system property through which the build runs the integration suite again with several event loops
+     * ({@code manager.event-loop-threads}); unset, the configured default (one loop).
+     */
+    public static final String EVENT_LOOPS_PROPERTY = "orbitkv.it.event-loop-threads";
+
+    /**
+     * A Manager configuration for an integration test: {@code settings}, plus the event-loop count the build asks for
+     * ({@value #EVENT_LOOPS_PROPERTY}) unless the test sets one itself. Every IT builds its Managers through this.
+     */
+    public static ManagerConfig config(Map<String, String> settings) {
+        Map<String, String> all = new HashMap<>(settings);
+        String loops = System.getProperty(EVENT_LOOPS_PROPERTY, "");
+        if (!loops.isBlank()) {
+            all.putIfAbsent("manager.event-loop-threads", loops.strip());
+        }
+        return ManagerConfig.from(all);
+    }
+
+    /** Event loops this run of the integration suite asks for (1 unless the build says otherwise). */
+    public static int eventLoops() {
+        String loops = System.getProperty(EVENT_LOOPS_PROPERTY, "");
+        return loops.isBlank() ? 1 : Integer.parseInt(loops.strip());
+    }
 
     public RunningManager with(String key, String value) {
         overrides.put(key, value);
@@ -45,7 +77,7 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         settings.put("metrics.port", "0");
         settings.put("ssd.capacity", "64MiB");
         settings.putAll(overrides);
-        manager = Manager.start(ManagerConfig.from(settings)).await(60, TimeUnit.SECONDS);
+        manager = Manager.start(config(settings), restoreGate).await(60, TimeUnit.SECONDS);
     }
 
     @Override
@@ -76,7 +108,7 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         settings.put("ssd.capacity", "64MiB");
         settings.putAll(overrides);
         settings.putAll(more);
-        manager = Manager.start(ManagerConfig.from(settings)).await(60, TimeUnit.SECONDS);
+        manager = Manager.start(config(settings), restoreGate).await(60, TimeUnit.SECONDS);
         return manager;
     }
 
@@ -137,6 +169,18 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
             }
         }
         throw new AssertionError("metric " + nameAndLabels + " not found in scrape:\n" + body);
+    }
+
+    /** GET of a path on the metrics server (e.g. /health); fails unless 200. */
+    public String scrapePath(String path) throws Exception {
+        var client = java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1)
+                .connectTimeout(java.time.Duration.ofSeconds(5)).build();
+        var response = client.send(java.net.http.HttpRequest.newBuilder(
+                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + path))
+                        .timeout(java.time.Duration.ofSeconds(20)).build(),
+                java.net.http.HttpResponse.BodyHandlers.ofString());
+        assertThat(response.statusCode()).isEqualTo(200);
+        return response.body();
     }
 
     public String scrape() throws Exception {
