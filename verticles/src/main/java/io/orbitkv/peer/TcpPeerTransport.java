@@ -66,6 +66,12 @@ public final class TcpPeerTransport implements PeerTransport {
     private final PeerSettings settings;
     private final NetClient client;
     private final AtomicLong pagesSent = new AtomicLong();
+    private static final AtomicLong RECEIVED_BYTES = new AtomicLong();
+
+    /** Payload bytes this JVM's receives copied into destinations (tests await a transfer in progress with it). */
+    public static long receivedBytes() {
+        return RECEIVED_BYTES.get();
+    }
     private NetServer server;
 
     public TcpPeerTransport(Vertx vertx, PeerSettings settings, Path ca, Path cert, Path key) {
@@ -148,6 +154,14 @@ public final class TcpPeerTransport implements PeerTransport {
 
     private Future<Void> send(NetSocketInternal socket, Path poolPath, MemorySegment pool, List<PageSlice> pages) {
         List<Future<Void>> writes = new ArrayList<>(pages.size());
+        boolean stall = settings.testStallLeasePages() > 0 && pages.size() >= settings.testStallLeasePages();
+        if (stall) {
+            // Test hook: half the pages go, then the source stalls with the connection open (a hung peer).
+            pages = pages.subList(0, pages.size() / 2);
+            Promise<Void> stalled = Promise.promise();
+            socket.closeHandler(v -> stalled.tryComplete()); // the pins go when the requester gives up
+            writes.add(stalled.future());
+        }
         for (PageSlice page : pages) {
             long n = pagesSent.incrementAndGet();
             if (settings.testFlipPage() > 0 && n == settings.testFlipPage()) {
@@ -262,6 +276,7 @@ public final class TcpPeerTransport implements PeerTransport {
                 int n = (int) Math.min(left, slot.byteSize() - inPage);
                 ByteBuffer target = slot.asSlice(inPage, n).asByteBuffer();
                 b.getBytes(index, target);
+                RECEIVED_BYTES.addAndGet(n);
                 index += n;
                 left -= n;
                 inPage += n;
