@@ -2,6 +2,7 @@ package io.orbitkv.peer;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
+import io.netty.channel.DefaultFileRegion;
 import io.orbitkv.protocol.peer.TransferHeader;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
@@ -36,7 +37,7 @@ import javax.net.ssl.SSLPeerUnverifiedException;
  * <p>Design note (zero copy, ownership): the source wraps the pinned pool slices in netty buffers
  * ({@link Unpooled#wrappedBuffer(ByteBuffer)}: no copy) and hands them to the channel; with TLS the engine encrypts
  * straight from the pool, with plaintext (explicit configuration only) the page is sent from the shared-memory file
- * with {@code sendFile} (the kernel copies file → socket). The requester takes netty's raw (pooled, direct) buffers from
+ * as a netty {@link DefaultFileRegion} (sendfile: the kernel copies file → socket). The requester takes netty's raw (pooled, direct) buffers from
  * the channel ({@link NetSocketInternal#messageHandler}) and copies them once into its destination slots
  * (direct → pool); nothing passes through the Java heap. The source keeps its pins until every write of the lease has
  * completed (the {@link Source} is told {@code finished}), so a pin released meanwhile (release, expiry) is deferred,
@@ -171,7 +172,9 @@ public final class TcpPeerTransport implements PeerTransport {
                 copy.setByte(0, copy.getByte(0) ^ 0x5A);
                 writes.add(socket.writeMessage(copy));
             } else if (settings.plaintext()) {
-                writes.add(socket.sendFile(poolPath.toString(), page.offset(), page.length()));
+                // sendfile(2) from the shared-memory file, queued in order on the channel (Vert.x's sendFile opens
+                // the file on a worker and could reorder pages)
+                writes.add(socket.writeMessage(new DefaultFileRegion(poolPath.toFile(), page.offset(), page.length())));
             } else {
                 writes.add(socket.writeMessage(Unpooled.wrappedBuffer(pool.asSlice(page.offset(), page.length()).asByteBuffer())));
             }
