@@ -68,7 +68,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Peer transfer with real processes: one etcd and the source Manager (manager-1) as processes, the requester
  * (manager-2) a Manager in this JVM (so the test can call its peer role and read its pool), both cluster members with
  * mutual TLS. One cluster per class; the source's test hooks flip a byte of its 5th sent page and stall leases of 16+
- * pages half way; the last test SIGKILLs the source mid-transfer.
+ * pages half way; one test stops it with SIGSTOP mid-transfer, the last SIGKILLs it mid-transfer.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
@@ -312,6 +312,76 @@ class PeerTransferIT {
 
     @Test
     @Order(4)
+    void aLeaseTheRequesterNeverReleasesEndsAtItsExpiryAndUnpins() throws Exception {
+        List<StateKey> keys = publish("epsilon", 2);
+        List<Long> generations = generations(keys);
+        double expiredBefore = sourceMetric("orbitkv_peer_leases_expired_total");
+        Vertx vertx = Vertx.vertx();
+        try {
+            PeerTransferGrpcClient client = rawClient(vertx);
+            PeerReserveRequest.Builder r = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(namespace))
+                    .setSourceIncarnation(source.incarnation())
+                    .setRequesterIncarnation(requester.membershipRole().orElseThrow().incarnation()).setLeaseMs(300);
+            for (int i = 0; i < keys.size(); i++) {
+                r.addKeys(PeerKey.newBuilder().setGroupId(0).setBlockHash(ByteString.copyFrom(keys.get(i).blockHash()))
+                        .setGeneration(generations.get(i)));
+            }
+            PeerReserveReply reply = client.reserve(r.build()).await(10, TimeUnit.SECONDS);
+            assertThat(reply.hasGrant()).isTrue();
+            assertThat(reply.getGrant().getLeaseMs()).isEqualTo(300);
+            assertThat(reply.getGrant().getPagesCount()).isEqualTo(2);
+            // No transfer, no release: the source drops the pins at expiry on its own.
+            await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_leases_expired_total") == expiredBefore + 1);
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    @Order(5)
+    void aSourceStoppedWithSigstopTimesOutWithinTheBudgetBeforeAnyPayloadSoTheCallerMayReplan() throws Exception {
+        List<StateKey> keys = publish("zeta", 2);
+        List<Long> generations = generations(keys);
+        Duration budget = Duration.ofSeconds(3);
+        signal("STOP");
+        try {
+            long started = System.nanoTime();
+            PeerException e = failure(peer().fetch(owner(), namespace, keys, generations, budget));
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(budget.plusSeconds(2));
+            assertThat(e.kind()).isEqualTo(PeerException.Kind.UNREACHABLE); // the reserve got no answer in time
+            assertThat(e.beforePayload()).isTrue(); // nothing was reserved here: replan (another peer, SSD) or MISS
+            StorageCommands.StorageStats stats = requesterStorage();
+            assertThat(stats.unsealedImages()).isZero();
+            assertThat(stats.openPublishes()).isZero();
+            assertThat(residentHere(keys)).isZero();
+        } finally {
+            signal("CONT");
+        }
+        // Resumed: a member again, holding no lease for the reserve it answered too late (released or expired).
+        await().atMost(SOON).until(() -> requester.membershipRole().orElseThrow().members().containsKey(source.memberId()));
+        await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+    }
+
+    static void signal(String name) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + name, String.valueOf(source.pid())).inheritIO().start();
+        assertThat(kill.waitFor(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(kill.exitValue()).isZero();
+    }
+
+    static PeerTransferGrpcClient rawClient(Vertx vertx) {
+        GrpcClient grpc = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
+                .setProtocolVersion(HttpVersion.HTTP_2).setVerifyHost(true)
+                .setKeyCertOptions(new PemKeyCertOptions().setCertPath(dir.resolve("certs/manager-2.pem").toString())
+                        .setKeyPath(dir.resolve("certs/manager-2.key").toString()))
+                .setTrustOptions(new PemTrustOptions().addCertPath(dir.resolve("certs/ca.pem").toString())));
+        String endpoint = requester.membershipRole().orElseThrow().members().get(source.memberId()).endpoints().get("peer");
+        return PeerTransferGrpcClient.create(grpc, SocketAddress.inetSocketAddress(
+                Integer.parseInt(endpoint.substring(endpoint.lastIndexOf(':') + 1)), "127.0.0.1"));
+    }
+
+    @Test
+    @Order(6)
     void theSourceKilledMidTransferEndsTheFetchWithinItsBudgetAndItsSlotsAreReleased() throws Exception {
         List<StateKey> keys = publish("gamma", 16); // a 16-page lease: the source sends 8 pages, then stalls
         List<Long> generations = generations(keys);
