@@ -439,14 +439,56 @@ public final class PeerVerticle extends VerticleBase {
      */
     public Future<Fetched> fetch(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
                                  Duration budget) {
-        Promise<Fetched> answer = Promise.promise();
-        context.runOnContext(v -> doFetch(owner, namespace, keys, generations, budget).onComplete(answer));
+        long deadline = System.nanoTime() + budget.toNanos();
+        return acquire(owner, namespace, keys, generations, deadline).compose(this::submit);
+    }
+
+    /**
+     * What an acquired fetch holds: the source lease (grant) and the local publish whose slots will receive the pages.
+     * Exactly one of {@link #submit} or {@link #abandon} ends it.
+     */
+    public static final class Acquired {
+        final PeerTransferGrpcClient client;
+        final PeerGrant grant;
+        final long publishId;
+        final List<PeerTransport.Destination> destinations;
+        final List<ImageStore.ImageRef> written;
+        final List<Integer> crcs;
+        final List<Long> lengths;
+        final List<StateKey> keys;
+        final long deadline;
+        final List<Stage> stages;
+
+        Acquired(PeerTransferGrpcClient client, PeerGrant grant, long publishId, List<PeerTransport.Destination> destinations,
+                 List<ImageStore.ImageRef> written, List<Integer> crcs, List<Long> lengths, List<StateKey> keys,
+                 long deadline, List<Stage> stages) {
+            this.client = client;
+            this.grant = grant;
+            this.publishId = publishId;
+            this.destinations = destinations;
+            this.written = written;
+            this.crcs = crcs;
+            this.lengths = lengths;
+            this.keys = keys;
+            this.deadline = deadline;
+            this.stages = stages;
+        }
+
+        public List<StateKey> keys() {
+            return keys;
+        }
+    }
+
+    /** CANDIDATE → RESERVED: the source lease, then the local slots; no payload moves. All or nothing. */
+    public Future<Acquired> acquire(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
+                                    long deadline) {
+        Promise<Acquired> answer = Promise.promise();
+        context.runOnContext(v -> doAcquire(owner, namespace, keys, generations, deadline).onComplete(answer));
         return answer.future();
     }
 
-    private Future<Fetched> doFetch(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
-                                    Duration budget) {
-        long deadline = System.nanoTime() + budget.toNanos();
+    private Future<Acquired> doAcquire(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
+                                       long deadline) {
         List<Stage> stages = new ArrayList<>(List.of(Stage.CANDIDATE));
         MemberRecord record = membership.members().get(owner.memberId());
         if (record == null || record.incarnation() != owner.incarnation()) {
@@ -459,7 +501,7 @@ public final class PeerVerticle extends VerticleBase {
         }
         PeerReserveRequest.Builder request = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(namespace))
                 .setSourceIncarnation(owner.incarnation()).setRequesterIncarnation(membership.incarnation())
-                .setLeaseMs(Math.max(1, budget.toMillis()));
+                .setLeaseMs(remainingMillis(deadline));
         for (int i = 0; i < keys.size(); i++) {
             request.addKeys(PeerKey.newBuilder().setGroupId(keys.get(i).groupId())
                     .setBlockHash(ByteString.copyFrom(keys.get(i).blockHash())).setGeneration(generations.get(i)));
@@ -476,17 +518,17 @@ public final class PeerVerticle extends VerticleBase {
                                 "the source refused: " + reply.getReject().getReason()));
                     }
                     stages.add(Stage.RESERVED);
-                    return transfer(client, reply.getGrant(), keys, deadline, stages);
+                    return slots(client, reply.getGrant(), keys, deadline, stages);
                 });
     }
 
-    private Future<Fetched> transfer(PeerTransferGrpcClient client, PeerGrant grant, List<StateKey> keys, long deadline,
-                                     List<Stage> stages) {
+    private Future<Acquired> slots(PeerTransferGrpcClient client, PeerGrant grant, List<StateKey> keys, long deadline,
+                                   List<Stage> stages) {
         List<Long> lengths = grant.getPagesList().stream().map(PeerPage::getLengthBytes).toList();
         return storage.allocate(PEER_INSTANCE, keys, lengths).recover(e -> {
             release(client, grant);
             return Future.failedFuture(new PeerException(PeerException.Kind.REJECTED, "no local slots: " + e.getMessage()));
-        }).compose(allocated -> {
+        }).map(allocated -> {
             MemorySegment local = pool.segment();
             List<PeerTransport.Destination> destinations = new ArrayList<>();
             List<ImageStore.ImageRef> written = new ArrayList<>();
@@ -502,33 +544,64 @@ public final class PeerVerticle extends VerticleBase {
                     destinations.add(new PeerTransport.Destination(Arena.ofAuto().allocate(lengths.get(i), 4096)));
                 }
             }
-            PeerTransport.Receive receive = transport.receive(grant.getTransferEndpoint(), grant.getLeaseId(),
-                    grant.getTransferToken().toByteArray(), destinations, Duration.ofMillis(remainingMillis(deadline)));
-            return receive.completion().transform(ar -> {
-                if (ar.failed()) {
-                    // fenced first (nothing more lands in the slots), then the slots go
-                    return receive.fence().compose(v -> storage.abort(PEER_INSTANCE, allocated.publishId()))
-                            .transform(x -> {
-                                release(client, grant);
-                                return Future.failedFuture(ar.cause());
-                            });
+            return new Acquired(client, grant, allocated.publishId(), destinations, written, crcs, lengths, keys, deadline,
+                    stages);
+        });
+    }
+
+    /** Ends an acquired fetch that will not be submitted: its local slots and the source lease go. */
+    public Future<Void> abandon(Acquired acquired) {
+        Promise<Void> answer = Promise.promise();
+        context.runOnContext(v -> {
+            release(acquired.client, acquired.grant);
+            storage.abort(PEER_INSTANCE, acquired.publishId).<Void>mapEmpty().otherwiseEmpty().onComplete(answer);
+        });
+        return answer.future();
+    }
+
+    /**
+     * RESERVED → RESIDENT → READY: the payload into the slots, then the seal that verifies the source's CRC32C. A
+     * failure after submission fences the transfer before the slots are aborted; either way the source lease goes.
+     */
+    public Future<Fetched> submit(Acquired acquired) {
+        Promise<Fetched> answer = Promise.promise();
+        context.runOnContext(v -> doSubmit(acquired).onComplete(answer));
+        return answer.future();
+    }
+
+    private Future<Fetched> doSubmit(Acquired a) {
+        PeerGrant grant = a.grant;
+        PeerTransport.Receive receive = transport.receive(grant.getTransferEndpoint(), grant.getLeaseId(),
+                grant.getTransferToken().toByteArray(), a.destinations, Duration.ofMillis(remainingMillis(a.deadline)));
+        return receive.completion().transform(ar -> {
+            if (ar.failed()) {
+                // fenced first (nothing more lands in the slots), then the slots go
+                return receive.fence().compose(v -> storage.abort(PEER_INSTANCE, a.publishId))
+                        .transform(x -> {
+                            release(a.client, grant);
+                            return Future.failedFuture(ar.cause());
+                        });
+            }
+            a.stages.add(Stage.RESIDENT);
+            return storage.seal(PEER_INSTANCE, a.publishId, a.crcs, a.written).transform(sealed -> {
+                release(a.client, grant);
+                if (sealed.failed()) {
+                    mismatches.increment();
+                    // the storage role aborted the publish on the mismatch (its slots are free again)
+                    return Future.failedFuture(new PeerException(PeerException.Kind.CHECKSUM_MISMATCH,
+                            "the fetched bytes do not match the source's checksum: " + sealed.cause().getMessage()));
                 }
-                stages.add(Stage.RESIDENT);
-                return storage.seal(PEER_INSTANCE, allocated.publishId(), crcs, written).transform(sealed -> {
-                    release(client, grant);
-                    if (sealed.failed()) {
-                        mismatches.increment();
-                        // the storage role aborted the publish on the mismatch (its slots are free again)
-                        return Future.failedFuture(new PeerException(PeerException.Kind.CHECKSUM_MISMATCH,
-                                "the fetched bytes do not match the source's checksum: " + sealed.cause().getMessage()));
-                    }
-                    stages.add(Stage.READY);
-                    fetchedPages.increment(written.size());
-                    long bytes = lengths.stream().mapToLong(Long::longValue).sum();
-                    return Future.succeededFuture(new Fetched(List.copyOf(written), bytes, List.copyOf(stages)));
-                });
+                a.stages.add(Stage.READY);
+                fetchedPages.increment(a.written.size());
+                long bytes = a.lengths.stream().mapToLong(Long::longValue).sum();
+                return Future.succeededFuture(new Fetched(List.copyOf(a.written), bytes, List.copyOf(a.stages)));
             });
         });
+    }
+
+    /** The budget this role gives an execution-owner acquisition (the planner's port carries none). */
+    long leaseMillis() {
+        return settings.maxLeaseMillis();
     }
 
     private void release(PeerTransferGrpcClient client, PeerGrant grant) {

@@ -15,7 +15,16 @@ import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.peer.TcpPeerTransport;
+import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.peer.PeerExecutionOwner;
 import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.planning.PlannedPage;
+import io.orbitkv.planning.PlannedSegment;
+import io.orbitkv.planning.PlanningException;
+import io.orbitkv.planning.PlanningFailure;
+import io.orbitkv.planning.RouteTemplate;
+import io.orbitkv.planning.SegmentLease;
+import io.orbitkv.recovery.BlockRange;
 import io.orbitkv.planning.ReplicaEvidence;
 import io.orbitkv.protocol.engine.AllocatePublishReply;
 import io.orbitkv.protocol.engine.GroupKind;
@@ -269,6 +278,7 @@ class PeerTransferIT {
         assertThat(local.beforePayload()).isTrue();
         assertThat(local.rejection()).isEqualTo(PeerRejection.STALE_INCARNATION);
         // The source's checks, over its real mutual-TLS gRPC port with manager-2's certificate.
+        double rejectedBefore = sourceMetric("orbitkv_peer_rejections_total");
         Vertx vertx = Vertx.vertx();
         try {
             GrpcClient grpc = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
@@ -291,7 +301,7 @@ class PeerTransferIT {
             assertThat(reserve(client, otherNamespace, source.incarnation(), me, keys, generations))
                     .isEqualTo(PeerRejection.UNKNOWN_NAMESPACE);
             assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
-            assertThat(sourceMetric("orbitkv_peer_rejections_total")).isEqualTo(4.0);
+            assertThat(sourceMetric("orbitkv_peer_rejections_total")).isEqualTo(rejectedBefore + 4);
         } finally {
             vertx.close().await(10, TimeUnit.SECONDS);
         }
@@ -308,6 +318,49 @@ class PeerTransferIT {
         PeerReserveReply reply = client.reserve(r.build()).await(10, TimeUnit.SECONDS);
         assertThat(reply.hasReject()).as("rejected").isTrue();
         return reply.getReject().getReason();
+    }
+
+    @Test
+    @Order(3)
+    void thePlannersPeerDramPortAcquiresSubmitsPinsAndReleases() throws Exception {
+        List<StateKey> keys = publish("eta", 3);
+        generations(keys);
+        List<PlannedPage> pages = new ArrayList<>();
+        List<PlannedPage> stalePages = new ArrayList<>();
+        for (int i = 0; i < keys.size(); i++) {
+            ReplicaEvidence.PeerDram dram = (ReplicaEvidence.PeerDram) requester.inventoryRole().orElseThrow()
+                    .replicas(keys.get(i)).await(5, TimeUnit.SECONDS).peers().getFirst();
+            pages.add(new PlannedPage(i, keys.get(i), dram));
+            stalePages.add(new PlannedPage(i, keys.get(i), i < 2 ? dram : new ReplicaEvidence.PeerDram(dram.owner(),
+                    dram.inventorySequence(), dram.ownerGeneration() + 1, dram.storedBytes(), dram.representation())));
+        }
+        PeerExecutionOwner owner = new PeerExecutionOwner(requester.vertx(), peer());
+        // Evidence whose generation changed: STALE_EVIDENCE before any payload, nothing held.
+        PlannedSegment stale = new PlannedSegment(0, new BlockRange(0, 3), RouteTemplate.HOST_FROM_PEER_DRAM, stalePages,
+                3L * PAGE, CompletionTarget.hostReady());
+        ExecutionException e = assertThrows(ExecutionException.class, () -> owner.acquire(stale)
+                .toCompletionStage().toCompletableFuture().get(30, TimeUnit.SECONDS));
+        assertThat(PlanningException.failureOf(e.getCause())).isEqualTo(PlanningFailure.STALE_EVIDENCE);
+        assertThat(owner.held()).isZero();
+
+        PlannedSegment segment = new PlannedSegment(0, new BlockRange(0, 3), RouteTemplate.HOST_FROM_PEER_DRAM, pages,
+                3L * PAGE, CompletionTarget.hostReady());
+        SegmentLease lease = owner.acquire(segment).await(30, TimeUnit.SECONDS);
+        assertThat(lease.hostPages()).isEmpty();
+        SegmentLease ready = owner.submit(lease).await(30, TimeUnit.SECONDS);
+        assertThat(ready.hostPages()).hasSize(3);
+        MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(PAGE);
+        for (int i = 0; i < 3; i++) {
+            fill(expected, "eta", i);
+            ImageStore.ImageRef ref = ready.hostPages().get(i);
+            assertThat(requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected)).isEqualTo(-1);
+        }
+        assertThat(requesterStorage().pinnedImages()).isEqualTo(3); // host-ready: pinned for the lease
+        assertThat(owner.release(ready).await(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(owner.release(ready).await(10, TimeUnit.SECONDS)).isFalse();
+        assertThat(requesterStorage().pinnedImages()).isZero();
+        assertThat(residentHere(keys)).isEqualTo(3);
+        await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
     }
 
     @Test
