@@ -6,10 +6,10 @@ import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.orbitkv.admission.AdmissionVerticle;
 import io.orbitkv.cluster.ClusterRoles;
 import io.orbitkv.cluster.ClusterVertx;
+import io.orbitkv.cluster.InventoryRole;
 import io.orbitkv.cluster.MemberRecord;
 import io.orbitkv.cluster.MembershipRole;
 import io.orbitkv.common.Ticker;
-import io.orbitkv.planning.MembershipView;
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.cost.CostVerticle;
 import io.orbitkv.cost.ResourceId;
@@ -18,6 +18,10 @@ import io.orbitkv.engine.EngineSettings;
 import io.orbitkv.engine.EngineToken;
 import io.orbitkv.engine.EngineVerticle;
 import io.orbitkv.nativeio.libc.Libc;
+import io.orbitkv.planning.DemandEvidence;
+import io.orbitkv.planning.EvidenceSource;
+import io.orbitkv.planning.MembershipView;
+import io.orbitkv.restore.RestoreVerticle;
 import io.orbitkv.ssd.SsdProxy;
 import io.orbitkv.ssd.SsdStats;
 import io.orbitkv.ssd.SsdVerticle;
@@ -25,6 +29,7 @@ import io.orbitkv.storage.StorageSettings;
 import io.orbitkv.storage.StorageVerticle;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
+import io.vertx.core.VertxBuilder;
 import io.vertx.core.VertxOptions;
 import io.vertx.core.transport.Transport;
 import io.vertx.micrometer.Label;
@@ -32,14 +37,15 @@ import io.vertx.micrometer.MicrometerMetricsFactory;
 import io.vertx.micrometer.MicrometerMetricsOptions;
 import java.io.IOException;
 import java.nio.file.Files;
-import java.time.Duration;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.EnumSet;
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -143,9 +149,9 @@ public final class Manager implements AutoCloseable {
                 .setMetricsOptions(metrics);
     }
 
-    private static io.vertx.core.VertxBuilder vertxBuilder(MeterRegistry registry) {
+    private static VertxBuilder vertxBuilder(MeterRegistry registry) {
         return Vertx.builder().withMetrics(new MicrometerMetricsFactory(registry))
-                .withTransport(io.vertx.core.transport.Transport.EPOLL);
+                .withTransport(Transport.EPOLL);
     }
 
     /**
@@ -163,14 +169,14 @@ public final class Manager implements AutoCloseable {
 
     /** Starts a Manager on its own Vertx; the future fails with a clear cause, leaving nothing running. */
     public static Future<Manager> start(ManagerConfig config) {
-        return start(config, io.orbitkv.restore.RestoreVerticle.CopyGate.OPEN);
+        return start(config, RestoreVerticle.CopyGate.OPEN);
     }
 
     /**
      * Starts a Manager whose restore workers pass {@code restoreGate} before each copy batch: a test seam that lets
      * a test hold copies in flight to observe admission and cancellation; {@link #start(ManagerConfig)} passes none.
      */
-    public static Future<Manager> start(ManagerConfig config, io.orbitkv.restore.RestoreVerticle.CopyGate restoreGate) {
+    public static Future<Manager> start(ManagerConfig config, RestoreVerticle.CopyGate restoreGate) {
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         // Time-ordered and random (see MemberRecord.newIncarnation): peers fence evidence of older incarnations.
         long incarnation = MemberRecord.newIncarnation(System.currentTimeMillis(), new SecureRandom().nextLong());
@@ -234,8 +240,8 @@ public final class Manager implements AutoCloseable {
                     (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares())
                     .withAnsweredBounds(config.answered().perInstance(), config.answered().total()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
-            io.orbitkv.restore.RestoreVerticle restore = new io.orbitkv.restore.RestoreVerticle(
-                    new io.orbitkv.restore.RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate),
+            RestoreVerticle restore = new RestoreVerticle(
+                    new RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate),
                     registry, cost.proxy());
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             ClusterRoles cluster = config.cluster().map(settings -> new ClusterRoles(settings, incarnation,
@@ -355,14 +361,14 @@ public final class Manager implements AutoCloseable {
      * Peer evidence for the planner's discovery (peer DRAM and SSD records from the inventory streams; merge them with
      * the storage role's local records). None in single-host mode.
      */
-    public io.orbitkv.planning.EvidenceSource peerEvidence() {
-        return cluster == null ? demand -> Future.succeededFuture(io.orbitkv.planning.DemandEvidence.none())
+    public EvidenceSource peerEvidence() {
+        return cluster == null ? demand -> Future.succeededFuture(DemandEvidence.none())
                 : cluster.inventory();
     }
 
     /** The inventory role when the cluster is enabled (tests and tools read the peer directory through it). */
-    public java.util.Optional<io.orbitkv.cluster.InventoryRole> inventoryRole() {
-        return cluster == null ? java.util.Optional.empty() : java.util.Optional.of(cluster.inventory());
+    public Optional<InventoryRole> inventoryRole() {
+        return cluster == null ? Optional.empty() : Optional.of(cluster.inventory());
     }
 
     /** The peer role when {@code peer.port} is set (tests and tools fetch through it). */
@@ -371,8 +377,8 @@ public final class Manager implements AutoCloseable {
     }
 
     /** The membership role when the cluster is enabled. */
-    public java.util.Optional<MembershipRole> membershipRole() {
-        return cluster == null ? java.util.Optional.empty() : java.util.Optional.of(cluster.membership());
+    public Optional<MembershipRole> membershipRole() {
+        return cluster == null ? Optional.empty() : Optional.of(cluster.membership());
     }
 
     public Vertx vertx() {
