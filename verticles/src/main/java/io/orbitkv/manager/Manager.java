@@ -72,6 +72,8 @@ public final class Manager implements AutoCloseable {
     private CostProxy costProxy;
     /** The cluster roles; null in single-host mode. */
     private ClusterRoles cluster;
+    /** The peer role; null without {@code peer.port}. */
+    private io.orbitkv.peer.PeerVerticle peer;
 
     /** The deployment ids of the roles, for the ordered stop; ssd is null without the SSD tier. */
     private static final class Deployments {
@@ -82,6 +84,7 @@ public final class Manager implements AutoCloseable {
         String admission;
         String engine;
         String health;
+        String peer;
     }
 
     /**
@@ -242,7 +245,12 @@ public final class Manager implements AutoCloseable {
                     registry, cost.proxy());
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             ClusterRoles cluster = config.cluster().map(settings -> new ClusterRoles(settings, incarnation,
-                    eventBusPort, config.ssd().enabled(), registry, vertx)).orElse(null);
+                    eventBusPort, config.ssd().enabled(), registry, vertx, config.peer().enabled()
+                            ? java.util.Map.of("peer", settings.host() + ":" + config.peer().port()) : java.util.Map.of()))
+                    .orElse(null);
+            io.orbitkv.peer.PeerVerticle peer = cluster == null || !config.peer().enabled() ? null
+                    : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
+                            poolBytes, registry);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             Deployments deployments = new Deployments();
             return vertx.deployVerticle(cost).onSuccess(id -> deployments.cost = id)
@@ -250,6 +258,8 @@ public final class Manager implements AutoCloseable {
                             : vertx.deployVerticle(ssd).onSuccess(ssdId -> deployments.ssd = ssdId))
                     .compose(id -> vertx.deployVerticle(storage)).onSuccess(id -> deployments.storage = id)
                     .compose(id -> cluster == null ? Future.succeededFuture(id) : cluster.deploy(vertx))
+                    .compose(id -> peer == null ? Future.succeededFuture(id)
+                            : vertx.deployVerticle(peer).onSuccess(peerId -> deployments.peer = peerId))
                     .compose(id -> vertx.deployVerticle(restore)).onSuccess(id -> deployments.restore = id)
                     .compose(id -> vertx.deployVerticle(admission)).onSuccess(id -> deployments.admission = id)
                     .compose(id -> vertx.deployVerticle(engine)).onSuccess(id -> deployments.engine = id)
@@ -259,6 +269,7 @@ public final class Manager implements AutoCloseable {
                                 storage, ssd == null ? null : new SsdProxy(vertx), deployments);
                         manager.costProxy = cost.proxy();
                         manager.cluster = cluster;
+                        manager.peer = peer;
                         return manager;
                     });
         });
@@ -360,6 +371,11 @@ public final class Manager implements AutoCloseable {
         return cluster == null ? Optional.empty() : Optional.of(cluster.inventory());
     }
 
+    /** The peer role when {@code peer.port} is set (tests and tools fetch through it). */
+    public java.util.Optional<io.orbitkv.peer.PeerVerticle> peer() {
+        return java.util.Optional.ofNullable(peer);
+    }
+
     /** The membership role when the cluster is enabled. */
     public Optional<MembershipRole> membershipRole() {
         return cluster == null ? Optional.empty() : Optional.of(cluster.membership());
@@ -418,6 +434,7 @@ public final class Manager implements AutoCloseable {
         Future<SsdStats> before = ssd == null ? Future.succeededFuture(null)
                 : ssd.stats().otherwise((SsdStats) null);
         Future<StopReport> ordered = before.compose(stats -> undeploy(deployments.health, "health", steps)
+                .compose(v -> undeploy(deployments.peer, "peer-leases-released", steps))
                 .compose(v -> cluster == null ? Future.<Void>succeededFuture()
                         : cluster.undeploy(vertx).onSuccess(x -> steps.add("cluster-left")))
                 .compose(v -> undeploy(deployments.engine, "engine-refusing-and-closed", steps))
