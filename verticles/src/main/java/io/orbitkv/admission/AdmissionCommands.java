@@ -2,7 +2,11 @@ package io.orbitkv.admission;
 
 import io.orbitkv.recovery.RecoveryRules;
 import io.orbitkv.storage.ImageStore;
+import io.orbitkv.planning.BoundaryReason;
+import io.orbitkv.planning.RouteTemplate;
 import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
 
 /** Messages the admission role accepts. Local records only. */
 public final class AdmissionCommands {
@@ -40,9 +44,19 @@ public final class AdmissionCommands {
     public record DemandPlan(String requestId, long revision, long operationId, String tenant, RecoveryRules rules,
                              long validPrefixTokens, long selectedEndTokens, List<GroupPlan> groups,
                              long firstUseMicros, int priority, float confidence, long maxWaitNanos,
-                             boolean speculative) {
+                             boolean speculative, double prefillTokensPerSecond,
+                             Optional<RouteTemplate> requestedRoute) {
         public DemandPlan {
             groups = List.copyOf(groups);
+            Objects.requireNonNull(requestedRoute, "requestedRoute");
+        }
+
+        /** Without a prefill rate (0: none declared) or an explicitly requested route. */
+        public DemandPlan(String requestId, long revision, long operationId, String tenant, RecoveryRules rules,
+                          long validPrefixTokens, long selectedEndTokens, List<GroupPlan> groups, long firstUseMicros,
+                          int priority, float confidence, long maxWaitNanos, boolean speculative) {
+            this(requestId, revision, operationId, tenant, rules, validPrefixTokens, selectedEndTokens, groups,
+                    firstUseMicros, priority, confidence, maxWaitNanos, speculative, 0, Optional.empty());
         }
     }
 
@@ -67,7 +81,15 @@ public final class AdmissionCommands {
      */
     public record Outcome(long ticket, Status status, DemandState detail, long boundaryTokens, int pageSizeTokens,
                           long leaseId, List<LeasedGroup> leased, long revision, String requestId, long operationId,
-                          long retryAfterMicros) {
+                          long retryAfterMicros, BoundaryReason boundaryReason) {
+        /** An answer whose boundary was not chosen by a plan (PENDING, or before the planning role answered). */
+        public Outcome(long ticket, Status status, DemandState detail, long boundaryTokens, int pageSizeTokens,
+                       long leaseId, List<LeasedGroup> leased, long revision, String requestId, long operationId,
+                       long retryAfterMicros) {
+            this(ticket, status, detail, boundaryTokens, pageSizeTokens, leaseId, leased, revision, requestId,
+                    operationId, retryAfterMicros, null);
+        }
+
         /** Leading whole pages restored for every group (the prefix form's ready_blocks). */
         public int readyBlocks() {
             return pageSizeTokens == 0 ? 0 : (int) (boundaryTokens / pageSizeTokens);

@@ -9,6 +9,10 @@ import io.orbitkv.engine.EngineSettings;
 import io.orbitkv.engine.EngineToken;
 import io.orbitkv.engine.EngineVerticle;
 import io.orbitkv.nativeio.libc.Libc;
+import io.orbitkv.planning.PlanningVerticle;
+import io.orbitkv.planning.RouteCapabilities;
+import io.orbitkv.planning.RouteResources;
+import io.orbitkv.planning.TransferScheduler;
 import io.orbitkv.storage.StorageVerticle;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -86,6 +90,12 @@ public final class Manager implements AutoCloseable {
                 .withTransport(io.vertx.core.transport.Transport.EPOLL).build();
     }
 
+    /**
+     * The planning role's transfer queues: at most 256 MiB outstanding per medium (a few io_uring queue depths of
+     * 2 MiB pages), a quarter of it for speculative reads, 1024 waiting transfers per medium.
+     */
+    static final TransferScheduler.Settings PLANNING_TRANSFERS = TransferScheduler.Settings.uniform(256L << 20, 0.25, 1024);
+
     /** Starts a Manager on its own Vertx; the future fails with a clear cause, leaving nothing running. */
     public static Future<Manager> start(ManagerConfig config) {
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
@@ -137,11 +147,15 @@ public final class Manager implements AutoCloseable {
                     (long) (poolBytes * config.queryByteBudgetFraction() * config.queryInstanceBudgetFraction()),
                     (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
+            PlanningVerticle planning = new PlanningVerticle(new PlanningVerticle.Settings(
+                    RouteCapabilities.localOnly(config.ssd().enabled()), PLANNING_TRANSFERS,
+                    new RouteResources(dramPool, ssdStore)), registry, Ticker.SYSTEM, cost.proxy());
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             return vertx.deployVerticle(cost)
                     .compose(id -> ssd == null ? Future.succeededFuture(id) : vertx.deployVerticle(ssd))
                     .compose(id -> vertx.deployVerticle(storage))
+                    .compose(id -> vertx.deployVerticle(planning))
                     .compose(id -> vertx.deployVerticle(admission))
                     .compose(id -> vertx.deployVerticle(engine))
                     .compose(id -> vertx.deployVerticle(health))

@@ -8,13 +8,19 @@ import io.orbitkv.cost.CostEstimateResult;
 import io.orbitkv.cost.ShadowRequest;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
+import io.orbitkv.recovery.GroupAvailability;
+import io.orbitkv.recovery.GroupRule;
+import io.orbitkv.recovery.RecoveryContract;
+import io.orbitkv.storage.ImageStore;
 import java.util.ArrayList;
+import java.util.BitSet;
 import java.util.EnumMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.OptionalLong;
 import java.util.Set;
 
 /**
@@ -124,6 +130,90 @@ public final class PlanningRole {
         return preparing;
     }
 
+    /**
+     * A plan for admission, and whether waiting could do better: {@code waitingFor} is a legal boundary longer than
+     * any the evidence allows now, reachable once pages being written (a publish in progress, a read back) are
+     * sealed; empty when none. The plan holds nothing.
+     */
+    public record Planned(Planner.Result result, OptionalLong waitingFor) {
+        public Plan plan() {
+            return result.plan();
+        }
+    }
+
+    /** Discovery and a plan, plus the boundary waiting for writes in progress could reach (see {@link Planned}). */
+    public Future<Planned> planWithWrites(DemandView demand) {
+        return evidence.discover(demand).compose(found -> planOn(demand, found)
+                .map(result -> new Planned(result, laterWithWrites(demand, found, result.plan()))));
+    }
+
+    private OptionalLong laterWithWrites(DemandView demand, DemandEvidence found, Plan plan) {
+        List<GroupAvailability> reachable = new ArrayList<>();
+        boolean anyWriting = false;
+        for (GroupRule rule : demand.rules().groups()) {
+            BitSet bits = new BitSet();
+            DemandView.GroupKeys group = demand.group(rule.groupId());
+            if (group != null) {
+                for (ImageStore.PositionedKey pk : group.keys()) {
+                    boolean writing = found.writing(pk.key());
+                    anyWriting |= writing;
+                    if (writing || eligible(found.replicas(pk.key()))) {
+                        bits.set(pk.position());
+                    }
+                }
+            }
+            reachable.add(GroupAvailability.of(rule.groupId(), bits));
+        }
+        if (!anyWriting) {
+            return OptionalLong.empty();
+        }
+        OptionalLong later = RecoveryContract.bestBoundary(demand.rules(), reachable, demand.validPrefixTokens(),
+                demand.selectedEndTokens());
+        return later.isPresent() && later.getAsLong() > plan.longestLegalTokens() ? later : OptionalLong.empty();
+    }
+
+    /** Whether a replica set has a record some allowed route could use (local media, or a current peer). */
+    private boolean eligible(ReplicaSet replicas) {
+        if (replicas.localDram().isPresent()) {
+            return true;
+        }
+        if (replicas.localSsd().isPresent() && capabilities.executable(RouteTemplate.HOST_FROM_LOCAL_SSD)) {
+            return true;
+        }
+        for (ReplicaEvidence peer : replicas.peers()) {
+            if (peer.peerOwner().map(members::isCurrent).orElse(false)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * Executes one plan as it is (no replan here: the caller, admission, plans again when it fails before any payload
+     * moved, so its budgets see every plan). Speculative demands are scheduled by their deadline.
+     */
+    public PlanExecutor.Preparation execute(DemandView demand, Plan plan, boolean dramTight) {
+        return executor.prepare(plan, schedule(demand, plan, dramTight));
+    }
+
+    /** Counts a replan admission makes after {@code failure} (the same counter as the role's own replans). */
+    public void countReplan(PlanningFailure failure) {
+        replans.get(failure).increment();
+    }
+
+    private PlanExecutor.Schedule schedule(DemandView demand, Plan plan, boolean dramTight) {
+        long now = ticker.nanos();
+        if (demand.speculative()) {
+            PrefetchPolicy.Start start = PrefetchPolicy.speculativeStart(now, demand.firstUseNanos(),
+                    plan.stateReady(), dramTight);
+            return new PlanExecutor.Schedule(TransferScheduler.TransferClass.SPECULATIVE, start.latestStartNanos(),
+                    start.startAtNanos(), demand.priority());
+        }
+        return new PlanExecutor.Schedule(TransferScheduler.TransferClass.DEMAND,
+                PrefetchPolicy.demandLatestStartNanos(now, demand.firstUseNanos(), plan.stateReady()),
+                Long.MIN_VALUE, demand.priority());
+    }
+
     public PlanExecutor executor() {
         return executor;
     }
@@ -199,16 +289,7 @@ public final class PlanningRole {
         }
 
         private PlanExecutor.Schedule schedule(Plan plan) {
-            long now = ticker.nanos();
-            if (demand.speculative()) {
-                PrefetchPolicy.Start start = PrefetchPolicy.speculativeStart(now, demand.firstUseNanos(),
-                        plan.stateReady(), dramTight);
-                return new PlanExecutor.Schedule(TransferScheduler.TransferClass.SPECULATIVE, start.latestStartNanos(),
-                        start.startAtNanos(), demand.priority());
-            }
-            return new PlanExecutor.Schedule(TransferScheduler.TransferClass.DEMAND,
-                    PrefetchPolicy.demandLatestStartNanos(now, demand.firstUseNanos(), plan.stateReady()),
-                    Long.MIN_VALUE, demand.priority());
+            return PlanningRole.this.schedule(demand, plan, dramTight);
         }
 
         private PlanningException cancelledFailure() {

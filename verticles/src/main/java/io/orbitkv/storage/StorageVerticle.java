@@ -138,6 +138,29 @@ public final class StorageVerticle extends VerticleBase {
                 c -> quarantined(store.releaseInstance(c.instance(), quarantineDeadline())));
         RoleProxies.<StorageCommands.GetStats, StorageCommands.StorageStats>serve(bus, StorageProxy.STATS,
                 c -> Future.succeededFuture(snapshot));
+        RoleProxies.<StorageCommands.Discover, StorageCommands.Discovery>serve(bus, StorageProxy.DISCOVER,
+                c -> Future.succeededFuture(new StorageCommands.Discovery(store.discover(c.keys()))));
+        RoleProxies.<StorageCommands.PinGenerations, ImageStore.ExactPin>serve(bus, StorageProxy.PIN_GENERATIONS, c -> {
+            ImageStore.ExactPin pin = store.pinGenerations(c.pages());
+            if (pin.complete()) {
+                dramTierPages.increment(pin.pinned().getFirst().size());
+                dramTierBytes.increment(pin.pinnedBytes());
+            }
+            return changed(pin);
+        });
+        RoleProxies.<StorageCommands.UnpinRefs, Integer>serve(bus, StorageProxy.UNPIN_REFS, c -> {
+            if (c.quarantine()) {
+                return quarantined(store.unpinIntoQuarantine(List.of(c.pinned()), quarantineDeadline()));
+            }
+            store.unpin(List.of(c.pinned()));
+            return changed(c.pinned().size());
+        });
+        RoleProxies.<StorageCommands.AcquireFromSsd, StorageCommands.SsdHold>serve(bus, StorageProxy.ACQUIRE_FROM_SSD,
+                c -> acquireFromSsd(c.pages()));
+        RoleProxies.<StorageCommands.ReadFromSsd, StorageCommands.ReadPages>serve(bus, StorageProxy.READ_FROM_SSD,
+                c -> readFromSsd(c.hold()));
+        RoleProxies.<StorageCommands.ReleaseSsdHold, Boolean>serve(bus, StorageProxy.RELEASE_SSD_HOLD,
+                c -> releaseSsdHold(c.hold()));
         return ssdReady;
     }
 
@@ -185,6 +208,128 @@ public final class StorageVerticle extends VerticleBase {
                     });
         }
         return started.size();
+    }
+
+    /**
+     * Host materialization from SSD for the planning role, step one (see io.orbitkv.planning.LocalReplicaPort): pool
+     * slots reserved (WRITING, invisible to queries) and exact-generation SSD extent leases taken, all or nothing.
+     *
+     * <p>Design note (ownership): a hold owns its slots and its SSD leases from here until {@link #readFromSsd} ends
+     * (the leases end when every read is terminal; the slots become sealed pinned images, or are freed) or until
+     * {@link #releaseSsdHold} frees both unread. A hold is never read twice.
+     */
+    private record SsdHold(List<ImageStore.Materialization> slots, List<io.orbitkv.ssd.SsdLease> leases) {}
+
+    private final java.util.Map<Long, SsdHold> ssdHolds = new java.util.HashMap<>();
+    private long nextSsdHold = 1;
+
+    private Future<StorageCommands.SsdHold> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
+        if (ssd == null) {
+            return Future.failedFuture(new IllegalStateException("the SSD tier is off"));
+        }
+        ImageStore.SsdReservation reservation = store.reserveFromSsd(pages);
+        if (!reservation.complete()) {
+            refresh();
+            return Future.succeededFuture(new StorageCommands.SsdHold(0, reservation.missing()));
+        }
+        List<Future<io.orbitkv.ssd.SsdLease>> leases = new java.util.ArrayList<>(pages.size());
+        for (ImageStore.Materialization m : reservation.reserved()) {
+            leases.add(ssd.acquireLease(m.image().key(), m.ssdGeneration()));
+        }
+        refresh();
+        return Future.join(leases).transform(ignored -> {
+            List<io.orbitkv.ssd.SsdLease> taken = new java.util.ArrayList<>();
+            io.orbitkv.storage.StateKey stale = null;
+            for (int i = 0; i < leases.size(); i++) {
+                if (leases.get(i).succeeded()) {
+                    taken.add(leases.get(i).result());
+                } else if (stale == null) {
+                    stale = reservation.reserved().get(i).image().key();
+                }
+            }
+            if (stale == null) {
+                long id = nextSsdHold++;
+                ssdHolds.put(id, new SsdHold(reservation.reserved(), List.copyOf(taken)));
+                return Future.succeededFuture(new StorageCommands.SsdHold(id, null));
+            }
+            for (ImageStore.Materialization m : reservation.reserved()) {
+                store.finishMaterialization(m.image(), false, ImageStore.ImageRef.CRC_UNKNOWN);
+            }
+            StateKey staleKey = stale;
+            return releaseLeases(taken).transform(v -> changed(new StorageCommands.SsdHold(0, staleKey)));
+        });
+    }
+
+    private Future<Void> releaseLeases(List<io.orbitkv.ssd.SsdLease> leases) {
+        List<Future<Boolean>> released = new java.util.ArrayList<>(leases.size());
+        for (io.orbitkv.ssd.SsdLease lease : leases) {
+            released.add(ssd.release(lease));
+        }
+        return Future.join(released).mapEmpty();
+    }
+
+    /**
+     * Step two: reads every page of the hold into its slot (verified), and when every read is terminal, seals and pins
+     * them all in one step, or, if any failed, seals the good ones unpinned (they are real bytes) and frees the rest,
+     * failing the whole segment: a wrong byte is never served, and a failed segment leaves nothing pinned.
+     */
+    private Future<StorageCommands.ReadPages> readFromSsd(long id) {
+        SsdHold hold = ssdHolds.remove(id);
+        if (hold == null) {
+            return Future.failedFuture(new IllegalStateException("no unread SSD hold " + id));
+        }
+        List<Future<io.orbitkv.ssd.SsdReadResult>> reads = new java.util.ArrayList<>(hold.slots().size());
+        for (int i = 0; i < hold.slots().size(); i++) {
+            ImageStore.ImageRef image = hold.slots().get(i).image();
+            long alignedLength = (image.lengthBytes() + 4095) / 4096 * 4096;
+            java.lang.foreign.MemorySegment slot = poolFile.segment().asSlice(image.offset(), alignedLength);
+            long startNanos = System.nanoTime();
+            reads.add(ssd.readInto(hold.leases().get(i), slot).onComplete(ar -> {
+                boolean bounced = ar.succeeded() && ar.result().path() == io.orbitkv.ssd.SsdReadResult.ReadPath.BOUNCE;
+                observeSsdRead(image.lengthBytes(), System.nanoTime() - startNanos, ar.succeeded(), bounced);
+            }));
+        }
+        return Future.join(reads).transform(ignored -> {
+            boolean all = reads.stream().allMatch(Future::succeeded);
+            List<ImageStore.ImageRef> pinned = new java.util.ArrayList<>(reads.size());
+            Throwable cause = null;
+            for (int i = 0; i < reads.size(); i++) {
+                ImageStore.ImageRef image = hold.slots().get(i).image();
+                Future<io.orbitkv.ssd.SsdReadResult> read = reads.get(i);
+                long crc = read.succeeded() ? Integer.toUnsignedLong(read.result().payloadCrc32c())
+                        : ImageStore.ImageRef.CRC_UNKNOWN;
+                if (read.succeeded()) {
+                    ssdTierPages.increment();
+                    ssdTierBytes.increment(image.lengthBytes());
+                } else {
+                    materializeFailures.increment();
+                    cause = cause == null ? read.cause() : cause;
+                }
+                if (all) {
+                    pinned.add(store.finishMaterializationPinned(image, crc));
+                } else {
+                    store.finishMaterialization(image, read.succeeded(), crc);
+                }
+            }
+            Throwable failure = cause;
+            return releaseLeases(hold.leases()).transform(v -> {
+                refresh();
+                return all ? Future.succeededFuture(new StorageCommands.ReadPages(List.copyOf(pinned)))
+                        : Future.failedFuture(failure);
+            });
+        });
+    }
+
+    private Future<Boolean> releaseSsdHold(long id) {
+        SsdHold hold = ssdHolds.remove(id);
+        if (hold == null) {
+            return Future.succeededFuture(false);
+        }
+        for (ImageStore.Materialization m : hold.slots()) {
+            store.finishMaterialization(m.image(), false, ImageStore.ImageRef.CRC_UNKNOWN);
+        }
+        refresh();
+        return releaseLeases(hold.leases()).map(v -> true);
     }
 
     /**
