@@ -1,5 +1,6 @@
 package io.orbitkv.admission;
 
+import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.LocalCodec;
@@ -17,7 +18,8 @@ import java.util.function.Function;
  * wires it to the event bus and the planning role (which plans, and holds the leases through the execution owners),
  * and sweeps expired answers.
  *
- * <p>Concurrency: all state is confined to this verticle's event loop; planning replies arrive on it too.
+ * <p>Concurrency: all state is confined to this verticle's event loop; planning replies arrive on it too. Metric
+ * gauges read a snapshot this loop publishes after every command, never the tables.
  */
 public final class AdmissionVerticle extends VerticleBase {
     /**
@@ -30,12 +32,31 @@ public final class AdmissionVerticle extends VerticleBase {
      */
     public record Settings(int maxOutstandingPerInstance, int maxOutstanding, long waitBudgetNanos,
                            long replyTtlNanos, long leaseBudgetBytes, long instanceBudgetBytes,
-                           long speculativeBudgetBytes, TenantShares tenantShares) {
+                           long speculativeBudgetBytes, TenantShares tenantShares, int maxAnsweredPerInstance,
+                           int maxAnswered) {
+        /** Answered-ticket bounds by default: the conf/orbitkv.yaml defaults. */
+        public static final int DEFAULT_MAX_ANSWERED_PER_INSTANCE = 1024;
+        public static final int DEFAULT_MAX_ANSWERED = 32768;
+
+        public Settings(int maxOutstandingPerInstance, int maxOutstanding, long waitBudgetNanos, long replyTtlNanos,
+                        long leaseBudgetBytes, long instanceBudgetBytes, long speculativeBudgetBytes,
+                        TenantShares tenantShares) {
+            this(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos, leaseBudgetBytes,
+                    instanceBudgetBytes, speculativeBudgetBytes, tenantShares, DEFAULT_MAX_ANSWERED_PER_INSTANCE,
+                    DEFAULT_MAX_ANSWERED);
+        }
+
         /** The earlier shape: no per-instance cap, 10% of the query budget for speculation, equal tenant shares. */
         public Settings(int maxOutstandingPerInstance, int maxOutstanding, long waitBudgetNanos, long replyTtlNanos,
                         long leaseBudgetBytes) {
             this(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos, leaseBudgetBytes,
                     leaseBudgetBytes, leaseBudgetBytes / 10, TenantShares.equalShares());
+        }
+
+        /** The same settings with other answered-ticket bounds (query.max-answered-per-instance, query.max-answered). */
+        public Settings withAnsweredBounds(int perInstance, int total) {
+            return new Settings(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos,
+                    leaseBudgetBytes, instanceBudgetBytes, speculativeBudgetBytes, tenantShares, perInstance, total);
         }
     }
 
@@ -66,13 +87,18 @@ public final class AdmissionVerticle extends VerticleBase {
     public Future<?> start() {
         admission = new DemandAdmission(settings, registry, ticker,
                 DemandAdmission.PlanningPort.of(new PlanningProxy(vertx)), cost, dramPool);
-        DemandAdmission a = admission;
-        Gauge.builder("orbitkv.leases.active", a, DemandAdmission::activeLeases).description("Leases held by engines").register(registry);
-        Gauge.builder("orbitkv.leases.bytes", a, DemandAdmission::leasedBytes).baseUnit("bytes")
+        publishGauges();
+        Gauge.builder("orbitkv.leases.active", () -> gauges.activeLeases()).description("Leases held by engines")
+                .register(registry);
+        Gauge.builder("orbitkv.leases.bytes", () -> gauges.leasedBytes()).baseUnit("bytes")
                 .description("Bytes pinned by leases").register(registry);
-        Gauge.builder("orbitkv.leases.speculative.bytes", a, v -> v.budgets().speculativeBytes()).baseUnit("bytes")
+        Gauge.builder("orbitkv.leases.speculative.bytes", () -> gauges.speculativeBytes()).baseUnit("bytes")
                 .description("Bytes pinned by speculative warming leases").register(registry);
-        Gauge.builder("orbitkv.queries.outstanding", a, DemandAdmission::outstanding).description("PENDING tickets").register(registry);
+        Gauge.builder("orbitkv.queries.outstanding", () -> gauges.outstanding()).description("PENDING tickets")
+                .register(registry);
+        FunctionCounter.builder("orbitkv.queries.answers.evicted", this, v -> v.gauges.answersEvicted())
+                .description("Answered queries forgotten before query.reply-ttl-ms to keep the answered bound")
+                .register(registry);
         EventBus bus = vertx.eventBus();
         LocalCodec.register(vertx, AdmissionCommands.MESSAGE_TYPES.toArray(Class<?>[]::new));
         serve(bus, AdmissionProxy.SUBMIT, (AdmissionCommands.Submit c) -> admission.submit(c.instance(), c.plan()));
@@ -83,24 +109,48 @@ public final class AdmissionVerticle extends VerticleBase {
                 (AdmissionCommands.ReleaseInstance c) -> admission.releaseInstance(c.instance()));
         serve(bus, AdmissionProxy.STATS,
                 (AdmissionCommands.GetStats c) -> Future.succeededFuture(admission.stats(c.instance())));
-        sweepTimer = vertx.setPeriodic(1000, id -> admission.sweep());
+        sweepTimer = vertx.setPeriodic(1000, id -> {
+            admission.sweep();
+            publishGauges();
+        });
         return Future.succeededFuture();
     }
 
-    /** Serves one command; recovery-contract failures travel as their typed engine-API reason. */
-    private static <C, R> void serve(EventBus bus, String address, Function<C, Future<R>> handler) {
+    /**
+     * Serves one command; recovery-contract failures travel as their typed engine-API reason. After each command
+     * (and each step of one that waits) the gauges' snapshot is published again.
+     */
+    private <C, R> void serve(EventBus bus, String address, Function<C, Future<R>> handler) {
         RoleProxies.<C, R>serve(bus, address, c -> {
+            Future<R> result;
             try {
-                return handler.apply(c).recover(f -> Future.failedFuture(DemandAdmission.typed(f)));
+                result = handler.apply(c).recover(f -> Future.failedFuture(DemandAdmission.typed(f)));
             } catch (RuntimeException e) {
-                return Future.failedFuture(DemandAdmission.typed(e));
+                result = Future.failedFuture(DemandAdmission.typed(e));
             }
+            publishGauges();
+            return result.onComplete(ar -> publishGauges());
         });
+    }
+
+    /**
+     * What the metric gauges read: published on this role's loop, read by the scrape on any thread (the admission
+     * tables themselves are loop-confined and never read from elsewhere).
+     */
+    private record Gauges(int activeLeases, long leasedBytes, long speculativeBytes, long outstanding,
+                          long answersEvicted) {}
+
+    private volatile Gauges gauges;
+
+    private void publishGauges() {
+        gauges = new Gauges(admission.activeLeases(), admission.leasedBytes(), admission.budgets().speculativeBytes(),
+                admission.outstanding(), admission.answersEvicted());
     }
 
     @Override
     public Future<?> stop() {
+        RoleProxies.withdrawAll(context);
         vertx.cancelTimer(sweepTimer);
-        return Future.succeededFuture();
+        return admission == null ? Future.succeededFuture() : admission.shutdown();
     }
 }

@@ -41,17 +41,23 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Demand admission: query tickets and their revisions, waiting budgets, byte budgets, and the leases handed to engines.
- * {@link AdmissionVerticle} wires it to the event bus; tests drive it directly with a {@link StoragePort} of their own.
+ * {@link AdmissionVerticle} wires it to the event bus; tests drive it directly with the planning role's handlers.
+ * Admission owns tickets, revisions, waiting budgets, byte budgets, tenant shares and the engines' leases; the
+ * planning role owns evidence, routes, boundaries, plans and their execution (see {@link io.orbitkv.planning.Planner}).
  *
  * <h2>Evaluation</h2>
- * A ticket is evaluated on submit and on every poll while it has no answer: (1) probe storage metadata for the
- * positions the demand allows (pins nothing: evidence, state CANDIDATE); (2) {@link RecoveryContract#bestBoundary}
- * over what is sealed; if pages being written would allow a later boundary and waiting budget is left, answer PENDING;
- * (3) {@link RecoveryContract#requiredRanges} for the best boundary gives the exact pages (a window group only those it
- * attends to, a recurrent group only the checkpoint at the boundary); (4) check budgets with their registered sizes and
- * reserve them; (5) pin exactly those pages, all or nothing (RESERVED; local DRAM, so also RESIDENT); a page lost since
- * the probe re-plans (at most {@value #MAX_PLAN_ATTEMPTS} times, then PENDING); (6) re-check the boundary is legal on
- * what was acquired, and only then answer READY (RESIDENT for speculative warming). Evidence alone never answers READY.
+ * A ticket is evaluated on submit and on every poll while it has no answer: (1) planning discovers the replicas of the
+ * positions the demand allows (pins nothing: evidence, state CANDIDATE) and answers an immutable plan: the chosen legal
+ * boundary and why, exactly the required ranges, and per segment its route and the evidence it relies on; (2) if pages
+ * being written would allow a later boundary and waiting budget is left, answer PENDING; a recompute plan is a MISS;
+ * (3) check and charge the plan's bytes against the budgets; (4) planning executes the plan: the execution owners
+ * acquire and revalidate exactly what it names (DRAM: exact-generation pins; SSD: slots and exact-generation extent
+ * leases, then read + seal + pin in one step), all or nothing. A plan that moves payload answers PENDING (RESERVED) at
+ * once and its terminal answer becomes the ticket's. Stale evidence or a rejection before any payload moved, or a
+ * submitted transfer that failed (fenced by then), re-plans from fresh evidence (at most {@value #MAX_PLAN_ATTEMPTS}
+ * plans, then PENDING); (5) re-check the boundary is legal on what was acquired, and only then answer READY (RESIDENT
+ * for speculative warming). Evidence alone never answers READY. An explicitly requested route that cannot run here
+ * fails closed (ROUTE_UNAVAILABLE), reserving nothing.
  *
  * <h2>Lifecycle and ownership</h2>
  * One live ticket per (instance, request id) and per (instance, operation id). A resubmission with a higher revision
@@ -68,9 +74,10 @@ import java.util.concurrent.TimeUnit;
  * 5 s) from its latest revision, then settles on what is resident (a shorter legal boundary or MISS) so the engine
  * recomputes; the budget never interrupts pins already requested. Bytes: see {@link QueryBudgets}. Outstanding
  * (PENDING) tickets are bounded per instance and in total; an answer lives {@code replyTtlNanos} (while its lease
- * lives, longer), then the ticket is forgotten and polls get UNKNOWN_TICKET.
+ * lives, longer), then the ticket is forgotten and polls get UNKNOWN_TICKET. Answered tickets are bounded per instance
+ * and in total too ({@link AnsweredTickets}: the eldest lease-less answer makes room, else TOO_MANY_ANSWERED).
  *
- * <p>Confined to one event loop; futures from the {@link StoragePort} must complete on it.
+ * <p>Confined to one event loop; futures from the {@link PlanningPort} must complete on it.
  */
 final class DemandAdmission {
     static final int MAX_PLAN_ATTEMPTS = 3;
@@ -168,6 +175,7 @@ final class DemandAdmission {
     private final Map<OperationKey, Ticket> byOperation = new HashMap<>();
     private final Map<Long, Lease> leases = new HashMap<>();
     private final Map<Long, Integer> outstandingByInstance = new HashMap<>();
+    private final AnsweredTickets<Ticket> answered;
     private final Map<Status, Counter> queriesByOutcome = new EnumMap<>(Status.class);
     private final Counter restoredBytes;
     private final Counter replans;
@@ -203,6 +211,8 @@ final class DemandAdmission {
         }
         restoredBytes = Counter.builder("orbitkv.restored.bytes").baseUnit("bytes")
                 .description("Bytes handed to engines under READY leases").register(registry);
+        answered = new AnsweredTickets<>(settings.maxAnsweredPerInstance(), settings.maxAnswered(),
+                t -> t.lease == null, this::forget);
         replans = Counter.builder("orbitkv.queries.replans")
                 .description("Plans whose pages were lost between evidence and pinning").register(registry);
     }
@@ -224,6 +234,7 @@ final class DemandAdmission {
         }
         requireOutstandingRoom(instance);
         budgets.requireHeadroom(instance, plan.tenant(), plan.speculative());
+        answered.requireRoom(instance);
         Ticket ticket = new Ticket(nextTicket++, instance, plan, ticker.nanos());
         tickets.put(ticket.id, ticket);
         if (plan.requestId() != null) {
@@ -260,6 +271,7 @@ final class DemandAdmission {
         ticket.generation++;
         ticket.revisedNanos = ticker.nanos();
         ticket.answer = null;
+        answered.remove(ticket.instance, ticket);
         ticket.lastDetail = DemandState.MISS;
         markOutstanding(ticket, true);
         Future<Integer> released = ticket.lease != null ? endLease(ticket.lease) : Future.succeededFuture(0);
@@ -335,6 +347,24 @@ final class DemandAdmission {
                 new AdmissionCommands.InstanceReleased(ended.size(), cancelled, List.copyOf(ended))));
     }
 
+    /**
+     * Ordered stop: every ticket is cancelled (it leaves every table, its in-flight work drains) and every lease
+     * ends with its prepared plan released, before the planning and storage roles beneath are stopped. Completes when all of it drained.
+     */
+    Future<Void> shutdown() {
+        List<Future<?>> waits = new ArrayList<>();
+        for (Ticket ticket : List.copyOf(tickets.values())) {
+            forget(ticket);
+            ticket.cancelled = true;
+            ticket.generation++;
+            waits.add(drained(ticket));
+        }
+        for (Lease lease : List.copyOf(leases.values())) {
+            waits.add(endLease(lease));
+        }
+        return Future.join(waits).transform(ar -> Future.succeededFuture());
+    }
+
     AdmissionCommands.AdmissionStats stats(long instance) {
         long mine = leases.values().stream().filter(l -> l.instance() == instance).count();
         return new AdmissionCommands.AdmissionStats(leases.size(), leasedBytes, outstanding, mine,
@@ -375,6 +405,11 @@ final class DemandAdmission {
 
     long outstanding() {
         return outstanding;
+    }
+
+    /** Answered tickets forgotten early to keep the answered bound (orbitkv.queries.answers.evicted). */
+    long answersEvicted() {
+        return answered.evicted();
     }
 
     int liveTickets() {
@@ -629,6 +664,7 @@ final class DemandAdmission {
         ticket.answerExpiresNanos = ticker.nanos() + settings.replyTtlNanos();
         scheduleExpiry(ticket);
         markOutstanding(ticket, false);
+        answered.add(ticket.instance, ticket);
         queriesByOutcome.get(status).increment();
         return ticket.answer;
     }
@@ -666,6 +702,7 @@ final class DemandAdmission {
             return;
         }
         markOutstanding(ticket, false);
+        answered.remove(ticket.instance, ticket);
         if (ticket.plan.requestId() != null) {
             byRequest.remove(new RequestKey(ticket.instance, ticket.plan.requestId()), ticket);
             byOperation.remove(new OperationKey(ticket.instance, ticket.plan.operationId()), ticket);

@@ -1,12 +1,20 @@
 package io.orbitkv.common;
 
 import io.orbitkv.protocol.engine.ErrorReason;
+import io.vertx.core.Context;
 import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import io.vertx.core.Vertx;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
 import io.vertx.core.eventbus.Message;
+import io.vertx.core.eventbus.MessageConsumer;
 import io.vertx.core.eventbus.ReplyException;
 import io.vertx.core.eventbus.ReplyFailure;
+import io.vertx.core.internal.ContextInternal;
+import io.vertx.core.shareddata.LocalMap;
+import io.vertx.core.shareddata.Shareable;
+import java.util.List;
 import java.util.function.Function;
 
 /**
@@ -26,13 +34,16 @@ public final class RoleProxies {
 
     private RoleProxies() {}
 
-    /** A role handler and the context that owns its state. Shareable: lives in the Vertx's local map. */
-    private record LocalRole(io.vertx.core.Context context, Function<Object, Future<Object>> handler)
-            implements io.vertx.core.shareddata.Shareable {}
+    /**
+     * A role handler, the context that owns its state, and its event-bus consumer. Shareable: lives in the Vertx's
+     * local map until the role withdraws it.
+     */
+    private record LocalRole(Context context, Function<Object, Future<Object>> handler,
+                             MessageConsumer<?> consumer) implements Shareable {}
 
     @SuppressWarnings("unchecked")
     public static <R> Future<R> request(EventBus bus, String address, Object command, DeliveryOptions options) {
-        io.vertx.core.Context caller = io.vertx.core.Vertx.currentContext();
+        Context caller = Vertx.currentContext();
         if (caller != null) {
             LocalRole role = caller.owner().sharedData().<String, LocalRole>getLocalMap(LOCAL_ROLES).get(address);
             if (role != null) {
@@ -47,14 +58,14 @@ public final class RoleProxies {
         });
     }
 
-    private static Future<Object> callLocal(io.vertx.core.Context caller, LocalRole role, Object command) {
+    private static Future<Object> callLocal(Context caller, LocalRole role, Object command) {
         // Same thread (the role's context runs on the caller's event loop, the default with one loop): a plain call.
         // Confinement is per thread, so this keeps the role's state single-threaded without a task hop.
         if (caller == role.context() || (role.context().isEventLoopContext()
-                && ((io.vertx.core.internal.ContextInternal) role.context()).nettyEventLoop().inEventLoop())) {
+                && ((ContextInternal) role.context()).nettyEventLoop().inEventLoop())) {
             return invoke(role, command);
         }
-        io.vertx.core.Promise<Object> answer = ((io.vertx.core.internal.ContextInternal) caller).promise();
+        Promise<Object> answer = ((ContextInternal) caller).promise();
         role.context().runOnContext(v -> invoke(role, command).onComplete(answer));
         return answer.future();
     }
@@ -67,21 +78,36 @@ public final class RoleProxies {
         }
     }
 
-    /** Withdraws a role's handler from the direct path (its event-bus consumer is unregistered by its owner). */
-    public static void withdraw(io.vertx.core.Vertx vertx, String address) {
-        vertx.sharedData().<String, LocalRole>getLocalMap(LOCAL_ROLES).remove(address);
+    /**
+     * Withdraws every handler the role running on {@code context} serves: from the direct path and from the event
+     * bus, at once. A role calls it first thing in {@code stop()}, so from then on callers get SHUTTING_DOWN instead of
+     * reaching a role that is tearing its state down. Answers how many it withdrew.
+     */
+    public static int withdrawAll(Context context) {
+        LocalMap<String, LocalRole> roles = context.owner().sharedData().getLocalMap(LOCAL_ROLES);
+        int withdrawn = 0;
+        for (String address : List.copyOf(roles.keySet())) {
+            LocalRole role = roles.get(address);
+            if (role != null && role.context() == context && roles.remove(address, role)) {
+                role.consumer().unregister();
+                withdrawn++;
+            }
+        }
+        return withdrawn;
     }
 
-    /** Binds a role's handler to an address, turning typed failures into coded replies; returns the consumer. */
+    /** Whether a handler is served at {@code address} on the direct path (for tests of withdrawal). */
+    public static boolean served(Vertx vertx, String address) {
+        return vertx.sharedData().getLocalMap(LOCAL_ROLES).get(address) != null;
+    }
+
+    /**
+     * Binds a role's handler to an address, turning typed failures into coded replies; returns the consumer. Called
+     * on the role's context; {@link #withdrawAll} undoes it.
+     */
     @SuppressWarnings("unchecked")
-    public static <C, R> io.vertx.core.eventbus.MessageConsumer<C> serve(EventBus bus, String address,
-                                                                      Function<C, Future<R>> handler) {
-        io.vertx.core.Context owner = io.vertx.core.Vertx.currentContext();
-        if (owner != null) {
-            Function<Object, Future<Object>> untyped = c -> (Future<Object>) (Future<?>) handler.apply((C) c);
-            owner.owner().sharedData().<String, LocalRole>getLocalMap(LOCAL_ROLES).put(address, new LocalRole(owner, untyped));
-        }
-        return bus.<C>localConsumer(address, (Message<C> message) -> {
+    public static <C, R> MessageConsumer<C> serve(EventBus bus, String address, Function<C, Future<R>> handler) {
+        MessageConsumer<C> consumer = bus.<C>localConsumer(address, (Message<C> message) -> {
             Future<R> result;
             try {
                 result = handler.apply(message.body());
@@ -98,6 +124,13 @@ public final class RoleProxies {
                 }
             });
         });
+        Context owner = Vertx.currentContext();
+        if (owner != null) {
+            Function<Object, Future<Object>> untyped = c -> (Future<Object>) (Future<?>) handler.apply((C) c);
+            owner.owner().sharedData().<String, LocalRole>getLocalMap(LOCAL_ROLES)
+                    .put(address, new LocalRole(owner, untyped, consumer));
+        }
+        return consumer;
     }
 
     static Throwable toOrbitException(Throwable cause) {

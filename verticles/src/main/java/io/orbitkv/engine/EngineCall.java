@@ -7,6 +7,7 @@ import io.vertx.core.Future;
 import io.vertx.grpc.common.GrpcMessage;
 import io.vertx.grpc.common.ServiceMethod;
 import java.util.List;
+import java.util.function.BooleanSupplier;
 import java.util.function.Function;
 
 /**
@@ -53,6 +54,16 @@ record EngineCall<Q, R>(ServiceMethod<Q, R> method, Function<Q, Future<R>> opera
             throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "the body is not a valid " + method.methodName()
                     + " request: " + e.getMessage());
         }
+    }
+
+    /**
+     * The same call, answered SHUTTING_DOWN (and not run) once {@code closing} says so: the engine role's first step
+     * of an ordered stop, before anything behind the doors is torn down.
+     */
+    EngineCall<Q, R> refusingWhen(BooleanSupplier closing) {
+        return new EngineCall<>(method, request -> closing.getAsBoolean()
+                ? Future.failedFuture(new OrbitException(ErrorReason.SHUTTING_DOWN, "the Manager is stopping"))
+                : operation.apply(request));
     }
 
     /** Runs the operation; an exception thrown before its future exists becomes that future's failure. */

@@ -20,7 +20,8 @@ import java.util.Set;
  * {@link EngineOperations} (one method per engine call, sessions and their cleanup), {@link EngineCall} (the list of
  * calls both doors serve), {@link GrpcEngineDoor} (the gRPC transport on the Unix socket and TCP) and, when
  * {@code bridge.port} is set, {@link BridgeEngineDoor} (the TCP event-bus bridge). Everything runs on this verticle's
- * event loop; a periodic sweep ends lapsed sessions.
+ * event loop; a periodic sweep ends lapsed sessions. Stopping is the first step of the Manager's ordered stop: from
+ * then on every call is answered SHUTTING_DOWN, then the doors close.
  */
 public final class EngineVerticle extends VerticleBase {
     public static final String TOKEN_HEADER = GrpcEngineDoor.TOKEN_HEADER;
@@ -31,6 +32,8 @@ public final class EngineVerticle extends VerticleBase {
     private GrpcEngineDoor door;
     private BridgeEngineDoor bridge;
     private long sweepTimer;
+    /** Set first thing in {@link #stop}: every call that still arrives is answered SHUTTING_DOWN. Loop-confined. */
+    private boolean stopping;
 
     public EngineVerticle(EngineSettings settings, MeterRegistry registry, Ticker ticker) {
         this.settings = settings.validate();
@@ -60,7 +63,8 @@ public final class EngineVerticle extends VerticleBase {
         Set<Integer> allowedUids = settings.allowedPeerUids().isEmpty() ? Set.of(Libc.effectiveUid())
                 : settings.allowedPeerUids();
         EngineAuthenticator authenticator = new EngineAuthenticator(settings.token(), allowedUids);
-        List<EngineCall<?, ?>> calls = EngineCall.all(operations);
+        List<EngineCall<?, ?>> calls = EngineCall.all(operations).stream()
+                .<EngineCall<?, ?>>map(call -> call.refusingWhen(() -> stopping)).toList();
         door = new GrpcEngineDoor(vertx, settings, authenticator, calls, metrics);
         if (settings.bridgeEnabled()) {
             bridge = new BridgeEngineDoor(vertx, settings, authenticator, calls, new BridgeMetrics(registry, metrics));
@@ -72,6 +76,7 @@ public final class EngineVerticle extends VerticleBase {
 
     @Override
     public Future<?> stop() {
+        stopping = true;
         vertx.cancelTimer(sweepTimer);
         List<Future<Void>> closing = new ArrayList<>();
         if (bridge != null) {

@@ -30,7 +30,8 @@ final class LeaseTombstones {
     private final LinkedHashMap<Long, Tombstone> byLease = new LinkedHashMap<>();
     /** Instances with a session end in progress, by count (a resumed instance may end twice quickly). */
     private final Map<Long, Integer> pending = new HashMap<>();
-    private long dropped;
+    /** Written on the engine loop only; volatile so a metrics scrape on another thread reads it whole. */
+    private volatile long dropped;
 
     LeaseTombstones(Ticker ticker, long retentionNanos, int maxTombstones) {
         this.ticker = ticker;

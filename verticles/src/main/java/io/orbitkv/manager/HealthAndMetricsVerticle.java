@@ -7,7 +7,11 @@ import io.vertx.core.VerticleBase;
 import io.vertx.core.http.HttpServer;
 import io.vertx.core.json.JsonObject;
 
-/** Serves {@code GET /metrics} (Prometheus text) and {@code GET /health} (JSON) on the metrics address. */
+/**
+ * Serves {@code GET /metrics} (Prometheus text) and {@code GET /health} (JSON) on the metrics address. The scrape runs
+ * on a worker (ordered: one at a time), never on this verticle's event loop; meters read only snapshots or atomics
+ * their roles publish, never a role's loop-confined state.
+ */
 public final class HealthAndMetricsVerticle extends VerticleBase {
     private final PrometheusMeterRegistry registry;
     private final String host;
@@ -29,8 +33,15 @@ public final class HealthAndMetricsVerticle extends VerticleBase {
         StorageProxy storage = new StorageProxy(vertx);
         return vertx.createHttpServer().requestHandler(request -> {
             switch (request.path()) {
-                case "/metrics" -> request.response().putHeader("content-type", "text/plain; version=0.0.4; charset=utf-8")
-                        .end(registry.scrape());
+                // A scrape walks every meter (and formats them): a worker does it, one at a time, not this loop.
+                case "/metrics" -> vertx.executeBlocking(registry::scrape, true).onComplete(ar -> {
+                    if (ar.succeeded()) {
+                        request.response().putHeader("content-type", "text/plain; version=0.0.4; charset=utf-8")
+                                .end(ar.result());
+                    } else {
+                        request.response().setStatusCode(500).end("scrape failed\n");
+                    }
+                });
                 case "/health" -> storage.stats().onComplete(ar -> {
                     if (ar.succeeded()) {
                         request.response().putHeader("content-type", "application/json").end(new JsonObject()

@@ -24,14 +24,18 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
+import java.util.ArrayList;
 import java.util.Collections;
+import java.util.List;
 import java.util.EnumSet;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
  * One running Manager: its Vertx, its metrics registry, and its role verticles, started in dependency order
- * (storage → admission → engine → health/metrics) and stopped in reverse by closing the Vertx.
+ * (cost → ssd → storage → admission → engine → health/metrics) and stopped in an order that drains each owner before
+ * what it uses goes away ({@link #stop}).
  *
  * <p>Design note: each Manager owns its own Vertx and registry, so tests can run several in one JVM. Starting fails
  * (and releases what it made) before anything listens when the data directory or the pool cannot be created.
@@ -47,8 +51,37 @@ public final class Manager implements AutoCloseable {
     private final Path poolPath;
     private io.orbitkv.cost.CostProxy costProxy;
 
+    /** The deployment ids of the roles, for the ordered stop; ssd is null without the SSD tier. */
+    private static final class Deployments {
+        String cost;
+        String ssd;
+        String storage;
+        String planning;
+        String admission;
+        String engine;
+        String health;
+    }
+
+    /**
+     * What an ordered stop saw: reads back from SSD into pool slots that the storage role had submitted and not seen
+     * complete, and the SSD role's reads and writes in flight, when the stop began; the steps in the order
+     * they completed, and the reads into pool slots still in flight when the pool was unmapped (0 after an ordered
+     * stop). Reads and writes in flight are -1 without the SSD tier.
+     */
+    public record StopReport(long poolReadsInFlightAtStop, int ssdReadsInFlightAtStop, int ssdWritesInFlightAtStop,
+                             List<String> steps, int readsInFlightAtUnmap) {}
+
+    private final StorageVerticle storage;
+    private final io.orbitkv.ssd.SsdProxy ssd;
+    private final Deployments deployments;
+    private Future<StopReport> stopping;
+
     private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, EngineVerticle engine,
-                    HealthAndMetricsVerticle health, String token, Path poolPath) {
+                    HealthAndMetricsVerticle health, String token, Path poolPath, StorageVerticle storage,
+                    io.orbitkv.ssd.SsdProxy ssd, Deployments deployments) {
+        this.storage = storage;
+        this.ssd = ssd;
+        this.deployments = deployments;
         this.vertx = vertx;
         this.config = config;
         this.registry = registry;
@@ -145,29 +178,33 @@ public final class Manager implements AutoCloseable {
                     TimeUnit.MILLISECONDS.toNanos(config.queryReplyTtlMillis()),
                     (long) (poolBytes * config.queryByteBudgetFraction()),
                     (long) (poolBytes * config.queryByteBudgetFraction() * config.queryInstanceBudgetFraction()),
-                    (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares()),
+                    (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares())
+                    .withAnsweredBounds(config.answered().perInstance(), config.answered().total()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
             PlanningVerticle planning = new PlanningVerticle(new PlanningVerticle.Settings(
                     RouteCapabilities.localOnly(config.ssd().enabled()), PLANNING_TRANSFERS,
                     new RouteResources(dramPool, ssdStore)), registry, Ticker.SYSTEM, cost.proxy());
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
-            return vertx.deployVerticle(cost)
-                    .compose(id -> ssd == null ? Future.succeededFuture(id) : vertx.deployVerticle(ssd))
-                    .compose(id -> vertx.deployVerticle(storage))
-                    .compose(id -> vertx.deployVerticle(planning))
-                    .compose(id -> vertx.deployVerticle(admission))
-                    .compose(id -> vertx.deployVerticle(engine))
-                    .compose(id -> vertx.deployVerticle(health))
+            Deployments deployments = new Deployments();
+            return vertx.deployVerticle(cost).onSuccess(id -> deployments.cost = id)
+                    .compose(id -> ssd == null ? Future.succeededFuture(id)
+                            : vertx.deployVerticle(ssd).onSuccess(ssdId -> deployments.ssd = ssdId))
+                    .compose(id -> vertx.deployVerticle(storage)).onSuccess(id -> deployments.storage = id)
+                    .compose(id -> vertx.deployVerticle(planning)).onSuccess(id -> deployments.planning = id)
+                    .compose(id -> vertx.deployVerticle(admission)).onSuccess(id -> deployments.admission = id)
+                    .compose(id -> vertx.deployVerticle(engine)).onSuccess(id -> deployments.engine = id)
+                    .compose(id -> vertx.deployVerticle(health)).onSuccess(id -> deployments.health = id)
                     .map(id -> {
-                        Manager manager = new Manager(vertx, config, registry, engine, health, token, poolPath);
+                        Manager manager = new Manager(vertx, config, registry, engine, health, token, poolPath,
+                                storage, ssd == null ? null : new io.orbitkv.ssd.SsdProxy(vertx), deployments);
                         manager.costProxy = cost.proxy();
                         return manager;
                     });
         });
         // The caller's future is completed outside any Vert.x context: on failure the Vertx is closed first, from a
         // thread it does not own, so nothing is left running when the caller hears of the failure.
-        java.util.concurrent.CompletableFuture<Manager> result = new java.util.concurrent.CompletableFuture<>();
+        CompletableFuture<Manager> result = new CompletableFuture<>();
         started.onComplete(ar -> {
             if (ar.succeeded()) {
                 result.complete(ar.result());
@@ -258,8 +295,65 @@ public final class Manager implements AutoCloseable {
         return poolPath;
     }
 
-    public Future<Void> stop() {
-        return vertx.close();
+    /**
+     * Stops in order, so that nothing is torn down under a part still using it: (1) the engine role refuses every call
+     * with SHUTTING_DOWN and closes its doors; (2) the admission role withdraws its handlers, cancels every query and
+     * ends every lease (their in-flight work drains); the planning role then withdraws its handlers, waits for the
+     * executions still running (their submitted reads complete) and ends what they prepared; (3) the storage role withdraws its handlers and waits for the
+     * reads it submitted to the SSD role; (4) the SSD role withdraws its handlers and drains: submitted reads and
+     * writes complete (a write from the pool reads its slot until then), queued writes are dropped, committed extents
+     * stay on disk; (5) only then is the pool unmapped and its file removed; (6) the cost role, then the Vertx.
+     * Idempotent: a second call answers the first one's future.
+     */
+    public synchronized Future<Void> stop() {
+        return stopWithReport().mapEmpty();
+    }
+
+    /** {@link #stop}, answering what the ordered stop saw (tests of the ordering). */
+    public synchronized Future<StopReport> stopWithReport() {
+        if (stopping != null) {
+            return stopping;
+        }
+        List<String> steps = Collections.synchronizedList(new ArrayList<>());
+        long poolReads = storage.readsInFlight();
+        Future<io.orbitkv.ssd.SsdStats> before = ssd == null ? Future.succeededFuture(null)
+                : ssd.stats().otherwise((io.orbitkv.ssd.SsdStats) null);
+        Future<StopReport> ordered = before.compose(stats -> undeploy(deployments.health, "health", steps)
+                .compose(v -> undeploy(deployments.engine, "engine-refusing-and-closed", steps))
+                .compose(v -> undeploy(deployments.admission, "queries-cancelled-and-leases-ended", steps))
+                .compose(v -> undeploy(deployments.planning, "plans-drained", steps))
+                .compose(v -> storage.quiesce().onSuccess(x -> steps.add("storage-quiesced")))
+                .compose(v -> undeploy(deployments.ssd, "ssd-drained", steps))
+                .compose(v -> undeploy(deployments.storage, "pool-unmapped", steps))
+                .compose(v -> undeploy(deployments.cost, "cost", steps))
+                .map(v -> new StopReport(poolReads, stats == null ? -1 : stats.readsInFlight(),
+                        stats == null ? -1 : stats.writesInFlight(), List.copyOf(steps),
+                        storage.readsInFlightAtUnmap())));
+        // The Vertx is closed from a thread it does not own (closing it from one of its loops would complete the
+        // close on an executor it just terminated), then the caller hears of the outcome, outside any Vert.x context.
+        CompletableFuture<StopReport> result = new CompletableFuture<>();
+        ordered.onComplete(ar -> Thread.ofPlatform().name("orbitkv-stop").start(() -> {
+            try {
+                vertx.close().await(30, TimeUnit.SECONDS);
+            } catch (Exception e) {
+                LOG.warn("closing the Vertx after the ordered stop failed", e);
+            }
+            if (ar.succeeded()) {
+                result.complete(ar.result());
+            } else {
+                result.completeExceptionally(ar.cause());
+            }
+        }));
+        Future<StopReport> stopped = Future.fromCompletionStage(result);
+        stopping = stopped;
+        return stopped;
+    }
+
+    private Future<Void> undeploy(String deploymentId, String step, List<String> steps) {
+        if (deploymentId == null) {
+            return Future.succeededFuture();
+        }
+        return vertx.undeploy(deploymentId).onSuccess(v -> steps.add(step));
     }
 
     @Override

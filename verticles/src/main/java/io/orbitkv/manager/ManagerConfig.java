@@ -42,7 +42,15 @@ public record ManagerConfig(
         io.orbitkv.cost.CostSettings cost,
         SsdTier ssd,
         SessionPolicy sessions,
-        BridgeDoor bridge) {
+        BridgeDoor bridge,
+        AnsweredBounds answered) {
+
+    /**
+     * Answered queries kept pollable ({@code query.reply-ttl-ms}): at most {@code perInstance} per engine instance and
+     * {@code total} in the Manager; beyond, the eldest answer without a lease is forgotten early, else a new query is
+     * refused TOO_MANY_ANSWERED.
+     */
+    public record AnsweredBounds(int perInstance, int total) {}
 
     /**
      * The event-bus bridge door (off unless {@code bridge.port} is set).
@@ -112,6 +120,8 @@ public record ManagerConfig(
         d.put("grpc.allowed-uids", "");
         d.put("query.max-outstanding-per-instance", "256");
         d.put("query.max-outstanding", "8192");
+        d.put("query.max-answered-per-instance", "1024");
+        d.put("query.max-answered", "32768");
         d.put("query.wait-budget-ms", "5000");
         d.put("query.reply-ttl-ms", "30000");
         d.put("query.byte-budget-fraction", "0.75");
@@ -191,7 +201,9 @@ public record ManagerConfig(
                 costSettings(v),
                 ssdTier(v, dataDir),
                 sessionPolicy(v),
-                bridgeDoor(v));
+                bridgeDoor(v),
+                new AnsweredBounds((int) integer(v, "query.max-answered-per-instance", 1, 1 << 20),
+                        (int) integer(v, "query.max-answered", 1, 1 << 24)));
     }
 
     private static BridgeDoor bridgeDoor(Map<String, String> v) {

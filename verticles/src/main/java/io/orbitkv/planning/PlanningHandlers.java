@@ -1,7 +1,9 @@
 package io.orbitkv.planning;
 
 import io.vertx.core.Future;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.function.Supplier;
@@ -68,6 +70,21 @@ public final class PlanningHandlers {
     public Future<Integer> release(long id, boolean quarantine) {
         PlanExecutor.Prepared held = prepared.remove(id);
         return held == null ? Future.succeededFuture(0) : held.release(quarantine);
+    }
+
+    /**
+     * Ordered stop: every running execution is cancelled and drained (submitted reads complete), and every prepared
+     * plan still held is released. Admission ended its leases before this, so normally nothing is left.
+     */
+    public Future<Void> shutdown() {
+        List<Future<?>> waits = new ArrayList<>();
+        for (long id : List.copyOf(executing.keySet())) {
+            waits.add(cancel(id));
+        }
+        for (long id : List.copyOf(prepared.keySet())) {
+            waits.add(release(id, false));
+        }
+        return Future.join(waits).transform(ar -> Future.succeededFuture());
     }
 
     public PlanningCommands.PlanningStats stats() {

@@ -26,7 +26,8 @@ import java.util.function.Function;
  * what, {@link LocalOwners} for the local leases and {@link PlanningHandlers} for prepared plans.
  *
  * <p>Concurrency: all state is confined to this verticle's event loop; storage and cost replies arrive on it.
- * Stopping the verticle leaves leases to die with the process (they are in-process state of the storage role).
+ * Stopping (after admission, before storage) withdraws the handlers, drains running executions and releases what they
+ * prepared; a crash ends every lease with the process (they are in-process state of the storage role).
  */
 public final class PlanningVerticle extends VerticleBase {
 
@@ -91,6 +92,12 @@ public final class PlanningVerticle extends VerticleBase {
         serve(bus, PlanningProxy.RELEASE, (PlanningCommands.Release c) -> handlers.release(c.id(), c.quarantine()));
         serve(bus, PlanningProxy.STATS, (PlanningCommands.GetStats c) -> Future.succeededFuture(handlers.stats()));
         return Future.succeededFuture();
+    }
+
+    @Override
+    public Future<?> stop() {
+        RoleProxies.withdrawAll(context);
+        return handlers == null ? Future.succeededFuture() : handlers.shutdown();
     }
 
     private static <C, R> void serve(EventBus bus, String address, Function<C, Future<R>> handler) {

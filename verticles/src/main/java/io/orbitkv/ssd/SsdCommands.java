@@ -11,6 +11,11 @@ public final class SsdCommands {
     /** Fire-and-forget: no reply. */
     public record OfferWrite(StateKey key, WeakImageSource source, long lengthBytes) {}
 
+    /** Fire-and-forget: DRAM images seen again (see {@link SsdStore#noteReuse}); no reply. */
+    public record NoteReuse(List<OfferWrite> images) {}
+
+    public record GetWritePolicy() {}
+
     public record Lookup(List<StateKey> keys) {}
 
     public record Entries(List<SsdEntry> entries) {}
@@ -26,7 +31,8 @@ public final class SsdCommands {
 
     public record GetCommittedEntries() {}
 
-    static final List<Class<?>> MESSAGE_TYPES = List.of(OfferWrite.class, Lookup.class, Entries.class,
-            AcquireLease.class, ReadInto.class, Release.class, GetStats.class, GetCommittedEntries.class,
-            SsdLease.class, SsdReadResult.class, SsdStats.class, SsdResidencyChange.class);
+    static final List<Class<?>> MESSAGE_TYPES = List.of(OfferWrite.class, NoteReuse.class, GetWritePolicy.class,
+            Lookup.class, Entries.class, AcquireLease.class, ReadInto.class, Release.class, GetStats.class,
+            GetCommittedEntries.class, SsdLease.class, SsdReadResult.class, SsdStats.class, SsdResidencyChange.class,
+            SsdWritePolicy.class);
 }

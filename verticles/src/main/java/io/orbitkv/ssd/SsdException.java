@@ -1,7 +1,9 @@
 package io.orbitkv.ssd;
 
+import io.orbitkv.common.TypedFailure;
+
 /** A typed SSD refusal or miss. No stack trace: misses are expected control flow. */
-public final class SsdException extends RuntimeException implements io.orbitkv.common.TypedFailure {
+public final class SsdException extends RuntimeException implements TypedFailure {
 
     private final SsdFailure failure;
 

@@ -6,6 +6,7 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.Timer;
 import io.orbitkv.nativeio.uring.IoLane;
+import io.orbitkv.nativeio.uring.IoUringFileIo;
 import java.util.EnumMap;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -99,7 +100,7 @@ final class SsdMetrics {
                 .register(registry);
     }
 
-    void registerGauges(SsdStore store, Supplier<io.orbitkv.nativeio.uring.IoUringFileIo> io) {
+    void registerGauges(SsdStore store, Supplier<IoUringFileIo> io) {
         for (IoLane lane : IoLane.values()) {
             gauge("orbitkv.ssd.queue.depth", "I/O requests queued, not yet submitted", store,
                     s -> io.get() == null ? 0 : io.get().queued(lane), "lane", lane.name(), "state", "queued");

@@ -18,13 +18,16 @@ import java.util.List;
  * Typed proxy of the SSD role: one method per command; callers never see event-bus addresses. Failures come back as
  * {@link SsdException} with the role's {@link SsdFailure}.
  *
- * <p>Integration: the storage role calls {@link #offerWrite} when a publish is sealed (holding only a weak source),
+ * <p>Integration: the storage role calls {@link #offerWrite} when a publish is sealed (holding only a weak source)
+ * and, under the reuse-aware policy ({@link #writePolicy}), {@link #noteReuse} when a resident image is seen again,
  * subscribes to {@link #residencyChanges} (seeded by {@link #committedEntries}) for its residency stream; the query
  * path calls {@link #lookup} (metadata only), then {@link #acquireLease} for the exact generation it selected,
  * {@link #readInto} a pool slot, and {@link #release} once the slot holds the bytes (or on cancellation).
  */
 public final class SsdProxy {
     static final String OFFER_WRITE = "orbitkv.ssd.offer-write";
+    static final String NOTE_REUSE = "orbitkv.ssd.note-reuse";
+    static final String WRITE_POLICY = "orbitkv.ssd.write-policy";
     static final String LOOKUP = "orbitkv.ssd.lookup";
     static final String ACQUIRE_LEASE = "orbitkv.ssd.acquire-lease";
     static final String READ_INTO = "orbitkv.ssd.read-into";
@@ -43,6 +46,19 @@ public final class SsdProxy {
     /** Fire-and-forget: the SSD role queues the write or drops and counts it; never blocks, never replies. */
     public void offerWrite(StateKey key, WeakImageSource source, long lengthBytes) {
         bus.send(OFFER_WRITE, new SsdCommands.OfferWrite(key, source, lengthBytes), options);
+    }
+
+    /**
+     * Fire-and-forget: sealed DRAM images seen again (a query hit, a publish naming a resident key), for the
+     * reuse-aware write policy; each entry carries the weak source to write from. See {@link SsdStore#noteReuse}.
+     */
+    public void noteReuse(List<SsdCommands.OfferWrite> images) {
+        bus.send(NOTE_REUSE, new SsdCommands.NoteReuse(images), options);
+    }
+
+    /** The write policy the SSD role applies (callers skip reporting reuse when it is ALL). */
+    public Future<SsdWritePolicy> writePolicy() {
+        return request(WRITE_POLICY, new SsdCommands.GetWritePolicy());
     }
 
     /** Metadata only, one entry per key in order: present + exact generation + length, or absent. */

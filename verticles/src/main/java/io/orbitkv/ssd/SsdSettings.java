@@ -202,7 +202,7 @@ public final class SsdSettings {
 
     /** Who hears about finished writes (cost observation); none by default. */
     public SsdSettings observer(SsdOperationObserver observer) {
-        this.observer = java.util.Objects.requireNonNull(observer, "observer");
+        this.observer = Objects.requireNonNull(observer, "observer");
         return this;
     }
 

@@ -2,6 +2,7 @@ package io.orbitkv.ssd;
 
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.LocalCodec;
+import io.orbitkv.common.RoleProxies;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.DeliveryOptions;
@@ -49,19 +50,26 @@ public final class SsdVerticle extends VerticleBase {
     private void serve(EventBus bus) {
         consumers.add(bus.<SsdCommands.OfferWrite>localConsumer(SsdProxy.OFFER_WRITE, m ->
                 store.offerWrite(m.body().key(), m.body().source(), m.body().lengthBytes())));
-        consumers.add(io.orbitkv.common.RoleProxies.<SsdCommands.Lookup, SsdCommands.Entries>serve(bus, SsdProxy.LOOKUP,
+        consumers.add(bus.<SsdCommands.NoteReuse>localConsumer(SsdProxy.NOTE_REUSE, m -> {
+            for (SsdCommands.OfferWrite image : m.body().images()) {
+                store.noteReuse(image.key(), image.source(), image.lengthBytes());
+            }
+        }));
+        consumers.add(RoleProxies.<SsdCommands.GetWritePolicy, SsdWritePolicy>serve(bus, SsdProxy.WRITE_POLICY,
+                c -> Future.succeededFuture(settings.writePolicy())));
+        consumers.add(RoleProxies.<SsdCommands.Lookup, SsdCommands.Entries>serve(bus, SsdProxy.LOOKUP,
                 c -> Future.succeededFuture(new SsdCommands.Entries(store.lookup(c.keys())))));
-        consumers.add(io.orbitkv.common.RoleProxies.<SsdCommands.AcquireLease, SsdLease>serve(bus, SsdProxy.ACQUIRE_LEASE,
+        consumers.add(RoleProxies.<SsdCommands.AcquireLease, SsdLease>serve(bus, SsdProxy.ACQUIRE_LEASE,
                 c -> Future.succeededFuture(store.acquireLease(c.key(), c.generation()))));
-        consumers.add(io.orbitkv.common.RoleProxies.<SsdCommands.ReadInto, SsdReadResult>serve(bus, SsdProxy.READ_INTO,
+        consumers.add(RoleProxies.<SsdCommands.ReadInto, SsdReadResult>serve(bus, SsdProxy.READ_INTO,
                 c -> Future.fromCompletionStage(store.readInto(c.lease(), c.destination()), context)));
-        consumers.add(io.orbitkv.common.RoleProxies.<SsdCommands.Release, Boolean>serve(bus, SsdProxy.RELEASE, c -> {
+        consumers.add(RoleProxies.<SsdCommands.Release, Boolean>serve(bus, SsdProxy.RELEASE, c -> {
             store.release(c.lease());
             return Future.succeededFuture(Boolean.TRUE);
         }));
-        consumers.add(io.orbitkv.common.RoleProxies.<SsdCommands.GetStats, SsdStats>serve(bus, SsdProxy.STATS,
+        consumers.add(RoleProxies.<SsdCommands.GetStats, SsdStats>serve(bus, SsdProxy.STATS,
                 c -> Future.succeededFuture(store.stats())));
-        consumers.add(io.orbitkv.common.RoleProxies.<SsdCommands.GetCommittedEntries, SsdCommands.Entries>serve(bus, SsdProxy.COMMITTED_ENTRIES,
+        consumers.add(RoleProxies.<SsdCommands.GetCommittedEntries, SsdCommands.Entries>serve(bus, SsdProxy.COMMITTED_ENTRIES,
                 c -> Future.succeededFuture(new SsdCommands.Entries(store.committedEntries()))));
     }
 
@@ -72,10 +80,9 @@ public final class SsdVerticle extends VerticleBase {
 
     @Override
     public Future<?> stop() {
-        for (String address : List.of(SsdProxy.LOOKUP, SsdProxy.ACQUIRE_LEASE, SsdProxy.READ_INTO, SsdProxy.RELEASE,
-                SsdProxy.STATS, SsdProxy.COMMITTED_ENTRIES)) {
-            io.orbitkv.common.RoleProxies.withdraw(vertx, address);
-        }
+        // Callers get SHUTTING_DOWN from now on; then the store drains: submitted reads and writes complete (their
+        // buffers and destination slots stay valid: the pool is unmapped only after this future completes).
+        RoleProxies.withdrawAll(context);
         consumers.forEach(MessageConsumer::unregister);
         return store == null ? Future.succeededFuture() : Future.fromCompletionStage(store.close(), context);
     }

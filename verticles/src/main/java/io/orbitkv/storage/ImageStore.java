@@ -3,12 +3,16 @@ package io.orbitkv.storage;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.protocol.engine.ErrorReason;
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.HashMap;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalLong;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32C;
 
 /**
@@ -119,7 +123,7 @@ public final class ImageStore {
          * Dekker handshake (both sequentially consistent): the copier increments then reads {@code retired}; the
          * evictor writes {@code retired} then reads the pins. At most one of them proceeds.
          */
-        final java.util.concurrent.atomic.AtomicInteger copyPins = new java.util.concurrent.atomic.AtomicInteger();
+        final AtomicInteger copyPins = new AtomicInteger();
         volatile boolean retired;
 
         Image(StateKey key, PoolAllocator.Slot slot, long ownerInstance, long publishId) {
@@ -145,6 +149,12 @@ public final class ImageStore {
         default void onSealed(ImageRef image) {}
 
         default void onEvicted(ImageRef image) {}
+
+        /**
+         * Sealed images seen again: pinned by a query that found them in DRAM, or named again by a publish while
+         * resident. The SSD tier's reuse-aware write policy counts these as second sightings.
+         */
+        default void onReused(List<ImageRef> images) {}
     }
 
     private final PoolAllocator allocator;
@@ -180,12 +190,18 @@ public final class ImageStore {
         }
         List<SlotGrant> slots = new ArrayList<>(keys.size());
         List<Image> allocated = new ArrayList<>();
+        List<ImageRef> republished = new ArrayList<>();
         Map<StateKey, Boolean> seen = new HashMap<>();
         long held = unsealedBytesByInstance.getOrDefault(instance, 0L);
         long publishId = nextPublishId++;
         for (int i = 0; i < keys.size(); i++) {
             StateKey key = keys.get(i);
-            if (images.containsKey(key) || seen.putIfAbsent(key, Boolean.TRUE) != null) {
+            Image resident = images.get(key);
+            boolean repeated = seen.putIfAbsent(key, Boolean.TRUE) != null;
+            if (resident != null || repeated) {
+                if (resident != null && !repeated && resident.state == ImageState.SEALED) {
+                    republished.add(resident.ref());
+                }
                 slots.add(new SlotGrant(false, null));
                 continue;
             }
@@ -210,6 +226,9 @@ public final class ImageStore {
         if (!allocated.isEmpty()) {
             publishes.put(publishId, new Publish(instance, allocated, requested));
             unsealedBytesByInstance.merge(instance, requested, Long::sum);
+        }
+        if (!republished.isEmpty()) {
+            listener.onReused(republished);
         }
         return new AllocateResult(publishId, slots);
     }
@@ -323,20 +342,28 @@ public final class ImageStore {
             evictable.get(key);
         }
         List<Materialization> started = new ArrayList<>();
-        for (StateKey key : keys) {
-            SsdCopy copy = onSsd.get(key);
-            if (copy == null || images.containsKey(key)) {
-                continue;
+        try {
+            for (StateKey key : keys) {
+                SsdCopy copy = onSsd.get(key);
+                if (copy == null || images.containsKey(key)) {
+                    continue;
+                }
+                PoolAllocator.Slot slot = allocateEvicting(copy.lengthBytes());
+                if (slot == null) {
+                    break;
+                }
+                Image image = new Image(key, slot, MATERIALIZER, 0);
+                image.fromSsd = true;
+                images.put(key, image);
+                materializing++;
+                started.add(new Materialization(image.ref(), copy.generation()));
             }
-            PoolAllocator.Slot slot = allocateEvicting(copy.lengthBytes());
-            if (slot == null) {
-                break;
+        } catch (RuntimeException e) {
+            // Nobody hears of reservations the caller never received: return them before failing.
+            for (Materialization m : started) {
+                finishMaterialization(m.image(), false, ImageRef.CRC_UNKNOWN);
             }
-            Image image = new Image(key, slot, MATERIALIZER, 0);
-            image.fromSsd = true;
-            images.put(key, image);
-            materializing++;
-            started.add(new Materialization(image.ref(), copy.generation()));
+            throw e;
         }
         return started;
     }
@@ -383,9 +410,20 @@ public final class ImageStore {
     /**
      * Seals a publish. When {@code crc32c} is non-empty it must hold one CRC32C per allocated slot, and each is
      * checked against the bytes in the pool; a mismatch aborts the whole publish. When {@code written} is non-empty
-     * it must name exactly the allocated slots, in order.
+     * it must name exactly the allocated slots, in order. Checks the bytes here, on the caller's thread; the storage
+     * role splits a large seal into {@link #slotsToVerify} (here), the checksums (a worker) and {@link #sealVerified}
+     * (here again).
      */
     public SealResult seal(long instance, long publishId, List<Integer> crc32c, List<ImageRef> written) {
+        List<MemorySegment> slots = slotsToVerify(instance, publishId, crc32c, written);
+        return sealVerified(instance, publishId, crc32c, checksums(slots));
+    }
+
+    /**
+     * The first step of a seal: checks the request against the publish (owner, the written slots, one checksum per
+     * slot) and answers the slots whose CRC32C must be computed (none without checksums). Changes nothing.
+     */
+    public List<MemorySegment> slotsToVerify(long instance, long publishId, List<Integer> crc32c, List<ImageRef> written) {
         Publish publish = ownedPublish(instance, publishId);
         List<Image> publishImages = publish.images();
         if (!written.isEmpty()) {
@@ -403,18 +441,44 @@ public final class ImageStore {
                 }
             }
         }
-        if (!crc32c.isEmpty()) {
-            if (crc32c.size() != publishImages.size()) {
-                throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "seal carries " + crc32c.size()
-                        + " checksums for " + publishImages.size() + " allocated slots");
-            }
-            for (int i = 0; i < publishImages.size(); i++) {
-                PoolAllocator.Slot slot = publishImages.get(i).slot;
-                int actual = crc32c(pool.asSlice(slot.offset(), slot.lengthBytes()));
-                if (actual != crc32c.get(i)) {
-                    abort(instance, publishId);
-                    throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "checksum mismatch in slot " + i + ": publish aborted");
-                }
+        if (crc32c.isEmpty()) {
+            return List.of();
+        }
+        if (crc32c.size() != publishImages.size()) {
+            throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "seal carries " + crc32c.size()
+                    + " checksums for " + publishImages.size() + " allocated slots");
+        }
+        List<MemorySegment> slots = new ArrayList<>(publishImages.size());
+        for (Image image : publishImages) {
+            slots.add(pool.asSlice(image.slot.offset(), image.slot.lengthBytes()));
+        }
+        return slots;
+    }
+
+    /** The CRC32C of each slot; pure, any thread (the pool must stay mapped meanwhile). */
+    public static List<Integer> checksums(List<MemorySegment> slots) {
+        List<Integer> actual = new ArrayList<>(slots.size());
+        for (MemorySegment slot : slots) {
+            actual.add(crc32c(slot));
+        }
+        return actual;
+    }
+
+    /**
+     * The last step of a seal, with the checksums {@link #checksums} computed for {@link #slotsToVerify}'s slots:
+     * the publish must still be open (an abort or the end of its session in between wins: UNKNOWN_PUBLISH); a mismatch
+     * aborts it; otherwise its images become resident.
+     */
+    public SealResult sealVerified(long instance, long publishId, List<Integer> crc32c, List<Integer> actual) {
+        Publish publish = ownedPublish(instance, publishId);
+        List<Image> publishImages = publish.images();
+        if (crc32c.size() != actual.size() || (!crc32c.isEmpty() && crc32c.size() != publishImages.size())) {
+            throw new IllegalStateException("checksums of another shape than the publish");
+        }
+        for (int i = 0; i < actual.size(); i++) {
+            if (!actual.get(i).equals(crc32c.get(i))) {
+                abort(instance, publishId);
+                throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "checksum mismatch in slot " + i + ": publish aborted");
             }
         }
         publishes.remove(publishId);
@@ -496,7 +560,7 @@ public final class ImageStore {
      */
     public int unpinIntoQuarantine(List<List<ImageRef>> pinned, long untilNanos) {
         // All or nothing: every pin is checked before any is dropped.
-        Map<Image, Integer> drops = new java.util.IdentityHashMap<>();
+        Map<Image, Integer> drops = new IdentityHashMap<>();
         for (List<ImageRef> chain : pinned) {
             for (ImageRef ref : chain) {
                 Image image = pinnedImage(ref);
@@ -542,8 +606,8 @@ public final class ImageStore {
     }
 
     /** When the eldest hold ends, if any. */
-    public java.util.OptionalLong nextQuarantineEndNanos() {
-        return quarantine.isEmpty() ? java.util.OptionalLong.empty() : java.util.OptionalLong.of(quarantine.peekFirst().untilNanos());
+    public OptionalLong nextQuarantineEndNanos() {
+        return quarantine.isEmpty() ? OptionalLong.empty() : OptionalLong.of(quarantine.peekFirst().untilNanos());
     }
 
     private void hold(Hold hold) {
@@ -559,7 +623,7 @@ public final class ImageStore {
     /** A quarantine hold on one slot generation: of a resident image, or of a slot detached from the index. */
     private record Hold(long untilNanos, Image image, PoolAllocator.Slot slot) {}
 
-    private final java.util.ArrayDeque<Hold> quarantine = new java.util.ArrayDeque<>();
+    private final ArrayDeque<Hold> quarantine = new ArrayDeque<>();
     private long quarantinedSlots;
     private long quarantinedBytes;
     private long quarantineEvents;
@@ -623,6 +687,9 @@ public final class ImageStore {
             }
             pinned.add(refs);
         }
+        for (List<ImageRef> refs : pinned) {
+            listener.onReused(refs);
+        }
         return new ExactPin(true, pinned, bytes, null);
     }
 
@@ -674,6 +741,7 @@ public final class ImageStore {
             bytes += image.slot.lengthBytes();
             refs.add(image.ref());
         }
+        listener.onReused(refs);
         return new ExactPin(true, List.of(refs), bytes, null);
     }
 
@@ -731,10 +799,23 @@ public final class ImageStore {
     }
 
     /** Drops pins taken by {@link #pinExact}. */
+    /**
+     * Drops one pin per reference, all or nothing: every reference is checked first (pinned, at its exact generation,
+     * and not named more often than it is pinned), so a list with one bad reference changes no pin and throws.
+     */
     public void unpin(List<List<ImageRef>> pinned) {
+        Map<Image, Integer> drops = new IdentityHashMap<>();
         for (List<ImageRef> chain : pinned) {
             for (ImageRef ref : chain) {
-                unpinOne(pinnedImage(ref));
+                Image image = pinnedImage(ref);
+                if (drops.merge(image, 1, Integer::sum) > image.pins) {
+                    throw new IllegalStateException("unpin of more pins than held: " + ref.key());
+                }
+            }
+        }
+        for (List<ImageRef> chain : pinned) {
+            for (ImageRef ref : chain) {
+                unpinOne(images.get(ref.key()));
             }
         }
     }

@@ -6,11 +6,16 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.orbitkv.ssd.SsdCommands;
+import io.orbitkv.ssd.SsdWritePolicy;
 import io.vertx.core.Future;
+import io.vertx.core.Promise;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
+import io.vertx.core.eventbus.MessageConsumer;
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -35,6 +40,15 @@ public final class StorageVerticle extends VerticleBase {
     private final io.orbitkv.common.Ticker ticker = io.orbitkv.common.Ticker.SYSTEM;
     private SharedMemoryFile poolFile;
     private ImageStore store;
+    private Materializer materializer;
+    /** Seals whose checksums a worker is computing; loop-confined. */
+    private int checksumsInFlight;
+    private final List<Promise<Void>> checksumWaiters = new java.util.ArrayList<>();
+    /** The ordered stop began: no more work handed to workers. */
+    private boolean closing;
+    private MessageConsumer<io.orbitkv.ssd.SsdResidencyChange> residencyConsumer;
+    /** Reads into pool slots still in flight when {@link #stop} unmapped the pool: 0 after an ordered stop. */
+    private volatile int readsInFlightAtUnmap = -1;
     /** The one-shot timer that ends the eldest quarantine hold; -1 when none is armed. */
     private long quarantineTimer = -1;
     private volatile StorageCommands.StorageStats snapshot;
@@ -60,6 +74,8 @@ public final class StorageVerticle extends VerticleBase {
     }
 
     private final io.orbitkv.ssd.SsdProxy ssd;
+    /** Whether the SSD role writes on second sightings (learnt from it at start): then reuse is reported to it. */
+    private boolean reportReuse;
     private final io.orbitkv.cost.CostProxy cost;
     private final io.orbitkv.cost.ResourceId dramPool;
     private final io.orbitkv.cost.ResourceId ssdStore;
@@ -71,12 +87,17 @@ public final class StorageVerticle extends VerticleBase {
 
     @Override
     public Future<?> start() {
-        try {
-            poolFile = SharedMemoryFile.create(settings.poolPath(), settings.poolBytes());
-        } catch (IOException | RuntimeException e) {
-            return Future.failedFuture(new IllegalStateException("cannot create the shared-memory pool "
-                    + settings.poolPath() + " of " + settings.poolBytes() + " bytes: " + e.getMessage(), e));
-        }
+        // Reserving the pool touches every page of it: a worker does that, not this role's event loop.
+        return vertx.executeBlocking(() -> SharedMemoryFile.create(settings.poolPath(), settings.poolBytes()))
+                .recover(e -> Future.failedFuture(new IllegalStateException("cannot create the shared-memory pool "
+                        + settings.poolPath() + " of " + settings.poolBytes() + " bytes: " + e.getMessage(), e)))
+                .compose(created -> {
+                    poolFile = created;
+                    return startOnPool();
+                });
+    }
+
+    private Future<?> startOnPool() {
         PoolAllocator allocator = new PoolAllocator(settings.poolBytes(), settings.chunkBytes());
         store = new ImageStore(allocator, poolFile.segment(), settings.publishBudgetBytes(),
                 new ResidencyStream(settings.incarnation(), settings.residencyCapacity()), new ImageStore.Listener() {
@@ -84,14 +105,22 @@ public final class StorageVerticle extends VerticleBase {
                     public void onSealed(ImageStore.ImageRef image) {
                         offerToSsd(image);
                     }
+
+                    @Override
+                    public void onReused(List<ImageStore.ImageRef> images) {
+                        reportReuseToSsd(images);
+                    }
                 });
+        if (ssd != null) {
+            materializer = new Materializer(store, poolFile.segment(), this::fillFromSsd, this::onMaterialized, ticker);
+        }
         measureFragmentation();
         fragmentationTimer = vertx.setPeriodic(1000, id -> measureFragmentation());
         registerMetrics();
         Future<?> ssdReady = Future.succeededFuture();
         if (ssd != null) {
             // Follow changes first, then seed: a change racing the seed is applied twice, which is harmless.
-            ssd.residencyChanges(change -> {
+            residencyConsumer = ssd.residencyChanges(change -> {
                 if (change.kind() == io.orbitkv.ssd.SsdResidencyChange.Kind.SSD_ADDED) {
                     store.ssdAdded(change.key(), change.generation(), change.lengthBytes());
                 } else {
@@ -104,7 +133,8 @@ public final class StorageVerticle extends VerticleBase {
                     store.ssdAdded(entry.key(), entry.generation(), entry.lengthBytes());
                 }
                 refresh();
-            });
+            }).compose(ignored -> ssd.writePolicy())
+                    .onSuccess(policy -> reportReuse = policy == SsdWritePolicy.REUSE_AWARE);
         }
         EventBus bus = vertx.eventBus();
         LocalCodec.register(vertx, StorageCommands.MESSAGE_TYPES.stream()
@@ -112,7 +142,7 @@ public final class StorageVerticle extends VerticleBase {
         RoleProxies.<StorageCommands.Allocate, ImageStore.AllocateResult>serve(bus, StorageProxy.ALLOCATE,
                 c -> changed(store.allocate(c.instance(), c.keys(), c.lengths())));
         RoleProxies.<StorageCommands.Seal, ImageStore.SealResult>serve(bus, StorageProxy.SEAL,
-                c -> changed(store.seal(c.instance(), c.publishId(), c.crc32c(), c.written())));
+                this::seal);
         RoleProxies.<StorageCommands.Abort, Integer>serve(bus, StorageProxy.ABORT,
                 c -> changed(store.abort(c.instance(), c.publishId())));
         RoleProxies.<StorageCommands.Probe, StorageCommands.Presence>serve(bus, StorageProxy.PROBE,
@@ -164,6 +194,46 @@ public final class StorageVerticle extends VerticleBase {
         return ssdReady;
     }
 
+    /** Seals whose checksums together cover at least this many bytes are verified on a worker, not on this loop. */
+    static final long CHECKSUM_OFFLOAD_BYTES = 1 << 20;
+
+    /**
+     * Seals a publish. Checking the engine's CRC32C reads every byte of it: a large publish (at least
+     * {@value #CHECKSUM_OFFLOAD_BYTES} bytes with checksums) is checked on a worker while this loop goes on, then
+     * sealed back here; the worker only reads the slots, and the ordered stop waits for it before the pool is unmapped
+     * ({@link #quiesce}). A publish aborted or ended meanwhile is not sealed (UNKNOWN_PUBLISH).
+     */
+    private Future<ImageStore.SealResult> seal(StorageCommands.Seal c) {
+        List<java.lang.foreign.MemorySegment> slots = store.slotsToVerify(c.instance(), c.publishId(), c.crc32c(), c.written());
+        long bytes = 0;
+        for (java.lang.foreign.MemorySegment slot : slots) {
+            bytes += slot.byteSize();
+        }
+        if (bytes < CHECKSUM_OFFLOAD_BYTES || closing) {
+            return sealVerified(c, ImageStore.checksums(slots));
+        }
+        checksumsInFlight++;
+        return vertx.executeBlocking(() -> ImageStore.checksums(slots), false)
+                .transform(ar -> {
+                    checksumsInFlight--;
+                    signalDrained();
+                    if (ar.failed()) {
+                        return Future.failedFuture(ar.cause());
+                    }
+                    return sealVerified(c, ar.result());
+                });
+    }
+
+    /** The last step of a seal; a mismatch aborted the publish, which the gauges show at once too. */
+    private Future<ImageStore.SealResult> sealVerified(StorageCommands.Seal c, List<Integer> actual) {
+        try {
+            return changed(store.sealVerified(c.instance(), c.publishId(), c.crc32c(), actual));
+        } catch (RuntimeException e) {
+            refresh();
+            return Future.failedFuture(e);
+        }
+    }
+
     /**
      * Offers a freshly sealed image to the SSD tier: fire-and-forget, holding only a weak reference, so a slow or
      * full disk never slows publishing or holds DRAM. The copy into SSD staging (or, with ssd.write-from-pool, the
@@ -177,37 +247,47 @@ public final class StorageVerticle extends VerticleBase {
     }
 
     /**
+     * Under the reuse-aware SSD write policy, a resident image seen again (a query hit it in DRAM, a publish named it
+     * again) is a second sighting: the SSD role then writes it from the same weak source as a seal-time offer. One
+     * fire-and-forget message per hit group; nothing is sent under the ALL policy.
+     */
+    private void reportReuseToSsd(List<ImageStore.ImageRef> images) {
+        if (ssd == null || !reportReuse || images.isEmpty()) {
+            return;
+        }
+        List<SsdCommands.OfferWrite> reused = new ArrayList<>(images.size());
+        for (ImageStore.ImageRef image : images) {
+            reused.add(new SsdCommands.OfferWrite(image.key(), store.weakSource(image), image.lengthBytes()));
+        }
+        ssd.noteReuse(reused);
+    }
+
+    /**
      * Reads keys back from SSD into DRAM slots under exact-generation SSD leases: the slot is WRITING (invisible to
      * queries) until the read is verified, then sealed; a failed or corrupt read frees the slot (and the SSD role drops
      * a corrupt extent), so a wrong byte is never served. Submitted reads complete even if the asking query is gone.
+     * {@link Materializer} owns each reservation until it settles.
      */
     private int materialize(List<StateKey> keys) {
-        if (ssd == null) {
-            return 0;
+        return materializer == null ? 0 : materializer.start(keys);
+    }
+
+    private Future<io.orbitkv.ssd.SsdReadResult> fillFromSsd(StateKey key, long generation,
+                                                            java.lang.foreign.MemorySegment slot) {
+        return ssd.acquireLease(key, generation)
+                .compose(lease -> ssd.readInto(lease, slot).eventually(() -> ssd.release(lease)));
+    }
+
+    private void onMaterialized(ImageStore.ImageRef image, io.orbitkv.ssd.SsdReadResult result, long nanos) {
+        if (result != null) {
+            ssdTierPages.increment();
+            ssdTierBytes.increment(image.lengthBytes());
+        } else {
+            materializeFailures.increment();
         }
-        List<ImageStore.Materialization> started = store.materialize(keys);
-        for (ImageStore.Materialization m : started) {
-            ImageStore.ImageRef image = m.image();
-            long alignedLength = (image.lengthBytes() + 4095) / 4096 * 4096;
-            java.lang.foreign.MemorySegment slot = poolFile.segment().asSlice(image.offset(), alignedLength);
-            long startNanos = System.nanoTime();
-            ssd.acquireLease(image.key(), m.ssdGeneration())
-                    .compose(lease -> ssd.readInto(lease, slot).eventually(() -> ssd.release(lease)))
-                    .onComplete(ar -> {
-                        store.finishMaterialization(image, ar.succeeded(), ar.succeeded()
-                                ? Integer.toUnsignedLong(ar.result().payloadCrc32c()) : ImageStore.ImageRef.CRC_UNKNOWN);
-                        if (ar.succeeded()) {
-                            ssdTierPages.increment();
-                            ssdTierBytes.increment(image.lengthBytes());
-                        } else {
-                            materializeFailures.increment();
-                        }
-                        boolean bounced = ar.succeeded() && ar.result().path() == io.orbitkv.ssd.SsdReadResult.ReadPath.BOUNCE;
-                        observeSsdRead(image.lengthBytes(), System.nanoTime() - startNanos, ar.succeeded(), bounced);
-                        refresh();
-                    });
-        }
-        return started.size();
+        boolean bounced = result != null && result.path() == io.orbitkv.ssd.SsdReadResult.ReadPath.BOUNCE;
+        observeSsdRead(image.lengthBytes(), nanos, result != null, bounced);
+        refresh();
     }
 
     /**
@@ -224,8 +304,8 @@ public final class StorageVerticle extends VerticleBase {
     private long nextSsdHold = 1;
 
     private Future<StorageCommands.SsdHold> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
-        if (ssd == null) {
-            return Future.failedFuture(new IllegalStateException("the SSD tier is off"));
+        if (ssd == null || materializer == null || materializer.closed()) {
+            return Future.failedFuture(new IllegalStateException("the SSD tier is off or the storage role is stopping"));
         }
         ImageStore.SsdReservation reservation = store.reserveFromSsd(pages);
         if (!reservation.complete()) {
@@ -284,7 +364,8 @@ public final class StorageVerticle extends VerticleBase {
             long alignedLength = (image.lengthBytes() + 4095) / 4096 * 4096;
             java.lang.foreign.MemorySegment slot = poolFile.segment().asSlice(image.offset(), alignedLength);
             long startNanos = System.nanoTime();
-            reads.add(ssd.readInto(hold.leases().get(i), slot).onComplete(ar -> {
+            io.orbitkv.ssd.SsdLease lease = hold.leases().get(i);
+            reads.add(materializer.track(() -> ssd.readInto(lease, slot)).onComplete(ar -> {
                 boolean bounced = ar.succeeded() && ar.result().path() == io.orbitkv.ssd.SsdReadResult.ReadPath.BOUNCE;
                 observeSsdRead(image.lengthBytes(), System.nanoTime() - startNanos, ar.succeeded(), bounced);
             }));
@@ -457,8 +538,66 @@ public final class StorageVerticle extends VerticleBase {
                 .description("DRAM slots being filled from SSD").register(registry);
     }
 
+    /**
+     * The first half of the ordered stop, while the SSD role is still running: withdraws this role's handlers (callers
+     * get SHUTTING_DOWN), starts no more reads back from SSD, stops following residency changes and completes, on
+     * this role's context, once every read it submitted has completed. Only then may the SSD role close and, after
+     * it, {@link #stop} unmap the pool: nothing is ever written into unmapped memory. Any thread.
+     */
+    public Future<Void> quiesce() {
+        Promise<Void> quiesced = Promise.promise();
+        context.runOnContext(v -> {
+            RoleProxies.withdrawAll(context);
+            if (residencyConsumer != null) {
+                residencyConsumer.unregister();
+            }
+            if (materializer == null) {
+                quiesced.complete();
+                return;
+            }
+            materializer.close();
+            materializer.drained().onComplete(quiesced);
+        });
+        return quiesced.future().compose(v -> checksumsDrained());
+    }
+
+    /** Completes on this role's context once no worker is reading slots for a seal's checksums. */
+    private Future<Void> checksumsDrained() {
+        Promise<Void> drained = Promise.promise();
+        context.runOnContext(v -> {
+            closing = true;
+            if (checksumsInFlight == 0) {
+                drained.complete();
+            } else {
+                checksumWaiters.add(drained);
+            }
+        });
+        return drained.future();
+    }
+
+    private void signalDrained() {
+        if (checksumsInFlight == 0 && !checksumWaiters.isEmpty()) {
+            List<Promise<Void>> waiters = List.copyOf(checksumWaiters);
+            checksumWaiters.clear();
+            waiters.forEach(Promise::tryComplete);
+        }
+    }
+
+    /** Reads back from SSD into pool slots submitted and not yet completed, as of the role's last change. Any thread. */
+    public long readsInFlight() {
+        StorageCommands.StorageStats stats = snapshot;
+        return stats == null ? 0 : stats.materializingImages();
+    }
+
+    /** Reads into pool slots in flight when {@link #stop} unmapped the pool (-1 before); any thread. */
+    public int readsInFlightAtUnmap() {
+        return readsInFlightAtUnmap;
+    }
+
     @Override
     public Future<?> stop() {
+        RoleProxies.withdrawAll(context);
+        readsInFlightAtUnmap = materializer == null ? 0 : materializer.inFlight();
         vertx.cancelTimer(fragmentationTimer);
         if (quarantineTimer >= 0) {
             vertx.cancelTimer(quarantineTimer);

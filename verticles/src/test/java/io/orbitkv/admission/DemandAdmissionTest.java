@@ -116,6 +116,11 @@ class DemandAdmissionTest {
 
     /** Admission over the real planning role (handlers called directly) and its local owners over the store. */
     DemandAdmission admission(int maxOutstanding) {
+        return new DemandAdmission(new AdmissionVerticle.Settings(8, maxOutstanding, WAIT, TTL, 1 << 20, 1 << 20,
+                64 << 10, TenantShares.equalShares()), registry, () -> now, planningPort());
+    }
+
+    DemandAdmission.PlanningPort planningPort() {
         LocalOwners local = new LocalOwners(port);
         PlanExecutor executor = new PlanExecutor(Map.of(RouteTemplate.LOCAL_DRAM, local.dram()),
                 TransferScheduler.Settings.uniform(1 << 20, 0.25, 64), () -> now, registry, (delay, task) -> {
@@ -126,8 +131,7 @@ class DemandAdmissionTest {
                         new ResourceId(ResourceKind.SSD_STORE, "ssd", 1)), local.evidence(), EstimateSource.NONE,
                 executor, () -> now, registry);
         planning = new PlanningHandlers(role, () -> Future.succeededFuture(false));
-        return new DemandAdmission(new AdmissionVerticle.Settings(8, maxOutstanding, WAIT, TTL, 1 << 20, 1 << 20,
-                64 << 10, TenantShares.equalShares()), registry, () -> now, DemandAdmission.PlanningPort.of(planning));
+        return DemandAdmission.PlanningPort.of(planning);
     }
 
     @AfterEach
@@ -312,6 +316,42 @@ class DemandAdmissionTest {
         assertThat(expired.reason()).isEqualTo(ErrorReason.UNKNOWN_TICKET);
         // The request id is free again once its ticket is forgotten.
         assertThat(admission.releaseInstance(1).await().queries()).isEqualTo(1);
+        assertNothingHeld(admission);
+    }
+    @Test
+    void answeredTicketsAreBoundedPerInstanceAndInTotalAndOnlyLeaselessAnswersMakeRoom() {
+        tenPagesCheckpointAtFourEightBeingWritten();
+        DemandAdmission admission = new DemandAdmission(new AdmissionVerticle.Settings(8, 64, WAIT, TTL, 1 << 20, 1 << 20,
+                64 << 10, TenantShares.equalShares()).withAnsweredBounds(2, 3), registry, () -> now, planningPort());
+        Outcome a = admission.submit(1, plan("a", 0, 1, 2, 2)).await();
+        Outcome b = admission.submit(1, plan("b", 0, 2, 2, 2)).await();
+        assertThat(List.of(a.status(), b.status())).containsOnly(Status.MISS);
+        // A third answer of instance 1 exceeds its bound: the eldest answer (a) is forgotten early.
+        admission.submit(1, plan("c", 0, 3, 2, 2)).await();
+        assertThat(catchThrowableOfType(OrbitException.class, () -> admission.poll(1, a.ticket())).reason())
+                .isEqualTo(ErrorReason.UNKNOWN_TICKET);
+        assertThat(admission.poll(1, b.ticket()).await()).isEqualTo(b);
+        Outcome x = admission.submit(2, plan("x", 0, 1, 4, 4)).await();
+        assertThat(x.status()).isEqualTo(Status.READY);
+        // The total bound (3): the eldest lease-less answer of any instance (b) makes room.
+        Outcome y = admission.submit(2, plan("y", 0, 2, 4, 4)).await();
+        assertThat(y.status()).isEqualTo(Status.READY);
+        assertThat(catchThrowableOfType(OrbitException.class, () -> admission.poll(1, b.ticket())).reason())
+                .isEqualTo(ErrorReason.UNKNOWN_TICKET);
+        // Instance 2's answers both hold leases: nothing may be forgotten, so a new query is refused, reserving nothing.
+        OrbitException refused = catchThrowableOfType(OrbitException.class, () -> admission.submit(2, plan("z", 0, 3, 4, 4)));
+        assertThat(refused.reason()).isEqualTo(ErrorReason.TOO_MANY_ANSWERED);
+        assertThat(admission.activeLeases()).isEqualTo(2);
+        assertThat(admission.outstanding()).isZero();
+        // Releasing x's lease makes its answer forgettable.
+        admission.release(2, x.leaseId()).await();
+        Outcome z = admission.submit(2, plan("z", 0, 3, 4, 4)).await();
+        assertThat(z.status()).isEqualTo(Status.READY);
+        assertThat(admission.answersEvicted()).isEqualTo(3);
+        admission.release(2, y.leaseId()).await();
+        admission.release(2, z.leaseId()).await();
+        admission.releaseInstance(1).await();
+        admission.releaseInstance(2).await();
         assertNothingHeld(admission);
     }
 }

@@ -409,7 +409,7 @@ class BridgeEngineDoorIT {
     @Test
     void theBridgeIsOffByDefault() throws Exception {
         Path data = java.nio.file.Files.createTempDirectory("orbitkv-bridge-off");
-        try (var manager = io.orbitkv.manager.Manager.start(io.orbitkv.manager.ManagerConfig.from(java.util.Map.of(
+        try (var manager = io.orbitkv.manager.Manager.start(RunningManager.config(java.util.Map.of(
                 "data-dir", data.toString(), "pool.size", "8MiB", "grpc.tcp-port", "0", "metrics.port", "0",
                 "ssd.enabled", "false"))).await(60, java.util.concurrent.TimeUnit.SECONDS)) {
             assertThat(manager.bridgePort()).isEqualTo(-1);

@@ -8,7 +8,6 @@ import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.OrbitKvException;
 import io.orbitkv.manager.ConfigException;
 import io.orbitkv.manager.Manager;
-import io.orbitkv.manager.ManagerConfig;
 import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.protocol.engine.ErrorReason;
 import io.orbitkv.protocol.engine.InstanceRole;
@@ -44,7 +43,7 @@ class EngineSecurityIT {
 
     static void assertStartRefused(Path data, String... messageParts) throws Exception {
         try {
-            assertThatThrownBy(() -> Manager.start(ManagerConfig.from(settings(data))).await(60, TimeUnit.SECONDS))
+            assertThatThrownBy(() -> Manager.start(RunningManager.config(settings(data))).await(60, TimeUnit.SECONDS))
                     .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.getMessage())
                             .contains("auth.token-file").contains(messageParts));
             assertThat(Files.exists(data.resolve("engine.sock"))).as("nothing listens").isFalse();
@@ -89,7 +88,7 @@ class EngineSecurityIT {
         Path data = Files.createTempDirectory("orbitkv-peer");
         Map<String, String> config = new java.util.HashMap<>(settings(data));
         config.put("grpc.allowed-uids", Integer.toString(someoneElse));
-        try (Manager manager = Manager.start(ManagerConfig.from(config)).await(60, TimeUnit.SECONDS)) {
+        try (Manager manager = Manager.start(RunningManager.config(config)).await(60, TimeUnit.SECONDS)) {
             assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(manager.unixSocket()))).isEqualTo("rw-------");
             try (Stream<Path> entries = Files.list(data)) {
                 assertThat(entries.map(p -> p.getFileName().toString())).as("the private bind directory is gone")
@@ -115,7 +114,7 @@ class EngineSecurityIT {
         }
         // With the default (the Manager's own uid) the same caller is let in.
         Path again = Files.createTempDirectory("orbitkv-peer-default");
-        try (Manager manager = Manager.start(ManagerConfig.from(settings(again))).await(60, TimeUnit.SECONDS);
+        try (Manager manager = Manager.start(RunningManager.config(settings(again))).await(60, TimeUnit.SECONDS);
              OrbitKvClient unix = OrbitKvClient.connectUnix(manager.unixSocket(), manager.token())) {
             unix.ping().await();
         } finally {

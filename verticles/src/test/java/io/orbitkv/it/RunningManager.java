@@ -30,6 +30,31 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
     private Path dataDir;
     private Manager manager;
 
+    /**
+     * The system property through which the build runs the integration suite again with several event loops
+     * ({@code manager.event-loop-threads}); unset, the configured default (one loop).
+     */
+    public static final String EVENT_LOOPS_PROPERTY = "orbitkv.it.event-loop-threads";
+
+    /**
+     * A Manager configuration for an integration test: {@code settings}, plus the event-loop count the build asks for
+     * ({@value #EVENT_LOOPS_PROPERTY}) unless the test sets one itself. Every IT builds its Managers through this.
+     */
+    public static ManagerConfig config(Map<String, String> settings) {
+        Map<String, String> all = new HashMap<>(settings);
+        String loops = System.getProperty(EVENT_LOOPS_PROPERTY, "");
+        if (!loops.isBlank()) {
+            all.putIfAbsent("manager.event-loop-threads", loops.strip());
+        }
+        return ManagerConfig.from(all);
+    }
+
+    /** Event loops this run of the integration suite asks for (1 unless the build says otherwise). */
+    public static int eventLoops() {
+        String loops = System.getProperty(EVENT_LOOPS_PROPERTY, "");
+        return loops.isBlank() ? 1 : Integer.parseInt(loops.strip());
+    }
+
     public RunningManager with(String key, String value) {
         overrides.put(key, value);
         return this;
@@ -45,7 +70,7 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         settings.put("metrics.port", "0");
         settings.put("ssd.capacity", "64MiB");
         settings.putAll(overrides);
-        manager = Manager.start(ManagerConfig.from(settings)).await(60, TimeUnit.SECONDS);
+        manager = Manager.start(config(settings)).await(60, TimeUnit.SECONDS);
     }
 
     @Override
@@ -76,7 +101,7 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         settings.put("ssd.capacity", "64MiB");
         settings.putAll(overrides);
         settings.putAll(more);
-        manager = Manager.start(ManagerConfig.from(settings)).await(60, TimeUnit.SECONDS);
+        manager = Manager.start(config(settings)).await(60, TimeUnit.SECONDS);
         return manager;
     }
 

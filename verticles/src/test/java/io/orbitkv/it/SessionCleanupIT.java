@@ -58,7 +58,7 @@ class SessionCleanupIT {
         pool = Path.of("/dev/shm", "orbitkv-cleanup-" + ProcessHandle.current().pid() + "-" + System.nanoTime());
         long poolBytes = 8L << 20;
         long quarantineNanos = TimeUnit.SECONDS.toNanos(60);
-        vertx = Manager.newVertx(1);
+        vertx = Manager.newVertx(RunningManager.eventLoops());
         SimpleMeterRegistry registry = new SimpleMeterRegistry();
         engineSettings = new EngineSettings().unixSocket(dir.resolve("engine.sock")).tcp("127.0.0.1", 0).token(TOKEN)
                 .pool(pool, poolBytes).quarantineNanos(quarantineNanos)

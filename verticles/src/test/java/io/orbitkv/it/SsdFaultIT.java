@@ -8,7 +8,6 @@ import com.google.protobuf.ByteString;
 import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.manager.Manager;
-import io.orbitkv.manager.ManagerConfig;
 import io.orbitkv.protocol.engine.*;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -36,7 +35,7 @@ class SsdFaultIT {
     }
 
     static Manager start(Path data, Path ssdDir, String capacity) throws Exception {
-        return Manager.start(ManagerConfig.from(Map.of("data-dir", data.toString(), "pool.size", "16MiB",
+        return Manager.start(RunningManager.config(Map.of("data-dir", data.toString(), "pool.size", "16MiB",
                 "grpc.tcp-port", "0", "metrics.port", "0", "ssd.dir", ssdDir.toString(), "ssd.capacity", capacity)))
                 .await(60, TimeUnit.SECONDS);
     }
@@ -49,7 +48,7 @@ class SsdFaultIT {
                 .as("needs root to mount a 12 MiB tmpfs").isTrue();
         try {
             // A sparse store of 24 MiB on a 12 MiB file system: it opens, and fills up after a few writes.
-            Manager manager = Manager.start(ManagerConfig.from(Map.of("data-dir", data.toString(), "pool.size", "16MiB",
+            Manager manager = Manager.start(RunningManager.config(Map.of("data-dir", data.toString(), "pool.size", "16MiB",
                     "grpc.tcp-port", "0", "metrics.port", "0", "ssd.dir", ssdDir.toString(), "ssd.capacity", "24MiB",
                     "ssd.extent", "1MiB", "ssd.preallocate", "false"))).await(60, TimeUnit.SECONDS);
             try (OrbitKvClient client = OrbitKvClient.connectUnix(manager.unixSocket(), manager.token());

@@ -166,7 +166,7 @@ class SsdTierIT {
     void aMissingConfiguredSsdDirectoryIsAClearStartupError() throws Exception {
         Path data = Files.createTempDirectory("orbitkv-ssd-missing");
         Path missing = data.resolve("no-such-dir");
-        ManagerConfig config = ManagerConfig.from(Map.of("data-dir", data.toString(), "pool.size", "8MiB",
+        ManagerConfig config = RunningManager.config(Map.of("data-dir", data.toString(), "pool.size", "8MiB",
                 "grpc.tcp-port", "0", "metrics.port", "0", "ssd.dir", missing.toString(), "ssd.capacity", "16MiB"));
         assertThatThrownBy(() -> Manager.start(config).await(60, TimeUnit.SECONDS)).hasMessageContaining(missing.toString());
         RunningManager.deleteTree(data);

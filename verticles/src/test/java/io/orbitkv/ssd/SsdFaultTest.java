@@ -19,6 +19,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -242,7 +243,7 @@ class SsdFaultTest {
         try {
             vertx.deployVerticle(new SsdVerticle(settings, new SimpleMeterRegistry())).toCompletionStage()
                     .toCompletableFuture().get(SsdTesting.WAIT_S, TimeUnit.SECONDS);
-        } catch (java.util.concurrent.ExecutionException e) {
+        } catch (ExecutionException e) {
             throw (Exception) e.getCause();
         }
     }

@@ -3,12 +3,14 @@ package io.orbitkv.ssd;
 import static io.orbitkv.ssd.SsdTesting.key;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.orbitkv.codecs.extent.ExtentDecodeResult;
 import io.orbitkv.codecs.extent.SsdExtentHeader;
 import io.orbitkv.nativeio.uring.IoUringFileIo;
 import io.orbitkv.storage.StateKey;
+import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
@@ -17,12 +19,16 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermission;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -92,8 +98,8 @@ class SsdStoreTest {
     /** Counts acquire/release and records the executor the store reports for each commit. */
     static final class CountingSource implements WeakImageSource {
         final MemorySegment segment;
-        final java.util.concurrent.atomic.AtomicInteger acquired = new java.util.concurrent.atomic.AtomicInteger();
-        final java.util.concurrent.atomic.AtomicInteger released = new java.util.concurrent.atomic.AtomicInteger();
+        final AtomicInteger acquired = new AtomicInteger();
+        final AtomicInteger released = new AtomicInteger();
 
         CountingSource(MemorySegment segment) {
             this.segment = segment;
@@ -113,8 +119,8 @@ class SsdStoreTest {
 
     @Test
     void writesFromThePoolSlotSkipTheStagingCopyAndReleaseTheSourceOnceTheirPayloadIsOnDisk() throws Exception {
-        java.util.List<Boolean> executedFromSource = new java.util.concurrent.CopyOnWriteArrayList<>();
-        java.util.concurrent.atomic.AtomicInteger stagingCopies = new java.util.concurrent.atomic.AtomicInteger();
+        List<Boolean> executedFromSource = new CopyOnWriteArrayList<>();
+        AtomicInteger stagingCopies = new AtomicInteger();
         SsdSettings settings = SsdTesting.small(dir, 8).writeFromSource(true).observer(new SsdOperationObserver() {
             @Override
             public void onWriteCommitted(long payloadBytes, long serviceNanos, boolean fromSource, long totalNanos,
@@ -244,15 +250,29 @@ class SsdStoreTest {
                 .reuseAwareCapacity(2))) {
             assertThat(t.write(1, 4096).dropReason()).isEqualTo(SsdDropReason.NOT_YET_REUSED);
             assertThat(t.write(1, 4096).committed()).isTrue();
-            t.run(() -> t.store.noteReuse(key(2)));
-            assertThat(t.write(2, 4096).committed()).isTrue();
+            // A reported reuse of the resident image (a DRAM hit) is the second sighting: it writes from that source.
+            assertThat(t.write(2, 4096).dropReason()).isEqualTo(SsdDropReason.NOT_YET_REUSED);
+            MemorySegment resident = t.source(4096, 2);
+            t.run(() -> t.store.noteReuse(key(2), () -> resident, 4096));
+            await().atMost(Duration.ofSeconds(SsdTesting.WAIT_S)).until(() -> t.changes.stream().anyMatch(c ->
+                    c.key().equals(key(2)) && c.kind() == SsdResidencyChange.Kind.SSD_ADDED));
+            SsdEntry written = t.call(() -> t.store.lookup(key(2)));
+            SsdLease lease = t.call(() -> t.store.acquireLease(key(2), written.generation()));
+            MemorySegment back = t.arena.allocate(4096, 4096);
+            t.await(() -> t.store.readInto(lease, back));
+            t.run(() -> t.store.release(lease));
+            assertThat(SsdTesting.matches(back, 4096, 2)).isTrue();
+            // Reuse of a key already on SSD changes nothing and counts nothing.
+            t.run(() -> t.store.noteReuse(key(2), () -> resident, 4096));
+            assertThat(t.counter("orbitkv.ssd.writes.dropped", "reason", "ALREADY_PRESENT")).isZero();
             // capacity 2: sighting 3, 4, 5 forgets 3
             for (long k : new long[] {3, 4, 5}) {
                 assertThat(t.write(k, 4096).dropReason()).isEqualTo(SsdDropReason.NOT_YET_REUSED);
             }
             assertThat(t.write(3, 4096).dropReason()).isEqualTo(SsdDropReason.NOT_YET_REUSED);
             assertThat(t.write(5, 4096).committed()).isTrue();
-            assertThat(t.counter("orbitkv.ssd.writes.dropped", "reason", "NOT_YET_REUSED")).isEqualTo(5);
+            assertThat(t.counter("orbitkv.ssd.writes.dropped", "reason", "NOT_YET_REUSED")).isEqualTo(6);
+            assertThat(t.stats().writesCommitted()).isEqualTo(3);
         }
     }
 
@@ -303,7 +323,7 @@ class SsdStoreTest {
             for (SsdEntry entry : after) {
                 long index = SsdTesting.indexOf(entry.key());
                 SsdLease lease = t.call(() -> t.store.acquireLease(entry.key(), entry.generation()));
-                MemorySegment dst = t.arena.allocate(SsdStore.alignUp(entry.lengthBytes()), 4096);
+                MemorySegment dst = t.arena.allocate(SsdLayout.alignUp(entry.lengthBytes()), 4096);
                 t.await(() -> t.store.readInto(lease, dst));
                 assertThat(SsdTesting.matches(dst, entry.lengthBytes(), index)).isTrue();
                 t.run(() -> t.store.release(lease));
@@ -400,10 +420,14 @@ class SsdStoreTest {
         try (SsdTesting warm = SsdTesting.open(SsdTesting.small(dir.resolve("."), 2))) {
             warm.write(1, 100);
         }
-        long fdsBefore = openDescriptors();
+        // Other test classes of this JVM may still be closing their own descriptors (a Vertx shutting down), so count
+        // only ours: descriptors of files in this directory, and io_uring instances (which may only go down).
+        long uringsBefore = openDescriptors("anon_inode:[io_uring]");
         long nativeBefore = SsdStore.liveNativeBytes();
         try (SsdTesting t = SsdTesting.open(SsdTesting.small(dir, 8).shardCount(2))) {
             assertThat(SsdStore.liveNativeBytes()).isGreaterThan(nativeBefore);
+            assertThat(openDescriptors(dir.toRealPath().toString())).as("the count sees our shards").isEqualTo(2);
+            assertThat(openDescriptors("anon_inode:[io_uring]")).isGreaterThan(uringsBefore);
             t.write(2, 50_000);
             long generation = t.call(() -> t.store.lookup(key(2)).generation());
             SsdLease lease = t.call(() -> t.store.acquireLease(key(2), generation));
@@ -411,18 +435,26 @@ class SsdStoreTest {
             // close with the lease still held: the store ends it
         }
         assertThat(SsdStore.liveNativeBytes()).isEqualTo(nativeBefore);
-        assertThat(openDescriptors()).isEqualTo(fdsBefore);
+        assertThat(openDescriptors(dir.toRealPath().toString())).as("shard descriptors left open").isZero();
+        assertThat(openDescriptors("anon_inode:[io_uring]")).as("io_uring instances").isLessThanOrEqualTo(uringsBefore);
     }
 
-    static long openDescriptors() throws Exception {
+    /** Open descriptors of this process whose target starts with {@code prefix}. */
+    static long openDescriptors(String prefix) throws Exception {
         try (Stream<Path> fds = Files.list(Path.of("/proc/self/fd"))) {
-            return fds.count();
+            return fds.filter(fd -> {
+                try {
+                    return Files.readSymbolicLink(fd).toString().startsWith(prefix);
+                } catch (IOException e) {
+                    return false; // closed meanwhile
+                }
+            }).count();
         }
     }
 
     @SuppressWarnings("unused")
     private static Set<StateKey> keys(long... indexes) {
-        Set<StateKey> keys = new java.util.HashSet<>();
+        Set<StateKey> keys = new HashSet<>();
         for (long i : indexes) {
             keys.add(key(i));
         }

@@ -6,6 +6,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -21,7 +22,7 @@ import java.util.function.Supplier;
 final class SsdTesting implements AutoCloseable {
 
     static final long WAIT_S = 20;
-    static final byte[] NAMESPACE = "orbitkv-ssd-test".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+    static final byte[] NAMESPACE = "orbitkv-ssd-test".getBytes(StandardCharsets.US_ASCII);
 
     final RoleLoop.Dedicated loop = RoleLoop.dedicated("ssd-test-role");
     final List<SsdResidencyChange> changes = new CopyOnWriteArrayList<>();

@@ -63,7 +63,7 @@ class SsdVerticleTest {
                     .isInstanceOfSatisfying(SsdException.class,
                             e -> assertThat(e.failure()).isEqualTo(SsdFailure.STALE_GENERATION));
             SsdLease lease = join(proxy.acquireLease(key(7), change.generation()));
-            MemorySegment slot = arena.allocate(SsdStore.alignUp(length), 4096);
+            MemorySegment slot = arena.allocate(SsdLayout.alignUp(length), 4096);
             SsdReadResult result = join(proxy.readInto(lease, slot));
             assertThat(result.lengthBytes()).isEqualTo(length);
             assertThat(SsdTesting.matches(slot, length, 7)).isTrue();

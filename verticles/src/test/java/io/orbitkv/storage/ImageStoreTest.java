@@ -123,6 +123,26 @@ class ImageStoreTest {
     }
 
     @Test
+    void unpinningAListIsAllOrNothing() {
+        publish(0, 3);
+        ImageStore.ExactPin pin = store.pinExact(List.of(keys(0, 3)));
+        assertThat(store.pinnedImages()).isEqualTo(3);
+        // Injected failure: the list names a reference that is not pinned (an older generation of key 2) after two
+        // good ones. Today's failure mode would drop the first two pins and then throw.
+        ImageStore.ImageRef stale = new ImageStore.ImageRef(key(2), pin.pinned().get(0).get(2).offset(), PAGE,
+                pin.pinned().get(0).get(2).generation() + 1);
+        List<ImageStore.ImageRef> bad = List.of(pin.pinned().get(0).get(0), pin.pinned().get(0).get(1), stale);
+        assertThatThrownBy(() -> store.unpin(List.of(bad))).isInstanceOf(IllegalStateException.class);
+        assertThat(store.pinnedImages()).as("a failed unpin drops no pin").isEqualTo(3);
+        // Naming one image more often than it is pinned fails the same way.
+        List<ImageStore.ImageRef> twice = List.of(pin.pinned().get(0).get(0), pin.pinned().get(0).get(0));
+        assertThatThrownBy(() -> store.unpin(List.of(twice))).isInstanceOf(IllegalStateException.class);
+        assertThat(store.pinnedImages()).isEqualTo(3);
+        store.unpin(pin.pinned());
+        assertThat(store.pinnedImages()).isZero();
+    }
+
+    @Test
     void aChecksumMismatchAbortsThePublishAndAMatchSeals() {
         ImageStore.AllocateResult r = store.allocate(1, keys(0, 1), List.of(PAGE));
         MemorySegment slot = pool.asSlice(r.slots().get(0).ref().offset(), PAGE);

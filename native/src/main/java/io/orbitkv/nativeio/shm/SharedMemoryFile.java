@@ -3,10 +3,15 @@ package io.orbitkv.nativeio.shm;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import io.orbitkv.nativeio.libc.Libc;
+import io.orbitkv.nativeio.libc.NativeFileDescriptor;
+import io.orbitkv.nativeio.libc.NativeIoException;
+import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.Set;
 
@@ -14,14 +19,14 @@ import java.util.Set;
  * An owner-only shared-memory file mapped read-write into this process.
  *
  * <p>Design note (ownership): the creator ({@link #create}) owns the file: it creates it exclusively with mode 0600,
- * reserves every byte up front (so a full tmpfs fails here with a clear error instead of a SIGBUS on first touch),
+ * reserves every byte up front with one {@code fallocate} (so a full tmpfs fails here with a clear error instead of a SIGBUS on first touch),
  * and removes it on {@link #close()}. A mapper ({@link #map}) — an engine process — only maps an existing file and
  * never removes it. The mapping lives in a shared {@link Arena}: the segment stays valid until {@code close()}, after
  * which any access fails with {@link IllegalStateException} instead of touching unmapped memory. {@code close()} is
  * idempotent.
  */
 public final class SharedMemoryFile implements AutoCloseable {
-    private static final Set<java.nio.file.attribute.PosixFilePermission> OWNER_ONLY =
+    private static final Set<PosixFilePermission> OWNER_ONLY =
             PosixFilePermissions.fromString("rw-------");
 
     private final Path path;
@@ -49,7 +54,7 @@ public final class SharedMemoryFile implements AutoCloseable {
         Files.setPosixFilePermissions(path, OWNER_ONLY);
         Arena arena = Arena.ofShared();
         try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
-            reserve(channel, sizeBytes);
+            reserve(path, channel, sizeBytes);
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, sizeBytes, arena);
             return new SharedMemoryFile(path, sizeBytes, true, arena, segment);
         } catch (IOException | RuntimeException e) {
@@ -76,21 +81,36 @@ public final class SharedMemoryFile implements AutoCloseable {
     }
 
     /**
-     * Writes one byte into every 4 KiB of the file so tmpfs allocates its pages now. A file system without space
-     * fails here with an IOException ("No space left on device") rather than later with SIGBUS in a memcpy.
+     * Reserves every byte with one {@code fallocate} (tmpfs allocates its pages now), so a file system without space
+     * fails here with "No space left on device" rather than later with SIGBUS in a memcpy. A file system without
+     * {@code fallocate} (EOPNOTSUPP) falls back to writing one byte into every 4 KiB, which reserves the same.
      */
-    private static void reserve(FileChannel channel, long sizeBytes) throws IOException {
+    private static void reserve(Path path, FileChannel channel, long sizeBytes) throws IOException {
         channel.truncate(0);
-        java.nio.ByteBuffer zero = java.nio.ByteBuffer.allocate(1);
+        try (NativeFileDescriptor fd = Libc.open(path, Libc.O_RDWR | Libc.O_CLOEXEC, Libc.MODE_0600)) {
+            fd.fallocate(0, 0, sizeBytes);
+        } catch (NativeIoException e) {
+            if (e.errno() != EOPNOTSUPP) {
+                throw new IOException("could not reserve " + sizeBytes + " bytes of shared memory in " + path + ": "
+                        + e.getMessage(), e);
+            }
+            writeEveryPage(channel, sizeBytes);
+        }
+        if (channel.size() != sizeBytes) {
+            throw new IOException("could not reserve " + sizeBytes + " bytes of shared memory");
+        }
+    }
+
+    private static final int EOPNOTSUPP = 95;
+
+    private static void writeEveryPage(FileChannel channel, long sizeBytes) throws IOException {
+        ByteBuffer zero = ByteBuffer.allocate(1);
         for (long offset = 0; offset < sizeBytes; offset += 4096) {
             zero.clear();
             channel.write(zero, offset);
         }
         zero.clear();
         channel.write(zero, sizeBytes - 1);
-        if (channel.size() != sizeBytes) {
-            throw new IOException("could not reserve " + sizeBytes + " bytes of shared memory");
-        }
     }
 
     public Path path() {

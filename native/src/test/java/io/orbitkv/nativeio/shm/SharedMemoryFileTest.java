@@ -49,4 +49,18 @@ class SharedMemoryFileTest {
             assertThatThrownBy(() -> SharedMemoryFile.map(path, 1 << 20)).hasMessageContaining("expected");
         }
     }
+
+    @Test
+    void creatingReservesEveryPageUpFront() throws Exception {
+        Path path = shmPath();
+        long size = 64L << 20;
+        try (SharedMemoryFile file = SharedMemoryFile.create(path, size)) {
+            Process stat = new ProcessBuilder("stat", "--format=%b %B", path.toString()).redirectErrorStream(true).start();
+            String[] blocks = new String(stat.getInputStream().readAllBytes()).strip().split(" ");
+            assertThat(stat.waitFor()).isZero();
+            assertThat(Long.parseLong(blocks[0]) * Long.parseLong(blocks[1])).as("bytes allocated").isGreaterThanOrEqualTo(size);
+            assertThat(file.segment().byteSize()).isEqualTo(size);
+        }
+        assertThat(Files.exists(path)).isFalse();
+    }
 }

@@ -141,7 +141,8 @@ public final class CostOverheadBench {
                 MemorySegment engine = arena.allocate(s.pageBytes(), 4096);
                 SyntheticKv.fill(engine, 3, 0, 0);
                 Workload workload = new Workload(session, engine, SyntheticKv.chain(77 + s.seed(), s.prefixBlocks()),
-                        s.requeryEvery(), s.requeryDistance(), 1_000_000L * s.seed());
+                        s.requeryEvery(), s.requeryDistance(), 1_000_000L * s.seed(), registry,
+                        Math.max(1, s.poolBytes() / s.pageBytes() / 4));
                 workload.publish(workload.prefix);
                 Side off = new Side("off", false, s.rounds());
                 Side on = new Side("on", true, s.rounds());
@@ -180,12 +181,16 @@ public final class CostOverheadBench {
         final int requeryEvery;
         final int requeryDistance;
         final long tailSeedBase;
+        final MeterRegistry registry;
+        final long maxSsdBacklog;
         long next;
         long sealedPages;
         long readyAnswers;
 
         Workload(EngineSession session, MemorySegment engine, List<ByteString> prefix, int requeryEvery,
-                 int requeryDistance, long tailSeedBase) {
+                 int requeryDistance, long tailSeedBase, MeterRegistry registry, long maxSsdBacklog) {
+            this.registry = registry;
+            this.maxSsdBacklog = maxSsdBacklog;
             this.session = session;
             this.engine = engine;
             this.prefix = prefix;
@@ -203,9 +208,22 @@ public final class CostOverheadBench {
             long n = next++;
             ByteString tail = tail(n);
             publish(List.of(tail));
+            boundSsdBacklog();
             queryCopyRelease(tail);
             if (n % requeryEvery == requeryEvery / 2 && n >= requeryDistance) {
                 queryCopyRelease(tail(n - requeryDistance));
+            }
+        }
+
+        /**
+         * Keeps the pages sealed but not yet written (or dropped) by the SSD role below a quarter of the pool. A loaded
+         * machine can otherwise let the writer fall a whole pool behind, so DRAM evicts pages before they are copied
+         * (dropped as SOURCE_EVICTED) and the re-queried pages are on no tier: the run would observe no SSD read. Both
+         * sides wait alike; on a machine whose writer keeps up the wait never happens. Checked every 16 requests.
+         */
+        void boundSsdBacklog() {
+            if (next % 16 == 0 && sealedPages - settledSsdWrites(registry) > maxSsdBacklog) {
+                drainSsd(registry, sealedPages - maxSsdBacklog / 2, 30);
             }
         }
 
@@ -289,7 +307,12 @@ public final class CostOverheadBench {
         }
     }
 
-    /** Waits until every page sealed so far has a terminal SSD outcome (committed or dropped). */
+    private static long settledSsdWrites(MeterRegistry registry) {
+        TierCounters t = TierCounters.read(registry);
+        return t.ssdWritesCommitted() + t.ssdWritesDropped();
+    }
+
+    /** Waits until {@code sealedPages} sealed pages have a terminal SSD outcome (committed or dropped). */
     private static void drainSsd(MeterRegistry registry, long sealedPages, int timeoutSeconds) {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
         while (true) {
