@@ -50,6 +50,7 @@ public final class Manager implements AutoCloseable {
     private final String token;
     private final Path poolPath;
     private io.orbitkv.cost.CostProxy costProxy;
+    private RouteResources planningResources;
 
     /** The deployment ids of the roles, for the ordered stop; ssd is null without the SSD tier. */
     private static final class Deployments {
@@ -181,9 +182,10 @@ public final class Manager implements AutoCloseable {
                     (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares())
                     .withAnsweredBounds(config.answered().perInstance(), config.answered().total()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
+            RouteResources planningResources = new RouteResources(dramPool, ssdStore);
             PlanningVerticle planning = new PlanningVerticle(new PlanningVerticle.Settings(
-                    RouteCapabilities.localOnly(config.ssd().enabled()), PLANNING_TRANSFERS,
-                    new RouteResources(dramPool, ssdStore)), registry, Ticker.SYSTEM, cost.proxy());
+                    RouteCapabilities.localOnly(config.ssd().enabled()), PLANNING_TRANSFERS, planningResources),
+                    registry, Ticker.SYSTEM, cost.proxy());
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             Deployments deployments = new Deployments();
@@ -199,6 +201,7 @@ public final class Manager implements AutoCloseable {
                         Manager manager = new Manager(vertx, config, registry, engine, health, token, poolPath,
                                 storage, ssd == null ? null : new io.orbitkv.ssd.SsdProxy(vertx), deployments);
                         manager.costProxy = cost.proxy();
+                        manager.planningResources = planningResources;
                         return manager;
                     });
         });
@@ -256,6 +259,11 @@ public final class Manager implements AutoCloseable {
     /** The cost role's proxy: observation can be switched on or off at run time through it. */
     public io.orbitkv.cost.CostProxy cost() {
         return costProxy;
+    }
+
+    /** The cost identities of this Manager's DRAM pool and SSD store (with this incarnation), as planning keys them. */
+    public RouteResources planningResources() {
+        return planningResources;
     }
 
     public ManagerConfig config() {

@@ -193,7 +193,49 @@ public final class PlanningRole {
      * moved, so its budgets see every plan). Speculative demands are scheduled by their deadline.
      */
     public PlanExecutor.Preparation execute(DemandView demand, Plan plan, boolean dramTight) {
-        return executor.prepare(plan, schedule(demand, plan, dramTight));
+        long startNanos = ticker.nanos();
+        PlanExecutor.Preparation preparation = executor.prepare(plan, schedule(demand, plan, dramTight));
+        preparation.result().onSuccess(prepared -> observe(plan, ticker.nanos() - startNanos));
+        return preparation;
+    }
+
+    /**
+     * Reports the complete-route time of each payload-moving batch of an executed plan (pages sharing route and
+     * source: the unit the planner estimates) under the same key the planner asks for, measured from the start of the
+     * execution to the whole plan reaching its target (its batches run in parallel, so that is each batch's finish as
+     * far as the plan is concerned, queueing included). Successful executions only.
+     */
+    private void observe(Plan plan, long elapsedNanos) {
+        if (estimates.mode() == Planner.SelectionMode.OFF) {
+            return;
+        }
+        Map<List<Object>, List<PlannedSegment>> batches = new java.util.LinkedHashMap<>();
+        for (PlannedSegment segment : plan.segments()) {
+            if (segment.movesPayload()) {
+                batches.computeIfAbsent(List.of(segment.route(), segment.owner()), k -> new ArrayList<>()).add(segment);
+            }
+        }
+        for (List<PlannedSegment> batch : batches.values()) {
+            long bytes = 0;
+            long pages = 0;
+            java.util.Optional<io.orbitkv.cost.RepresentationFamily> representation =
+                    batch.getFirst().pages().getFirst().evidence().representation();
+            for (PlannedSegment segment : batch) {
+                bytes += segment.bytes();
+                pages += segment.pages().size();
+                for (PlannedPage page : segment.pages()) {
+                    if (!page.evidence().representation().equals(representation)) {
+                        representation = java.util.Optional.empty();
+                    }
+                }
+            }
+            PlannedSegment first = batch.getFirst();
+            long batchBytes = bytes;
+            first.route().costKey(resources, first.owner(), representation, bytes, pages, plan.target())
+                    .ifPresent(key -> estimates.report(io.orbitkv.cost.ObservationRecord.of(key,
+                            io.orbitkv.cost.ObservationOutcome.SUCCEEDED, elapsedNanos,
+                            io.orbitkv.cost.ObservedBytes.logicalOnly(batchBytes))));
+        }
     }
 
     /** Counts a replan admission makes after {@code failure} (the same counter as the role's own replans). */
