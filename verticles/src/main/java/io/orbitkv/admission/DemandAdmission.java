@@ -19,6 +19,7 @@ import io.orbitkv.planning.BoundaryReason;
 import io.orbitkv.planning.DemandView;
 import io.orbitkv.planning.Plan;
 import io.orbitkv.planning.PlannedSegment;
+import io.orbitkv.planning.PrefetchPolicy;
 import io.orbitkv.planning.PlanningCommands;
 import io.orbitkv.planning.PlanningException;
 import io.orbitkv.planning.PlanningFailure;
@@ -179,6 +180,7 @@ final class DemandAdmission {
     private final Map<Status, Counter> queriesByOutcome = new EnumMap<>(Status.class);
     private final Counter restoredBytes;
     private final Counter replans;
+    private final Counter speculationRefused;
     private final io.orbitkv.cost.CostProxy cost;
     private final io.orbitkv.cost.ResourceId dramPool;
     private final Map<Long, io.orbitkv.cost.CostEstimateKey> hostReadyKeys = new HashMap<>();
@@ -213,6 +215,9 @@ final class DemandAdmission {
                 .description("Bytes handed to engines under READY leases").register(registry);
         answered = new AnsweredTickets<>(settings.maxAnsweredPerInstance(), settings.maxAnswered(),
                 t -> t.lease == null, this::forget);
+        speculationRefused = Counter.builder("orbitkv.queries.speculation.refused")
+                .description("Speculative demands answered MISS because their confidence did not cover their bytes")
+                .register(registry);
         replans = Counter.builder("orbitkv.queries.replans")
                 .description("Plans whose pages were lost between evidence and pinning").register(registry);
     }
@@ -489,6 +494,13 @@ final class DemandAdmission {
                                     Promise<Outcome> reply) {
         DemandPlan plan = ticket.plan;
         long reserved = chosen.requiredBytes();
+        if (plan.speculative() && PrefetchPolicy.admitSpeculation(plan.confidence(), reserved,
+                budgets.speculativeBytes(), settings.speculativeBudgetBytes())
+                == PrefetchPolicy.Admission.REFUSED_BY_CONFIDENCE) {
+            // The engine doubts it will use the state: its share of the speculative cap is scaled by its confidence.
+            speculationRefused.increment();
+            return Future.succeededFuture(answer(ticket, Status.MISS, DemandState.MISS, 0, null, chosen.reason()));
+        }
         budgets.check(ticket.instance, plan.tenant(), plan.speculative(), reserved);
         budgets.charge(ticket.instance, plan.tenant(), plan.speculative(), reserved);
         long execution = nextExecution++;

@@ -354,4 +354,24 @@ class DemandAdmissionTest {
         admission.releaseInstance(2).await();
         assertNothingHeld(admission);
     }
+
+    @Test
+    void confidenceScalesTheSpeculationADemandMayHold() {
+        publish(0, range(10), true);
+        publish(2, List.of(3), true);
+        DemandAdmission admission = admission(100);
+        DemandPlan base = plan("s", 0, 1, 10, 10);
+        // 5 pages of 4 KiB = 20 KiB against a 64 KiB speculative cap: confidence 0.25 covers 16 KiB, too little.
+        DemandPlan doubtful = new DemandPlan("s", 0, 1, "", RULES, 0, 10 * P, base.groups(), 0, 0, 0.25f, -1, true);
+        Outcome refused = admission.submit(1, doubtful).await();
+        assertThat(refused.status()).isEqualTo(Status.MISS);
+        assertThat(registry.get("orbitkv.queries.speculation.refused").counter().count()).isEqualTo(1);
+        assertThat(store.pinnedImages()).as("nothing pinned for it").isZero();
+        // Confidence 0.5 covers 32 KiB: held RESIDENT.
+        DemandPlan likely = new DemandPlan("s", 1, 1, "", RULES, 0, 10 * P, base.groups(), 0, 0, 0.5f, -1, true);
+        Outcome resident = admission.submit(1, likely).await();
+        assertThat(resident.status()).isEqualTo(Status.RESIDENT);
+        admission.release(1, resident.leaseId()).await();
+        assertNothingHeld(admission);
+    }
 }
