@@ -118,6 +118,10 @@ class BoundaryChoiceIT {
             assertThat(ready.getBoundaryTokens()).as("the longest boundary, through SSD").isEqualTo(8L * P);
             assertThat(ready.getBoundaryReason()).isEqualTo(BoundaryReason.LONGEST);
             SsdTierIT.verify(session, ready, "first");
+            // The SSD read went through the planning role's transfer queue as a demand read.
+            assertThat(running.metric("orbitkv_planning_queue_wait_seconds_count{class=\"demand\"}"))
+                    .isGreaterThanOrEqualTo(1.0);
+            assertThat(running.metric("orbitkv_planning_outstanding_bytes{medium=\"local_ssd\"}")).isZero();
             session.release(ready.getLease().getLeaseId()).await();
             RunningManager.assertNoLeases(session);
         }
