@@ -10,9 +10,7 @@ import io.orbitkv.engine.EngineToken;
 import io.orbitkv.engine.EngineVerticle;
 import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.planning.PlanningVerticle;
-import io.orbitkv.planning.RouteCapabilities;
 import io.orbitkv.planning.RouteResources;
-import io.orbitkv.planning.TransferScheduler;
 import io.orbitkv.storage.StorageVerticle;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -124,12 +122,6 @@ public final class Manager implements AutoCloseable {
                 .withTransport(io.vertx.core.transport.Transport.EPOLL).build();
     }
 
-    /**
-     * The planning role's transfer queues: at most 256 MiB outstanding per medium (a few io_uring queue depths of
-     * 2 MiB pages), a quarter of it for speculative reads, 1024 waiting transfers per medium.
-     */
-    static final TransferScheduler.Settings PLANNING_TRANSFERS = TransferScheduler.Settings.uniform(256L << 20, 0.25, 1024);
-
     /** Starts a Manager on its own Vertx; the future fails with a clear cause, leaving nothing running. */
     public static Future<Manager> start(ManagerConfig config) {
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
@@ -183,9 +175,8 @@ public final class Manager implements AutoCloseable {
                     .withAnsweredBounds(config.answered().perInstance(), config.answered().total()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
             RouteResources planningResources = new RouteResources(dramPool, ssdStore);
-            PlanningVerticle planning = new PlanningVerticle(new PlanningVerticle.Settings(
-                    RouteCapabilities.localOnly(config.ssd().enabled()), PLANNING_TRANSFERS, planningResources),
-                    registry, Ticker.SYSTEM, cost.proxy());
+            PlanningVerticle planning = new PlanningVerticle(PlanningVerticle.Settings.localOnly(config.ssd().enabled(),
+                    planningResources), registry, Ticker.SYSTEM, cost.proxy());
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             Deployments deployments = new Deployments();

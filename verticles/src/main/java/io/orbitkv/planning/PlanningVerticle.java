@@ -38,10 +38,22 @@ public final class PlanningVerticle extends VerticleBase {
      */
     public record Settings(RouteCapabilities capabilities, TransferScheduler.Settings transfers,
                            RouteResources resources) {
+        /**
+         * The transfer queues' defaults: at most 256 MiB outstanding per medium (a few io_uring queue depths of 2 MiB
+         * pages), a quarter of it for speculative reads, 1024 waiting transfers per medium.
+         */
+        public static final TransferScheduler.Settings DEFAULT_TRANSFERS =
+                TransferScheduler.Settings.uniform(256L << 20, 0.25, 1024);
+
         public Settings {
             Objects.requireNonNull(capabilities, "capabilities");
             Objects.requireNonNull(transfers, "transfers");
             Objects.requireNonNull(resources, "resources");
+        }
+
+        /** What a single Manager runs: local DRAM and, with the SSD tier, host materialization from local SSD. */
+        public static Settings localOnly(boolean ssdEnabled, RouteResources resources) {
+            return new Settings(RouteCapabilities.localOnly(ssdEnabled), DEFAULT_TRANSFERS, resources);
         }
     }
 
