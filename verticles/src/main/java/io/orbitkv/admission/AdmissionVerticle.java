@@ -6,10 +6,18 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.common.Ticker;
+import io.orbitkv.cost.CostProxy;
+import io.orbitkv.cost.ResourceId;
 import io.orbitkv.planning.PlanningProxy;
+import io.orbitkv.restore.RestoreCommands;
+import io.orbitkv.restore.RestoreProxy;
+import io.orbitkv.restore.RestoreTarget;
+import io.orbitkv.storage.ImageStore;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.function.Function;
 
 /**
@@ -66,16 +74,16 @@ public final class AdmissionVerticle extends VerticleBase {
     private DemandAdmission admission;
     private long sweepTimer;
 
-    private final io.orbitkv.cost.CostProxy cost;
-    private final io.orbitkv.cost.ResourceId dramPool;
+    private final CostProxy cost;
+    private final ResourceId dramPool;
 
     public AdmissionVerticle(Settings settings, MeterRegistry registry, Ticker ticker) {
         this(settings, registry, ticker, null, null);
     }
 
     /** With cost observation: complete HOST_READY routes are reported to {@code cost} against {@code dramPool}. */
-    public AdmissionVerticle(Settings settings, MeterRegistry registry, Ticker ticker, io.orbitkv.cost.CostProxy cost,
-                             io.orbitkv.cost.ResourceId dramPool) {
+    public AdmissionVerticle(Settings settings, MeterRegistry registry, Ticker ticker, CostProxy cost,
+                             ResourceId dramPool) {
         this.cost = cost;
         this.dramPool = dramPool;
         this.settings = settings;
@@ -87,6 +95,27 @@ public final class AdmissionVerticle extends VerticleBase {
     public Future<?> start() {
         admission = new DemandAdmission(settings, registry, ticker,
                 DemandAdmission.PlanningPort.of(new PlanningProxy(vertx)), cost, dramPool);
+        RestoreProxy restore = new RestoreProxy(vertx);
+        admission.restorePort(new DemandAdmission.RestorePort() {
+            @Override
+            public Future<RestoreCommands.Restored> restore(long instance, long ticket,
+                    RestoreTarget target, List<AdmissionCommands.LeasedGroup> leased) {
+                List<RestoreCommands.SourcePage> sources = new ArrayList<>();
+                for (AdmissionCommands.LeasedGroup group : leased) {
+                    for (int i = 0; i < group.positions().size(); i++) {
+                        ImageStore.ImageRef ref = group.refs().get(i);
+                        sources.add(new RestoreCommands.SourcePage(group.groupId(),
+                                group.positions().get(i), ref.offset(), ref.lengthBytes()));
+                    }
+                }
+                return restore.execute(instance, ticket, target, sources);
+            }
+
+            @Override
+            public void cancel(long instance, long ticket) {
+                restore.cancel(instance, ticket);
+            }
+        });
         publishGauges();
         Gauge.builder("orbitkv.leases.active", () -> gauges.activeLeases()).description("Leases held by engines")
                 .register(registry);

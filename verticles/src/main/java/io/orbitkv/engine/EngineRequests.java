@@ -141,7 +141,7 @@ final class EngineRequests {
             groups.add(new GroupPlan(chain.getGroupId(), instance.groups().get(chain.getGroupId()).getBytesPerPage(), keys));
         }
         return new DemandPlan(null, request.getRevision(), 0, instance.tenant(), new RecoveryRules(pageSize, rules), 0,
-                (long) shortest * pageSize, groups, 0, 0, 0, -1, false, instance.prefillTokensPerSecond(),
+                (long) shortest * pageSize, groups, 0, 0, 0, -1, false, null, instance.prefillTokensPerSecond(),
                 Optional.empty());
     }
 
@@ -228,7 +228,7 @@ final class EngineRequests {
         }
         return new DemandPlan(demand.getRequestId(), demand.getRevision(), demand.getOperationId(), instance.tenant(),
                 instance.rules(), origin, end, groups, firstUseMicros, demand.getPriority(), demand.getConfidence(),
-                maxWaitNanos, demand.getSpeculative(), rate > 0 ? rate : instance.prefillTokensPerSecond(),
+                maxWaitNanos, demand.getSpeculative(), null, rate > 0 ? rate : instance.prefillTokensPerSecond(),
                 requestedRoute(demand));
     }
 

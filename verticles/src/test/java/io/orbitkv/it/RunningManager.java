@@ -9,10 +9,19 @@ import io.orbitkv.manager.ManagerConfig;
 import io.orbitkv.protocol.engine.GroupKind;
 import io.orbitkv.protocol.engine.GroupSpec;
 import io.orbitkv.protocol.engine.InstanceIdentity;
+import io.orbitkv.protocol.engine.QueryReply;
+import io.orbitkv.protocol.engine.QueryStatus;
 import io.orbitkv.protocol.engine.Representation;
 import io.orbitkv.protocol.engine.StatsReply;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -29,6 +38,13 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
     private final Map<String, String> overrides = new HashMap<>();
     private Path dataDir;
     private Manager manager;
+    private io.orbitkv.restore.RestoreVerticle.CopyGate restoreGate = io.orbitkv.restore.RestoreVerticle.CopyGate.OPEN;
+
+    /** Restore workers pass {@code gate} before each copy batch (to hold copies in flight). */
+    public RunningManager withRestoreGate(io.orbitkv.restore.RestoreVerticle.CopyGate gate) {
+        this.restoreGate = gate;
+        return this;
+    }
 
     /**
      * The system property through which the build runs the integration suite again with several event loops
@@ -70,7 +86,7 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         settings.put("metrics.port", "0");
         settings.put("ssd.capacity", "64MiB");
         settings.putAll(overrides);
-        manager = Manager.start(config(settings)).await(60, TimeUnit.SECONDS);
+        manager = Manager.start(config(settings), restoreGate).await(60, TimeUnit.SECONDS);
     }
 
     @Override
@@ -101,7 +117,7 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         settings.put("ssd.capacity", "64MiB");
         settings.putAll(overrides);
         settings.putAll(more);
-        manager = Manager.start(config(settings)).await(60, TimeUnit.SECONDS);
+        manager = Manager.start(config(settings), restoreGate).await(60, TimeUnit.SECONDS);
         return manager;
     }
 
@@ -109,9 +125,9 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         return dataDir;
     }
 
-    static void deleteTree(Path dir) throws java.io.IOException {
+    static void deleteTree(Path dir) throws IOException {
         try (var paths = Files.walk(dir)) {
-            for (Path p : paths.sorted(java.util.Comparator.reverseOrder()).toList()) {
+            for (Path p : paths.sorted(Comparator.reverseOrder()).toList()) {
                 Files.deleteIfExists(p);
             }
         }
@@ -144,9 +160,9 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
     }
 
     /** Releases the given READY leases, then asserts that no lease remains. */
-    public static void assertNoLeasesAfter(EngineSession session, io.orbitkv.protocol.engine.QueryReply... replies) {
-        for (io.orbitkv.protocol.engine.QueryReply reply : replies) {
-            if (reply.getStatus() == io.orbitkv.protocol.engine.QueryStatus.READY) {
+    public static void assertNoLeasesAfter(EngineSession session, QueryReply... replies) {
+        for (QueryReply reply : replies) {
+            if (reply.getStatus() == QueryStatus.READY) {
                 session.release(reply.getLease().getLeaseId()).await();
             }
         }
@@ -164,23 +180,35 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         throw new AssertionError("metric " + nameAndLabels + " not found in scrape:\n" + body);
     }
 
-    public String scrape() throws Exception {
+    /** GET of a path on the metrics server (e.g. /health); fails unless 200. */
+    public String scrapePath(String path) throws Exception {
         var client = java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1)
                 .connectTimeout(java.time.Duration.ofSeconds(5)).build();
         var response = client.send(java.net.http.HttpRequest.newBuilder(
-                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + "/metrics"))
+                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + path))
                         .timeout(java.time.Duration.ofSeconds(20)).build(),
                 java.net.http.HttpResponse.BodyHandlers.ofString());
         assertThat(response.statusCode()).isEqualTo(200);
         return response.body();
     }
 
+    public String scrape() throws Exception {
+        var client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
+                .connectTimeout(Duration.ofSeconds(5)).build();
+        var response = client.send(HttpRequest.newBuilder(
+                URI.create("http://127.0.0.1:" + manager.metricsPort() + "/metrics"))
+                        .timeout(Duration.ofSeconds(20)).build(),
+                HttpResponse.BodyHandlers.ofString());
+        assertThat(response.statusCode()).isEqualTo(200);
+        return response.body();
+    }
+
     public String health() throws Exception {
-        var client = java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1)
-                .connectTimeout(java.time.Duration.ofSeconds(5)).build();
-        return client.send(java.net.http.HttpRequest.newBuilder(
-                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + "/health"))
-                        .timeout(java.time.Duration.ofSeconds(20)).build(),
-                java.net.http.HttpResponse.BodyHandlers.ofString()).body();
+        var client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
+                .connectTimeout(Duration.ofSeconds(5)).build();
+        return client.send(HttpRequest.newBuilder(
+                URI.create("http://127.0.0.1:" + manager.metricsPort() + "/health"))
+                        .timeout(Duration.ofSeconds(20)).build(),
+                HttpResponse.BodyHandlers.ofString()).body();
     }
 }
