@@ -12,6 +12,7 @@ import io.orbitkv.common.OrbitException;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.protocol.engine.ErrorReason;
 import io.orbitkv.recovery.GroupAvailability;
+import io.orbitkv.recovery.GroupRanges;
 import io.orbitkv.recovery.RecoveryContract;
 import io.orbitkv.recovery.RecoveryException;
 import io.orbitkv.cost.CompletionTarget;
@@ -34,6 +35,7 @@ import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.EnumMap;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalDouble;
@@ -649,9 +651,9 @@ final class DemandAdmission {
 
     /** The prepared plan's host pages per group, in the plan's required order (groups ascending, positions ascending). */
     private static List<LeasedGroup> leasedGroups(PlanningCommands.PreparedPlan prepared) {
-        Map<Integer, List<Integer>> positions = new java.util.LinkedHashMap<>();
+        Map<Integer, List<Integer>> positions = new LinkedHashMap<>();
         Map<Integer, List<ImageStore.ImageRef>> refs = new HashMap<>();
-        for (var ranges : prepared.plan().required()) {
+        for (GroupRanges ranges : prepared.plan().required()) {
             positions.put(ranges.groupId(), new ArrayList<>());
             refs.put(ranges.groupId(), new ArrayList<>());
         }

@@ -5,6 +5,7 @@ import io.orbitkv.storage.StateKey;
 import io.vertx.core.Future;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -65,7 +66,7 @@ public final class LocalOwners {
 
     static DemandEvidence evidenceOf(List<ImageStore.KeyEvidence> found) {
         Map<StateKey, ReplicaSet> byKey = new HashMap<>();
-        Set<StateKey> writing = new java.util.HashSet<>();
+        Set<StateKey> writing = new HashSet<>();
         for (ImageStore.KeyEvidence ev : found) {
             ReplicaEvidence.LocalDram dram = ev.dramGeneration() < 0 ? null : new ReplicaEvidence.LocalDram(
                     ev.dramGeneration(), ev.residencySequence(), ByteCount.of(ev.dramBytes()));

@@ -5,6 +5,10 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostEstimateKey;
 import io.orbitkv.cost.CostEstimateResult;
+import io.orbitkv.cost.ObservationOutcome;
+import io.orbitkv.cost.ObservationRecord;
+import io.orbitkv.cost.ObservedBytes;
+import io.orbitkv.cost.RepresentationFamily;
 import io.orbitkv.cost.ShadowRequest;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
@@ -15,11 +19,13 @@ import io.orbitkv.storage.ImageStore;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.EnumMap;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.Set;
 
@@ -209,7 +215,7 @@ public final class PlanningRole {
         if (estimates.mode() == Planner.SelectionMode.OFF) {
             return;
         }
-        Map<List<Object>, List<PlannedSegment>> batches = new java.util.LinkedHashMap<>();
+        Map<List<Object>, List<PlannedSegment>> batches = new LinkedHashMap<>();
         for (PlannedSegment segment : plan.segments()) {
             if (segment.movesPayload()) {
                 batches.computeIfAbsent(List.of(segment.route(), segment.owner()), k -> new ArrayList<>()).add(segment);
@@ -218,23 +224,23 @@ public final class PlanningRole {
         for (List<PlannedSegment> batch : batches.values()) {
             long bytes = 0;
             long pages = 0;
-            java.util.Optional<io.orbitkv.cost.RepresentationFamily> representation =
+            Optional<RepresentationFamily> representation =
                     batch.getFirst().pages().getFirst().evidence().representation();
             for (PlannedSegment segment : batch) {
                 bytes += segment.bytes();
                 pages += segment.pages().size();
                 for (PlannedPage page : segment.pages()) {
                     if (!page.evidence().representation().equals(representation)) {
-                        representation = java.util.Optional.empty();
+                        representation = Optional.empty();
                     }
                 }
             }
             PlannedSegment first = batch.getFirst();
             long batchBytes = bytes;
             first.route().costKey(resources, first.owner(), representation, bytes, pages, plan.target())
-                    .ifPresent(key -> estimates.report(io.orbitkv.cost.ObservationRecord.of(key,
-                            io.orbitkv.cost.ObservationOutcome.SUCCEEDED, elapsedNanos,
-                            io.orbitkv.cost.ObservedBytes.logicalOnly(batchBytes))));
+                    .ifPresent(key -> estimates.report(ObservationRecord.of(key,
+                            ObservationOutcome.SUCCEEDED, elapsedNanos,
+                            ObservedBytes.logicalOnly(batchBytes))));
         }
     }
 

@@ -22,6 +22,7 @@ import io.orbitkv.cost.SizeBucket;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.ssd.SsdCommands;
 import io.orbitkv.ssd.SsdEntry;
+import io.orbitkv.ssd.SsdLease;
 import io.orbitkv.ssd.SsdProxy;
 import io.orbitkv.ssd.SsdReadResult;
 import io.orbitkv.ssd.SsdResidencyChange;
@@ -34,8 +35,10 @@ import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 /**
@@ -322,9 +325,9 @@ public final class StorageVerticle extends VerticleBase {
      * (the leases end when every read is terminal; the slots become sealed pinned images, or are freed) or until
      * {@link #releaseSsdHold} frees both unread. A hold is never read twice.
      */
-    private record SsdHold(List<ImageStore.Materialization> slots, List<io.orbitkv.ssd.SsdLease> leases) {}
+    private record SsdHold(List<ImageStore.Materialization> slots, List<SsdLease> leases) {}
 
-    private final java.util.Map<Long, SsdHold> ssdHolds = new java.util.HashMap<>();
+    private final Map<Long, SsdHold> ssdHolds = new HashMap<>();
     private long nextSsdHold = 1;
 
     private Future<StorageCommands.SsdHold> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
@@ -336,14 +339,14 @@ public final class StorageVerticle extends VerticleBase {
             refresh();
             return Future.succeededFuture(new StorageCommands.SsdHold(0, reservation.missing()));
         }
-        List<Future<io.orbitkv.ssd.SsdLease>> leases = new java.util.ArrayList<>(pages.size());
+        List<Future<SsdLease>> leases = new ArrayList<>(pages.size());
         for (ImageStore.Materialization m : reservation.reserved()) {
             leases.add(ssd.acquireLease(m.image().key(), m.ssdGeneration()));
         }
         refresh();
         return Future.join(leases).transform(ignored -> {
-            List<io.orbitkv.ssd.SsdLease> taken = new java.util.ArrayList<>();
-            io.orbitkv.storage.StateKey stale = null;
+            List<SsdLease> taken = new ArrayList<>();
+            StateKey stale = null;
             for (int i = 0; i < leases.size(); i++) {
                 if (leases.get(i).succeeded()) {
                     taken.add(leases.get(i).result());
@@ -364,9 +367,9 @@ public final class StorageVerticle extends VerticleBase {
         });
     }
 
-    private Future<Void> releaseLeases(List<io.orbitkv.ssd.SsdLease> leases) {
-        List<Future<Boolean>> released = new java.util.ArrayList<>(leases.size());
-        for (io.orbitkv.ssd.SsdLease lease : leases) {
+    private Future<Void> releaseLeases(List<SsdLease> leases) {
+        List<Future<Boolean>> released = new ArrayList<>(leases.size());
+        for (SsdLease lease : leases) {
             released.add(ssd.release(lease));
         }
         return Future.join(released).mapEmpty();
@@ -382,25 +385,25 @@ public final class StorageVerticle extends VerticleBase {
         if (hold == null) {
             return Future.failedFuture(new IllegalStateException("no unread SSD hold " + id));
         }
-        List<Future<io.orbitkv.ssd.SsdReadResult>> reads = new java.util.ArrayList<>(hold.slots().size());
+        List<Future<SsdReadResult>> reads = new ArrayList<>(hold.slots().size());
         for (int i = 0; i < hold.slots().size(); i++) {
             ImageStore.ImageRef image = hold.slots().get(i).image();
             long alignedLength = (image.lengthBytes() + 4095) / 4096 * 4096;
-            java.lang.foreign.MemorySegment slot = poolFile.segment().asSlice(image.offset(), alignedLength);
+            MemorySegment slot = poolFile.segment().asSlice(image.offset(), alignedLength);
             long startNanos = System.nanoTime();
-            io.orbitkv.ssd.SsdLease lease = hold.leases().get(i);
+            SsdLease lease = hold.leases().get(i);
             reads.add(materializer.track(() -> ssd.readInto(lease, slot)).onComplete(ar -> {
-                boolean bounced = ar.succeeded() && ar.result().path() == io.orbitkv.ssd.SsdReadResult.ReadPath.BOUNCE;
+                boolean bounced = ar.succeeded() && ar.result().path() == SsdReadResult.ReadPath.BOUNCE;
                 observeSsdRead(image.lengthBytes(), System.nanoTime() - startNanos, ar.succeeded(), bounced);
             }));
         }
         return Future.join(reads).transform(ignored -> {
             boolean all = reads.stream().allMatch(Future::succeeded);
-            List<ImageStore.ImageRef> pinned = new java.util.ArrayList<>(reads.size());
+            List<ImageStore.ImageRef> pinned = new ArrayList<>(reads.size());
             Throwable cause = null;
             for (int i = 0; i < reads.size(); i++) {
                 ImageStore.ImageRef image = hold.slots().get(i).image();
-                Future<io.orbitkv.ssd.SsdReadResult> read = reads.get(i);
+                Future<SsdReadResult> read = reads.get(i);
                 long crc = read.succeeded() ? Integer.toUnsignedLong(read.result().payloadCrc32c())
                         : ImageStore.ImageRef.CRC_UNKNOWN;
                 if (read.succeeded()) {
