@@ -35,7 +35,8 @@ import java.util.function.Consumer;
  * use (the lead), not while other requests run. An unreported warm-up pass over the first {@value #WARM_UP_REQUESTS}
  * requests runs first, so the first measured pass is not the one on a cold JVM.
  *
- * <p>Per pass: {@code ready_at_first_use_fraction} (the real demand's first reply was not PENDING: READY, or MISS with
+ * <p>Each side runs twice (order on, off, off, on) and its two runs are reported together. Per side:
+ * {@code ready_at_first_use_fraction} (the real demand's first reply was not PENDING: READY, or MISS with
  * nothing to wait for), {@code wait_after_first_use_p50_us} / {@code _p99_us} (first use until the real demand
  * settled, the gRPC round trip included), hits, SSD pages read, and the planner's boundary-choice counts
  * ({@code orbitkv_planning_plans_total{reason}}). Every leased byte is verified against what was published; the run
@@ -65,10 +66,18 @@ public final class HintedReplay {
         }
         progress.accept(String.format(Locale.ROOT, "replay-hints: %d requests, hint lead %d ms, SSD %d B", requests.size(),
                 leadMs, options.ssdCapacityBytes()));
-        // A short unreported pass first, so neither measured pass runs on a cold JVM (JIT, class loading).
-        pass(options, requests.subList(0, Math.min(requests.size(), WARM_UP_REQUESTS)), leadMs, true, line -> { });
-        Pass on = pass(options, requests, leadMs, true, progress);
-        Pass off = pass(options, requests, leadMs, false, progress);
+        // A short unreported pass first, so no measured pass runs on a cold JVM (JIT, class loading); then the two
+        // sides in the order on, off, off, on (each on a fresh Manager), so a drift of the machine's load over the run
+        // weighs on both alike.
+        pass(options, requests.subList(0, Math.min(requests.size(), WARM_UP_REQUESTS)), leadMs, new Pass(true),
+                line -> { });
+        Pass on = new Pass(true);
+        Pass off = new Pass(false);
+        for (Pass side : List.of(on, off, off, on)) {
+            pass(options, requests, leadMs, side, progress);
+        }
+        on.waits = on.waitRecorder.summary();
+        off.waits = off.waitRecorder.summary();
         BenchReport.Builder report = BenchReport.builder("replay-hints")
                 .figure("prefetch_on", on.toJson())
                 .figure("prefetch_off", off.toJson())
@@ -76,6 +85,7 @@ public final class HintedReplay {
                 .ratio("wait_after_first_use_p99_on_vs_off", on.waits.p99Nanos(), Math.max(1, off.waits.p99Nanos()))
                 .config("trace", options.trace().toString())
                 .config("requests", requests.size())
+                .config("runs_per_side", 2)
                 .config("hint_lead_ms", leadMs)
                 .config("pool_blocks", options.poolBlocks())
                 .config("ssd_capacity_bytes", options.ssdCapacityBytes())
@@ -126,9 +136,10 @@ public final class HintedReplay {
         }
     }
 
-    private static Pass pass(TraceReplayer.Options options, List<TraceRequest> requests, long leadMs, boolean prefetch,
+    /** Replays {@code requests} once on a fresh Manager, adding what it measured to {@code pass}. */
+    private static void pass(TraceReplayer.Options options, List<TraceRequest> requests, long leadMs, Pass pass,
                              Consumer<String> progress) throws Exception {
-        Pass pass = new Pass(prefetch);
+        boolean prefetch = pass.prefetch;
         long pageBytes = options.scaledPageBytes();
         long slotBytes = PoolAllocator.sizeClassOf(pageBytes);
         long chunk = slotBytes >= (64 << 10) ? slotBytes : 64 << 10;
@@ -152,18 +163,17 @@ public final class HintedReplay {
                                 prefetch ? "on" : "off", i + 1, requests.size()));
                     }
                 }
-                pass.ssdPagesRead = count(registry, "orbitkv.tier.reads", "tier", "ssd") - ssdBefore;
-                pass.leasesLeft = engine.stats().getSessionLeases();
+                pass.ssdPagesRead += count(registry, "orbitkv.tier.reads", "tier", "ssd") - ssdBefore;
+                pass.leasesLeft += engine.stats().getSessionLeases();
             }
             for (String reason : List.of("longest", "earlier_first_token", "budget")) {
-                pass.boundaryReasons.put(reason, count(registry, "orbitkv.planning.plans", "reason", reason));
+                pass.boundaryReasons.put(reason, pass.boundaryReasons.getDouble(reason, 0.0)
+                        + count(registry, "orbitkv.planning.plans", "reason", reason));
             }
-            pass.speculationDropped = registry.find("orbitkv.planning.speculation.dropped").counters().stream()
+            pass.speculationDropped += registry.find("orbitkv.planning.speculation.dropped").counters().stream()
                     .mapToDouble(Counter::count).sum();
-            pass.speculationRefused = count(registry, "orbitkv.queries.speculation.refused", null, null);
+            pass.speculationRefused += count(registry, "orbitkv.queries.speculation.refused", null, null);
         }
-        pass.waits = pass.waitRecorder.summary();
-        return pass;
     }
 
     private static double count(MeterRegistry registry, String name, String tag, String value) {

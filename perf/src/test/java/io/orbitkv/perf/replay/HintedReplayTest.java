@@ -21,7 +21,7 @@ class HintedReplayTest {
     void hintsAheadOfFirstUseMakeSsdPagesReadyByThen(@TempDir Path out) throws Exception {
         Path trace = SharedTraces.syntheticOrSkip();
         JsonObject report = HintedReplay.run(new TraceReplayer.Options(trace, out, 300, 0, 131072, 512, 1024, 64,
-                null, 10_000, 1, 16, 64L << 20), 20, line -> { });
+                null, 10_000, 1, 16, 64L << 20), 10, line -> { });
         System.err.println(report.encodePrettily());
         assertThat(report.getBoolean("passed")).isTrue();
         JsonObject on = report.getJsonObject("figures").getJsonObject("prefetch_on");
