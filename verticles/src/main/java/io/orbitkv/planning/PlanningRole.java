@@ -58,6 +58,7 @@ public final class PlanningRole {
     private final Map<BoundaryReason, Counter> plans = new EnumMap<>(BoundaryReason.class);
     private final Map<PlanningFailure, Counter> replans = new EnumMap<>(PlanningFailure.class);
     private final Map<RouteChoice.Outcome, Counter> routeChoices = new EnumMap<>(RouteChoice.Outcome.class);
+    private final Counter routeSamples;
 
     public PlanningRole(RouteCapabilities capabilities, MembershipView members, RouteResources resources,
                         EvidenceSource evidence, EstimateSource estimates, PlanExecutor executor, Ticker ticker,
@@ -77,6 +78,8 @@ public final class PlanningRole {
             replans.put(failure, Counter.builder("orbitkv.planning.replans").tag("cause", label(failure))
                     .description("Plans made again after a preparation failed").register(registry));
         }
+        routeSamples = Counter.builder("orbitkv.planning.route.samples")
+                .description("Complete-route samples reported to the cost role by executed plans").register(registry);
         for (RouteChoice.Outcome outcome : RouteChoice.Outcome.values()) {
             routeChoices.put(outcome, Counter.builder("orbitkv.planning.route.choices").tag("outcome", label(outcome))
                     .description("Route choices of transfer batches that had equal-coverage alternatives")
@@ -238,10 +241,15 @@ public final class PlanningRole {
             PlannedSegment first = batch.getFirst();
             long batchBytes = bytes;
             first.route().costKey(resources, first.owner(), representation, bytes, pages, plan.target())
-                    .ifPresent(key -> estimates.report(ObservationRecord.of(key,
+                    .ifPresent(key -> reportSample(ObservationRecord.of(key,
                             ObservationOutcome.SUCCEEDED, elapsedNanos,
                             ObservedBytes.logicalOnly(batchBytes))));
         }
+    }
+
+    private void reportSample(ObservationRecord record) {
+        routeSamples.increment();
+        estimates.report(record);
     }
 
     /** Counts a replan admission makes after {@code failure} (the same counter as the role's own replans). */

@@ -415,6 +415,9 @@ public final class StorageVerticle extends VerticleBase {
                 }
                 if (all) {
                     pinned.add(store.finishMaterializationPinned(image, crc));
+                    // Pinned for a lease like any DRAM hit: the dram tier counts every page leased (read back or not).
+                    dramTierPages.increment();
+                    dramTierBytes.increment(image.lengthBytes());
                 } else {
                     store.finishMaterialization(image, read.succeeded(), crc);
                 }
