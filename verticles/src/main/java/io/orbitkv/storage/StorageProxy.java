@@ -25,6 +25,8 @@ public final class StorageProxy {
     static final String ACQUIRE_FROM_SSD = "orbitkv.storage.acquire-from-ssd";
     static final String READ_FROM_SSD = "orbitkv.storage.read-from-ssd";
     static final String RELEASE_SSD_HOLD = "orbitkv.storage.release-ssd-hold";
+    static final String RESIDENCY_SINCE = "orbitkv.storage.residency-since";
+    static final String RESIDENCY_SNAPSHOT = "orbitkv.storage.residency-snapshot";
 
     private final EventBus bus;
     private final DeliveryOptions options = new DeliveryOptions().setSendTimeout(10_000).setLocalOnly(true);
@@ -105,6 +107,16 @@ public final class StorageProxy {
     /** Ends a hold that was never read: frees its slots and its SSD leases. */
     public Future<Boolean> releaseSsdHold(long hold) {
         return RoleProxies.request(bus, RELEASE_SSD_HOLD, new StorageCommands.ReleaseSsdHold(hold), options);
+    }
+
+    /** Residency-stream events after {@code after} (metadata only); {@code gap} when the ring lost some. */
+    public Future<ResidencyStream.Page> residencySince(long after, int max) {
+        return RoleProxies.request(bus, RESIDENCY_SINCE, new StorageCommands.ResidencySince(after, max), options);
+    }
+
+    /** Every resident key (DRAM sealed, SSD committed) at the current residency sequence, bounded per medium. */
+    public Future<ImageStore.ResidencySnapshot> residencySnapshot(int maxKeys) {
+        return RoleProxies.request(bus, RESIDENCY_SNAPSHOT, new StorageCommands.ResidencySnapshotOf(maxKeys), options);
     }
 
     public Future<StorageCommands.StorageStats> stats() {
