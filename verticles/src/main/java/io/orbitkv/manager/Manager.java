@@ -21,6 +21,8 @@ import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.planning.DemandEvidence;
 import io.orbitkv.planning.EvidenceSource;
 import io.orbitkv.planning.MembershipView;
+import io.orbitkv.planning.PlanningVerticle;
+import io.orbitkv.planning.RouteResources;
 import io.orbitkv.restore.RestoreVerticle;
 import io.orbitkv.ssd.SsdProxy;
 import io.orbitkv.ssd.SsdStats;
@@ -70,6 +72,7 @@ public final class Manager implements AutoCloseable {
     private final String token;
     private final Path poolPath;
     private CostProxy costProxy;
+    private RouteResources planningResources;
     /** The cluster roles; null in single-host mode. */
     private ClusterRoles cluster;
     /** The peer role; null without {@code peer.port}. */
@@ -80,6 +83,7 @@ public final class Manager implements AutoCloseable {
         String cost;
         String ssd;
         String storage;
+        String planning;
         String restore;
         String admission;
         String engine;
@@ -240,6 +244,7 @@ public final class Manager implements AutoCloseable {
                     (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares())
                     .withAnsweredBounds(config.answered().perInstance(), config.answered().total()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
+            RouteResources planningResources = new RouteResources(dramPool, ssdStore);
             RestoreVerticle restore = new RestoreVerticle(
                     new RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate),
                     registry, cost.proxy());
@@ -251,6 +256,11 @@ public final class Manager implements AutoCloseable {
             io.orbitkv.peer.PeerVerticle peer = cluster == null || !config.peer().enabled() ? null
                     : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
                             poolBytes, registry);
+            // Peer evidence counts only for current members; peer routes are not executed by planning yet (the peer role
+            // fetches on its own API; wiring its PeerExecutionOwner into planning is the next step).
+            PlanningVerticle planning = new PlanningVerticle(PlanningVerticle.Settings.localOnly(config.ssd().enabled(),
+                    planningResources), registry, Ticker.SYSTEM, cost.proxy())
+                    .members(cluster == null ? MembershipView.NONE : cluster.membership());
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             Deployments deployments = new Deployments();
             return vertx.deployVerticle(cost).onSuccess(id -> deployments.cost = id)
@@ -258,6 +268,7 @@ public final class Manager implements AutoCloseable {
                             : vertx.deployVerticle(ssd).onSuccess(ssdId -> deployments.ssd = ssdId))
                     .compose(id -> vertx.deployVerticle(storage)).onSuccess(id -> deployments.storage = id)
                     .compose(id -> cluster == null ? Future.succeededFuture(id) : cluster.deploy(vertx))
+                    .compose(id -> vertx.deployVerticle(planning)).onSuccess(id -> deployments.planning = id)
                     .compose(id -> peer == null ? Future.succeededFuture(id)
                             : vertx.deployVerticle(peer).onSuccess(peerId -> deployments.peer = peerId))
                     .compose(id -> vertx.deployVerticle(restore)).onSuccess(id -> deployments.restore = id)
@@ -268,6 +279,7 @@ public final class Manager implements AutoCloseable {
                         Manager manager = new Manager(vertx, config, registry, engine, health, token, poolPath,
                                 storage, ssd == null ? null : new SsdProxy(vertx), deployments);
                         manager.costProxy = cost.proxy();
+                        manager.planningResources = planningResources;
                         manager.cluster = cluster;
                         manager.peer = peer;
                         return manager;
@@ -327,6 +339,11 @@ public final class Manager implements AutoCloseable {
     /** The cost role's proxy: observation can be switched on or off at run time through it. */
     public CostProxy cost() {
         return costProxy;
+    }
+
+    /** The cost identities of this Manager's DRAM pool and SSD store (with this incarnation), as planning keys them. */
+    public RouteResources planningResources() {
+        return planningResources;
     }
 
     public ManagerConfig config() {
@@ -413,8 +430,10 @@ public final class Manager implements AutoCloseable {
     /**
      * Stops in order, so that nothing is torn down under a part still using it: (1) the engine role refuses every call
      * with SHUTTING_DOWN and closes its doors; (2) the admission role withdraws its handlers, cancels every query and
-     * ends every lease (their in-flight work drains); then the restore role drains the copies its workers submitted
-     * (they read pool slots) and withdraws its handlers; (3) the storage role withdraws its handlers and waits for the
+     * ends every lease (their in-flight work drains); the planning role then withdraws its handlers, waits for the
+     * executions still running (their submitted reads complete) and ends what they prepared; then the restore role
+     * drains the copies its workers submitted (they read pool slots) and withdraws its handlers; (3) the storage role
+     * withdraws its handlers and waits for the
      * reads it submitted to the SSD role; (4) the SSD role withdraws its handlers and drains: submitted reads and
      * writes complete (a write from the pool reads its slot until then), queued writes are dropped, committed extents
      * stay on disk; (5) only then is the pool unmapped and its file removed; (6) the cost role, then the Vertx.
@@ -439,6 +458,7 @@ public final class Manager implements AutoCloseable {
                         : cluster.undeploy(vertx).onSuccess(x -> steps.add("cluster-left")))
                 .compose(v -> undeploy(deployments.engine, "engine-refusing-and-closed", steps))
                 .compose(v -> undeploy(deployments.admission, "queries-cancelled-and-leases-ended", steps))
+                .compose(v -> undeploy(deployments.planning, "plans-drained", steps))
                 .compose(v -> undeploy(deployments.restore, "restores-drained-and-destinations-unmapped", steps))
                 .compose(v -> storage.quiesce().onSuccess(x -> steps.add("storage-quiesced")))
                 .compose(v -> undeploy(deployments.ssd, "ssd-drained", steps))

@@ -78,6 +78,7 @@ public final class CostOverheadBench {
         long ssdReads;
         long ssdWritesCommitted;
         long readyAnswers;
+        long routeSamples;
         final List<String> mismatches = new ArrayList<>();
 
         Side(String name, boolean observe, int rounds) {
@@ -263,6 +264,7 @@ public final class CostOverheadBench {
         ObservationCounts before = ObservationCounts.read(registry);
         TierCounters tiersBefore = TierCounters.read(registry);
         long readyBefore = workload.readyAnswers;
+        double routeSamplesBefore = routeSamples(registry);
         long[] latencies = new long[s.requestsPerRound()];
         long cpuStart = processCpuNanos();
         long start = System.nanoTime();
@@ -274,7 +276,7 @@ public final class CostOverheadBench {
         workload.ssdBacklog.drain(workload.sealedPages, Duration.ofSeconds(30));
         cost.drained().await(30, TimeUnit.SECONDS);
         Expected expected = Expected.of(TierCounters.read(registry).minus(tiersBefore), workload.readyAnswers - readyBefore,
-                side.observe);
+                (long) (routeSamples(registry) - routeSamplesBefore), side.observe);
         ObservationCounts observed = ObservationCounts.read(registry).minus(before);
         // An observation may be reported a moment after the counter that announced its operation: wait for it.
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
@@ -298,6 +300,7 @@ public final class CostOverheadBench {
         side.ssdReads += expected.ssdReads();
         side.ssdWritesCommitted += expected.ssdWrites();
         side.readyAnswers += expected.readyAnswers();
+        side.routeSamples += expected.routeSamples();
         observed.byPath().forEach((path, n) -> side.observedByPath.merge(path, n, Long::sum));
         String mismatch = expected.mismatch(observed);
         if (mismatch != null && side.mismatches.size() < 5) {
@@ -348,14 +351,26 @@ public final class CostOverheadBench {
         }
     }
 
-    /** What a round must have observed, from what it did (counted by the engine and by the tier counters). */
-    record Expected(boolean observing, long readyAnswers, long ssdReads, long ssdWrites) {
-        static Expected of(TierCounters tiers, long readyAnswers, boolean observing) {
-            return new Expected(observing, readyAnswers, tiers.ssdPages(), tiers.ssdWritesCommitted());
+    /**
+     * The complete-route samples the planning role reported for the SSD batches of the plans it executed (a plan reading
+     * pages back from SSD reports one under the route's own host-ready key, see PlanningRole).
+     */
+    static double routeSamples(MeterRegistry registry) {
+        io.micrometer.core.instrument.Counter counter = registry.find("orbitkv.planning.route.samples").counter();
+        return counter == null ? 0 : counter.count();
+    }
+
+    /**
+     * What a round must have observed, from what it did (counted by the engine, the tier counters and the planning
+     * role's route samples).
+     */
+    record Expected(boolean observing, long readyAnswers, long ssdReads, long ssdWrites, long routeSamples) {
+        static Expected of(TierCounters tiers, long readyAnswers, long routeSamples, boolean observing) {
+            return new Expected(observing, readyAnswers, tiers.ssdPages(), tiers.ssdWritesCommitted(), routeSamples);
         }
 
         long operations() {
-            return observing ? readyAnswers + ssdReads + 3 * ssdWrites : 0;
+            return observing ? readyAnswers + routeSamples + ssdReads + 3 * ssdWrites : 0;
         }
 
         long shadows() {
@@ -378,13 +393,13 @@ public final class CostOverheadBench {
             }
             long ssdReadsObserved = observed.path("ssd_read") + observed.path("ssd_read_bounced");
             long savesObserved = observed.path("ssd_save_staged_route") + observed.path("ssd_save_direct_route");
-            boolean exact = observed.path("host_ready_route") == readyAnswers && ssdReadsObserved == ssdReads
+            boolean exact = observed.path("host_ready_route") == readyAnswers + routeSamples && ssdReadsObserved == ssdReads
                     && observed.path("ssd_write") == ssdWrites && observed.path("pool_copy_out") == ssdWrites
                     && savesObserved == ssdWrites && observed.shadows() == shadows()
                     && observed.operations() == operations();
             return exact ? null : String.format(java.util.Locale.ROOT,
                     "expected host_ready_route=%d ssd_read=%d ssd_write=pool_copy_out=ssd_save_route=%d shadows=%d, observed %s shadows=%d",
-                    readyAnswers, ssdReads, ssdWrites, shadows(), observed.byPath(), observed.shadows());
+                    readyAnswers + routeSamples, ssdReads, ssdWrites, shadows(), observed.byPath(), observed.shadows());
         }
     }
 
@@ -457,7 +472,8 @@ public final class CostOverheadBench {
     private static JsonObject sideCounts(Side side) {
         return new JsonObject().put("operations", side.observations).put("shadow_decisions", side.shadowDecisions)
                 .put("dropped_updates", side.droppedUpdates).put("operations_by_path", new JsonObject(new java.util.LinkedHashMap<String, Object>(side.observedByPath)))
-                .put("ready_answers", side.readyAnswers).put("ssd_reads", side.ssdReads)
+                .put("ready_answers", side.readyAnswers).put("planning_route_samples", side.routeSamples)
+                .put("ssd_reads", side.ssdReads)
                 .put("ssd_writes_committed", side.ssdWritesCommitted).put("mismatched_rounds", new JsonArray(side.mismatches));
     }
 
