@@ -59,18 +59,23 @@ class BoundaryChoiceIT {
         return first;
     }
 
-    /** The SSD route's estimate for a 4-page batch, fed with samples of {@code nanos} until the cost role uses it. */
+    /**
+     * The SSD route's estimate for a 4-page batch, fed with samples of {@code nanos} until the cost role uses it. The
+     * real read-back in {@link #dramShortSsdLong} reports a sample under the same key (its duration depends on the
+     * machine's load), so samples are fed in rounds until the estimate is within half of {@code nanos}.
+     */
     void ssdReadOfFourPagesTakes(long nanos) {
         CostEstimateKey key = RouteTemplate.HOST_FROM_LOCAL_SSD.costKey(running.manager().planningResources(),
                 Optional.empty(), Optional.of(RepresentationFamily.RAW), 4L * PAGE, 4, CompletionTarget.hostReady())
                 .orElseThrow();
-        for (int i = 0; i < 16; i++) {
-            running.manager().cost().report(ObservationRecord.of(key, ObservationOutcome.SUCCEEDED, nanos,
-                    ObservedBytes.logicalOnly(4L * PAGE)));
-        }
-        await().atMost(Duration.ofSeconds(10)).until(() -> running.manager().cost().estimate(key)
-                .await(5, TimeUnit.SECONDS).usable().filter(e -> Math.abs(e.predictedNanos() - nanos) < nanos / 2)
-                .isPresent());
+        await().atMost(Duration.ofSeconds(20)).until(() -> {
+            for (int i = 0; i < 16; i++) {
+                running.manager().cost().report(ObservationRecord.of(key, ObservationOutcome.SUCCEEDED, nanos,
+                        ObservedBytes.logicalOnly(4L * PAGE)));
+            }
+            return running.manager().cost().estimate(key).await(5, TimeUnit.SECONDS).usable()
+                    .filter(e -> Math.abs(e.predictedNanos() - nanos) < nanos / 2).isPresent();
+        });
     }
 
     static Demand demand(List<ByteString> chain, double prefillTokensPerSecond) {
