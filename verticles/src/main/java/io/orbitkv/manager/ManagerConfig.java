@@ -1,6 +1,12 @@
 package io.orbitkv.manager;
 
+import io.orbitkv.admission.TenantShares;
+import io.orbitkv.codecs.extent.SsdExtentHeader;
+import io.orbitkv.cost.CostSettings;
+import io.orbitkv.ssd.SsdSettings;
+import io.orbitkv.ssd.SsdWritePolicy;
 import io.vertx.core.json.JsonObject;
+import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.Map;
@@ -37,9 +43,9 @@ public record ManagerConfig(
         Path authTokenFile,
         double queryInstanceBudgetFraction,
         double querySpeculativeFraction,
-        io.orbitkv.admission.TenantShares queryTenantShares,
+        TenantShares queryTenantShares,
         int eventLoopThreads,
-        io.orbitkv.cost.CostSettings cost,
+        CostSettings cost,
         SsdTier ssd,
         SessionPolicy sessions,
         BridgeDoor bridge,
@@ -82,15 +88,15 @@ public record ManagerConfig(
      * (inside the data directory); an explicitly configured directory must already exist and be writable.
      */
     public record SsdTier(Path directory, boolean defaultDirectory, long capacityBytes, long extentPayloadBytes,
-                          io.orbitkv.ssd.SsdWritePolicy writePolicy, int queueDepth, boolean syncWrites,
+                          SsdWritePolicy writePolicy, int queueDepth, boolean syncWrites,
                           boolean preallocate, boolean writeFromPool) {
         public boolean enabled() {
             return directory != null;
         }
 
-        public io.orbitkv.ssd.SsdSettings settings() {
-            return new io.orbitkv.ssd.SsdSettings().directory(directory).capacityBytes(capacityBytes)
-                    .extentBytes(extentPayloadBytes + io.orbitkv.codecs.extent.SsdExtentHeader.HEADER_BLOCK_BYTES)
+        public SsdSettings settings() {
+            return new SsdSettings().directory(directory).capacityBytes(capacityBytes)
+                    .extentBytes(extentPayloadBytes + SsdExtentHeader.HEADER_BLOCK_BYTES)
                     .writePolicy(writePolicy).queueDepth(queueDepth).syncWrites(syncWrites).preallocate(preallocate).writeFromSource(writeFromPool);
         }
     }
@@ -241,9 +247,9 @@ public record ManagerConfig(
         if (capacity < extent + 4096) {
             throw new ConfigException("ssd.capacity", "must hold at least one extent of " + (extent + 4096) + " bytes, got " + capacity);
         }
-        io.orbitkv.ssd.SsdWritePolicy policy = switch (v.get("ssd.write-policy").strip().toLowerCase(Locale.ROOT)) {
-            case "all" -> io.orbitkv.ssd.SsdWritePolicy.ALL;
-            case "reuse-aware" -> io.orbitkv.ssd.SsdWritePolicy.REUSE_AWARE;
+        SsdWritePolicy policy = switch (v.get("ssd.write-policy").strip().toLowerCase(Locale.ROOT)) {
+            case "all" -> SsdWritePolicy.ALL;
+            case "reuse-aware" -> SsdWritePolicy.REUSE_AWARE;
             default -> throw new ConfigException("ssd.write-policy", "must be all or reuse-aware, got '" + v.get("ssd.write-policy") + "'");
         };
         int depth = (int) integer(v, "ssd.queue-depth", 1, 4096);
@@ -259,10 +265,10 @@ public record ManagerConfig(
     }
 
     /** ORBITKV_COST_OBSERVATIONS=1 (cost.observations) turns observation and shadow on; selection needs both. */
-    private static io.orbitkv.cost.CostSettings costSettings(Map<String, String> v) {
+    private static CostSettings costSettings(Map<String, String> v) {
         boolean observations = bool(v, "cost.observations");
         boolean selection = bool(v, "cost.selection");
-        return new io.orbitkv.cost.CostSettings(observations, observations && selection,
+        return new CostSettings(observations, observations && selection,
                 (int) integer(v, "cost.intake-capacity", 1, 1 << 20));
     }
 
@@ -355,9 +361,9 @@ public record ManagerConfig(
         return d;
     }
 
-    private static io.orbitkv.admission.TenantShares tenantShares(Map<String, String> v, String key) {
+    private static TenantShares tenantShares(Map<String, String> v, String key) {
         try {
-            return io.orbitkv.admission.TenantShares.parse(v.get(key));
+            return TenantShares.parse(v.get(key));
         } catch (IllegalArgumentException e) {
             throw new ConfigException(key, e.getMessage());
         }
@@ -378,7 +384,7 @@ public record ManagerConfig(
         }
         try {
             return Path.of(p);
-        } catch (java.nio.file.InvalidPathException e) {
+        } catch (InvalidPathException e) {
             throw new ConfigException(key, "not a valid path: " + e.getMessage());
         }
     }
