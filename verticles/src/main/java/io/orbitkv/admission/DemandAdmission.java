@@ -16,6 +16,8 @@ import io.orbitkv.recovery.GroupAvailability;
 import io.orbitkv.recovery.GroupRanges;
 import io.orbitkv.recovery.RecoveryContract;
 import io.orbitkv.recovery.RecoveryException;
+import io.orbitkv.restore.RestoreCommands.Restored;
+import io.orbitkv.restore.RestoreTarget;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.vertx.core.Future;
@@ -88,8 +90,8 @@ final class DemandAdmission {
      * leased pages into the demand's destination, completing only when every copy is terminal; and a cancel hint.
      */
     interface RestorePort {
-        Future<io.orbitkv.restore.RestoreCommands.Restored> restore(long instance, long ticket,
-                                                                   io.orbitkv.restore.RestoreTarget target,
+        Future<Restored> restore(long instance, long ticket,
+                                                                   RestoreTarget target,
                                                                    List<LeasedGroup> leased);
 
         void cancel(long instance, long ticket);
@@ -627,7 +629,7 @@ final class DemandAdmission {
         ticket.restoring = true;
         Promise<Void> copied = Promise.promise();
         ticket.restoreDone = copied.future();
-        Future<io.orbitkv.restore.RestoreCommands.Restored> restored;
+        Future<Restored> restored;
         try {
             restored = restore.restore(ticket.instance, ticket.id, ticket.plan.engineRestore(), leased);
         } catch (RuntimeException e) {
@@ -736,7 +738,7 @@ final class DemandAdmission {
     }
 
     private Outcome answer(Ticket ticket, Status status, DemandState detail, long boundary, List<LeasedGroup> leased,
-                           io.orbitkv.restore.RestoreCommands.Restored restored) {
+                           Restored restored) {
         ticket.lastDetail = detail;
         ticket.answer = new Outcome(ticket.id, status, detail, boundary, ticket.plan.rules().pageSizeTokens(),
                 ticket.lease == null ? 0 : ticket.lease.id(), leased == null ? List.of() : List.copyOf(leased),
