@@ -118,9 +118,12 @@ class OrbitKvClient:
         self.call("Ping", pb.PingRequest())
 
     def register(self, identity: pb.InstanceIdentity, role: int = pb.PREFILL_AND_DECODE, label: str = "",
-                 tenant: str = "", resume_instance_id: int = 0) -> "Session":
+                 tenant: str = "", resume_instance_id: int = 0, prefill_tokens_per_second: float = 0.0) -> "Session":
+        """``prefill_tokens_per_second``: the engine's prefill rate (0: not declared); with it the Manager may answer a
+        shorter legal boundary whose first token comes earlier (``QueryReply.boundary_reason``)."""
         reply = self.call("Register", pb.RegisterRequest(identity=identity, role=role, instance_label=label,
-                                                          tenant=tenant, resume_instance_id=resume_instance_id))
+                                                          tenant=tenant, resume_instance_id=resume_instance_id,
+                                                          prefill_tokens_per_second=prefill_tokens_per_second))
         return Session(self, identity, reply)
 
     def close(self) -> None:
@@ -302,9 +305,12 @@ class Session:
 
     def prefix_demand(self, request_id: str, block_hashes: Sequence[bytes], *, start_block: int = 0,
                       end_block: int | None = None, group_id: int = 0, revision: int = 0,
-                      max_wait_micros: int | None = None, speculative: bool = False) -> pb.Demand:
+                      max_wait_micros: int | None = None, speculative: bool = False, first_use_micros: int = 0,
+                      prefill_tokens_per_second: float = 0.0, requested_route: int = pb.ROUTE_DEFAULT) -> pb.Demand:
         """A full-attention demand for blocks ``[start_block, end_block)`` of one chain; blocks below ``start_block``
-        are already in the engine (the valid prefix)."""
+        are already in the engine (the valid prefix). ``first_use_micros``: when the engine will use the state (a
+        speculative demand is prepared by then); ``prefill_tokens_per_second`` overrides the registered rate;
+        ``requested_route`` asks for one route explicitly (refused ``ROUTE_UNAVAILABLE`` if it cannot run here)."""
         page = self.identity.page_size_tokens
         end_block = len(block_hashes) if end_block is None else end_block
         demand = pb.Demand(request_id=request_id, revision=revision, namespace_id=self.namespace,
@@ -314,7 +320,9 @@ class Session:
                                                   ranges=[pb.BlockSpan(start=start_block, end=end_block)]
                                                   if end_block > start_block else [])],
                            target_instance_id=self.instance_id, target_tp_rank=self.identity.tp_rank,
-                           target_pp_rank=self.identity.pp_rank, speculative=speculative)
+                           target_pp_rank=self.identity.pp_rank, speculative=speculative,
+                           first_use_micros=first_use_micros, prefill_tokens_per_second=prefill_tokens_per_second,
+                           requested_route=requested_route)
         if max_wait_micros is not None:
             demand.max_wait_micros = max_wait_micros
         return demand

@@ -106,6 +106,19 @@ def test_demand_form_restores_only_requested_range(manager, session):
             assert bytes(lease.read(leased)) == page(4, leased.position)
 
 
+def test_planning_fields_boundary_reason_and_an_unavailable_route(manager):
+    with manager.client() as client:
+        with client.register(make_identity("py-test/planning"), prefill_tokens_per_second=5000.0) as s:
+            keys = hashes(11, 4)
+            s.publish([(0, h, page(11, i)) for i, h in enumerate(keys)])
+            reply = s.demand(s.prefix_demand("plan-1", keys, first_use_micros=1000))
+            assert reply.status == pb.READY and reply.boundary_reason == pb.LONGEST
+            s.release(reply.lease.lease_id)
+            with pytest.raises(OrbitKvError) as raised:
+                s.submit_demand(s.prefix_demand("plan-2", keys, requested_route=pb.ROUTE_HOST_FROM_PEER_DRAM))
+            assert raised.value.reason == "ROUTE_UNAVAILABLE"
+
+
 def test_release_failure_raises_lease_invalid_and_body_errors_still_release(manager, session):
     keys = hashes(5, 2)
     session.publish([(0, h, page(5, i)) for i, h in enumerate(keys)])

@@ -28,6 +28,7 @@ public final class Benchmarks {
         register("jmh", io.orbitkv.perf.jmh.JmhBench::run);
         register("replay", io.orbitkv.perf.replay.ReplayCommand::run);
         register("gpu-restore", io.orbitkv.perf.gpu.GpuRestoreBench::run);
+        register("peer", io.orbitkv.perf.peer.PeerBench::run);
         register("ssd", args -> {
             try {
                 return io.orbitkv.perf.ssd.SsdBench.run(args);

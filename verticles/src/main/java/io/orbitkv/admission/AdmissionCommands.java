@@ -1,10 +1,14 @@
 package io.orbitkv.admission;
 
+import io.orbitkv.planning.BoundaryReason;
+import io.orbitkv.planning.RouteTemplate;
 import io.orbitkv.recovery.RecoveryRules;
 import io.orbitkv.restore.RestoreCommands;
 import io.orbitkv.restore.RestoreTarget;
 import io.orbitkv.storage.ImageStore;
 import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
 
 /** Messages the admission role accepts. Local records only. */
 public final class AdmissionCommands {
@@ -44,22 +48,26 @@ public final class AdmissionCommands {
     public record DemandPlan(String requestId, long revision, long operationId, String tenant, RecoveryRules rules,
                              long validPrefixTokens, long selectedEndTokens, List<GroupPlan> groups,
                              long firstUseMicros, int priority, float confidence, long maxWaitNanos,
-                             boolean speculative, RestoreTarget engineRestore) {
+                             boolean speculative, RestoreTarget engineRestore, double prefillTokensPerSecond,
+                             Optional<RouteTemplate> requestedRoute) {
         public DemandPlan {
             groups = List.copyOf(groups);
+            Objects.requireNonNull(requestedRoute, "requestedRoute");
         }
 
-        /** An engine-local demand (no Manager-executed restore). */
+
+        /** An engine-local demand (no Manager-executed restore), without a prefill rate or an explicit route. */
         public DemandPlan(String requestId, long revision, long operationId, String tenant, RecoveryRules rules,
                           long validPrefixTokens, long selectedEndTokens, List<GroupPlan> groups,
                           long firstUseMicros, int priority, float confidence, long maxWaitNanos, boolean speculative) {
             this(requestId, revision, operationId, tenant, rules, validPrefixTokens, selectedEndTokens, groups,
-                    firstUseMicros, priority, confidence, maxWaitNanos, speculative, null);
+                    firstUseMicros, priority, confidence, maxWaitNanos, speculative, null, 0, Optional.empty());
         }
 
         public DemandPlan withEngineRestore(RestoreTarget target) {
             return new DemandPlan(requestId, revision, operationId, tenant, rules, validPrefixTokens, selectedEndTokens,
-                    groups, firstUseMicros, priority, confidence, maxWaitNanos, speculative, target);
+                    groups, firstUseMicros, priority, confidence, maxWaitNanos, speculative, target,
+                    prefillTokensPerSecond, requestedRoute);
         }
     }
 
@@ -84,12 +92,16 @@ public final class AdmissionCommands {
      */
     public record Outcome(long ticket, Status status, DemandState detail, long boundaryTokens, int pageSizeTokens,
                           long leaseId, List<LeasedGroup> leased, long revision, String requestId, long operationId,
-                          long retryAfterMicros, RestoreCommands.Restored restored) {
+                          long retryAfterMicros, BoundaryReason boundaryReason, RestoreCommands.Restored restored) {
+        /**
+         * An answer whose boundary was not chosen by a plan (PENDING, or before the planning role answered), without a
+         * Manager-executed restore.
+         */
         public Outcome(long ticket, Status status, DemandState detail, long boundaryTokens, int pageSizeTokens,
                        long leaseId, List<LeasedGroup> leased, long revision, String requestId, long operationId,
                        long retryAfterMicros) {
             this(ticket, status, detail, boundaryTokens, pageSizeTokens, leaseId, leased, revision, requestId,
-                    operationId, retryAfterMicros, null);
+                    operationId, retryAfterMicros, null, null);
         }
 
         /** Leading whole pages restored for every group (the prefix form's ready_blocks). */

@@ -8,13 +8,11 @@ import io.orbitkv.common.RoleProxies;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.cost.ResourceId;
+import io.orbitkv.planning.PlanningProxy;
 import io.orbitkv.restore.RestoreCommands;
 import io.orbitkv.restore.RestoreProxy;
 import io.orbitkv.restore.RestoreTarget;
 import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
-import io.orbitkv.storage.StorageCommands;
-import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
@@ -25,9 +23,10 @@ import java.util.function.Function;
 /**
  * The admission role: query tickets and revisions, waiting budgets, byte budgets and tenant shares, and the leases
  * handed to engines. The state and its rules live in {@link DemandAdmission} (read its design note); this verticle
- * wires it to the event bus and the storage role, and sweeps expired answers.
+ * wires it to the event bus and the planning role (which plans, and holds the leases through the execution owners),
+ * and sweeps expired answers.
  *
- * <p>Concurrency: all state is confined to this verticle's event loop; storage replies arrive on it too. Metric
+ * <p>Concurrency: all state is confined to this verticle's event loop; planning replies arrive on it too. Metric
  * gauges read a snapshot this loop publishes after every command, never the tables.
  */
 public final class AdmissionVerticle extends VerticleBase {
@@ -94,33 +93,8 @@ public final class AdmissionVerticle extends VerticleBase {
 
     @Override
     public Future<?> start() {
-        StorageProxy storage = new StorageProxy(vertx);
-        admission = new DemandAdmission(settings, registry, ticker, new DemandAdmission.StoragePort() {
-            @Override
-            public Future<List<ImageStore.GroupPresence>> probe(List<ImageStore.GroupProbe> groups) {
-                return storage.probe(groups).map(StorageCommands.Presence::groups);
-            }
-
-            @Override
-            public Future<ImageStore.ExactPin> pinExact(List<List<StateKey>> groups) {
-                return storage.pinExact(groups);
-            }
-
-            @Override
-            public Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned) {
-                return storage.unpin(pinned);
-            }
-
-            @Override
-            public Future<Integer> unpinIntoQuarantine(List<List<ImageStore.ImageRef>> pinned) {
-                return storage.unpinIntoQuarantine(pinned);
-            }
-
-            @Override
-            public Future<Integer> materialize(List<StateKey> keys) {
-                return storage.materialize(keys);
-            }
-        }, cost, dramPool);
+        admission = new DemandAdmission(settings, registry, ticker,
+                DemandAdmission.PlanningPort.of(new PlanningProxy(vertx)), cost, dramPool);
         RestoreProxy restore = new RestoreProxy(vertx);
         admission.restorePort(new DemandAdmission.RestorePort() {
             @Override

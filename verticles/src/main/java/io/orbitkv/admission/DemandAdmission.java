@@ -11,38 +11,58 @@ import io.orbitkv.admission.AdmissionCommands.Status;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.protocol.engine.ErrorReason;
-import io.orbitkv.recovery.BlockRange;
 import io.orbitkv.recovery.GroupAvailability;
 import io.orbitkv.recovery.GroupRanges;
 import io.orbitkv.recovery.RecoveryContract;
 import io.orbitkv.recovery.RecoveryException;
+import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.planning.BoundaryReason;
+import io.orbitkv.planning.DemandView;
+import io.orbitkv.planning.Plan;
+import io.orbitkv.planning.PlannedSegment;
+import io.orbitkv.planning.PrefetchPolicy;
+import io.orbitkv.planning.PlanningCommands;
+import io.orbitkv.planning.PlanningException;
+import io.orbitkv.planning.PlanningFailure;
+import io.orbitkv.planning.PlanningHandlers;
+import io.orbitkv.planning.PlanningProxy;
+import io.orbitkv.planning.PlanningRole;
+import io.orbitkv.planning.SegmentLease;
 import io.orbitkv.restore.RestoreCommands.Restored;
 import io.orbitkv.restore.RestoreTarget;
 import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.EnumMap;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalDouble;
 import java.util.OptionalLong;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Demand admission: query tickets and their revisions, waiting budgets, byte budgets, and the leases handed to engines.
- * {@link AdmissionVerticle} wires it to the event bus; tests drive it directly with a {@link StoragePort} of their own.
+ * {@link AdmissionVerticle} wires it to the event bus; tests drive it directly with the planning role's handlers.
+ * Admission owns tickets, revisions, waiting budgets, byte budgets, tenant shares and the engines' leases; the
+ * planning role owns evidence, routes, boundaries, plans and their execution (see {@link io.orbitkv.planning.Planner}).
  *
  * <h2>Evaluation</h2>
- * A ticket is evaluated on submit and on every poll while it has no answer: (1) probe storage metadata for the
- * positions the demand allows (pins nothing: evidence, state CANDIDATE); (2) {@link RecoveryContract#bestBoundary}
- * over what is sealed; if pages being written would allow a later boundary and waiting budget is left, answer PENDING;
- * (3) {@link RecoveryContract#requiredRanges} for the best boundary gives the exact pages (a window group only those it
- * attends to, a recurrent group only the checkpoint at the boundary); (4) check budgets with their registered sizes and
- * reserve them; (5) pin exactly those pages, all or nothing (RESERVED; local DRAM, so also RESIDENT); a page lost since
- * the probe re-plans (at most {@value #MAX_PLAN_ATTEMPTS} times, then PENDING); (6) re-check the boundary is legal on
- * what was acquired, and only then answer READY (RESIDENT for speculative warming). Evidence alone never answers READY.
+ * A ticket is evaluated on submit and on every poll while it has no answer: (1) planning discovers the replicas of the
+ * positions the demand allows (pins nothing: evidence, state CANDIDATE) and answers an immutable plan: the chosen legal
+ * boundary and why, exactly the required ranges, and per segment its route and the evidence it relies on; (2) if pages
+ * being written would allow a later boundary and waiting budget is left, answer PENDING; a recompute plan is a MISS;
+ * (3) check and charge the plan's bytes against the budgets; (4) planning executes the plan: the execution owners
+ * acquire and revalidate exactly what it names (DRAM: exact-generation pins; SSD: slots and exact-generation extent
+ * leases, then read + seal + pin in one step), all or nothing. A plan that moves payload answers PENDING (RESERVED) at
+ * once and its terminal answer becomes the ticket's. Stale evidence or a rejection before any payload moved, or a
+ * submitted transfer that failed (fenced by then), re-plans from fresh evidence (at most {@value #MAX_PLAN_ATTEMPTS}
+ * plans, then PENDING); (5) re-check the boundary is legal on what was acquired, and only then answer READY (RESIDENT
+ * for speculative warming). Evidence alone never answers READY. An explicitly requested route that cannot run here
+ * fails closed (ROUTE_UNAVAILABLE), reserving nothing.
  *
  * <h2>Lifecycle and ownership</h2>
  * One live ticket per (instance, request id) and per (instance, operation id). A resubmission with a higher revision
@@ -62,26 +82,61 @@ import java.util.OptionalLong;
  * lives, longer), then the ticket is forgotten and polls get UNKNOWN_TICKET. Answered tickets are bounded per instance
  * and in total too ({@link AnsweredTickets}: the eldest lease-less answer makes room, else TOO_MANY_ANSWERED).
  *
- * <p>Confined to one event loop; futures from the {@link StoragePort} must complete on it.
+ * <p>Confined to one event loop; futures from the {@link PlanningPort} must complete on it.
  */
 final class DemandAdmission {
     static final int MAX_PLAN_ATTEMPTS = 3;
     static final long RETRY_AFTER_MICROS = 1000;
 
-    /** What admission needs from the storage role. */
-    interface StoragePort {
-        Future<List<ImageStore.GroupPresence>> probe(List<ImageStore.GroupProbe> groups);
+    /**
+     * What admission needs from the planning role (its proxy in the Manager; its handlers directly in tests). Plans
+     * hold nothing; an execution holds its leases under admission's id until released (see {@link PlanningHandlers}).
+     */
+    interface PlanningPort {
+        Future<PlanningRole.Planned> plan(DemandView demand);
 
-        Future<ImageStore.ExactPin> pinExact(List<List<StateKey>> groups);
+        Future<PlanningCommands.PreparedPlan> execute(long id, DemandView demand, Plan plan);
 
-        Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned);
+        Future<Integer> release(long id, boolean quarantine);
 
-        /** Drops the pins of a lease whose session ended; storage quarantines its slots before any reuse. */
-        Future<Integer> unpinIntoQuarantine(List<List<ImageStore.ImageRef>> pinned);
+        /** The planning role's handlers, called directly (tests, and one-loop deployments without the bus). */
+        static PlanningPort of(PlanningHandlers handlers) {
+            return new PlanningPort() {
+                @Override
+                public Future<PlanningRole.Planned> plan(DemandView demand) {
+                    return handlers.plan(demand);
+                }
 
-        /** Starts reading keys that are on SSD only back into DRAM; answers how many reads started. */
-        default Future<Integer> materialize(List<StateKey> keys) {
-            return Future.succeededFuture(0);
+                @Override
+                public Future<PlanningCommands.PreparedPlan> execute(long id, DemandView demand, Plan plan) {
+                    return handlers.execute(id, demand, plan);
+                }
+
+                @Override
+                public Future<Integer> release(long id, boolean quarantine) {
+                    return handlers.release(id, quarantine);
+                }
+            };
+        }
+
+        /** The planning role through its proxy. */
+        static PlanningPort of(PlanningProxy proxy) {
+            return new PlanningPort() {
+                @Override
+                public Future<PlanningRole.Planned> plan(DemandView demand) {
+                    return proxy.plan(demand);
+                }
+
+                @Override
+                public Future<PlanningCommands.PreparedPlan> execute(long id, DemandView demand, Plan plan) {
+                    return proxy.execute(id, demand, plan);
+                }
+
+                @Override
+                public Future<Integer> release(long id, boolean quarantine) {
+                    return proxy.release(id, quarantine);
+                }
+            };
         }
     }
 
@@ -130,12 +185,13 @@ final class DemandAdmission {
         }
     }
 
-    private record Lease(long id, long instance, Ticket ticket, String tenant, boolean speculative,
-                         List<List<ImageStore.ImageRef>> pinned, long bytes, int pages) {}
+    /** An engine's lease: the prepared plan planning holds under {@code execution}, and what it charged. */
+    private record Lease(long id, long instance, Ticket ticket, String tenant, boolean speculative, long execution,
+                         long bytes, int pages) {}
 
     private final AdmissionVerticle.Settings settings;
     private final Ticker ticker;
-    private final StoragePort storage;
+    private final PlanningPort planning;
     private final QueryBudgets budgets;
     private final Map<Long, Ticket> tickets = new HashMap<>();
     private final Map<RequestKey, Ticket> byRequest = new HashMap<>();
@@ -146,6 +202,7 @@ final class DemandAdmission {
     private final Map<Status, Counter> queriesByOutcome = new EnumMap<>(Status.class);
     private final Counter restoredBytes;
     private final Counter replans;
+    private final Counter speculationRefused;
     private final io.orbitkv.cost.CostProxy cost;
     private final io.orbitkv.cost.ResourceId dramPool;
     private final Map<Long, io.orbitkv.cost.CostEstimateKey> hostReadyKeys = new HashMap<>();
@@ -153,23 +210,24 @@ final class DemandAdmission {
     private long leasedBytes;
     private long nextTicket = 1;
     private long nextLease = 1;
+    private long nextExecution = 1;
     private RestorePort restore;
 
-    DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, StoragePort storage) {
-        this(settings, registry, ticker, storage, null, null);
+    DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning) {
+        this(settings, registry, ticker, planning, null, null);
     }
 
     /**
      * @param cost     where complete-route samples go (HOST_READY_ROUTE: revision → READY); null = not observed
      * @param dramPool the resource identity of this Manager's DRAM pool (with its incarnation)
      */
-    DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, StoragePort storage,
+    DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning,
                     io.orbitkv.cost.CostProxy cost, io.orbitkv.cost.ResourceId dramPool) {
         this.cost = cost;
         this.dramPool = dramPool;
         this.settings = settings;
         this.ticker = ticker;
-        this.storage = storage;
+        this.planning = planning;
         this.budgets = new QueryBudgets(settings.leaseBudgetBytes(), settings.instanceBudgetBytes(),
                 settings.speculativeBudgetBytes(), settings.tenantShares());
         for (Status status : Status.values()) {
@@ -180,6 +238,9 @@ final class DemandAdmission {
                 .description("Bytes handed to engines under READY leases").register(registry);
         answered = new AnsweredTickets<>(settings.maxAnsweredPerInstance(), settings.maxAnswered(),
                 t -> t.lease == null, this::forget);
+        speculationRefused = Counter.builder("orbitkv.queries.speculation.refused")
+                .description("Speculative demands answered MISS because their confidence did not cover their bytes")
+                .register(registry);
         replans = Counter.builder("orbitkv.queries.replans")
                 .description("Plans whose pages were lost between evidence and pinning").register(registry);
     }
@@ -342,7 +403,7 @@ final class DemandAdmission {
 
     /**
      * Ordered stop: every ticket is cancelled (it leaves every table, its in-flight work drains) and every lease
-     * ends with its pins dropped, before the storage role beneath is stopped. Completes when all of it drained.
+     * ends with its prepared plan released, before the planning and storage roles beneath are stopped. Completes when all of it drained.
      */
     Future<Void> shutdown() {
         List<Future<?>> waits = new ArrayList<>();
@@ -424,13 +485,16 @@ final class DemandAdmission {
         Promise<Void> done = Promise.promise();
         ticket.inFlight = done.future();
         int generation = ticket.generation;
+        // The engine's answer: the terminal outcome, or PENDING as soon as payload started moving (then the terminal
+        // outcome becomes the ticket's answer, for the next poll).
+        Promise<Outcome> reply = Promise.promise();
         Future<Outcome> result;
         try {
-            result = attempt(ticket, generation, MAX_PLAN_ATTEMPTS);
+            result = attempt(ticket, generation, MAX_PLAN_ATTEMPTS, reply);
         } catch (RuntimeException e) {
             result = Future.failedFuture(e);
         }
-        return result.transform(ar -> {
+        result.onComplete(ar -> {
             Future<Void> restoring = ticket.restoreDone;
             if (restoring == null) {
                 ticket.inFlight = null;
@@ -447,170 +511,183 @@ final class DemandAdmission {
                 if (ticket.generation == generation) {
                     forget(ticket);
                 }
-                return Future.failedFuture(typed(ar.cause()));
+                reply.tryFail(typed(ar.cause()));
+            } else {
+                reply.tryComplete(ar.result());
             }
-            return Future.succeededFuture(ar.result());
         });
-    }
-
-    private Future<Outcome> attempt(Ticket ticket, int generation, int attemptsLeft) {
-        DemandPlan plan = ticket.plan;
-        return storage.probe(probes(plan)).compose(presence -> {
-            if (stale(ticket, generation)) {
-                return Future.succeededFuture(current(ticket));
-            }
-            List<GroupAvailability> sealed = new ArrayList<>(presence.size());
-            List<GroupAvailability> reachable = new ArrayList<>(presence.size());
-            boolean anyOnSsd = false;
-            for (ImageStore.GroupPresence group : presence) {
-                sealed.add(GroupAvailability.of(group.groupId(), group.sealed()));
-                BitSet all = (BitSet) group.sealed().clone();
-                all.or(group.writing());
-                all.or(group.onSsd());
-                anyOnSsd |= !group.onSsd().isEmpty();
-                reachable.add(GroupAvailability.of(group.groupId(), all));
-            }
-            long endTokens = affordableEndTokens(plan);
-            OptionalLong best = RecoveryContract.bestBoundary(plan.rules(), sealed, plan.validPrefixTokens(), endTokens);
-            ticket.lastDetail = best.isPresent() ? DemandState.CANDIDATE : DemandState.MISS;
-            // Pages being written (a publish, or a read back from SSD) and pages on SSD only may allow a later
-            // boundary: read back exactly the SSD pages that boundary requires, and ask the engine to poll again.
-            OptionalLong later = RecoveryContract.bestBoundary(plan.rules(), reachable, plan.validPrefixTokens(),
-                    endTokens);
-            boolean laterReachable = later.isPresent() && (best.isEmpty() || later.getAsLong() > best.getAsLong());
-            if (laterReachable && !waitLeft(ticket)) {
-                // The waiting budget ran out with preparation unfinished: the route to the later boundary is censored.
-                observeHostReady(ticket, io.orbitkv.cost.ObservationOutcome.TIMED_OUT, -1, -1);
-            }
-            if (waitLeft(ticket)) {
-                if (laterReachable) {
-                    ticket.lastDetail = DemandState.CANDIDATE;
-                    if (!anyOnSsd) {
-                        return Future.succeededFuture(pending(ticket));
-                    }
-                    List<StateKey> required = keysRequired(plan, later.getAsLong());
-                    return storage.materialize(required).map(started -> pending(ticket));
-                }
-            }
-            if (best.isEmpty()) {
-                return Future.succeededFuture(answer(ticket, Status.MISS, DemandState.MISS, 0, null));
-            }
-            return reserve(ticket, generation, best.getAsLong(), attemptsLeft);
-        });
+        return reply.future();
     }
 
     /**
-     * The selected end, capped so that a boundary's pages can fit the query byte budget at all (every group's page
-     * counted at every position: an upper bound of what any boundary requires). A demand longer than the pool can
-     * lease gets the longest prefix that fits instead of waiting for the impossible and then missing.
+     * One plan: ask planning (evidence → plan, holding nothing), then wait, miss, or charge the plan's bytes and have
+     * it executed. A plan that failed before any payload moved (stale evidence, a rejected source), or whose submitted
+     * transfer failed (fenced by then: planning completes only after it is terminal), is planned again from fresh
+     * evidence, at most {@value #MAX_PLAN_ATTEMPTS} times in all; then the ticket stays PENDING (CANDIDATE).
      */
-    private long affordableEndTokens(DemandPlan plan) {
-        long bytesPerPosition = 0;
-        for (GroupPlan group : plan.groups()) {
-            bytesPerPosition += group.bytesPerPage();
-        }
-        if (bytesPerPosition <= 0) {
-            return plan.selectedEndTokens();
-        }
-        long pageSize = plan.rules().pageSizeTokens();
-        long affordablePositions = settings.leaseBudgetBytes() / bytesPerPosition;
-        long cap = (plan.validPrefixTokens() / pageSize + affordablePositions) * pageSize;
-        return Math.max(plan.validPrefixTokens(), Math.min(plan.selectedEndTokens(), cap));
-    }
-
-    /** The keys at the positions a boundary requires (its minimal required ranges), group by group. */
-    private static List<StateKey> keysRequired(DemandPlan plan, long boundary) {
-        List<StateKey> keys = new ArrayList<>();
-        for (GroupRanges ranges : RecoveryContract.requiredRanges(plan.rules(), boundary, plan.validPrefixTokens())) {
-            StateKey[] byPosition = keysByPosition(groupPlan(plan, ranges.groupId()));
-            for (BlockRange range : ranges.ranges()) {
-                for (int p = range.startInclusive(); p < range.endExclusive() && p < byPosition.length; p++) {
-                    if (byPosition[p] != null) {
-                        keys.add(byPosition[p]);
-                    }
-                }
-            }
-        }
-        return keys;
-    }
-
-    private Future<Outcome> reserve(Ticket ticket, int generation, long boundary, int attemptsLeft) {
+    private Future<Outcome> attempt(Ticket ticket, int generation, int attemptsLeft, Promise<Outcome> reply) {
         DemandPlan plan = ticket.plan;
-        List<GroupRanges> required = RecoveryContract.requiredRanges(plan.rules(), boundary, plan.validPrefixTokens());
-        List<List<StateKey>> keys = new ArrayList<>(required.size());
-        List<List<Integer>> positions = new ArrayList<>(required.size());
-        long bytes = 0;
-        for (GroupRanges ranges : required) {
-            GroupPlan group = groupPlan(plan, ranges.groupId());
-            StateKey[] byPosition = keysByPosition(group);
-            List<StateKey> groupKeys = new ArrayList<>();
-            List<Integer> groupPositions = new ArrayList<>();
-            for (BlockRange range : ranges.ranges()) {
-                for (int p = range.startInclusive(); p < range.endExclusive(); p++) {
-                    groupKeys.add(p < byPosition.length ? byPosition[p] : null);
-                    groupPositions.add(p);
-                }
+        DemandView view = view(ticket);
+        return planning.plan(view).compose(planned -> {
+            if (stale(ticket, generation)) {
+                return Future.succeededFuture(current(ticket));
             }
-            keys.add(groupKeys);
-            positions.add(groupPositions);
-            bytes += group.bytesPerPage() * groupKeys.size();
-        }
-        budgets.check(ticket.instance, plan.tenant(), plan.speculative(), bytes);
-        long reserved = bytes;
-        budgets.charge(ticket.instance, plan.tenant(), plan.speculative(), reserved);
-        return storage.pinExact(keys).compose(pin -> {
-            if (!pin.complete()) {
-                budgets.refund(ticket.instance, plan.tenant(), plan.speculative(), reserved);
-                replans.increment();
-                if (attemptsLeft > 1 && !stale(ticket, generation)) {
-                    return attempt(ticket, generation, attemptsLeft - 1);
-                }
+            Plan chosen = planned.plan();
+            boolean later = planned.waitingFor().isPresent();
+            if (later && !waitLeft(ticket)) {
+                // The waiting budget ran out with preparation unfinished: the route to the later boundary is censored.
+                observeHostReady(ticket, io.orbitkv.cost.ObservationOutcome.TIMED_OUT, -1, -1);
+            }
+            if (later && waitLeft(ticket)) {
+                // Pages being written (a publish, or a read back from SSD) allow a later boundary: poll again.
                 ticket.lastDetail = DemandState.CANDIDATE;
-                return Future.succeededFuture(stale(ticket, generation) ? current(ticket) : pending(ticket));
+                return Future.succeededFuture(pending(ticket));
             }
+            if (chosen.isRecompute()) {
+                return Future.succeededFuture(answer(ticket, Status.MISS, DemandState.MISS, 0, null, chosen.reason()));
+            }
+            ticket.lastDetail = DemandState.CANDIDATE;
+            return reserve(ticket, generation, view, chosen, attemptsLeft, reply);
+        }, failure -> Future.failedFuture(routeFailure(failure)));
+    }
+
+    private Future<Outcome> reserve(Ticket ticket, int generation, DemandView view, Plan chosen, int attemptsLeft,
+                                    Promise<Outcome> reply) {
+        DemandPlan plan = ticket.plan;
+        long reserved = chosen.requiredBytes();
+        if (plan.speculative() && PrefetchPolicy.admitSpeculation(plan.confidence(), reserved,
+                budgets.speculativeBytes(), settings.speculativeBudgetBytes())
+                == PrefetchPolicy.Admission.REFUSED_BY_CONFIDENCE) {
+            // The engine doubts it will use the state: its share of the speculative cap is scaled by its confidence.
+            speculationRefused.increment();
+            return Future.succeededFuture(answer(ticket, Status.MISS, DemandState.MISS, 0, null, chosen.reason()));
+        }
+        budgets.check(ticket.instance, plan.tenant(), plan.speculative(), reserved);
+        budgets.charge(ticket.instance, plan.tenant(), plan.speculative(), reserved);
+        long execution = nextExecution++;
+        Future<PlanningCommands.PreparedPlan> executed = planning.execute(execution, view, chosen);
+        if (chosen.movesPayload()) {
+            ticket.lastDetail = DemandState.RESERVED;
+            reply.tryComplete(pending(ticket));
+        }
+        return executed.compose(prepared -> {
             if (stale(ticket, generation)) {
                 budgets.refund(ticket.instance, plan.tenant(), plan.speculative(), reserved);
-                return storage.unpin(pin.pinned()).map(n -> {
-                    ticket.drainedPages += countPages(pin.pinned());
+                return planning.release(execution, false).map(n -> {
+                    ticket.drainedPages += chosen.pages();
                     return current(ticket);
                 });
             }
             ticket.lastDetail = DemandState.RESERVED;
-            // Local DRAM: the reserved sources are the resident bytes. Re-check legality on what was acquired.
-            List<GroupAvailability> acquired = new ArrayList<>(positions.size());
-            for (int g = 0; g < positions.size(); g++) {
+            List<LeasedGroup> leased = leasedGroups(prepared);
+            // Re-check legality on what was acquired, not on the evidence.
+            List<GroupAvailability> acquired = new ArrayList<>(leased.size());
+            for (LeasedGroup group : leased) {
                 BitSet bits = new BitSet();
-                positions.get(g).forEach(bits::set);
-                acquired.add(GroupAvailability.of(required.get(g).groupId(), bits));
+                group.positions().forEach(bits::set);
+                acquired.add(GroupAvailability.of(group.groupId(), bits));
             }
-            if (!RecoveryContract.isLegal(plan.rules(), acquired, plan.validPrefixTokens(), boundary)) {
+            if (!RecoveryContract.isLegal(plan.rules(), acquired, plan.validPrefixTokens(), chosen.boundaryTokens())) {
                 budgets.refund(ticket.instance, plan.tenant(), plan.speculative(), reserved);
-                return storage.unpin(pin.pinned()).compose(n -> Future.failedFuture(new IllegalStateException(
-                        "acquired pages do not make boundary " + boundary + " legal")));
+                return planning.release(execution, false).compose(n -> Future.failedFuture(new IllegalStateException(
+                        "acquired pages do not make boundary " + chosen.boundaryTokens() + " legal")));
             }
             ticket.lastDetail = DemandState.RESIDENT;
-            Lease lease = new Lease(nextLease++, ticket.instance, ticket, plan.tenant(), plan.speculative(),
-                    pin.pinned(), reserved, countPages(pin.pinned()));
+            Lease lease = new Lease(nextLease++, ticket.instance, ticket, plan.tenant(), plan.speculative(), execution,
+                    reserved, chosen.pages());
             leases.put(lease.id(), lease);
             leasedBytes += lease.bytes();
             ticket.lease = lease;
-            List<LeasedGroup> leased = new ArrayList<>(positions.size());
-            for (int g = 0; g < positions.size(); g++) {
-                leased.add(new LeasedGroup(required.get(g).groupId(), List.copyOf(positions.get(g)), pin.pinned().get(g)));
-            }
             if (plan.speculative()) {
-                return Future.succeededFuture(answer(ticket, Status.RESIDENT, DemandState.RESIDENT, boundary, leased));
+                return Future.succeededFuture(answer(ticket, Status.RESIDENT, DemandState.RESIDENT,
+                        chosen.boundaryTokens(), leased, chosen.reason()));
             }
             if (plan.engineRestore() != null) {
-                return restoreIntoEngine(ticket, generation, boundary, lease, leased);
+                return restoreIntoEngine(ticket, generation, chosen.boundaryTokens(), chosen.reason(), lease, leased);
             }
             restoredBytes.increment(lease.bytes());
             observeHostReady(ticket, io.orbitkv.cost.ObservationOutcome.SUCCEEDED, lease.bytes(), lease.pages());
-            return Future.succeededFuture(answer(ticket, Status.READY, DemandState.READY, boundary, leased));
+            return Future.succeededFuture(answer(ticket, Status.READY, DemandState.READY, chosen.boundaryTokens(),
+                    leased, chosen.reason()));
         }, failure -> {
             budgets.refund(ticket.instance, plan.tenant(), plan.speculative(), reserved);
-            return Future.failedFuture(failure);
+            PlanningFailure cause = PlanningException.failureOf(failure);
+            if (cause == null) {
+                return Future.failedFuture(failure);
+            }
+            if (stale(ticket, generation)) {
+                return Future.succeededFuture(current(ticket));
+            }
+            switch (cause) {
+                case STALE_EVIDENCE, SOURCE_REJECTED, TRANSFER_FAILED -> {
+                    replans.increment();
+                    if (attemptsLeft > 1) {
+                        return attempt(ticket, generation, attemptsLeft - 1, reply);
+                    }
+                    ticket.lastDetail = DemandState.CANDIDATE;
+                    return Future.succeededFuture(pending(ticket));
+                }
+                case QUEUE_FULL, CANCELLED -> {
+                    ticket.lastDetail = DemandState.CANDIDATE;
+                    return Future.succeededFuture(pending(ticket));
+                }
+                case SPECULATION_DROPPED -> {
+                    return Future.succeededFuture(answer(ticket, Status.MISS, DemandState.MISS, 0, null,
+                            chosen.reason()));
+                }
+                default -> {
+                    return Future.failedFuture(routeFailure(failure));
+                }
+            }
         });
+    }
+
+    /** Planning refusals the engine must see typed: an unavailable explicit route or target fails closed. */
+    private static Throwable routeFailure(Throwable failure) {
+        PlanningFailure cause = PlanningException.failureOf(failure);
+        if (cause == PlanningFailure.REQUESTED_ROUTE_UNAVAILABLE || cause == PlanningFailure.TARGET_UNAVAILABLE) {
+            return new OrbitException(ErrorReason.ROUTE_UNAVAILABLE, ((PlanningException) failure).detail());
+        }
+        return failure;
+    }
+
+    /** The prepared plan's host pages per group, in the plan's required order (groups ascending, positions ascending). */
+    private static List<LeasedGroup> leasedGroups(PlanningCommands.PreparedPlan prepared) {
+        Map<Integer, List<Integer>> positions = new LinkedHashMap<>();
+        Map<Integer, List<ImageStore.ImageRef>> refs = new HashMap<>();
+        for (GroupRanges ranges : prepared.plan().required()) {
+            positions.put(ranges.groupId(), new ArrayList<>());
+            refs.put(ranges.groupId(), new ArrayList<>());
+        }
+        for (SegmentLease lease : prepared.leases()) {
+            PlannedSegment segment = lease.segment();
+            for (int i = 0; i < segment.pages().size(); i++) {
+                positions.get(segment.groupId()).add(segment.pages().get(i).position());
+                refs.get(segment.groupId()).add(lease.hostPages().get(i));
+            }
+        }
+        List<LeasedGroup> leased = new ArrayList<>(positions.size());
+        positions.forEach((group, at) -> leased.add(new LeasedGroup(group, List.copyOf(at), List.copyOf(refs.get(group)))));
+        return leased;
+    }
+
+    /** What planning needs of the ticket's demand: its keys, rules, rate, route, first use and the byte cap. */
+    private DemandView view(Ticket ticket) {
+        DemandPlan plan = ticket.plan;
+        List<DemandView.GroupKeys> groups = new ArrayList<>(plan.groups().size());
+        for (GroupPlan group : plan.groups()) {
+            groups.add(new DemandView.GroupKeys(group.groupId(), group.bytesPerPage(), group.keys()));
+        }
+        OptionalLong firstUse = plan.firstUseMicros() > 0
+                ? OptionalLong.of(ticket.revisedNanos + TimeUnit.MICROSECONDS.toNanos(plan.firstUseMicros()))
+                : OptionalLong.empty();
+        OptionalDouble rate = plan.prefillTokensPerSecond() > 0 ? OptionalDouble.of(plan.prefillTokensPerSecond())
+                : OptionalDouble.empty();
+        // The cap is what the pool can lease at all: a demand longer than that gets the longest legal boundary that
+        // fits (reason BUDGET) instead of waiting for the impossible; shares and headroom are checked on the plan.
+        return new DemandView(plan.rules(), plan.validPrefixTokens(), plan.selectedEndTokens(), groups,
+                CompletionTarget.hostReady(), plan.requestedRoute(), rate, firstUse, plan.priority(), plan.confidence(),
+                plan.speculative(), settings.leaseBudgetBytes());
     }
 
     /**
@@ -620,8 +697,8 @@ final class DemandAdmission {
      * engine holds the bytes. A cancel or revision meanwhile stops the restore; the canceller ends the lease after the
      * copies drained. A failed restore ends the lease and the next poll answers RESTORE_FAILED.
      */
-    private Future<Outcome> restoreIntoEngine(Ticket ticket, int generation, long boundary, Lease lease,
-                                              List<LeasedGroup> leased) {
+    private Future<Outcome> restoreIntoEngine(Ticket ticket, int generation, long boundary, BoundaryReason reason,
+                                              Lease lease, List<LeasedGroup> leased) {
         if (restore == null) {
             return endLease(lease).compose(n -> Future.failedFuture(new OrbitException(ErrorReason.ROUTE_UNAVAILABLE,
                     "this Manager runs no restore role")));
@@ -645,10 +722,10 @@ final class DemandAdmission {
                 if (ar.failed()) {
                     // Answered (so the ticket expires like any answer) but the next poll gets the failure.
                     ticket.restoreFailure = typed(ar.cause());
-                    answer(ticket, Status.MISS, DemandState.MISS, 0, null);
+                    answer(ticket, Status.MISS, DemandState.MISS, 0, null, reason);
                 } else {
                     restoredBytes.increment(ar.result().bytes());
-                    answer(ticket, Status.READY, DemandState.READY, boundary, leased, ar.result());
+                    answer(ticket, Status.READY, DemandState.READY, boundary, leased, reason, ar.result());
                 }
                 copied.complete();
             });
@@ -681,36 +758,6 @@ final class DemandAdmission {
                 bytes < 0 ? io.orbitkv.cost.ObservedBytes.UNKNOWN : io.orbitkv.cost.ObservedBytes.logicalOnly(bytes)));
     }
 
-    /** The group's keys indexed by block position (positions are small and dense: a flat array, no boxing). */
-    private static StateKey[] keysByPosition(GroupPlan group) {
-        int max = -1;
-        for (ImageStore.PositionedKey pk : group.keys()) {
-            max = Math.max(max, pk.position());
-        }
-        StateKey[] byPosition = new StateKey[max + 1];
-        for (ImageStore.PositionedKey pk : group.keys()) {
-            byPosition[pk.position()] = pk.key();
-        }
-        return byPosition;
-    }
-
-    private static List<ImageStore.GroupProbe> probes(DemandPlan plan) {
-        List<ImageStore.GroupProbe> probes = new ArrayList<>(plan.groups().size());
-        for (GroupPlan group : plan.groups()) {
-            probes.add(new ImageStore.GroupProbe(group.groupId(), group.keys()));
-        }
-        return probes;
-    }
-
-    private static GroupPlan groupPlan(DemandPlan plan, int groupId) {
-        for (GroupPlan group : plan.groups()) {
-            if (group.groupId() == groupId) {
-                return group;
-            }
-        }
-        throw new IllegalStateException("validated demand lacks group " + groupId);
-    }
-
     private boolean waitLeft(Ticket ticket) {
         long budget = settings.waitBudgetNanos();
         if (ticket.plan.maxWaitNanos() >= 0) {
@@ -733,16 +780,17 @@ final class DemandAdmission {
                 List.of(), ticket.plan.revision(), ticket.plan.requestId(), ticket.plan.operationId(), RETRY_AFTER_MICROS);
     }
 
-    private Outcome answer(Ticket ticket, Status status, DemandState detail, long boundary, List<LeasedGroup> leased) {
-        return answer(ticket, status, detail, boundary, leased, null);
+    private Outcome answer(Ticket ticket, Status status, DemandState detail, long boundary, List<LeasedGroup> leased,
+                           BoundaryReason reason) {
+        return answer(ticket, status, detail, boundary, leased, reason, null);
     }
 
     private Outcome answer(Ticket ticket, Status status, DemandState detail, long boundary, List<LeasedGroup> leased,
-                           Restored restored) {
+                           BoundaryReason reason, Restored restored) {
         ticket.lastDetail = detail;
         ticket.answer = new Outcome(ticket.id, status, detail, boundary, ticket.plan.rules().pageSizeTokens(),
                 ticket.lease == null ? 0 : ticket.lease.id(), leased == null ? List.of() : List.copyOf(leased),
-                ticket.plan.revision(), ticket.plan.requestId(), ticket.plan.operationId(), 0, restored);
+                ticket.plan.revision(), ticket.plan.requestId(), ticket.plan.operationId(), 0, reason, restored);
         ticket.answerExpiresNanos = ticker.nanos() + settings.replyTtlNanos();
         scheduleExpiry(ticket);
         markOutstanding(ticket, false);
@@ -821,16 +869,7 @@ final class DemandAdmission {
                     ticker.nanos() + settings.replyTtlNanos());
             scheduleExpiry(lease.ticket());
         }
-        return (quarantine ? storage.unpinIntoQuarantine(lease.pinned()) : storage.unpin(lease.pinned()))
-                .map(n -> lease.pages());
-    }
-
-    private static int countPages(List<List<ImageStore.ImageRef>> pinned) {
-        int pages = 0;
-        for (List<ImageStore.ImageRef> group : pinned) {
-            pages += group.size();
-        }
-        return pages;
+        return planning.release(lease.execution(), quarantine).map(n -> lease.pages());
     }
 
     /** Contract failures travel as their engine-API reason. */

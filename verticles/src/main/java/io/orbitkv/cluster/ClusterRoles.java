@@ -22,14 +22,23 @@ public final class ClusterRoles {
     /** Both roles exist from here on (the planner can be given their ports before they are deployed). */
     public ClusterRoles(ClusterSettings settings, long incarnation, int eventBusPort, boolean ssd, MeterRegistry registry,
                         Vertx vertx) {
+        this(settings, incarnation, eventBusPort, ssd, registry, vertx, Map.of());
+    }
+
+    /** With extra endpoints advertised in the member record (the peer role's {@code peer} port). */
+    public ClusterRoles(ClusterSettings settings, long incarnation, int eventBusPort, boolean ssd, MeterRegistry registry,
+                        Vertx vertx, Map<String, String> extraEndpoints) {
         this.settings = settings;
         List<String> capabilities = new ArrayList<>(List.of("inventory-v1", "dram"));
         if (ssd) {
             capabilities.add("ssd");
         }
-        Map<String, String> endpoints = Map.of(
-                "hazelcast", settings.host() + ":" + settings.hazelcastPort(),
-                "eventbus", settings.host() + ":" + eventBusPort);
+        Map<String, String> endpoints = new java.util.HashMap<>(extraEndpoints);
+        endpoints.put("hazelcast", settings.host() + ":" + settings.hazelcastPort());
+        endpoints.put("eventbus", settings.host() + ":" + eventBusPort);
+        if (!extraEndpoints.isEmpty()) {
+            capabilities.add("peer-v1");
+        }
         this.membership = new MembershipRole(settings, incarnation, endpoints, capabilities, registry);
         this.inventory = new InventoryRole(settings, membership, new StorageProxy(vertx), registry);
     }

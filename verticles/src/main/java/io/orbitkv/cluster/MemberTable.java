@@ -15,9 +15,9 @@ import java.util.TreeMap;
  * the one held is ignored: a late event of a dead process never replaces its successor. A delete (the lease expired
  * or the member left) removes it. Changes are reported so the inventory directory can fence evidence.
  */
-final class MemberTable {
+public final class MemberTable {
     /** What one etcd event changed. */
-    sealed interface Change {
+    public sealed interface Change {
         record Joined(MemberRecord member) implements Change {}
 
         record Restarted(MemberRecord previous, MemberRecord member) implements Change {}

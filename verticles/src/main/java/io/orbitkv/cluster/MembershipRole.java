@@ -148,7 +148,9 @@ public final class MembershipRole extends VerticleBase implements MembershipView
     @Override
     public Future<?> start() {
         context = vertx.getOrCreateContext();
-        client = Client.builder().endpoints(settings.etcdEndpoints().toArray(java.net.URI[]::new)).vertx(vertx)
+        // jetcd gets its own Vertx: its close() closes the Vertx it was given, which must not be the Manager's (an
+        // ordered stop would lose every role after this one). Every answer hops to this role's context anyway.
+        client = Client.builder().endpoints(settings.etcdEndpoints().toArray(java.net.URI[]::new))
                 .connectTimeout(Duration.ofMillis(stepDeadlineMillis()))
                 .retryMaxAttempts(1).retryDelay(100).retryMaxDelay(500)
                 .retryMaxDuration(Duration.ofMillis(stepDeadlineMillis()))

@@ -171,6 +171,11 @@ public final class EngineOperations {
         if (!TenantShares.validName(request.getTenant())) {
             throw new OrbitException(ErrorReason.INVALID_IDENTITY, "tenant must be 0..64 characters of [A-Za-z0-9._-]");
         }
+        double rate = request.getPrefillTokensPerSecond();
+        if (!(rate >= 0 && Double.isFinite(rate))) {
+            throw new OrbitException(ErrorReason.INVALID_IDENTITY, "prefill_tokens_per_second must be finite and >= 0, got "
+                    + rate);
+        }
         long ttlMillis = TimeUnit.NANOSECONDS.toMillis(settings.sessionTtlNanos());
         Map<Integer, GroupSpec> groups = new HashMap<>();
         request.getIdentity().getGroupsList().forEach(g -> groups.put(g.getGroupId(), g));
@@ -178,7 +183,7 @@ public final class EngineOperations {
         long resumed = request.getResumeInstanceId();
         if (resumed == 0) {
             SessionRegistry.Instance instance = sessions.register(request.getIdentity(), request.getRole(),
-                    request.getTenant(), rules);
+                    request.getTenant(), rules, rate);
             registeredInstances = sessions.size();
             return withDestinations(instance, specs,
                     EngineReplies.registered(instance, settings.poolPath(), settings.poolBytes(), ttlMillis));
@@ -200,7 +205,7 @@ public final class EngineOperations {
                 reportCleanupFailure("a resumed session", ar.cause());
             }
             SessionRegistry.Instance instance = sessions.resume(resumed, request.getIdentity(), request.getRole(),
-                    request.getTenant(), rules);
+                    request.getTenant(), rules, rate);
             registeredInstances = sessions.size();
             return withDestinations(instance, specs,
                     EngineReplies.registered(instance, settings.poolPath(), settings.poolBytes(), ttlMillis));

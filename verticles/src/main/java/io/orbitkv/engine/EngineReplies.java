@@ -112,6 +112,13 @@ final class EngineReplies {
         if (outcome.requestId() != null) {
             reply.setRequestId(outcome.requestId());
         }
+        if (outcome.boundaryReason() != null) {
+            reply.setBoundaryReason(switch (outcome.boundaryReason()) {
+                case LONGEST -> io.orbitkv.protocol.engine.BoundaryReason.LONGEST;
+                case EARLIER_FIRST_TOKEN -> io.orbitkv.protocol.engine.BoundaryReason.EARLIER_FIRST_TOKEN;
+                case BUDGET -> io.orbitkv.protocol.engine.BoundaryReason.BUDGET;
+            });
+        }
         if (outcome.leaseId() != 0 || outcome.restored() != null) {
             reply.setReadyBlocks(outcome.readyBlocks()).setBoundaryTokens(outcome.boundaryTokens());
             boolean leasing = outcome.leaseId() != 0;

@@ -4,6 +4,7 @@ import com.google.protobuf.ByteString;
 import io.orbitkv.admission.AdmissionCommands.DemandPlan;
 import io.orbitkv.admission.AdmissionCommands.GroupPlan;
 import io.orbitkv.common.OrbitException;
+import io.orbitkv.planning.RouteTemplate;
 import io.orbitkv.protocol.engine.BlockSpan;
 import io.orbitkv.protocol.engine.Demand;
 import io.orbitkv.protocol.engine.ErrorReason;
@@ -26,6 +27,7 @@ import io.orbitkv.storage.StateKey;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.Set;
 import java.util.function.Supplier;
@@ -139,7 +141,8 @@ final class EngineRequests {
             groups.add(new GroupPlan(chain.getGroupId(), instance.groups().get(chain.getGroupId()).getBytesPerPage(), keys));
         }
         return new DemandPlan(null, request.getRevision(), 0, instance.tenant(), new RecoveryRules(pageSize, rules), 0,
-                (long) shortest * pageSize, groups, 0, 0, 0, -1, false);
+                (long) shortest * pageSize, groups, 0, 0, 0, -1, false, null, instance.prefillTokensPerSecond(),
+                Optional.empty());
     }
 
     /** The exact form: validated against the registration before anything is forwarded or reserved. */
@@ -218,9 +221,29 @@ final class EngineRequests {
         long maxWaitNanos = !demand.hasMaxWaitMicros() ? -1
                 : Long.compareUnsigned(demand.getMaxWaitMicros(), Long.MAX_VALUE / 1000) > 0 ? Long.MAX_VALUE
                 : demand.getMaxWaitMicros() * 1000;
+        double rate = demand.getPrefillTokensPerSecond();
+        if (!(rate >= 0 && Double.isFinite(rate))) {
+            throw new OrbitException(ErrorReason.INVALID_DEMAND, "prefill_tokens_per_second must be finite and >= 0, got "
+                    + rate);
+        }
         return new DemandPlan(demand.getRequestId(), demand.getRevision(), demand.getOperationId(), instance.tenant(),
                 instance.rules(), origin, end, groups, firstUseMicros, demand.getPriority(), demand.getConfidence(),
-                maxWaitNanos, demand.getSpeculative());
+                maxWaitNanos, demand.getSpeculative(), null, rate > 0 ? rate : instance.prefillTokensPerSecond(),
+                requestedRoute(demand));
+    }
+
+    /** The wire route as a template; an unknown number is refused (a newer client than this Manager). */
+    static Optional<RouteTemplate> requestedRoute(Demand demand) {
+        return switch (demand.getRequestedRoute()) {
+            case ROUTE_DEFAULT -> Optional.empty();
+            case ROUTE_LOCAL_DRAM -> Optional.of(RouteTemplate.LOCAL_DRAM);
+            case ROUTE_HOST_FROM_LOCAL_SSD -> Optional.of(RouteTemplate.HOST_FROM_LOCAL_SSD);
+            case ROUTE_LOCAL_SSD_URING -> Optional.of(RouteTemplate.LOCAL_SSD_URING);
+            case ROUTE_HOST_FROM_PEER_DRAM -> Optional.of(RouteTemplate.HOST_FROM_PEER_DRAM);
+            case ROUTE_HOST_FROM_PEER_SSD -> Optional.of(RouteTemplate.HOST_FROM_PEER_SSD);
+            case UNRECOGNIZED -> throw new OrbitException(ErrorReason.INVALID_DEMAND, "requested_route "
+                    + demand.getRequestedRouteValue() + " is not a route this Manager knows");
+        };
     }
 
     /** Recovery-contract failures travel as their engine-API reason. */

@@ -27,9 +27,10 @@ import java.util.Map;
  */
 final class SessionRegistry {
     record Instance(long id, long epoch, InstanceIdentity identity, InstanceRole role, byte[] namespace,
-                    Map<Integer, GroupSpec> groups, long lastSeenNanos, String tenant, RecoveryRules rules) {
+                    Map<Integer, GroupSpec> groups, long lastSeenNanos, String tenant, RecoveryRules rules,
+                    double prefillTokensPerSecond) {
         Instance touched(long now) {
-            return new Instance(id, epoch, identity, role, namespace, groups, now, tenant, rules);
+            return new Instance(id, epoch, identity, role, namespace, groups, now, tenant, rules, prefillTokensPerSecond);
         }
 
         boolean inNamespace(byte[] other) {
@@ -54,6 +55,12 @@ final class SessionRegistry {
     }
 
     Instance register(InstanceIdentity identity, InstanceRole role, String tenant, RecoveryRules rules) {
+        return register(identity, role, tenant, rules, 0);
+    }
+
+    /** @param prefillTokensPerSecond the engine's declared prefill rate; 0: none */
+    Instance register(InstanceIdentity identity, InstanceRole role, String tenant, RecoveryRules rules,
+                      double prefillTokensPerSecond) {
         if (instances.size() + resuming >= maxSessions) {
             throw new OrbitException(ErrorReason.TOO_MANY_SESSIONS, "the Manager holds " + maxSessions
                     + " registered sessions already (session.max-registered); unregister one or raise the limit");
@@ -64,7 +71,7 @@ final class SessionRegistry {
         }
         long epoch = random.nextLong() & Long.MAX_VALUE | 1L;
         Instance instance = new Instance(nextId++, epoch, identity, role, Namespaces.derive(identity),
-                Map.copyOf(groups), ticker.nanos(), tenant, rules);
+                Map.copyOf(groups), ticker.nanos(), tenant, rules, prefillTokensPerSecond);
         instances.put(instance.id(), instance);
         return instance;
     }
@@ -105,6 +112,11 @@ final class SessionRegistry {
 
     /** Re-registers an instance after {@link #beginResume} with a fresh epoch; the old epoch is stale from now on. */
     Instance resume(long id, InstanceIdentity identity, InstanceRole role, String tenant, RecoveryRules rules) {
+        return resume(id, identity, role, tenant, rules, 0);
+    }
+
+    Instance resume(long id, InstanceIdentity identity, InstanceRole role, String tenant, RecoveryRules rules,
+                    double prefillTokensPerSecond) {
         resuming--;
         Map<Integer, GroupSpec> groups = new HashMap<>();
         for (GroupSpec g : identity.getGroupsList()) {
@@ -112,7 +124,7 @@ final class SessionRegistry {
         }
         long epoch = random.nextLong() & Long.MAX_VALUE | 1L;
         Instance instance = new Instance(id, epoch, identity, role, Namespaces.derive(identity), Map.copyOf(groups),
-                ticker.nanos(), tenant, rules);
+                ticker.nanos(), tenant, rules, prefillTokensPerSecond);
         instances.put(id, instance);
         return instance;
     }

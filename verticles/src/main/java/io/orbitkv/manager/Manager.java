@@ -21,6 +21,8 @@ import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.planning.DemandEvidence;
 import io.orbitkv.planning.EvidenceSource;
 import io.orbitkv.planning.MembershipView;
+import io.orbitkv.planning.PlanningVerticle;
+import io.orbitkv.planning.RouteResources;
 import io.orbitkv.restore.RestoreVerticle;
 import io.orbitkv.ssd.SsdProxy;
 import io.orbitkv.ssd.SsdStats;
@@ -70,18 +72,23 @@ public final class Manager implements AutoCloseable {
     private final String token;
     private final Path poolPath;
     private CostProxy costProxy;
+    private RouteResources planningResources;
     /** The cluster roles; null in single-host mode. */
     private ClusterRoles cluster;
+    /** The peer role; null without {@code peer.port}. */
+    private io.orbitkv.peer.PeerVerticle peer;
 
     /** The deployment ids of the roles, for the ordered stop; ssd is null without the SSD tier. */
     private static final class Deployments {
         String cost;
         String ssd;
         String storage;
+        String planning;
         String restore;
         String admission;
         String engine;
         String health;
+        String peer;
     }
 
     /**
@@ -237,12 +244,23 @@ public final class Manager implements AutoCloseable {
                     (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares())
                     .withAnsweredBounds(config.answered().perInstance(), config.answered().total()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
+            RouteResources planningResources = new RouteResources(dramPool, ssdStore);
             RestoreVerticle restore = new RestoreVerticle(
                     new RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate),
                     registry, cost.proxy());
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             ClusterRoles cluster = config.cluster().map(settings -> new ClusterRoles(settings, incarnation,
-                    eventBusPort, config.ssd().enabled(), registry, vertx)).orElse(null);
+                    eventBusPort, config.ssd().enabled(), registry, vertx, config.peer().enabled()
+                            ? java.util.Map.of("peer", settings.host() + ":" + config.peer().port()) : java.util.Map.of()))
+                    .orElse(null);
+            io.orbitkv.peer.PeerVerticle peer = cluster == null || !config.peer().enabled() ? null
+                    : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
+                            poolBytes, registry);
+            // Peer evidence counts only for current members; peer routes are not executed by planning yet (the peer role
+            // fetches on its own API; wiring its PeerExecutionOwner into planning is the next step).
+            PlanningVerticle planning = new PlanningVerticle(PlanningVerticle.Settings.localOnly(config.ssd().enabled(),
+                    planningResources), registry, Ticker.SYSTEM, cost.proxy())
+                    .members(cluster == null ? MembershipView.NONE : cluster.membership());
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             Deployments deployments = new Deployments();
             return vertx.deployVerticle(cost).onSuccess(id -> deployments.cost = id)
@@ -250,6 +268,9 @@ public final class Manager implements AutoCloseable {
                             : vertx.deployVerticle(ssd).onSuccess(ssdId -> deployments.ssd = ssdId))
                     .compose(id -> vertx.deployVerticle(storage)).onSuccess(id -> deployments.storage = id)
                     .compose(id -> cluster == null ? Future.succeededFuture(id) : cluster.deploy(vertx))
+                    .compose(id -> vertx.deployVerticle(planning)).onSuccess(id -> deployments.planning = id)
+                    .compose(id -> peer == null ? Future.succeededFuture(id)
+                            : vertx.deployVerticle(peer).onSuccess(peerId -> deployments.peer = peerId))
                     .compose(id -> vertx.deployVerticle(restore)).onSuccess(id -> deployments.restore = id)
                     .compose(id -> vertx.deployVerticle(admission)).onSuccess(id -> deployments.admission = id)
                     .compose(id -> vertx.deployVerticle(engine)).onSuccess(id -> deployments.engine = id)
@@ -258,7 +279,9 @@ public final class Manager implements AutoCloseable {
                         Manager manager = new Manager(vertx, config, registry, engine, health, token, poolPath,
                                 storage, ssd == null ? null : new SsdProxy(vertx), deployments);
                         manager.costProxy = cost.proxy();
+                        manager.planningResources = planningResources;
                         manager.cluster = cluster;
+                        manager.peer = peer;
                         return manager;
                     });
         });
@@ -318,6 +341,11 @@ public final class Manager implements AutoCloseable {
         return costProxy;
     }
 
+    /** The cost identities of this Manager's DRAM pool and SSD store (with this incarnation), as planning keys them. */
+    public RouteResources planningResources() {
+        return planningResources;
+    }
+
     public ManagerConfig config() {
         return config;
     }
@@ -360,6 +388,11 @@ public final class Manager implements AutoCloseable {
         return cluster == null ? Optional.empty() : Optional.of(cluster.inventory());
     }
 
+    /** The peer role when {@code peer.port} is set (tests and tools fetch through it). */
+    public java.util.Optional<io.orbitkv.peer.PeerVerticle> peer() {
+        return java.util.Optional.ofNullable(peer);
+    }
+
     /** The membership role when the cluster is enabled. */
     public Optional<MembershipRole> membershipRole() {
         return cluster == null ? Optional.empty() : Optional.of(cluster.membership());
@@ -397,8 +430,10 @@ public final class Manager implements AutoCloseable {
     /**
      * Stops in order, so that nothing is torn down under a part still using it: (1) the engine role refuses every call
      * with SHUTTING_DOWN and closes its doors; (2) the admission role withdraws its handlers, cancels every query and
-     * ends every lease (their in-flight work drains); then the restore role drains the copies its workers submitted
-     * (they read pool slots) and withdraws its handlers; (3) the storage role withdraws its handlers and waits for the
+     * ends every lease (their in-flight work drains); the planning role then withdraws its handlers, waits for the
+     * executions still running (their submitted reads complete) and ends what they prepared; then the restore role
+     * drains the copies its workers submitted (they read pool slots) and withdraws its handlers; (3) the storage role
+     * withdraws its handlers and waits for the
      * reads it submitted to the SSD role; (4) the SSD role withdraws its handlers and drains: submitted reads and
      * writes complete (a write from the pool reads its slot until then), queued writes are dropped, committed extents
      * stay on disk; (5) only then is the pool unmapped and its file removed; (6) the cost role, then the Vertx.
@@ -418,10 +453,12 @@ public final class Manager implements AutoCloseable {
         Future<SsdStats> before = ssd == null ? Future.succeededFuture(null)
                 : ssd.stats().otherwise((SsdStats) null);
         Future<StopReport> ordered = before.compose(stats -> undeploy(deployments.health, "health", steps)
+                .compose(v -> undeploy(deployments.peer, "peer-leases-released", steps))
                 .compose(v -> cluster == null ? Future.<Void>succeededFuture()
                         : cluster.undeploy(vertx).onSuccess(x -> steps.add("cluster-left")))
                 .compose(v -> undeploy(deployments.engine, "engine-refusing-and-closed", steps))
                 .compose(v -> undeploy(deployments.admission, "queries-cancelled-and-leases-ended", steps))
+                .compose(v -> undeploy(deployments.planning, "plans-drained", steps))
                 .compose(v -> undeploy(deployments.restore, "restores-drained-and-destinations-unmapped", steps))
                 .compose(v -> storage.quiesce().onSuccess(x -> steps.add("storage-quiesced")))
                 .compose(v -> undeploy(deployments.ssd, "ssd-drained", steps))

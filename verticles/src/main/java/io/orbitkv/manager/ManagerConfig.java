@@ -50,7 +50,8 @@ public record ManagerConfig(
         SessionPolicy sessions,
         BridgeDoor bridge,
         AnsweredBounds answered,
-        java.util.Optional<io.orbitkv.cluster.ClusterSettings> cluster) {
+        java.util.Optional<io.orbitkv.cluster.ClusterSettings> cluster,
+        io.orbitkv.peer.PeerSettings peer) {
 
     /**
      * Answered queries kept pollable ({@code query.reply-ttl-ms}): at most {@code perInstance} per engine instance and
@@ -161,6 +162,15 @@ public record ManagerConfig(
         d.put("bridge.max-connections", "64");
         // The cluster (off by default: a single Manager needs none of it). See the README's Cluster section.
         d.put("cluster.enabled", "false");
+        // Peer transfer (only with the cluster): -1 = off. See the README's Cluster section.
+        d.put("peer.port", "-1");
+        d.put("peer.transfer-port", "-1");
+        d.put("peer.transport", "tls");
+        d.put("peer.max-lease-ms", "10000");
+        d.put("peer.credit-bytes", "256MiB");
+        d.put("peer.max-keys", "4096");
+        d.put("peer.test-flip-page", "0");
+        d.put("peer.test-stall-lease-pages", "0");
         d.put("cluster.member-id", "");
         d.put("cluster.etcd-endpoints", "http://127.0.0.1:2379");
         d.put("cluster.prefix", "/orbitkv");
@@ -229,7 +239,27 @@ public record ManagerConfig(
                 bridgeDoor(v),
                 new AnsweredBounds((int) integer(v, "query.max-answered-per-instance", 1, 1 << 20),
                         (int) integer(v, "query.max-answered", 1, 1 << 24)),
-                cluster(v));
+                cluster(v),
+                peer(v));
+    }
+
+    private static io.orbitkv.peer.PeerSettings peer(Map<String, String> v) {
+        int port = (int) integer(v, "peer.port", -1, 65535);
+        int transferPort = (int) integer(v, "peer.transfer-port", -1, 65535);
+        if ((port > 0) != (transferPort > 0)) {
+            throw new ConfigException("peer.transfer-port", "peer.port and peer.transfer-port are set together (or neither)");
+        }
+        if (port > 0 && !bool(v, "cluster.enabled")) {
+            throw new ConfigException("peer.port", "needs cluster.enabled (peers are cluster members)");
+        }
+        String transport = v.get("peer.transport").strip();
+        if (!transport.equals("tls") && !transport.equals("plaintext")) {
+            throw new ConfigException("peer.transport", "must be tls or plaintext, got '" + transport + "'");
+        }
+        return new io.orbitkv.peer.PeerSettings(port, transferPort, transport.equals("plaintext"),
+                integer(v, "peer.max-lease-ms", 10, 600_000), size(v, "peer.credit-bytes", 4096, 1L << 40),
+                (int) integer(v, "peer.max-keys", 1, 1 << 16), integer(v, "peer.test-flip-page", 0, Long.MAX_VALUE),
+                (int) integer(v, "peer.test-stall-lease-pages", 0, 1 << 16));
     }
 
     private static java.util.Optional<io.orbitkv.cluster.ClusterSettings> cluster(Map<String, String> v) {

@@ -4,6 +4,7 @@ import io.orbitkv.storage.StateKey;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 
 /**
  * The replica sets found for a demand's keys in one discovery pass (metadata only: nothing is pinned or read). A key
@@ -11,12 +12,15 @@ import java.util.Objects;
  * found a record stale.
  */
 public final class DemandEvidence {
-    private static final DemandEvidence NONE = new DemandEvidence(Map.of());
+    private static final DemandEvidence NONE = new DemandEvidence(Map.of(), Set.of());
 
     private final Map<StateKey, ReplicaSet> byKey;
+    /** Keys whose local image is being written (a publish or a read back): no replica yet, maybe soon. */
+    private final Set<StateKey> writing;
 
-    private DemandEvidence(Map<StateKey, ReplicaSet> byKey) {
+    private DemandEvidence(Map<StateKey, ReplicaSet> byKey, Set<StateKey> writing) {
         this.byKey = byKey;
+        this.writing = writing;
     }
 
     public static DemandEvidence none() {
@@ -30,7 +34,17 @@ public final class DemandEvidence {
                 copy.put(Objects.requireNonNull(key, "key"), set);
             }
         });
-        return new DemandEvidence(Map.copyOf(copy));
+        return new DemandEvidence(Map.copyOf(copy), Set.of());
+    }
+
+    /** This evidence plus the keys being written locally now (not replicas: nothing to acquire yet). */
+    public DemandEvidence withWriting(Set<StateKey> keys) {
+        return new DemandEvidence(byKey, Set.copyOf(keys));
+    }
+
+    /** Whether the key's local image is being written now (a publish in progress or a read back from SSD). */
+    public boolean writing(StateKey key) {
+        return writing.contains(key);
     }
 
     public ReplicaSet replicas(StateKey key) {
@@ -64,6 +78,6 @@ public final class DemandEvidence {
         } else {
             copy.put(key, next);
         }
-        return new DemandEvidence(Map.copyOf(copy));
+        return new DemandEvidence(Map.copyOf(copy), writing);
     }
 }

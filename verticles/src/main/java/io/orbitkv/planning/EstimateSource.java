@@ -3,6 +3,7 @@ package io.orbitkv.planning;
 import io.orbitkv.cost.CostEstimateKey;
 import io.orbitkv.cost.CostEstimateResult;
 import io.orbitkv.cost.CostProxy;
+import io.orbitkv.cost.ObservationRecord;
 import io.orbitkv.cost.ShadowRequest;
 import io.vertx.core.Future;
 import java.util.ArrayList;
@@ -24,6 +25,13 @@ public interface EstimateSource {
     Future<Map<CostEstimateKey, CostEstimateResult>> estimates(Set<CostEstimateKey> keys);
 
     void recordShadow(ShadowRequest request);
+
+    /**
+     * A complete-route sample from the execution of a plan (the route's own key, see {@link RouteTemplate#costKey}):
+     * only successful executions report, so failures never train an estimate. Ignored without a cost role.
+     */
+    default void report(ObservationRecord record) {
+    }
 
     /** No cost role: nothing observed, nothing selected. */
     EstimateSource NONE = new EstimateSource() {
@@ -75,6 +83,11 @@ public interface EstimateSource {
             @Override
             public void recordShadow(ShadowRequest request) {
                 cost.recordShadow(request);
+            }
+
+            @Override
+            public void report(ObservationRecord record) {
+                cost.report(record);
             }
         };
     }

@@ -34,4 +34,12 @@ public interface ExecutionOwner {
     }
 
     Future<Boolean> release(SegmentLease lease);
+
+    /**
+     * {@link #release} for a holder whose session ended: an owner whose lease lent memory to an engine (host-ready
+     * pool pages) holds that memory out of reuse for the quarantine time first. Owners lending nothing ignore it.
+     */
+    default Future<Boolean> release(SegmentLease lease, boolean quarantine) {
+        return release(lease);
+    }
 }

@@ -111,7 +111,11 @@ public final class PlanExecutor {
     }
 
     private Future<Boolean> release(SegmentLease lease) {
-        return owners.get(lease.segment().route()).release(lease).onComplete(ar -> heldLeases--);
+        return release(lease, false);
+    }
+
+    private Future<Boolean> release(SegmentLease lease, boolean quarantine) {
+        return owners.get(lease.segment().route()).release(lease, quarantine).onComplete(ar -> heldLeases--);
     }
 
     /** A segment's queued or submitted transfer. */
@@ -362,13 +366,18 @@ public final class PlanExecutor {
 
         /** Ends every lease once; completes with how many leases this call released (0 on a repeated call). */
         public Future<Integer> release() {
+            return release(false);
+        }
+
+        /** {@link #release()}; {@code quarantine}: the engine holding the pages lost its session (see the owners). */
+        public Future<Integer> release(boolean quarantine) {
             if (released) {
                 return Future.succeededFuture(0);
             }
             released = true;
             List<Future<Boolean>> releases = new ArrayList<>();
             for (SegmentLease lease : leases) {
-                releases.add(PlanExecutor.this.release(lease));
+                releases.add(PlanExecutor.this.release(lease, quarantine));
             }
             return Future.join(releases).map(v -> releases.size());
         }

@@ -5,16 +5,28 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostEstimateKey;
 import io.orbitkv.cost.CostEstimateResult;
+import io.orbitkv.cost.ObservationOutcome;
+import io.orbitkv.cost.ObservationRecord;
+import io.orbitkv.cost.ObservedBytes;
+import io.orbitkv.cost.RepresentationFamily;
 import io.orbitkv.cost.ShadowRequest;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
+import io.orbitkv.recovery.GroupAvailability;
+import io.orbitkv.recovery.GroupRule;
+import io.orbitkv.recovery.RecoveryContract;
+import io.orbitkv.storage.ImageStore;
 import java.util.ArrayList;
+import java.util.BitSet;
 import java.util.EnumMap;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
+import java.util.OptionalLong;
 import java.util.Set;
 
 /**
@@ -46,6 +58,7 @@ public final class PlanningRole {
     private final Map<BoundaryReason, Counter> plans = new EnumMap<>(BoundaryReason.class);
     private final Map<PlanningFailure, Counter> replans = new EnumMap<>(PlanningFailure.class);
     private final Map<RouteChoice.Outcome, Counter> routeChoices = new EnumMap<>(RouteChoice.Outcome.class);
+    private final Counter routeSamples;
 
     public PlanningRole(RouteCapabilities capabilities, MembershipView members, RouteResources resources,
                         EvidenceSource evidence, EstimateSource estimates, PlanExecutor executor, Ticker ticker,
@@ -65,6 +78,8 @@ public final class PlanningRole {
             replans.put(failure, Counter.builder("orbitkv.planning.replans").tag("cause", label(failure))
                     .description("Plans made again after a preparation failed").register(registry));
         }
+        routeSamples = Counter.builder("orbitkv.planning.route.samples")
+                .description("Complete-route samples reported to the cost role by executed plans").register(registry);
         for (RouteChoice.Outcome outcome : RouteChoice.Outcome.values()) {
             routeChoices.put(outcome, Counter.builder("orbitkv.planning.route.choices").tag("outcome", label(outcome))
                     .description("Route choices of transfer batches that had equal-coverage alternatives")
@@ -122,6 +137,137 @@ public final class PlanningRole {
         Preparing preparing = new Preparing(demand, dramTight);
         preparing.attempt(MAX_PLAN_ATTEMPTS);
         return preparing;
+    }
+
+    /**
+     * A plan for admission, and whether waiting could do better: {@code waitingFor} is a legal boundary longer than
+     * any the evidence allows now, reachable once pages being written (a publish in progress, a read back) are
+     * sealed; empty when none. The plan holds nothing.
+     */
+    public record Planned(Planner.Result result, OptionalLong waitingFor) {
+        public Plan plan() {
+            return result.plan();
+        }
+    }
+
+    /** Discovery and a plan, plus the boundary waiting for writes in progress could reach (see {@link Planned}). */
+    public Future<Planned> planWithWrites(DemandView demand) {
+        return evidence.discover(demand).compose(found -> planOn(demand, found)
+                .map(result -> new Planned(result, laterWithWrites(demand, found, result.plan()))));
+    }
+
+    private OptionalLong laterWithWrites(DemandView demand, DemandEvidence found, Plan plan) {
+        List<GroupAvailability> reachable = new ArrayList<>();
+        boolean anyWriting = false;
+        for (GroupRule rule : demand.rules().groups()) {
+            BitSet bits = new BitSet();
+            DemandView.GroupKeys group = demand.group(rule.groupId());
+            if (group != null) {
+                for (ImageStore.PositionedKey pk : group.keys()) {
+                    boolean writing = found.writing(pk.key());
+                    anyWriting |= writing;
+                    if (writing || eligible(found.replicas(pk.key()))) {
+                        bits.set(pk.position());
+                    }
+                }
+            }
+            reachable.add(GroupAvailability.of(rule.groupId(), bits));
+        }
+        if (!anyWriting) {
+            return OptionalLong.empty();
+        }
+        OptionalLong later = RecoveryContract.bestBoundary(demand.rules(), reachable, demand.validPrefixTokens(),
+                demand.selectedEndTokens());
+        return later.isPresent() && later.getAsLong() > plan.longestLegalTokens() ? later : OptionalLong.empty();
+    }
+
+    /** Whether a replica set has a record some allowed route could use (local media, or a current peer). */
+    private boolean eligible(ReplicaSet replicas) {
+        if (replicas.localDram().isPresent()) {
+            return true;
+        }
+        if (replicas.localSsd().isPresent() && capabilities.executable(RouteTemplate.HOST_FROM_LOCAL_SSD)) {
+            return true;
+        }
+        for (ReplicaEvidence peer : replicas.peers()) {
+            if (peer.peerOwner().map(members::isCurrent).orElse(false)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * Executes one plan as it is (no replan here: the caller, admission, plans again when it fails before any payload
+     * moved, so its budgets see every plan). Speculative demands are scheduled by their deadline.
+     */
+    public PlanExecutor.Preparation execute(DemandView demand, Plan plan, boolean dramTight) {
+        long startNanos = ticker.nanos();
+        PlanExecutor.Preparation preparation = executor.prepare(plan, schedule(demand, plan, dramTight));
+        preparation.result().onSuccess(prepared -> observe(plan, ticker.nanos() - startNanos));
+        return preparation;
+    }
+
+    /**
+     * Reports the complete-route time of each payload-moving batch of an executed plan (pages sharing route and
+     * source: the unit the planner estimates) under the same key the planner asks for, measured from the start of the
+     * execution to the whole plan reaching its target (its batches run in parallel, so that is each batch's finish as
+     * far as the plan is concerned, queueing included). Successful executions only.
+     */
+    private void observe(Plan plan, long elapsedNanos) {
+        if (estimates.mode() == Planner.SelectionMode.OFF) {
+            return;
+        }
+        Map<List<Object>, List<PlannedSegment>> batches = new LinkedHashMap<>();
+        for (PlannedSegment segment : plan.segments()) {
+            if (segment.movesPayload()) {
+                batches.computeIfAbsent(List.of(segment.route(), segment.owner()), k -> new ArrayList<>()).add(segment);
+            }
+        }
+        for (List<PlannedSegment> batch : batches.values()) {
+            long bytes = 0;
+            long pages = 0;
+            Optional<RepresentationFamily> representation =
+                    batch.getFirst().pages().getFirst().evidence().representation();
+            for (PlannedSegment segment : batch) {
+                bytes += segment.bytes();
+                pages += segment.pages().size();
+                for (PlannedPage page : segment.pages()) {
+                    if (!page.evidence().representation().equals(representation)) {
+                        representation = Optional.empty();
+                    }
+                }
+            }
+            PlannedSegment first = batch.getFirst();
+            long batchBytes = bytes;
+            first.route().costKey(resources, first.owner(), representation, bytes, pages, plan.target())
+                    .ifPresent(key -> reportSample(ObservationRecord.of(key,
+                            ObservationOutcome.SUCCEEDED, elapsedNanos,
+                            ObservedBytes.logicalOnly(batchBytes))));
+        }
+    }
+
+    private void reportSample(ObservationRecord record) {
+        routeSamples.increment();
+        estimates.report(record);
+    }
+
+    /** Counts a replan admission makes after {@code failure} (the same counter as the role's own replans). */
+    public void countReplan(PlanningFailure failure) {
+        replans.get(failure).increment();
+    }
+
+    private PlanExecutor.Schedule schedule(DemandView demand, Plan plan, boolean dramTight) {
+        long now = ticker.nanos();
+        if (demand.speculative()) {
+            PrefetchPolicy.Start start = PrefetchPolicy.speculativeStart(now, demand.firstUseNanos(),
+                    plan.stateReady(), dramTight);
+            return new PlanExecutor.Schedule(TransferScheduler.TransferClass.SPECULATIVE, start.latestStartNanos(),
+                    start.startAtNanos(), demand.priority());
+        }
+        return new PlanExecutor.Schedule(TransferScheduler.TransferClass.DEMAND,
+                PrefetchPolicy.demandLatestStartNanos(now, demand.firstUseNanos(), plan.stateReady()),
+                Long.MIN_VALUE, demand.priority());
     }
 
     public PlanExecutor executor() {
@@ -199,16 +345,7 @@ public final class PlanningRole {
         }
 
         private PlanExecutor.Schedule schedule(Plan plan) {
-            long now = ticker.nanos();
-            if (demand.speculative()) {
-                PrefetchPolicy.Start start = PrefetchPolicy.speculativeStart(now, demand.firstUseNanos(),
-                        plan.stateReady(), dramTight);
-                return new PlanExecutor.Schedule(TransferScheduler.TransferClass.SPECULATIVE, start.latestStartNanos(),
-                        start.startAtNanos(), demand.priority());
-            }
-            return new PlanExecutor.Schedule(TransferScheduler.TransferClass.DEMAND,
-                    PrefetchPolicy.demandLatestStartNanos(now, demand.firstUseNanos(), plan.stateReady()),
-                    Long.MIN_VALUE, demand.priority());
+            return PlanningRole.this.schedule(demand, plan, dramTight);
         }
 
         private PlanningException cancelledFailure() {

@@ -703,6 +703,111 @@ public final class ImageStore {
         return new ExactPin(true, pinned, bytes, null);
     }
 
+    // ---- exact-generation acquisition for the planning role's execution owners ----
+
+    /**
+     * What this store knows of one key, metadata only (pins nothing, LRU order unchanged): the sealed DRAM image's
+     * slot generation ({@code -1}: none), whether a slot for it is being written (a publish or an SSD read), and the
+     * committed SSD extent's generation and length ({@code -1}: none), observed at residency sequence
+     * {@code residencySequence}.
+     */
+    public record KeyEvidence(StateKey key, long dramGeneration, long dramBytes, boolean writing, long ssdGeneration,
+                              long ssdBytes, long residencySequence) {}
+
+    /** A key at one exact generation (a DRAM slot generation or an SSD extent generation, by context). */
+    public record KeyGeneration(StateKey key, long generation) {}
+
+    /** Discovery for planning: one {@link KeyEvidence} per key, in order. */
+    public List<KeyEvidence> discover(List<StateKey> keys) {
+        long sequence = residency.lastSequence();
+        List<KeyEvidence> found = new ArrayList<>(keys.size());
+        for (StateKey key : keys) {
+            Image image = images.get(key);
+            SsdCopy copy = onSsd.get(key);
+            boolean sealed = image != null && image.state == ImageState.SEALED;
+            found.add(new KeyEvidence(key, sealed ? image.slot.generation() : -1, sealed ? image.slot.lengthBytes() : -1,
+                    image != null && !sealed, copy == null ? -1 : copy.generation(),
+                    copy == null ? -1 : copy.lengthBytes(), sequence));
+        }
+        return found;
+    }
+
+    /**
+     * Pins exactly these sealed images at exactly these slot generations, all or nothing: an image evicted, replaced
+     * or not sealed pins none and is named in {@code missing} (the planner's evidence was stale).
+     */
+    public ExactPin pinGenerations(List<KeyGeneration> pages) {
+        for (KeyGeneration page : pages) {
+            Image image = images.get(page.key());
+            if (image == null || image.state != ImageState.SEALED || image.slot.generation() != page.generation()) {
+                return new ExactPin(false, List.of(), 0, page.key());
+            }
+        }
+        List<ImageRef> refs = new ArrayList<>(pages.size());
+        long bytes = 0;
+        for (KeyGeneration page : pages) {
+            Image image = images.get(page.key());
+            pinOne(image);
+            bytes += image.slot.lengthBytes();
+            refs.add(image.ref());
+        }
+        listener.onReused(refs);
+        return new ExactPin(true, List.of(refs), bytes, null);
+    }
+
+    /**
+     * Reserves a WRITING slot for each key whose committed SSD extent is still at exactly the given generation and
+     * that has no DRAM image, all or nothing. Fails naming the first key that is not (in
+     * {@code missing}), or with {@code missing == null} and nothing reserved when the pool has no room.
+     */
+    public SsdReservation reserveFromSsd(List<KeyGeneration> pages) {
+        for (KeyGeneration page : pages) {
+            SsdCopy copy = onSsd.get(page.key());
+            if (copy == null || copy.generation() != page.generation() || images.containsKey(page.key())) {
+                return new SsdReservation(List.of(), page.key());
+            }
+        }
+        List<Materialization> reserved = new ArrayList<>(pages.size());
+        for (KeyGeneration page : pages) {
+            SsdCopy copy = onSsd.get(page.key());
+            PoolAllocator.Slot slot = allocateEvicting(copy.lengthBytes());
+            if (slot == null) {
+                for (Materialization m : reserved) {
+                    finishMaterialization(m.image(), false, ImageRef.CRC_UNKNOWN);
+                }
+                return new SsdReservation(List.of(), null);
+            }
+            Image image = new Image(page.key(), slot, MATERIALIZER, 0);
+            image.fromSsd = true;
+            images.put(page.key(), image);
+            materializing++;
+            reserved.add(new Materialization(image.ref(), copy.generation()));
+        }
+        return new SsdReservation(List.copyOf(reserved), null);
+    }
+
+    /** Slots reserved by {@link #reserveFromSsd}: all of them, or none and why ({@code missing}: a stale key). */
+    public record SsdReservation(List<Materialization> reserved, StateKey missing) {
+        public boolean complete() {
+            return !reserved.isEmpty();
+        }
+    }
+
+    /** Seals a verified materialized image and pins it in the same step: read + seal + pin, nothing in between. */
+    public ImageRef finishMaterializationPinned(ImageRef ref, long crc32c) {
+        finishMaterialization(ref, true, crc32c);
+        Image image = images.get(ref.key());
+        pinOne(image);
+        return image.ref();
+    }
+
+    private void pinOne(Image image) {
+        if (image.pins++ == 0) {
+            evictable.remove(image.key);
+            pinnedImages++;
+        }
+    }
+
     /** Drops pins taken by {@link #pinExact}. */
     /**
      * Drops one pin per reference, all or nothing: every reference is checked first (pinned, at its exact generation,

@@ -92,6 +92,36 @@ final class Materializer {
         });
     }
 
+    /**
+     * Counts a read the planning path submitted into a slot it reserved ({@link ImageStore#reserveFromSsd}) as in
+     * flight until its future completes, so {@link #drained} waits for it too; refused once closed. The caller settles
+     * the slot itself.
+     */
+    <T> Future<T> track(java.util.function.Supplier<Future<T>> read) {
+        if (closed) {
+            return Future.failedFuture(new IllegalStateException("the storage role is stopping"));
+        }
+        inFlight++;
+        Future<T> started;
+        try {
+            started = read.get();
+        } catch (RuntimeException e) {
+            started = Future.failedFuture(e);
+        }
+        return started.andThen(ar -> {
+            inFlight--;
+            if (inFlight == 0) {
+                List<Promise<Void>> waiters = List.copyOf(drainWaiters);
+                drainWaiters.clear();
+                waiters.forEach(Promise::tryComplete);
+            }
+        });
+    }
+
+    boolean closed() {
+        return closed;
+    }
+
     /** Reads submitted to the SSD role whose completion has not arrived. */
     int inFlight() {
         return inFlight;

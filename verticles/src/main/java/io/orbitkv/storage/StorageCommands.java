@@ -44,6 +44,27 @@ public final class StorageCommands {
         }
     }
 
+    // ---- for the planning role's local execution owners (see io.orbitkv.planning.LocalReplicaPort) ----
+
+    public record Discover(List<StateKey> keys) {}
+
+    public record Discovery(List<ImageStore.KeyEvidence> keys) {}
+
+    public record PinGenerations(List<ImageStore.KeyGeneration> pages) {}
+
+    public record UnpinRefs(List<ImageStore.ImageRef> pinned, boolean quarantine) {}
+
+    public record AcquireFromSsd(List<ImageStore.KeyGeneration> pages) {}
+
+    /** A hold id ({@code hold > 0}), or none because {@code staleKey} changed, or the pool had no room (null). */
+    public record SsdHold(long hold, StateKey staleKey) {}
+
+    public record ReadFromSsd(long hold) {}
+
+    public record ReadPages(List<ImageStore.ImageRef> pinned) {}
+
+    public record ReleaseSsdHold(long hold) {}
+
     /** Residency events after {@code after}, at most {@code max} (the cluster role's inventory publisher). */
     public record ResidencySince(long after, int max) {}
 
@@ -54,5 +75,6 @@ public final class StorageCommands {
             ResidencyStream.Page.class, ImageStore.ResidencySnapshot.class, Allocate.class, Seal.class, Abort.class,
             Unpin.class, UnpinIntoQuarantine.class, ReleaseInstance.class, GetStats.class, Materialize.class, StorageStats.class, ImageStore.AllocateResult.class,
             ImageStore.SealResult.class, Integer.class, Probe.class, PinExact.class, Presence.class,
-            ImageStore.ExactPin.class);
+            ImageStore.ExactPin.class, Discover.class, Discovery.class, PinGenerations.class, UnpinRefs.class,
+            AcquireFromSsd.class, SsdHold.class, ReadFromSsd.class, ReadPages.class, ReleaseSsdHold.class);
 }

@@ -19,6 +19,12 @@ public final class StorageProxy {
     static final String UNPIN_INTO_QUARANTINE = "orbitkv.storage.unpin-into-quarantine";
     static final String RELEASE_INSTANCE = "orbitkv.storage.release-instance";
     static final String STATS = "orbitkv.storage.stats";
+    static final String DISCOVER = "orbitkv.storage.discover";
+    static final String PIN_GENERATIONS = "orbitkv.storage.pin-generations";
+    static final String UNPIN_REFS = "orbitkv.storage.unpin-refs";
+    static final String ACQUIRE_FROM_SSD = "orbitkv.storage.acquire-from-ssd";
+    static final String READ_FROM_SSD = "orbitkv.storage.read-from-ssd";
+    static final String RELEASE_SSD_HOLD = "orbitkv.storage.release-ssd-hold";
     static final String RESIDENCY_SINCE = "orbitkv.storage.residency-since";
     static final String RESIDENCY_SNAPSHOT = "orbitkv.storage.residency-snapshot";
 
@@ -69,6 +75,38 @@ public final class StorageProxy {
     /** Ends the unsealed publishes of an instance whose session ended (slots quarantined); answers how many. */
     public Future<Integer> releaseInstance(long instance) {
         return RoleProxies.request(bus, RELEASE_INSTANCE, new StorageCommands.ReleaseInstance(instance), options);
+    }
+
+    /** Metadata only: DRAM and SSD evidence of each key (see {@link ImageStore#discover}). */
+    public Future<List<ImageStore.KeyEvidence>> discover(List<StateKey> keys) {
+        return RoleProxies.<StorageCommands.Discovery>request(bus, DISCOVER, new StorageCommands.Discover(keys), options)
+                .map(StorageCommands.Discovery::keys);
+    }
+
+    /** Pins exactly these slot generations or none (see {@link ImageStore#pinGenerations}). */
+    public Future<ImageStore.ExactPin> pinGenerations(List<ImageStore.KeyGeneration> pages) {
+        return RoleProxies.request(bus, PIN_GENERATIONS, new StorageCommands.PinGenerations(pages), options);
+    }
+
+    /** Drops pins of one segment; {@code quarantine}: its holder's session ended. */
+    public Future<Integer> unpinRefs(List<ImageStore.ImageRef> pinned, boolean quarantine) {
+        return RoleProxies.request(bus, UNPIN_REFS, new StorageCommands.UnpinRefs(pinned, quarantine), options);
+    }
+
+    /** Reserves pool slots and takes exact-generation SSD extent leases for these pages, all or none. */
+    public Future<StorageCommands.SsdHold> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
+        return RoleProxies.request(bus, ACQUIRE_FROM_SSD, new StorageCommands.AcquireFromSsd(pages), options);
+    }
+
+    /** Reads a hold's pages into their slots, then seals and pins them in one step; terminal when it completes. */
+    public Future<List<ImageStore.ImageRef>> readFromSsd(long hold) {
+        return RoleProxies.<StorageCommands.ReadPages>request(bus, READ_FROM_SSD, new StorageCommands.ReadFromSsd(hold),
+                options).map(StorageCommands.ReadPages::pinned);
+    }
+
+    /** Ends a hold that was never read: frees its slots and its SSD leases. */
+    public Future<Boolean> releaseSsdHold(long hold) {
+        return RoleProxies.request(bus, RELEASE_SSD_HOLD, new StorageCommands.ReleaseSsdHold(hold), options);
     }
 
     /** Residency-stream events after {@code after} (metadata only); {@code gap} when the ring lost some. */

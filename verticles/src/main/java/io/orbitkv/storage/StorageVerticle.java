@@ -22,6 +22,7 @@ import io.orbitkv.cost.SizeBucket;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.ssd.SsdCommands;
 import io.orbitkv.ssd.SsdEntry;
+import io.orbitkv.ssd.SsdLease;
 import io.orbitkv.ssd.SsdProxy;
 import io.orbitkv.ssd.SsdReadResult;
 import io.orbitkv.ssd.SsdResidencyChange;
@@ -34,8 +35,10 @@ import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 /**
@@ -171,6 +174,29 @@ public final class StorageVerticle extends VerticleBase {
                 c -> quarantined(store.releaseInstance(c.instance(), quarantineDeadline())));
         RoleProxies.<StorageCommands.GetStats, StorageCommands.StorageStats>serve(bus, StorageProxy.STATS,
                 c -> Future.succeededFuture(snapshot));
+        RoleProxies.<StorageCommands.Discover, StorageCommands.Discovery>serve(bus, StorageProxy.DISCOVER,
+                c -> Future.succeededFuture(new StorageCommands.Discovery(store.discover(c.keys()))));
+        RoleProxies.<StorageCommands.PinGenerations, ImageStore.ExactPin>serve(bus, StorageProxy.PIN_GENERATIONS, c -> {
+            ImageStore.ExactPin pin = store.pinGenerations(c.pages());
+            if (pin.complete()) {
+                dramTierPages.increment(pin.pinned().getFirst().size());
+                dramTierBytes.increment(pin.pinnedBytes());
+            }
+            return changed(pin);
+        });
+        RoleProxies.<StorageCommands.UnpinRefs, Integer>serve(bus, StorageProxy.UNPIN_REFS, c -> {
+            if (c.quarantine()) {
+                return quarantined(store.unpinIntoQuarantine(List.of(c.pinned()), quarantineDeadline()));
+            }
+            store.unpin(List.of(c.pinned()));
+            return changed(c.pinned().size());
+        });
+        RoleProxies.<StorageCommands.AcquireFromSsd, StorageCommands.SsdHold>serve(bus, StorageProxy.ACQUIRE_FROM_SSD,
+                c -> acquireFromSsd(c.pages()));
+        RoleProxies.<StorageCommands.ReadFromSsd, StorageCommands.ReadPages>serve(bus, StorageProxy.READ_FROM_SSD,
+                c -> readFromSsd(c.hold()));
+        RoleProxies.<StorageCommands.ReleaseSsdHold, Boolean>serve(bus, StorageProxy.RELEASE_SSD_HOLD,
+                c -> releaseSsdHold(c.hold()));
         RoleProxies.<StorageCommands.ResidencySince, ResidencyStream.Page>serve(bus, StorageProxy.RESIDENCY_SINCE,
                 c -> Future.succeededFuture(store.residency().since(c.after(), c.max())));
         RoleProxies.<StorageCommands.ResidencySnapshotOf, ImageStore.ResidencySnapshot>serve(bus,
@@ -293,6 +319,132 @@ public final class StorageVerticle extends VerticleBase {
         boolean bounced = result != null && result.path() == SsdReadResult.ReadPath.BOUNCE;
         observeSsdRead(image.lengthBytes(), nanos, result != null, bounced);
         refresh();
+    }
+
+    /**
+     * Host materialization from SSD for the planning role, step one (see io.orbitkv.planning.LocalReplicaPort): pool
+     * slots reserved (WRITING, invisible to queries) and exact-generation SSD extent leases taken, all or nothing.
+     *
+     * <p>Design note (ownership): a hold owns its slots and its SSD leases from here until {@link #readFromSsd} ends
+     * (the leases end when every read is terminal; the slots become sealed pinned images, or are freed) or until
+     * {@link #releaseSsdHold} frees both unread. A hold is never read twice.
+     */
+    private record SsdHold(List<ImageStore.Materialization> slots, List<SsdLease> leases) {}
+
+    private final Map<Long, SsdHold> ssdHolds = new HashMap<>();
+    private long nextSsdHold = 1;
+
+    private Future<StorageCommands.SsdHold> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
+        if (ssd == null || materializer == null || materializer.closed()) {
+            return Future.failedFuture(new IllegalStateException("the SSD tier is off or the storage role is stopping"));
+        }
+        ImageStore.SsdReservation reservation = store.reserveFromSsd(pages);
+        if (!reservation.complete()) {
+            refresh();
+            return Future.succeededFuture(new StorageCommands.SsdHold(0, reservation.missing()));
+        }
+        List<Future<SsdLease>> leases = new ArrayList<>(pages.size());
+        for (ImageStore.Materialization m : reservation.reserved()) {
+            leases.add(ssd.acquireLease(m.image().key(), m.ssdGeneration()));
+        }
+        refresh();
+        return Future.join(leases).transform(ignored -> {
+            List<SsdLease> taken = new ArrayList<>();
+            StateKey stale = null;
+            for (int i = 0; i < leases.size(); i++) {
+                if (leases.get(i).succeeded()) {
+                    taken.add(leases.get(i).result());
+                } else if (stale == null) {
+                    stale = reservation.reserved().get(i).image().key();
+                }
+            }
+            if (stale == null) {
+                long id = nextSsdHold++;
+                ssdHolds.put(id, new SsdHold(reservation.reserved(), List.copyOf(taken)));
+                return Future.succeededFuture(new StorageCommands.SsdHold(id, null));
+            }
+            for (ImageStore.Materialization m : reservation.reserved()) {
+                store.finishMaterialization(m.image(), false, ImageStore.ImageRef.CRC_UNKNOWN);
+            }
+            StateKey staleKey = stale;
+            return releaseLeases(taken).transform(v -> changed(new StorageCommands.SsdHold(0, staleKey)));
+        });
+    }
+
+    private Future<Void> releaseLeases(List<SsdLease> leases) {
+        List<Future<Boolean>> released = new ArrayList<>(leases.size());
+        for (SsdLease lease : leases) {
+            released.add(ssd.release(lease));
+        }
+        return Future.join(released).mapEmpty();
+    }
+
+    /**
+     * Step two: reads every page of the hold into its slot (verified), and when every read is terminal, seals and pins
+     * them all in one step, or, if any failed, seals the good ones unpinned (they are real bytes) and frees the rest,
+     * failing the whole segment: a wrong byte is never served, and a failed segment leaves nothing pinned.
+     */
+    private Future<StorageCommands.ReadPages> readFromSsd(long id) {
+        SsdHold hold = ssdHolds.remove(id);
+        if (hold == null) {
+            return Future.failedFuture(new IllegalStateException("no unread SSD hold " + id));
+        }
+        List<Future<SsdReadResult>> reads = new ArrayList<>(hold.slots().size());
+        for (int i = 0; i < hold.slots().size(); i++) {
+            ImageStore.ImageRef image = hold.slots().get(i).image();
+            long alignedLength = (image.lengthBytes() + 4095) / 4096 * 4096;
+            MemorySegment slot = poolFile.segment().asSlice(image.offset(), alignedLength);
+            long startNanos = System.nanoTime();
+            SsdLease lease = hold.leases().get(i);
+            reads.add(materializer.track(() -> ssd.readInto(lease, slot)).onComplete(ar -> {
+                boolean bounced = ar.succeeded() && ar.result().path() == SsdReadResult.ReadPath.BOUNCE;
+                observeSsdRead(image.lengthBytes(), System.nanoTime() - startNanos, ar.succeeded(), bounced);
+            }));
+        }
+        return Future.join(reads).transform(ignored -> {
+            boolean all = reads.stream().allMatch(Future::succeeded);
+            List<ImageStore.ImageRef> pinned = new ArrayList<>(reads.size());
+            Throwable cause = null;
+            for (int i = 0; i < reads.size(); i++) {
+                ImageStore.ImageRef image = hold.slots().get(i).image();
+                Future<SsdReadResult> read = reads.get(i);
+                long crc = read.succeeded() ? Integer.toUnsignedLong(read.result().payloadCrc32c())
+                        : ImageStore.ImageRef.CRC_UNKNOWN;
+                if (read.succeeded()) {
+                    ssdTierPages.increment();
+                    ssdTierBytes.increment(image.lengthBytes());
+                } else {
+                    materializeFailures.increment();
+                    cause = cause == null ? read.cause() : cause;
+                }
+                if (all) {
+                    pinned.add(store.finishMaterializationPinned(image, crc));
+                    // Pinned for a lease like any DRAM hit: the dram tier counts every page leased (read back or not).
+                    dramTierPages.increment();
+                    dramTierBytes.increment(image.lengthBytes());
+                } else {
+                    store.finishMaterialization(image, read.succeeded(), crc);
+                }
+            }
+            Throwable failure = cause;
+            return releaseLeases(hold.leases()).transform(v -> {
+                refresh();
+                return all ? Future.succeededFuture(new StorageCommands.ReadPages(List.copyOf(pinned)))
+                        : Future.failedFuture(failure);
+            });
+        });
+    }
+
+    private Future<Boolean> releaseSsdHold(long id) {
+        SsdHold hold = ssdHolds.remove(id);
+        if (hold == null) {
+            return Future.succeededFuture(false);
+        }
+        for (ImageStore.Materialization m : hold.slots()) {
+            store.finishMaterialization(m.image(), false, ImageStore.ImageRef.CRC_UNKNOWN);
+        }
+        refresh();
+        return releaseLeases(hold.leases()).map(v -> true);
     }
 
     /**

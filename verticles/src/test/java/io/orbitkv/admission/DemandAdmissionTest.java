@@ -10,6 +10,20 @@ import io.orbitkv.admission.AdmissionCommands.GroupPlan;
 import io.orbitkv.admission.AdmissionCommands.Outcome;
 import io.orbitkv.admission.AdmissionCommands.Status;
 import io.orbitkv.common.OrbitException;
+import io.orbitkv.cost.ResourceId;
+import io.orbitkv.cost.ResourceKind;
+import io.orbitkv.planning.EstimateSource;
+import io.orbitkv.planning.LocalOwners;
+import io.orbitkv.planning.LocalReplicaPort;
+import io.orbitkv.planning.MembershipView;
+import io.orbitkv.planning.PlanExecutor;
+import io.orbitkv.planning.PlanningCommands;
+import io.orbitkv.planning.PlanningHandlers;
+import io.orbitkv.planning.PlanningRole;
+import io.orbitkv.planning.RouteCapabilities;
+import io.orbitkv.planning.RouteResources;
+import io.orbitkv.planning.RouteTemplate;
+import io.orbitkv.planning.TransferScheduler;
 import io.orbitkv.protocol.engine.ErrorReason;
 import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryRules;
@@ -24,6 +38,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -50,42 +65,73 @@ class DemandAdmissionTest {
     final Deque<Runnable> heldPins = new ArrayDeque<>();
     boolean losePages;
 
-    final DemandAdmission.StoragePort port = new DemandAdmission.StoragePort() {
+    /** The storage role's side for planning's local owners, over the real store; pins can be held in flight. */
+    final LocalReplicaPort port = new LocalReplicaPort() {
         @Override
-        public Future<List<ImageStore.GroupPresence>> probe(List<ImageStore.GroupProbe> groups) {
-            return Future.succeededFuture(store.probe(groups));
+        public Future<List<ImageStore.KeyEvidence>> discover(List<StateKey> keys) {
+            return Future.succeededFuture(store.discover(keys));
         }
 
         @Override
-        public Future<ImageStore.ExactPin> pinExact(List<List<StateKey>> groups) {
+        public Future<ImageStore.ExactPin> pinGenerations(List<ImageStore.KeyGeneration> pages) {
             if (losePages) {
-                return Future.succeededFuture(new ImageStore.ExactPin(false, List.of(), 0, groups.getFirst().getFirst()));
+                return Future.succeededFuture(new ImageStore.ExactPin(false, List.of(), 0, pages.getFirst().key()));
             }
             if (!holdPins) {
-                return Future.succeededFuture(store.pinExact(groups));
+                return Future.succeededFuture(store.pinGenerations(pages));
             }
             Promise<ImageStore.ExactPin> held = Promise.promise();
-            heldPins.add(() -> held.complete(store.pinExact(groups)));
+            heldPins.add(() -> held.complete(store.pinGenerations(pages)));
             return held.future();
         }
 
         @Override
-        public Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned) {
-            store.unpin(pinned);
+        public Future<Integer> unpin(List<ImageStore.ImageRef> pinned, boolean quarantine) {
+            if (quarantine) {
+                return Future.succeededFuture(store.unpinIntoQuarantine(List.of(pinned), now + QUARANTINE));
+            }
+            store.unpin(List.of(pinned));
             return Future.succeededFuture(pinned.size());
         }
 
         @Override
-        public Future<Integer> unpinIntoQuarantine(List<List<ImageStore.ImageRef>> pinned) {
-            return Future.succeededFuture(store.unpinIntoQuarantine(pinned, now + QUARANTINE));
+        public Future<SsdAcquired> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
+            return Future.failedFuture(new IllegalStateException("no SSD tier in this test"));
+        }
+
+        @Override
+        public Future<List<ImageStore.ImageRef>> readFromSsd(long hold) {
+            return Future.failedFuture(new IllegalStateException("no SSD tier in this test"));
+        }
+
+        @Override
+        public Future<Boolean> releaseSsdHold(long hold) {
+            return Future.succeededFuture(false);
         }
     };
 
     final SimpleMeterRegistry registry = new SimpleMeterRegistry();
 
+    PlanningHandlers planning;
+
+    /** Admission over the real planning role (handlers called directly) and its local owners over the store. */
     DemandAdmission admission(int maxOutstanding) {
         return new DemandAdmission(new AdmissionVerticle.Settings(8, maxOutstanding, WAIT, TTL, 1 << 20, 1 << 20,
-                64 << 10, TenantShares.equalShares()), registry, () -> now, port);
+                64 << 10, TenantShares.equalShares()), registry, () -> now, planningPort());
+    }
+
+    DemandAdmission.PlanningPort planningPort() {
+        LocalOwners local = new LocalOwners(port);
+        PlanExecutor executor = new PlanExecutor(Map.of(RouteTemplate.LOCAL_DRAM, local.dram()),
+                TransferScheduler.Settings.uniform(1 << 20, 0.25, 64), () -> now, registry, (delay, task) -> {
+                    throw new AssertionError("DRAM plans move nothing and schedule no transfer");
+                });
+        PlanningRole role = new PlanningRole(RouteCapabilities.localOnly(false), MembershipView.NONE,
+                new RouteResources(new ResourceId(ResourceKind.DRAM_POOL, "dram", 1),
+                        new ResourceId(ResourceKind.SSD_STORE, "ssd", 1)), local.evidence(), EstimateSource.NONE,
+                executor, () -> now, registry);
+        planning = new PlanningHandlers(role, () -> Future.succeededFuture(false));
+        return DemandAdmission.PlanningPort.of(planning);
     }
 
     @AfterEach
@@ -135,12 +181,20 @@ class DemandAdmissionTest {
         return positions;
     }
 
+    /** Completes held pins until none is left: planning acquires a plan's segments one after another. */
+    void completeHeldPins() {
+        while (!heldPins.isEmpty()) {
+            heldPins.poll().run();
+        }
+    }
+
     void assertNothingHeld(DemandAdmission admission) {
         assertThat(admission.activeLeases()).as("leases").isZero();
         assertThat(admission.leasedBytes()).as("leased bytes").isZero();
         assertThat(admission.outstanding()).as("outstanding").isZero();
         assertThat(admission.budgets().isEmpty()).as("budgets charged").isTrue();
         assertThat(store.pinnedImages()).as("pinned images").isZero();
+        assertThat(planning.stats()).as("planning holds nothing").isEqualTo(new PlanningCommands.PlanningStats(0, 0, 0));
     }
 
     @Test
@@ -195,7 +249,7 @@ class DemandAdmissionTest {
         OrbitException again = catchThrowableOfType(OrbitException.class, () -> admission.cancel(1, 1));
         assertThat(again.reason()).isEqualTo(ErrorReason.UNKNOWN_TICKET);
 
-        heldPins.poll().run();
+        completeHeldPins();
         assertThat(submitted.await().status()).as("a cancelled ticket never answers READY").isEqualTo(Status.PENDING);
         assertThat(cancelled.await()).as("drained pages: 4 attention + 1 checkpoint").isEqualTo(5);
         assertNothingHeld(admission);
@@ -210,11 +264,13 @@ class DemandAdmissionTest {
         Future<Outcome> first = admission.submit(1, plan("r", 0, 1, 10, 4));
         Future<Outcome> revised = admission.submit(1, plan("r", 1, 1, 10, 10));
         assertThat(revised.isComplete()).isFalse();
-        heldPins.poll().run();
+        while (!first.isComplete()) {
+            heldPins.poll().run(); // revision 0's segments, one after another
+        }
         assertThat(first.await().status()).isEqualTo(Status.PENDING);
         assertThat(store.pinnedImages()).as("revision 0's pins drained").isZero();
         assertThat(heldPins).as("revision 1 pins now").hasSize(1);
-        heldPins.poll().run();
+        completeHeldPins();
         Outcome ready = revised.await();
         assertThat(ready.status()).isEqualTo(Status.READY);
         assertThat(ready.revision()).isEqualTo(1);
@@ -266,7 +322,7 @@ class DemandAdmissionTest {
     void answeredTicketsAreBoundedPerInstanceAndInTotalAndOnlyLeaselessAnswersMakeRoom() {
         tenPagesCheckpointAtFourEightBeingWritten();
         DemandAdmission admission = new DemandAdmission(new AdmissionVerticle.Settings(8, 64, WAIT, TTL, 1 << 20, 1 << 20,
-                64 << 10, TenantShares.equalShares()).withAnsweredBounds(2, 3), registry, () -> now, port);
+                64 << 10, TenantShares.equalShares()).withAnsweredBounds(2, 3), registry, () -> now, planningPort());
         Outcome a = admission.submit(1, plan("a", 0, 1, 2, 2)).await();
         Outcome b = admission.submit(1, plan("b", 0, 2, 2, 2)).await();
         assertThat(List.of(a.status(), b.status())).containsOnly(Status.MISS);
@@ -296,6 +352,26 @@ class DemandAdmissionTest {
         admission.release(2, z.leaseId()).await();
         admission.releaseInstance(1).await();
         admission.releaseInstance(2).await();
+        assertNothingHeld(admission);
+    }
+
+    @Test
+    void confidenceScalesTheSpeculationADemandMayHold() {
+        publish(0, range(10), true);
+        publish(2, List.of(3), true);
+        DemandAdmission admission = admission(100);
+        DemandPlan base = plan("s", 0, 1, 10, 10);
+        // 5 pages of 4 KiB = 20 KiB against a 64 KiB speculative cap: confidence 0.25 covers 16 KiB, too little.
+        DemandPlan doubtful = new DemandPlan("s", 0, 1, "", RULES, 0, 10 * P, base.groups(), 0, 0, 0.25f, -1, true);
+        Outcome refused = admission.submit(1, doubtful).await();
+        assertThat(refused.status()).isEqualTo(Status.MISS);
+        assertThat(registry.get("orbitkv.queries.speculation.refused").counter().count()).isEqualTo(1);
+        assertThat(store.pinnedImages()).as("nothing pinned for it").isZero();
+        // Confidence 0.5 covers 32 KiB: held RESIDENT.
+        DemandPlan likely = new DemandPlan("s", 1, 1, "", RULES, 0, 10 * P, base.groups(), 0, 0, 0.5f, -1, true);
+        Outcome resident = admission.submit(1, likely).await();
+        assertThat(resident.status()).isEqualTo(Status.RESIDENT);
+        admission.release(1, resident.leaseId()).await();
         assertNothingHeld(admission);
     }
 }

@@ -10,10 +10,14 @@ import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.OrbitKvException;
 import io.orbitkv.common.Ticker;
+import io.orbitkv.cost.ResourceId;
+import io.orbitkv.cost.ResourceKind;
 import io.orbitkv.engine.EngineSettings;
 import io.orbitkv.engine.EngineVerticle;
 import io.orbitkv.engine.SessionCleanup;
 import io.orbitkv.manager.Manager;
+import io.orbitkv.planning.PlanningVerticle;
+import io.orbitkv.planning.RouteResources;
 import io.orbitkv.protocol.engine.GroupChain;
 import io.orbitkv.protocol.engine.InstanceRole;
 import io.orbitkv.protocol.engine.PageKey;
@@ -66,6 +70,9 @@ class SessionCleanupIT {
                 .cleanupFaults(step -> failing.contains(step) ? new IllegalStateException("injected failure of " + step) : null);
         vertx.deployVerticle(new StorageVerticle(new StorageSettings().pool(pool, poolBytes).chunkBytes(1L << 20)
                         .residencyCapacity(1024).incarnation(1).quarantineNanos(quarantineNanos), registry))
+                .compose(id -> vertx.deployVerticle(new PlanningVerticle(PlanningVerticle.Settings.localOnly(false,
+                        new RouteResources(new ResourceId(ResourceKind.DRAM_POOL, "dram-pool", 1),
+                                new ResourceId(ResourceKind.SSD_STORE, "ssd-store", 1))), registry, Ticker.SYSTEM, null)))
                 .compose(id -> vertx.deployVerticle(new AdmissionVerticle(new AdmissionVerticle.Settings(64, 1024,
                         TimeUnit.SECONDS.toNanos(5), TimeUnit.SECONDS.toNanos(30), poolBytes / 2), registry, Ticker.SYSTEM)))
                 .compose(id -> vertx.deployVerticle(new EngineVerticle(engineSettings, registry, Ticker.SYSTEM)))

@@ -9,6 +9,7 @@ import io.orbitkv.client.sim.SyntheticKv;
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.perf.BenchArgs;
 import io.orbitkv.perf.engine.InProcessManager;
+import io.orbitkv.perf.engine.SsdWriteBacklog;
 import io.orbitkv.perf.engine.TierCounters;
 import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.Bootstrap;
@@ -20,13 +21,13 @@ import io.vertx.core.json.JsonObject;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.management.ManagementFactory;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
 
 /**
  * {@code orbitkv bench cost-overhead}: the price of cost observation. One Manager (SSD tier on) runs the same workload
@@ -77,6 +78,7 @@ public final class CostOverheadBench {
         long ssdReads;
         long ssdWritesCommitted;
         long readyAnswers;
+        long routeSamples;
         final List<String> mismatches = new ArrayList<>();
 
         Side(String name, boolean observe, int rounds) {
@@ -141,8 +143,8 @@ public final class CostOverheadBench {
                 MemorySegment engine = arena.allocate(s.pageBytes(), 4096);
                 SyntheticKv.fill(engine, 3, 0, 0);
                 Workload workload = new Workload(session, engine, SyntheticKv.chain(77 + s.seed(), s.prefixBlocks()),
-                        s.requeryEvery(), s.requeryDistance(), 1_000_000L * s.seed(), registry,
-                        Math.max(1, s.poolBytes() / s.pageBytes() / 4));
+                        s.requeryEvery(), s.requeryDistance(), 1_000_000L * s.seed(),
+                        new SsdWriteBacklog(registry, Math.max(1, s.poolBytes() / s.pageBytes() / 4)));
                 workload.publish(workload.prefix);
                 Side off = new Side("off", false, s.rounds());
                 Side on = new Side("on", true, s.rounds());
@@ -152,7 +154,7 @@ public final class CostOverheadBench {
                     workload.request();
                 }
                 cost.setObservationsEnabled(false);
-                drainSsd(registry, workload.sealedPages, 30);
+                workload.ssdBacklog.drain(workload.sealedPages, Duration.ofSeconds(30));
                 cost.drained().await(30, TimeUnit.SECONDS);
                 System.err.printf("cost-overhead: warm-up %d requests; pool %d pages, SSD %d extents, re-query distance %d%n",
                         s.warmupRequests(), s.poolBytes() / s.pageBytes(), s.ssdCapacityBytes() / (s.pageBytes() + 4096),
@@ -181,16 +183,14 @@ public final class CostOverheadBench {
         final int requeryEvery;
         final int requeryDistance;
         final long tailSeedBase;
-        final MeterRegistry registry;
-        final long maxSsdBacklog;
+        final SsdWriteBacklog ssdBacklog;
         long next;
         long sealedPages;
         long readyAnswers;
 
         Workload(EngineSession session, MemorySegment engine, List<ByteString> prefix, int requeryEvery,
-                 int requeryDistance, long tailSeedBase, MeterRegistry registry, long maxSsdBacklog) {
-            this.registry = registry;
-            this.maxSsdBacklog = maxSsdBacklog;
+                 int requeryDistance, long tailSeedBase, SsdWriteBacklog ssdBacklog) {
+            this.ssdBacklog = ssdBacklog;
             this.session = session;
             this.engine = engine;
             this.prefix = prefix;
@@ -216,14 +216,13 @@ public final class CostOverheadBench {
         }
 
         /**
-         * Keeps the pages sealed but not yet written (or dropped) by the SSD role below a quarter of the pool. A loaded
-         * machine can otherwise let the writer fall a whole pool behind, so DRAM evicts pages before they are copied
-         * (dropped as SOURCE_EVICTED) and the re-queried pages are on no tier: the run would observe no SSD read. Both
-         * sides wait alike; on a machine whose writer keeps up the wait never happens. Checked every 16 requests.
+         * Keeps the SSD write backlog under a quarter of the pool ({@link SsdWriteBacklog}: otherwise a loaded machine
+         * lets DRAM evict pages before the writer copies them and the re-queried pages come back from no tier). Both
+         * sides wait alike; checked every 16 requests.
          */
         void boundSsdBacklog() {
-            if (next % 16 == 0 && sealedPages - settledSsdWrites(registry) > maxSsdBacklog) {
-                drainSsd(registry, sealedPages - maxSsdBacklog / 2, 30);
+            if (next % 16 == 0) {
+                ssdBacklog.bound(sealedPages);
             }
         }
 
@@ -265,6 +264,7 @@ public final class CostOverheadBench {
         ObservationCounts before = ObservationCounts.read(registry);
         TierCounters tiersBefore = TierCounters.read(registry);
         long readyBefore = workload.readyAnswers;
+        double routeSamplesBefore = routeSamples(registry);
         long[] latencies = new long[s.requestsPerRound()];
         long cpuStart = processCpuNanos();
         long start = System.nanoTime();
@@ -273,10 +273,10 @@ public final class CostOverheadBench {
             workload.request();
             latencies[i] = System.nanoTime() - t0;
         }
-        drainSsd(registry, workload.sealedPages, 30);
+        workload.ssdBacklog.drain(workload.sealedPages, Duration.ofSeconds(30));
         cost.drained().await(30, TimeUnit.SECONDS);
         Expected expected = Expected.of(TierCounters.read(registry).minus(tiersBefore), workload.readyAnswers - readyBefore,
-                side.observe);
+                (long) (routeSamples(registry) - routeSamplesBefore), side.observe);
         ObservationCounts observed = ObservationCounts.read(registry).minus(before);
         // An observation may be reported a moment after the counter that announced its operation: wait for it.
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
@@ -300,31 +300,11 @@ public final class CostOverheadBench {
         side.ssdReads += expected.ssdReads();
         side.ssdWritesCommitted += expected.ssdWrites();
         side.readyAnswers += expected.readyAnswers();
+        side.routeSamples += expected.routeSamples();
         observed.byPath().forEach((path, n) -> side.observedByPath.merge(path, n, Long::sum));
         String mismatch = expected.mismatch(observed);
         if (mismatch != null && side.mismatches.size() < 5) {
             side.mismatches.add("round " + (r + 1) + " (" + side.name + "): " + mismatch);
-        }
-    }
-
-    private static long settledSsdWrites(MeterRegistry registry) {
-        TierCounters t = TierCounters.read(registry);
-        return t.ssdWritesCommitted() + t.ssdWritesDropped();
-    }
-
-    /** Waits until {@code sealedPages} sealed pages have a terminal SSD outcome (committed or dropped). */
-    private static void drainSsd(MeterRegistry registry, long sealedPages, int timeoutSeconds) {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
-        while (true) {
-            TierCounters t = TierCounters.read(registry);
-            if (t.ssdWritesCommitted() + t.ssdWritesDropped() >= sealedPages) {
-                return;
-            }
-            if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("SSD writes did not drain: " + (t.ssdWritesCommitted() + t.ssdWritesDropped())
-                        + " of " + sealedPages + " sealed pages have a terminal outcome after " + timeoutSeconds + " s");
-            }
-            LockSupport.parkNanos(20_000);
         }
     }
 
@@ -371,14 +351,26 @@ public final class CostOverheadBench {
         }
     }
 
-    /** What a round must have observed, from what it did (counted by the engine and by the tier counters). */
-    record Expected(boolean observing, long readyAnswers, long ssdReads, long ssdWrites) {
-        static Expected of(TierCounters tiers, long readyAnswers, boolean observing) {
-            return new Expected(observing, readyAnswers, tiers.ssdPages(), tiers.ssdWritesCommitted());
+    /**
+     * The complete-route samples the planning role reported for the SSD batches of the plans it executed (a plan reading
+     * pages back from SSD reports one under the route's own host-ready key, see PlanningRole).
+     */
+    static double routeSamples(MeterRegistry registry) {
+        io.micrometer.core.instrument.Counter counter = registry.find("orbitkv.planning.route.samples").counter();
+        return counter == null ? 0 : counter.count();
+    }
+
+    /**
+     * What a round must have observed, from what it did (counted by the engine, the tier counters and the planning
+     * role's route samples).
+     */
+    record Expected(boolean observing, long readyAnswers, long ssdReads, long ssdWrites, long routeSamples) {
+        static Expected of(TierCounters tiers, long readyAnswers, long routeSamples, boolean observing) {
+            return new Expected(observing, readyAnswers, tiers.ssdPages(), tiers.ssdWritesCommitted(), routeSamples);
         }
 
         long operations() {
-            return observing ? readyAnswers + ssdReads + 3 * ssdWrites : 0;
+            return observing ? readyAnswers + routeSamples + ssdReads + 3 * ssdWrites : 0;
         }
 
         long shadows() {
@@ -401,13 +393,13 @@ public final class CostOverheadBench {
             }
             long ssdReadsObserved = observed.path("ssd_read") + observed.path("ssd_read_bounced");
             long savesObserved = observed.path("ssd_save_staged_route") + observed.path("ssd_save_direct_route");
-            boolean exact = observed.path("host_ready_route") == readyAnswers && ssdReadsObserved == ssdReads
+            boolean exact = observed.path("host_ready_route") == readyAnswers + routeSamples && ssdReadsObserved == ssdReads
                     && observed.path("ssd_write") == ssdWrites && observed.path("pool_copy_out") == ssdWrites
                     && savesObserved == ssdWrites && observed.shadows() == shadows()
                     && observed.operations() == operations();
             return exact ? null : String.format(java.util.Locale.ROOT,
                     "expected host_ready_route=%d ssd_read=%d ssd_write=pool_copy_out=ssd_save_route=%d shadows=%d, observed %s shadows=%d",
-                    readyAnswers, ssdReads, ssdWrites, shadows(), observed.byPath(), observed.shadows());
+                    readyAnswers + routeSamples, ssdReads, ssdWrites, shadows(), observed.byPath(), observed.shadows());
         }
     }
 
@@ -480,7 +472,8 @@ public final class CostOverheadBench {
     private static JsonObject sideCounts(Side side) {
         return new JsonObject().put("operations", side.observations).put("shadow_decisions", side.shadowDecisions)
                 .put("dropped_updates", side.droppedUpdates).put("operations_by_path", new JsonObject(new java.util.LinkedHashMap<String, Object>(side.observedByPath)))
-                .put("ready_answers", side.readyAnswers).put("ssd_reads", side.ssdReads)
+                .put("ready_answers", side.readyAnswers).put("planning_route_samples", side.routeSamples)
+                .put("ssd_reads", side.ssdReads)
                 .put("ssd_writes_committed", side.ssdWritesCommitted).put("mismatched_rounds", new JsonArray(side.mismatches));
     }
 

@@ -115,6 +115,27 @@ public final class SimulatedEngine implements AutoCloseable {
         }
     }
 
+    /**
+     * Submits the exact form for a full-attention chain from origin 0 to its end (one group, every position allowed),
+     * without polling: {@code speculative} asks the Manager to prepare it ahead (RESIDENT), {@code firstUseMicros}
+     * says when it will be used (0: unknown). A higher {@code revision} of the same request replaces the demand.
+     */
+    public QueryOutcome submitDemand(String requestId, long revision, long operationId, int pageTokens,
+                                     List<ByteString> chain, boolean speculative, long firstUseMicros, float confidence) {
+        Demand demand = Demand.newBuilder().setRequestId(requestId).setRevision(revision).setOperationId(operationId)
+                .setPageSizeTokens(pageTokens).setValidPrefixTokens(0).setSelectedEndTokens((long) chain.size() * pageTokens)
+                .setSelectedGroupId(0).setSpeculative(speculative).setFirstUseMicros(firstUseMicros)
+                .setConfidence(confidence)
+                .addGroups(GroupDemand.newBuilder().setGroupId(0).addAllBlockHashes(chain)
+                        .addRanges(BlockSpan.newBuilder().setStart(0).setEnd(chain.size())))
+                .build();
+        try {
+            return outcome(session.submitDemand(demand).await(), 0);
+        } catch (OrbitKvException e) {
+            return refused(e);
+        }
+    }
+
     /** Polls a PENDING outcome, honouring retry_after, until READY or MISS. */
     public QueryOutcome settle(QueryOutcome submitted) {
         QueryOutcome current = submitted;

@@ -11,6 +11,7 @@ import picocli.CommandLine.Unmatched;
 
 /**
  * {@code orbitkv replay --trace FILE --out DIR [...]} (also {@code orbitkv bench replay}): see {@link TraceReplayer}.
+ * With {@code --hint-lead-ms L} (and {@code --ssd-capacity}), the prefetch replay instead: see {@link HintedReplay}.
  * Its options go through the one bench parser ({@link BenchArgs}), so a misspelt option is refused as in every bench;
  * {@code --help} lists them with their defaults. The last stdout line is the report; the exit code is non-zero when the
  * run restored wrong bytes or left a lease behind.
@@ -40,8 +41,12 @@ public final class ReplayCommand implements Callable<Integer> {
                 a.bytesOrZero("ssd-capacity"),
                 a.decimal("h2d-bytes-per-second", TraceReplayer.Options.DEFAULT_H2D_BYTES_PER_SECOND),
                 a.decimal("ssd-read-bytes-per-second", 0));
+        long hintLeadMs = a.longValue("hint-lead-ms", -1);
         a.requireAllUsed();
         try {
+            if (hintLeadMs >= 0) {
+                return HintedReplay.run(options, hintLeadMs, System.err::println);
+            }
             return TraceReplayer.run(options, System.err::println);
         } catch (IllegalArgumentException e) {
             throw e;

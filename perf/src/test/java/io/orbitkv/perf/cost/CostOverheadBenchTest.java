@@ -29,7 +29,10 @@ class CostOverheadBenchTest {
         assertThat(on.getLong("ssd_reads")).as("re-queried pages read back from SSD").isPositive();
         assertThat(on.getJsonObject("operations_by_path").getLong("ssd_read", 0L)
                 + on.getJsonObject("operations_by_path").getLong("ssd_read_bounced", 0L)).isEqualTo(on.getLong("ssd_reads"));
-        assertThat(on.getJsonObject("operations_by_path").getLong("host_ready_route")).isEqualTo(on.getLong("ready_answers"));
+        // Host-ready routes: one per READY answer (admission), plus one per plan that read pages back from SSD (planning).
+        assertThat(on.getLong("planning_route_samples")).isPositive();
+        assertThat(on.getJsonObject("operations_by_path").getLong("host_ready_route"))
+                .isEqualTo(on.getLong("ready_answers") + on.getLong("planning_route_samples"));
         assertThat(on.getLong("ssd_writes_committed")).isPositive();
         assertThat(off.getLong("operations")).isZero();
         assertThat(off.getLong("shadow_decisions")).isZero();
@@ -46,18 +49,23 @@ class CostOverheadBenchTest {
     @Test
     void anObservationInAnOffRoundOrAMissingOneInAnOnRoundIsAMismatch() {
         var none = new CostOverheadBench.ObservationCounts(Map.of(), 0, 0);
-        assertThat(new CostOverheadBench.Expected(false, 10, 1, 5).mismatch(none)).isNull();
+        assertThat(new CostOverheadBench.Expected(false, 10, 1, 5, 0).mismatch(none)).isNull();
         var stray = new CostOverheadBench.ObservationCounts(Map.of("host_ready_route", 1L), 0, 0);
-        assertThat(new CostOverheadBench.Expected(false, 10, 1, 5).mismatch(stray)).contains("observation was off");
+        assertThat(new CostOverheadBench.Expected(false, 10, 1, 5, 0).mismatch(stray)).contains("observation was off");
 
         var complete = new CostOverheadBench.ObservationCounts(Map.of("host_ready_route", 10L, "ssd_read", 1L,
                 "ssd_write", 5L, "pool_copy_out", 5L, "ssd_save_staged_route", 5L), 6, 0);
-        assertThat(new CostOverheadBench.Expected(true, 10, 1, 5).mismatch(complete)).isNull();
+        assertThat(new CostOverheadBench.Expected(true, 10, 1, 5, 0).mismatch(complete)).isNull();
         var noRead = new CostOverheadBench.ObservationCounts(Map.of("host_ready_route", 10L,
                 "ssd_write", 5L, "pool_copy_out", 5L, "ssd_save_staged_route", 5L), 5, 0);
-        assertThat(new CostOverheadBench.Expected(true, 10, 1, 5).mismatch(noRead)).contains("expected");
+        assertThat(new CostOverheadBench.Expected(true, 10, 1, 5, 0).mismatch(noRead)).contains("expected");
+        // A plan that read pages back from SSD adds its complete-route sample under host_ready_route.
+        var withRoute = new CostOverheadBench.ObservationCounts(Map.of("host_ready_route", 11L, "ssd_read", 1L,
+                "ssd_write", 5L, "pool_copy_out", 5L, "ssd_save_staged_route", 5L), 6, 0);
+        assertThat(new CostOverheadBench.Expected(true, 10, 1, 5, 1).mismatch(withRoute)).isNull();
+        assertThat(new CostOverheadBench.Expected(true, 10, 1, 5, 0).mismatch(withRoute)).contains("expected");
         var dropped = new CostOverheadBench.ObservationCounts(complete.byPath(), 6, 2);
-        assertThat(new CostOverheadBench.Expected(true, 10, 1, 5).mismatch(dropped)).contains("dropped");
+        assertThat(new CostOverheadBench.Expected(true, 10, 1, 5, 0).mismatch(dropped)).contains("dropped");
     }
 
     @Test

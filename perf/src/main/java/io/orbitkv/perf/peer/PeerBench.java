@@ -1,0 +1,327 @@
+package io.orbitkv.perf.peer;
+
+import com.google.protobuf.ByteString;
+import io.orbitkv.client.EngineSession;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.cluster.ClusterCertificates;
+import io.orbitkv.cluster.LocalCluster;
+import io.orbitkv.cluster.LocalEtcd;
+import io.orbitkv.engine.Namespaces;
+import io.orbitkv.manager.Manager;
+import io.orbitkv.manager.ManagerConfig;
+import io.orbitkv.perf.BenchArgs;
+import io.orbitkv.perf.report.BenchReport;
+import io.orbitkv.perf.report.MachineInfo;
+import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.planning.ReplicaEvidence;
+import io.orbitkv.protocol.engine.AllocatePublishReply;
+import io.orbitkv.protocol.engine.GroupKind;
+import io.orbitkv.protocol.engine.GroupSpec;
+import io.orbitkv.protocol.engine.InstanceIdentity;
+import io.orbitkv.protocol.engine.InstanceRole;
+import io.orbitkv.protocol.engine.PageKey;
+import io.orbitkv.protocol.engine.PublishSlot;
+import io.orbitkv.protocol.engine.Representation;
+import io.orbitkv.protocol.engine.SlotStatus;
+import io.orbitkv.peer.PeerVerticle;
+import io.orbitkv.storage.StateKey;
+import io.vertx.core.json.JsonObject;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * {@code orbitkv bench peer}: restore throughput between two Managers on 127.0.0.1 through the peer transport, against
+ * {@code iperf3} on loopback in the same run. The source Manager is a process (started by pid, with etcd), the
+ * requester a Manager in this JVM whose peer role fetches; both run twice: plaintext (sendfile from the pool file)
+ * then mutual TLS. Each fetch is one lease of {@code --pages} 2 MiB pages into fresh local slots, verified against
+ * the source's CRC32C before READY. Reports transfer_ratio (plaintext vs iperf3), tls_transfer_ratio and per-fetch
+ * latency percentiles (single-page fetches).
+ */
+public final class PeerBench {
+    static final int PAGE = 2 << 20;
+
+    private PeerBench() {}
+
+    private static void progress(String format, Object... args) {
+        System.err.println("bench peer: " + String.format(format, args));
+    }
+
+    public static JsonObject run(BenchArgs args) {
+        int pages = args.integer("pages", 32);
+        int rounds = args.integer("rounds", 4);
+        int singles = args.integer("single-fetches", 24);
+        int iperfSeconds = args.integer("iperf-seconds", 3);
+        args.requireAllUsed();
+        if (pages < 1 || rounds < 1 || singles < 1 || iperfSeconds < 1) {
+            throw new IllegalArgumentException("--pages, --rounds, --single-fetches and --iperf-seconds must be >= 1");
+        }
+        try {
+            return measure(pages, rounds, singles, iperfSeconds);
+        } catch (RuntimeException e) {
+            throw e;
+        } catch (Exception e) {
+            throw new IllegalStateException("peer bench failed: " + e.getMessage(), e);
+        }
+    }
+
+    record Mode(String name, double bytesPerSecond, double[] latenciesMs, long fetchedBytes, double mismatches) {}
+
+    private static JsonObject measure(int pages, int rounds, int singles, int iperfSeconds) throws Exception {
+        BenchReport.Builder report = BenchReport.builder("peer").config("page_bytes", PAGE).config("pages_per_fetch", pages)
+                .config("rounds", rounds).config("single_fetches", singles).config("iperf_seconds", iperfSeconds);
+        if (!LocalEtcd.installed()) {
+            throw new IllegalStateException("etcd is not installed (/usr/bin/etcd): apt-get install etcd-server");
+        }
+        String iperf = iperf3();
+        double iperfRate = iperfLoopback(iperf, iperfSeconds);
+        progress("iperf3 loopback: %.2f GB/s", iperfRate / 1e9);
+        Path dir = Files.createTempDirectory("orbitkv-peer-bench");
+        long poolBytes = ((long) ((rounds + 1) * pages + singles) * PAGE / (64L << 20) + 2) * (64L << 20);
+        ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
+        int peerPort = LocalEtcd.freePort();
+        int transferPort = LocalEtcd.freePort();
+        String java = ProcessHandle.current().info().command().orElse("java");
+        List<String> command = List.of(java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
+                "-Xmx512m", "-cp", System.getProperty("java.class.path"), "io.orbitkv.app.OrbitKv", "manager");
+        List<Mode> modes = new ArrayList<>();
+        try (LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, command, Map.of(
+                "cluster.lease-ttl-s", "3", "cluster.prefix", "/orbitkv-peer-bench", "ssd.enabled", "false",
+                "pool.size", String.valueOf(poolBytes), "publish.budget-fraction", "0.9", "session.ttl-ms", "120000",
+                "peer.port", String.valueOf(peerPort), "peer.transfer-port", String.valueOf(transferPort),
+                "peer.transport", "plaintext")))) {
+            for (String transport : List.of("plaintext", "tls")) {
+                LocalCluster.Node source = cluster.node(1);
+                if (transport.equals("tls")) {
+                    cluster.stop(source);
+                    cluster.launch(source, Map.of("peer.transport", "tls"));
+                }
+                modes.add(runMode(cluster, source, dir, transport, poolBytes, pages, rounds, singles));
+            }
+        } finally {
+            deleteTree(dir);
+        }
+        Mode plain = modes.get(0);
+        Mode tls = modes.get(1);
+        report.figure("plaintext_bytes_per_s", Math.round(plain.bytesPerSecond()))
+                .figure("tls_bytes_per_s", Math.round(tls.bytesPerSecond()))
+                .figure("plaintext_fetched_bytes", plain.fetchedBytes()).figure("tls_fetched_bytes", tls.fetchedBytes())
+                .figure("checksum_mismatches", plain.mismatches() + tls.mismatches());
+        for (Mode m : modes) {
+            double[] l = m.latenciesMs();
+            Arrays.sort(l);
+            report.figure(m.name() + "_single_page_latency_ms_p50", percentile(l, 0.50))
+                    .figure(m.name() + "_single_page_latency_ms_p90", percentile(l, 0.90))
+                    .figure(m.name() + "_single_page_latency_ms_p99", percentile(l, 0.99));
+        }
+        report.baseline("iperf3_bytes_per_s", Math.round(iperfRate))
+                .baseline("iperf3_command", iperf + " -c 127.0.0.1 -t " + iperfSeconds + " -J (server: iperf3 -s -1)")
+                .topLevelRatio("transfer_ratio", plain.bytesPerSecond(), iperfRate)
+                .topLevelRatio("tls_transfer_ratio", tls.bytesPerSecond(), iperfRate)
+                .check(plain.mismatches() + tls.mismatches() == 0, "checksum mismatches without a fault")
+                .machine(MachineInfo.probe());
+        BenchReport built = report.build();
+        progress("%s", built.toOneLine());
+        return built.toJson();
+    }
+
+    private static Mode runMode(LocalCluster cluster, LocalCluster.Node source, Path dir, String transport, long poolBytes,
+                                int pages, int rounds, int singles) throws Exception {
+        Map<String, String> s = new LinkedHashMap<>();
+        s.put("data-dir", dir.resolve("requester-" + transport).toString());
+        s.put("grpc.tcp-port", "0");
+        s.put("metrics.port", "0");
+        s.put("pool.size", String.valueOf(poolBytes));
+        s.put("publish.budget-fraction", "0.9");
+        s.put("ssd.enabled", "false");
+        s.put("cluster.enabled", "true");
+        s.put("cluster.member-id", "manager-2");
+        s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
+        s.put("cluster.prefix", "/orbitkv-peer-bench");
+        s.put("cluster.lease-ttl-s", "3");
+        s.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
+        s.put("cluster.tls.ca", dir.resolve("certs/ca.pem").toString());
+        s.put("cluster.tls.cert", dir.resolve("certs/manager-2.pem").toString());
+        s.put("cluster.tls.key", dir.resolve("certs/manager-2.key").toString());
+        s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
+        s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
+        s.put("peer.transport", transport);
+        Files.createDirectories(dir.resolve("requester-" + transport));
+        Manager requester = Manager.start(ManagerConfig.from(s)).await(120, TimeUnit.SECONDS);
+        try {
+            waitUntil(() -> requester.membershipRole().orElseThrow().members().containsKey(source.memberId()), 30);
+            InstanceIdentity identity = identity();
+            byte[] namespace = Namespaces.derive(identity);
+            List<List<StateKey>> batches = new ArrayList<>();
+            try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
+                    OrbitKvClient.readToken(source.tokenFile()))) {
+                EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+                for (int r = 0; r < rounds; r++) {
+                    batches.add(publish(session, namespace, transport + "-round-" + r, pages));
+                }
+                for (int i = 0; i < singles; i++) {
+                    batches.add(publish(session, namespace, transport + "-single-" + i, 1));
+                }
+                batches.add(publish(session, namespace, transport + "-warm-up", pages));
+                session.close();
+            }
+            PeerOwner owner = new PeerOwner(source.memberId(), source.incarnation());
+            PeerVerticle peer = requester.peer().orElseThrow();
+            // Warm-up (not measured): connections, TLS sessions, JIT.
+            List<StateKey> warm = batches.getLast();
+            peer.fetch(owner, namespace, warm, generations(requester, warm), Duration.ofSeconds(60)).await(90, TimeUnit.SECONDS);
+            long bytes = 0;
+            long nanos = 0;
+            for (int r = 0; r < rounds; r++) {
+                List<StateKey> keys = batches.get(r);
+                List<Long> generations = generations(requester, keys);
+                long t0 = System.nanoTime();
+                PeerVerticle.Fetched fetched = peer.fetch(owner, namespace, keys, generations, Duration.ofSeconds(60))
+                        .await(90, TimeUnit.SECONDS);
+                nanos += System.nanoTime() - t0;
+                bytes += fetched.bytes();
+            }
+            double[] latencies = new double[singles];
+            for (int i = 0; i < singles; i++) {
+                List<StateKey> keys = batches.get(rounds + i);
+                List<Long> generations = generations(requester, keys);
+                long t0 = System.nanoTime();
+                peer.fetch(owner, namespace, keys, generations, Duration.ofSeconds(30)).await(60, TimeUnit.SECONDS);
+                latencies[i] = (System.nanoTime() - t0) / 1e6;
+            }
+            double rate = bytes / (nanos / 1e9);
+            double mismatches = requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count();
+            progress("%s: %d bytes in %.3f s = %.2f GB/s", transport, bytes, nanos / 1e9, rate / 1e9);
+            return new Mode(transport, rate, latencies, bytes, mismatches);
+        } finally {
+            requester.close();
+        }
+    }
+
+    static InstanceIdentity identity() {
+        return InstanceIdentity.newBuilder().setModelFingerprint("peer-bench")
+                .setRepresentation(Representation.RAW).setLayout("bench:NHD").setGeometry("layers=1")
+                .setPageSizeTokens(16).setTpRank(0).setTpSize(1).setPpRank(0).setPpSize(1)
+                .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(PAGE))
+                .build();
+    }
+
+    private static List<StateKey> publish(EngineSession session, byte[] namespace, String seed, int n) throws Exception {
+        List<ByteString> hashes = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            hashes.add(ByteString.copyFrom((seed + ":" + i).getBytes()));
+        }
+        AllocatePublishReply allocated = session.allocate(hashes.stream()
+                .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(30, TimeUnit.SECONDS);
+        SplittableRandom random = new SplittableRandom(seed.hashCode());
+        for (PublishSlot slot : allocated.getSlotsList()) {
+            if (slot.getStatus() != SlotStatus.ALLOCATED) {
+                throw new IllegalStateException("the source did not allocate a slot: " + slot.getStatus());
+            }
+            MemorySegment target = session.slot(slot.getSlot());
+            for (long o = 0; o < target.byteSize(); o += 8) {
+                target.set(ValueLayout.JAVA_LONG_UNALIGNED, o, random.nextLong());
+            }
+        }
+        session.seal(allocated.getPublishId(), List.of()).await(30, TimeUnit.SECONDS);
+        return hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
+    }
+
+    private static List<Long> generations(Manager requester, List<StateKey> keys) throws Exception {
+        List<Long> found = new ArrayList<>();
+        waitUntil(() -> {
+            found.clear();
+            for (StateKey key : keys) {
+                List<ReplicaEvidence> peers = requester.inventoryRole().orElseThrow().replicas(key)
+                        .await(5, TimeUnit.SECONDS).peers();
+                if (peers.isEmpty() || !(peers.getFirst() instanceof ReplicaEvidence.PeerDram dram)) {
+                    return false;
+                }
+                found.add(dram.ownerGeneration());
+            }
+            return true;
+        }, 30);
+        return List.copyOf(found);
+    }
+
+    interface Condition {
+        boolean holds() throws Exception;
+    }
+
+    private static void waitUntil(Condition condition, int seconds) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+        while (!condition.holds()) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("condition not reached within " + seconds + " s");
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    private static double percentile(double[] sorted, double p) {
+        int i = (int) Math.ceil(p * sorted.length) - 1;
+        return Math.round(sorted[Math.max(0, Math.min(sorted.length - 1, i))] * 1000) / 1000.0;
+    }
+
+    /** iperf3 on PATH, installed from Debian when missing and root. */
+    static String iperf3() throws Exception {
+        for (String p : List.of("/usr/bin/iperf3", "/usr/local/bin/iperf3")) {
+            if (Files.isExecutable(Path.of(p))) {
+                return p;
+            }
+        }
+        if ("root".equals(System.getProperty("user.name"))) {
+            progress("installing iperf3 (Debian package)");
+            Process p = new ProcessBuilder("apt-get", "install", "-y", "-q", "iperf3").inheritIO()
+                    .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+            if (p.waitFor(300, TimeUnit.SECONDS) && p.exitValue() == 0 && Files.isExecutable(Path.of("/usr/bin/iperf3"))) {
+                return "/usr/bin/iperf3";
+            }
+        }
+        throw new IllegalStateException("iperf3 is not installed (apt-get install iperf3): the bench needs its baseline");
+    }
+
+    /** One iperf3 run on loopback (server for one test, then the client); received bytes per second. */
+    static double iperfLoopback(String iperf, int seconds) throws Exception {
+        int port = LocalEtcd.freePort();
+        Process server = new ProcessBuilder(iperf, "-s", "-1", "-p", String.valueOf(port), "-B", "127.0.0.1")
+                .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        try {
+            Process client = null;
+            String out = "";
+            for (int attempt = 0; attempt < 50; attempt++) {
+                client = new ProcessBuilder(iperf, "-c", "127.0.0.1", "-p", String.valueOf(port), "-t",
+                        String.valueOf(seconds), "-J").redirectErrorStream(true).start();
+                out = new String(client.getInputStream().readAllBytes());
+                client.waitFor(seconds + 30L, TimeUnit.SECONDS);
+                if (client.exitValue() == 0) {
+                    break;
+                }
+                Thread.sleep(100); // the server was not listening yet
+            }
+            JsonObject json = new JsonObject(out);
+            return json.getJsonObject("end").getJsonObject("sum_received").getDouble("bits_per_second") / 8;
+        } finally {
+            server.destroy();
+            server.waitFor(10, TimeUnit.SECONDS);
+        }
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        try (var walk = Files.walk(dir)) {
+            for (Path p : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+package io.orbitkv.peer;
+
+/**
+ * The peer-transfer settings of one Manager (the {@code peer.*} keys; they act only with {@code cluster.enabled}).
+ *
+ * @param port              the Manager↔Manager gRPC port (reserve/release, mutual TLS); -1 = off
+ * @param transferPort      the transfer (payload) port; -1 = off
+ * @param plaintext         {@code peer.transport=plaintext}: the transfer port is plaintext and the source sends
+ *                          straight from the shared-memory file (sendfile); only for trusted networks. Default TLS.
+ * @param maxLeaseMillis    a source lease lasts at most this long (pins are dropped at expiry)
+ * @param creditBytes       source admission per requester: bytes it may hold pinned here at once
+ * @param maxKeys           keys per reserve at most
+ * @param testFlipPage      test hook: the source flips one byte of the N-th page it sends (0 = never)
+ * @param testStallLeasePages test hook: a lease of at least N pages sends half of them, then stalls (0 = never)
+ */
+public record PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes,
+                           int maxKeys, long testFlipPage, int testStallLeasePages) {
+    public static final PeerSettings OFF = new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096, 0, 0);
+
+    public boolean enabled() {
+        return port > 0 && transferPort > 0;
+    }
+}

@@ -1,0 +1,38 @@
+package io.orbitkv.peer;
+
+import io.vertx.core.Future;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.List;
+
+/**
+ * How payload moves between Managers once a source lease is granted: a small seam so that another transport (for
+ * instance Mooncake's Transfer Engine through FFM over its C API, where that library is installed) can replace the
+ * built-in TCP one. No Mooncake binding ships: the library cannot be installed on the machines this is built on, and
+ * a binding that never ran is not shipped.
+ *
+ * <p>Contract: {@link Receive#completion} completes once every destination holds its page's bytes, or fails; after
+ * {@link Receive#fence} completes, the transport writes nothing more into any destination (the requester may then
+ * free or reuse the slots). Checksums are the requester's job (the transport moves bytes only).
+ */
+public interface PeerTransport {
+    /** One page's destination: a slice of the requester's pool (its slot), exactly the page's length. */
+    record Destination(MemorySegment slot) {}
+
+    /** An in-flight receive. */
+    interface Receive {
+        Future<Void> completion();
+
+        /** Stops the receive; completes when no byte can be written into the destinations any more. */
+        Future<Void> fence();
+    }
+
+    /**
+     * Opens the transfer of a granted lease from {@code endpoint} (host:port) into {@code destinations}, in grant
+     * order; fails if it has not completed within {@code timeout} (the caller then fences).
+     */
+    Receive receive(String endpoint, long leaseId, byte[] token, List<Destination> destinations, Duration timeout);
+
+    /** Releases the transport's sockets and servers. */
+    Future<Void> close();
+}

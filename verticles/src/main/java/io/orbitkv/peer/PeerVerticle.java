@@ -1,0 +1,615 @@
+package io.orbitkv.peer;
+
+import com.google.protobuf.ByteString;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.cluster.ClusterSettings;
+import io.orbitkv.cluster.MemberRecord;
+import io.orbitkv.cluster.MemberTable;
+import io.orbitkv.cluster.MembershipRole;
+import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.protocol.peer.PeerGrant;
+import io.orbitkv.protocol.peer.PeerKey;
+import io.orbitkv.protocol.peer.PeerPage;
+import io.orbitkv.protocol.peer.PeerReject;
+import io.orbitkv.protocol.peer.PeerRejection;
+import io.orbitkv.protocol.peer.PeerReleaseReply;
+import io.orbitkv.protocol.peer.PeerReleaseRequest;
+import io.orbitkv.protocol.peer.PeerReserveReply;
+import io.orbitkv.protocol.peer.PeerReserveRequest;
+import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
+import io.orbitkv.protocol.peer.PeerTransferGrpcService;
+import io.orbitkv.storage.ImageStore;
+import io.orbitkv.storage.StateKey;
+import io.orbitkv.storage.StorageProxy;
+import io.vertx.core.Context;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import io.vertx.core.VerticleBase;
+import io.vertx.core.http.ClientAuth;
+import io.vertx.core.http.HttpClientOptions;
+import io.vertx.core.http.HttpServer;
+import io.vertx.core.http.HttpServerOptions;
+import io.vertx.core.http.HttpVersion;
+import io.vertx.core.net.PemKeyCertOptions;
+import io.vertx.core.net.PemTrustOptions;
+import io.vertx.core.net.SocketAddress;
+import io.vertx.grpc.client.GrpcClient;
+import io.vertx.grpc.server.GrpcServer;
+import io.vertx.grpc.server.GrpcServerRequest;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.security.SecureRandom;
+import java.security.cert.Certificate;
+import java.security.cert.X509Certificate;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.zip.CRC32C;
+import javax.net.ssl.SSLPeerUnverifiedException;
+
+/**
+ * The peer role of one Manager (with {@code cluster.enabled} and {@code peer.port}): the source side that lends this
+ * Manager's DRAM images to other members, and the requester side that fetches a peer's pages into local slots.
+ *
+ * <p>Design note (ownership). Source: a lease owns exact-generation pins on this Manager's sealed images (storage
+ * {@code pinExact}, generations compared with the requester's evidence; any difference rejects and unpins) and is
+ * charged to its requester's credits (bytes pinned per requester at most {@code peer.credit-bytes}). A lease's pins
+ * are released by exactly one of: the requester's Release, the lease expiry timer, the requester leaving membership
+ * (or restarting: another incarnation), or this role's stop. A release while the lease's transfer is still writing is
+ * deferred until netty finished reading the slots ({@link TcpPeerTransport.Source#finished}). Requester: a fetch owns
+ * an unsealed publish in the local store (slots allocated after the source lease is held); the slots are sealed (the
+ * storage role verifies the source's CRC32C: a mismatch aborts the publish, is counted and never served) or aborted —
+ * and a transfer that failed after submission is fenced (the transport writes nothing more) before the slots are
+ * aborted, so the segment never moves to another medium while bytes may still land in it.
+ *
+ * <p>Budget: one waiting budget spans CANDIDATE → RESERVED → RESIDENT → READY; each stage gets what is left of it.
+ *
+ * <p>Crash: a requester that dies leaves its leases to expire (or to membership departure, sooner with the lease ttl);
+ * a source that dies closes or stalls the transfer: the requester fences at its budget and aborts its slots.
+ *
+ * <p>Concurrency: all lease and fetch state lives on this verticle's context; CRC32C of unchecked source images is
+ * computed on a worker (the pins keep the slots stable meanwhile).
+ */
+public final class PeerVerticle extends VerticleBase {
+    /** The storage instance id under which fetched pages are published locally. */
+    public static final long PEER_INSTANCE = Long.MAX_VALUE - 12;
+    static final String PEER_ENDPOINT = "peer";
+
+    /** The stages of a fetch (the answer's states), in order. */
+    public enum Stage { CANDIDATE, RESERVED, RESIDENT, READY }
+
+    /** A completed fetch: the local references (sealed, unpinned) and the bytes moved. */
+    public record Fetched(List<ImageStore.ImageRef> local, long bytes, List<Stage> stages) {}
+
+    private final PeerSettings settings;
+    private final ClusterSettings cluster;
+    private final MembershipRole membership;
+    private final Path poolPath;
+    private final long poolBytes;
+    private final MeterRegistry registry;
+    private final SecureRandom random = new SecureRandom();
+    private final Map<Long, Lease> leases = new HashMap<>();
+    private final Map<String, Long> creditsInUse = new HashMap<>();
+
+    private Context context;
+    private StorageProxy storage;
+    private SharedMemoryFile pool;
+    private TcpPeerTransport transport;
+    private HttpServer grpcServer;
+    private GrpcClient grpcClient;
+    private long nextLease = 1;
+    private Counter mismatches;
+    private Counter rejections;
+    private Counter fetchedPages;
+    private Counter expired;
+    private Counter departed;
+
+    public PeerVerticle(PeerSettings settings, ClusterSettings cluster, MembershipRole membership, Path poolPath,
+                        long poolBytes, MeterRegistry registry) {
+        this.settings = settings;
+        this.cluster = cluster;
+        this.membership = membership;
+        this.poolPath = poolPath;
+        this.poolBytes = poolBytes;
+        this.registry = registry;
+    }
+
+    private static final class Lease {
+        final long id;
+        final String requester;
+        final long requesterIncarnation;
+        final byte[] token;
+        final List<ImageStore.ImageRef> refs;
+        final long bytes;
+        long timer = -1;
+        boolean sending;
+        boolean released;
+
+        Lease(long id, String requester, long requesterIncarnation, byte[] token, List<ImageStore.ImageRef> refs, long bytes) {
+            this.id = id;
+            this.requester = requester;
+            this.requesterIncarnation = requesterIncarnation;
+            this.token = token;
+            this.refs = refs;
+            this.bytes = bytes;
+        }
+    }
+
+    @Override
+    public Future<?> start() {
+        context = vertx.getOrCreateContext();
+        storage = new StorageProxy(vertx);
+        mismatches = Counter.builder("orbitkv_peer_checksum_mismatches_total")
+                .description("Fetched peer pages whose bytes did not match the source's CRC32C (never served)").register(registry);
+        rejections = Counter.builder("orbitkv_peer_rejections_total")
+                .description("Peer reserves this source refused").register(registry);
+        fetchedPages = Counter.builder("orbitkv_peer_fetched_pages_total")
+                .description("Pages fetched from peers and sealed here").register(registry);
+        expired = Counter.builder("orbitkv_peer_leases_expired_total")
+                .description("Source leases whose pins were released at expiry").register(registry);
+        departed = Counter.builder("orbitkv_peer_leases_departed_total")
+                .description("Source leases released because their requester left membership").register(registry);
+        io.micrometer.core.instrument.Gauge.builder("orbitkv_peer_source_leases", leases, Map::size)
+                .description("Source leases holding pins now").register(registry);
+        membership.addListener(new MembershipRole.Listener() {
+            @Override
+            public void onMembership(MemberTable.Change change) {
+                context.runOnContext(v -> dropDeparted());
+            }
+
+            @Override
+            public void onPeersUnknown() {}
+
+            @Override
+            public void onPeersKnown() {
+                context.runOnContext(v -> dropDeparted());
+            }
+        });
+        PemKeyCertOptions keyCert = new PemKeyCertOptions().setCertPath(cluster.tlsCert().toString())
+                .setKeyPath(cluster.tlsKey().toString());
+        PemTrustOptions trust = new PemTrustOptions().addCertPath(cluster.tlsCa().toString());
+        grpcClient = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
+                .setProtocolVersion(HttpVersion.HTTP_2).setHttp2ClearTextUpgrade(false)
+                .setVerifyHost(true).setKeyCertOptions(keyCert).setTrustOptions(trust).setConnectTimeout(5_000));
+        transport = new TcpPeerTransport(vertx, settings, cluster.tlsCa(), cluster.tlsCert(), cluster.tlsKey());
+        GrpcServer grpc = GrpcServer.server(vertx);
+        grpc.callHandler(PeerTransferGrpcService.Reserve, this::onReserve);
+        grpc.callHandler(PeerTransferGrpcService.Release, this::onRelease);
+        return vertx.executeBlocking(() -> SharedMemoryFile.map(poolPath, poolBytes))
+                .compose(mapped -> {
+                    pool = mapped;
+                    return transport.serve(cluster.host(), settings.transferPort(), poolPath, pool.segment(), transferSource());
+                })
+                .compose(port -> vertx.createHttpServer(new HttpServerOptions().setHost(cluster.host())
+                        .setPort(settings.port()).setSsl(true).setUseAlpn(true).setClientAuth(ClientAuth.REQUIRED)
+                        .setKeyCertOptions(keyCert).setTrustOptions(trust)).requestHandler(grpc).listen())
+                .onSuccess(server -> grpcServer = server).mapEmpty();
+    }
+
+    @Override
+    public Future<?> stop() {
+        for (Lease lease : List.copyOf(leases.values())) {
+            drop(lease);
+        }
+        Future<Void> servers = grpcServer == null ? Future.succeededFuture() : grpcServer.close();
+        return servers.compose(v -> transport.close()).compose(v -> grpcClient.close())
+                .compose(v -> vertx.executeBlocking(() -> {
+                    if (pool != null) {
+                        pool.close();
+                    }
+                    return null;
+                }));
+    }
+
+    // ---------------------------------------------------------------- source side
+
+    private static String memberOf(GrpcServerRequest<?, ?> request) {
+        try {
+            List<Certificate> chain = request.connection().peerCertificates();
+            if (chain == null || chain.isEmpty() || !(chain.getFirst() instanceof X509Certificate x509)) {
+                return null;
+            }
+            return TcpPeerTransport.commonName(x509);
+        } catch (SSLPeerUnverifiedException e) {
+            return null;
+        }
+    }
+
+    private void onReserve(GrpcServerRequest<PeerReserveRequest, PeerReserveReply> request) {
+        String member = memberOf(request);
+        request.handler(msg -> reserve(member, msg).onComplete(ar -> {
+            if (ar.succeeded()) {
+                request.response().end(ar.result());
+            } else {
+                request.response().status(io.vertx.grpc.common.GrpcStatus.INTERNAL).end();
+            }
+        }));
+    }
+
+    private static PeerReserveReply reject(PeerRejection reason, int index) {
+        return PeerReserveReply.newBuilder().setReject(PeerReject.newBuilder().setReason(reason).setKeyIndex(index)).build();
+    }
+
+    /** Validates, pins the exact generations, charges credits, computes missing checksums, grants a lease. */
+    Future<PeerReserveReply> reserve(String member, PeerReserveRequest r) {
+        MemberRecord record = member == null ? null : membership.members().get(member);
+        if (record == null || record.incarnation() != r.getRequesterIncarnation() || member.equals(membership.memberId())) {
+            rejections.increment();
+            return Future.succeededFuture(reject(PeerRejection.NOT_A_MEMBER, -1));
+        }
+        if (r.getSourceIncarnation() != membership.incarnation()) {
+            rejections.increment();
+            return Future.succeededFuture(reject(PeerRejection.STALE_INCARNATION, -1));
+        }
+        if (r.getNamespace().size() != StateKey.NAMESPACE_BYTES || r.getKeysCount() == 0
+                || r.getKeysCount() > settings.maxKeys()) {
+            rejections.increment();
+            return Future.succeededFuture(reject(PeerRejection.BAD_PEER_REQUEST, -1));
+        }
+        byte[] ns = r.getNamespace().toByteArray();
+        List<StateKey> keys = new ArrayList<>(r.getKeysCount());
+        List<ImageStore.PositionedKey> probed = new ArrayList<>();
+        for (int i = 0; i < r.getKeysCount(); i++) {
+            PeerKey k = r.getKeys(i);
+            if (k.getBlockHash().isEmpty() || k.getBlockHash().size() > StateKey.MAX_BLOCK_HASH_BYTES) {
+                rejections.increment();
+                return Future.succeededFuture(reject(PeerRejection.BAD_PEER_REQUEST, i));
+            }
+            StateKey key = StateKey.of(ns, k.getGroupId(), k.getBlockHash().toByteArray());
+            keys.add(key);
+            probed.add(new ImageStore.PositionedKey(i, key));
+        }
+        return storage.probe(List.of(new ImageStore.GroupProbe(0, probed))).compose(presence -> {
+            if (presence.groups().getFirst().sealed().isEmpty()) {
+                rejections.increment();
+                return Future.succeededFuture(reject(PeerRejection.UNKNOWN_NAMESPACE, -1));
+            }
+            return storage.pinExact(List.of(keys)).compose(pin -> {
+                if (!pin.complete()) {
+                    rejections.increment();
+                    return Future.succeededFuture(reject(PeerRejection.CHANGED_GENERATION, keys.indexOf(pin.missing())));
+                }
+                List<ImageStore.ImageRef> refs = pin.pinned().getFirst();
+                for (int i = 0; i < refs.size(); i++) {
+                    if (refs.get(i).generation() != r.getKeys(i).getGeneration()) {
+                        rejections.increment();
+                        return storage.unpin(pin.pinned()).map(n -> reject(PeerRejection.CHANGED_GENERATION, firstChanged(refs, r)));
+                    }
+                }
+                long used = creditsInUse.getOrDefault(member, 0L);
+                if (used + pin.pinnedBytes() > settings.creditBytes()) {
+                    rejections.increment();
+                    return storage.unpin(pin.pinned()).map(n -> reject(PeerRejection.NO_CREDIT, -1));
+                }
+                creditsInUse.merge(member, pin.pinnedBytes(), Long::sum);
+                byte[] token = new byte[16];
+                random.nextBytes(token);
+                Lease lease = new Lease(nextLease++, member, record.incarnation(), token, refs, pin.pinnedBytes());
+                leases.put(lease.id, lease);
+                long leaseMs = Math.max(1, Math.min(r.getLeaseMs() <= 0 ? settings.maxLeaseMillis() : r.getLeaseMs(),
+                        settings.maxLeaseMillis()));
+                lease.timer = vertx.setTimer(leaseMs, t -> {
+                    if (leases.get(lease.id) == lease) {
+                        expired.increment();
+                        drop(lease);
+                    }
+                });
+                return checksums(refs).map(crcs -> {
+                    PeerGrant.Builder grant = PeerGrant.newBuilder().setLeaseId(lease.id).setLeaseMs(leaseMs)
+                            .setTransferToken(ByteString.copyFrom(token)).setPlaintext(settings.plaintext())
+                            .setTransferEndpoint(cluster.host() + ":" + settings.transferPort());
+                    for (int i = 0; i < refs.size(); i++) {
+                        grant.addPages(PeerPage.newBuilder().setGeneration(refs.get(i).generation())
+                                .setLengthBytes(refs.get(i).lengthBytes()).setCrc32C(crcs.get(i).intValue()));
+                    }
+                    return PeerReserveReply.newBuilder().setGrant(grant).build();
+                });
+            });
+        });
+    }
+
+    private static int firstChanged(List<ImageStore.ImageRef> refs, PeerReserveRequest r) {
+        for (int i = 0; i < refs.size(); i++) {
+            if (refs.get(i).generation() != r.getKeys(i).getGeneration()) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    /** The source's CRC32C per pinned image: known from the seal, else computed now on a worker (pins hold the slots). */
+    private Future<List<Long>> checksums(List<ImageStore.ImageRef> refs) {
+        if (refs.stream().allMatch(ImageStore.ImageRef::crcKnown)) {
+            return Future.succeededFuture(refs.stream().map(ImageStore.ImageRef::crc32c).toList());
+        }
+        MemorySegment segment = pool.segment();
+        return vertx.executeBlocking(() -> {
+            List<Long> crcs = new ArrayList<>(refs.size());
+            for (ImageStore.ImageRef ref : refs) {
+                if (ref.crcKnown()) {
+                    crcs.add(ref.crc32c());
+                } else {
+                    CRC32C crc = new CRC32C();
+                    crc.update(segment.asSlice(ref.offset(), ref.lengthBytes()).asByteBuffer());
+                    crcs.add(crc.getValue());
+                }
+            }
+            return crcs;
+        }, false);
+    }
+
+    private void onRelease(GrpcServerRequest<PeerReleaseRequest, PeerReleaseReply> request) {
+        String member = memberOf(request);
+        request.handler(msg -> {
+            Lease lease = leases.get(msg.getLeaseId());
+            boolean ok = lease != null && lease.requester.equals(member);
+            if (ok) {
+                drop(lease);
+            }
+            request.response().end(PeerReleaseReply.newBuilder().setReleased(ok).build());
+        });
+    }
+
+    /** Releases a lease's pins and credits (deferred while its transfer is still writing from the slots). */
+    private void drop(Lease lease) {
+        if (leases.remove(lease.id) == null) {
+            return;
+        }
+        vertx.cancelTimer(lease.timer);
+        lease.released = true;
+        if (lease.sending) {
+            deferred.put(lease.id, lease);
+        } else {
+            unpin(lease);
+        }
+    }
+
+    private void unpin(Lease lease) {
+        creditsInUse.computeIfPresent(lease.requester, (k, v) -> v - lease.bytes <= 0 ? null : v - lease.bytes);
+        storage.unpin(List.of(lease.refs));
+    }
+
+    private void dropDeparted() {
+        Map<String, MemberRecord> members = membership.members();
+        for (Lease lease : List.copyOf(leases.values())) {
+            MemberRecord now = members.get(lease.requester);
+            if (now == null || now.incarnation() != lease.requesterIncarnation) {
+                departed.increment();
+                drop(lease);
+            }
+        }
+    }
+
+    private TcpPeerTransport.Source transferSource() {
+        return new TcpPeerTransport.Source() {
+            @Override
+            public List<TcpPeerTransport.PageSlice> begin(long leaseId, byte[] token, String peerMemberId) {
+                Lease lease = leases.get(leaseId);
+                if (lease == null || lease.sending || !TcpPeerTransport.tokenEquals(lease.token, token)
+                        || (peerMemberId != null && !peerMemberId.equals(lease.requester))) {
+                    return null;
+                }
+                lease.sending = true;
+                return lease.refs.stream().map(ref -> new TcpPeerTransport.PageSlice(ref.offset(), ref.lengthBytes())).toList();
+            }
+
+            @Override
+            public void finished(long leaseId, boolean sent) {
+                context.runOnContext(v -> {
+                    Lease lease = leases.get(leaseId);
+                    if (lease != null) {
+                        lease.sending = false;
+                    } else {
+                        // released meanwhile: its unpin was deferred until now
+                        releasedWhileSending(leaseId);
+                    }
+                });
+            }
+        };
+    }
+
+    private final Map<Long, Lease> deferred = new HashMap<>();
+
+    private void releasedWhileSending(long leaseId) {
+        Lease lease = deferred.remove(leaseId);
+        if (lease != null) {
+            unpin(lease);
+        }
+    }
+
+    /** Source leases holding pins now (tests). */
+    public Future<Integer> sourceLeases() {
+        Promise<Integer> p = Promise.promise();
+        context.runOnContext(v -> p.complete(leases.size() + deferred.size()));
+        return p.future();
+    }
+
+    // ---------------------------------------------------------------- requester side
+
+    /**
+     * Fetches {@code keys} (at the owner's exact {@code generations}) from the peer {@code owner} into local slots,
+     * within one waiting budget. Fails with a {@link PeerException}: {@link PeerException#beforePayload()} = nothing
+     * moved, the caller may replan (another peer, local SSD) or answer MISS.
+     */
+    public Future<Fetched> fetch(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
+                                 Duration budget) {
+        long deadline = System.nanoTime() + budget.toNanos();
+        return acquire(owner, namespace, keys, generations, deadline).compose(this::submit);
+    }
+
+    /**
+     * What an acquired fetch holds: the source lease (grant) and the local publish whose slots will receive the pages.
+     * Exactly one of {@link #submit} or {@link #abandon} ends it.
+     */
+    public static final class Acquired {
+        final PeerTransferGrpcClient client;
+        final PeerGrant grant;
+        final long publishId;
+        final List<PeerTransport.Destination> destinations;
+        final List<ImageStore.ImageRef> written;
+        final List<Integer> crcs;
+        final List<Long> lengths;
+        final List<StateKey> keys;
+        final long deadline;
+        final List<Stage> stages;
+
+        Acquired(PeerTransferGrpcClient client, PeerGrant grant, long publishId, List<PeerTransport.Destination> destinations,
+                 List<ImageStore.ImageRef> written, List<Integer> crcs, List<Long> lengths, List<StateKey> keys,
+                 long deadline, List<Stage> stages) {
+            this.client = client;
+            this.grant = grant;
+            this.publishId = publishId;
+            this.destinations = destinations;
+            this.written = written;
+            this.crcs = crcs;
+            this.lengths = lengths;
+            this.keys = keys;
+            this.deadline = deadline;
+            this.stages = stages;
+        }
+
+        public List<StateKey> keys() {
+            return keys;
+        }
+    }
+
+    /** CANDIDATE → RESERVED: the source lease, then the local slots; no payload moves. All or nothing. */
+    public Future<Acquired> acquire(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
+                                    long deadline) {
+        Promise<Acquired> answer = Promise.promise();
+        context.runOnContext(v -> doAcquire(owner, namespace, keys, generations, deadline).onComplete(answer));
+        return answer.future();
+    }
+
+    private Future<Acquired> doAcquire(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
+                                       long deadline) {
+        List<Stage> stages = new ArrayList<>(List.of(Stage.CANDIDATE));
+        MemberRecord record = membership.members().get(owner.memberId());
+        if (record == null || record.incarnation() != owner.incarnation()) {
+            return Future.failedFuture(new PeerException(PeerException.Kind.REJECTED, PeerRejection.STALE_INCARNATION,
+                    "the owner is not a current member at that incarnation"));
+        }
+        String endpoint = record.endpoints().get(PEER_ENDPOINT);
+        if (endpoint == null) {
+            return Future.failedFuture(new PeerException(PeerException.Kind.UNREACHABLE, "the owner serves no peer port"));
+        }
+        PeerReserveRequest.Builder request = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(namespace))
+                .setSourceIncarnation(owner.incarnation()).setRequesterIncarnation(membership.incarnation())
+                .setLeaseMs(remainingMillis(deadline));
+        for (int i = 0; i < keys.size(); i++) {
+            request.addKeys(PeerKey.newBuilder().setGroupId(keys.get(i).groupId())
+                    .setBlockHash(ByteString.copyFrom(keys.get(i).blockHash())).setGeneration(generations.get(i)));
+        }
+        int colon = endpoint.lastIndexOf(':');
+        PeerTransferGrpcClient client = PeerTransferGrpcClient.create(grpcClient,
+                SocketAddress.inetSocketAddress(Integer.parseInt(endpoint.substring(colon + 1)), endpoint.substring(0, colon)));
+        return client.reserve(request.build()).timeout(remainingMillis(deadline), TimeUnit.MILLISECONDS)
+                .recover(e -> Future.failedFuture(e instanceof PeerException ? e
+                        : new PeerException(PeerException.Kind.UNREACHABLE, "reserve failed: " + e.getMessage())))
+                .compose(reply -> {
+                    if (reply.hasReject()) {
+                        return Future.failedFuture(new PeerException(PeerException.Kind.REJECTED, reply.getReject().getReason(),
+                                "the source refused: " + reply.getReject().getReason()));
+                    }
+                    stages.add(Stage.RESERVED);
+                    return slots(client, reply.getGrant(), keys, deadline, stages);
+                });
+    }
+
+    private Future<Acquired> slots(PeerTransferGrpcClient client, PeerGrant grant, List<StateKey> keys, long deadline,
+                                   List<Stage> stages) {
+        List<Long> lengths = grant.getPagesList().stream().map(PeerPage::getLengthBytes).toList();
+        return storage.allocate(PEER_INSTANCE, keys, lengths).recover(e -> {
+            release(client, grant);
+            return Future.failedFuture(new PeerException(PeerException.Kind.REJECTED, "no local slots: " + e.getMessage()));
+        }).map(allocated -> {
+            MemorySegment local = pool.segment();
+            List<PeerTransport.Destination> destinations = new ArrayList<>();
+            List<ImageStore.ImageRef> written = new ArrayList<>();
+            List<Integer> crcs = new ArrayList<>();
+            for (int i = 0; i < allocated.slots().size(); i++) {
+                ImageStore.SlotGrant slot = allocated.slots().get(i);
+                if (slot.allocated()) {
+                    destinations.add(new PeerTransport.Destination(local.asSlice(slot.ref().offset(), lengths.get(i))));
+                    written.add(slot.ref());
+                    crcs.add(grant.getPages(i).getCrc32C());
+                } else {
+                    // already resident here: its bytes are received into scratch and dropped
+                    destinations.add(new PeerTransport.Destination(Arena.ofAuto().allocate(lengths.get(i), 4096)));
+                }
+            }
+            return new Acquired(client, grant, allocated.publishId(), destinations, written, crcs, lengths, keys, deadline,
+                    stages);
+        });
+    }
+
+    /** Ends an acquired fetch that will not be submitted: its local slots and the source lease go. */
+    public Future<Void> abandon(Acquired acquired) {
+        Promise<Void> answer = Promise.promise();
+        context.runOnContext(v -> {
+            release(acquired.client, acquired.grant);
+            storage.abort(PEER_INSTANCE, acquired.publishId).<Void>mapEmpty().otherwiseEmpty().onComplete(answer);
+        });
+        return answer.future();
+    }
+
+    /**
+     * RESERVED → RESIDENT → READY: the payload into the slots, then the seal that verifies the source's CRC32C. A
+     * failure after submission fences the transfer before the slots are aborted; either way the source lease goes.
+     */
+    public Future<Fetched> submit(Acquired acquired) {
+        Promise<Fetched> answer = Promise.promise();
+        context.runOnContext(v -> doSubmit(acquired).onComplete(answer));
+        return answer.future();
+    }
+
+    private Future<Fetched> doSubmit(Acquired a) {
+        PeerGrant grant = a.grant;
+        PeerTransport.Receive receive = transport.receive(grant.getTransferEndpoint(), grant.getLeaseId(),
+                grant.getTransferToken().toByteArray(), a.destinations, Duration.ofMillis(remainingMillis(a.deadline)));
+        return receive.completion().transform(ar -> {
+            if (ar.failed()) {
+                // fenced first (nothing more lands in the slots), then the slots go
+                return receive.fence().compose(v -> storage.abort(PEER_INSTANCE, a.publishId))
+                        .transform(x -> {
+                            release(a.client, grant);
+                            return Future.failedFuture(ar.cause());
+                        });
+            }
+            a.stages.add(Stage.RESIDENT);
+            return storage.seal(PEER_INSTANCE, a.publishId, a.crcs, a.written).transform(sealed -> {
+                release(a.client, grant);
+                if (sealed.failed()) {
+                    mismatches.increment();
+                    // the storage role aborted the publish on the mismatch (its slots are free again)
+                    return Future.failedFuture(new PeerException(PeerException.Kind.CHECKSUM_MISMATCH,
+                            "the fetched bytes do not match the source's checksum: " + sealed.cause().getMessage()));
+                }
+                a.stages.add(Stage.READY);
+                fetchedPages.increment(a.written.size());
+                long bytes = a.lengths.stream().mapToLong(Long::longValue).sum();
+                return Future.succeededFuture(new Fetched(List.copyOf(a.written), bytes, List.copyOf(a.stages)));
+            });
+        });
+    }
+
+    /** The budget this role gives an execution-owner acquisition (the planner's port carries none). */
+    long leaseMillis() {
+        return settings.maxLeaseMillis();
+    }
+
+    private void release(PeerTransferGrpcClient client, PeerGrant grant) {
+        client.release(PeerReleaseRequest.newBuilder().setLeaseId(grant.getLeaseId()).build())
+                .timeout(5, TimeUnit.SECONDS); // best effort: the source's lease expiry releases otherwise
+    }
+
+    private static long remainingMillis(long deadline) {
+        return Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
+    }
+}

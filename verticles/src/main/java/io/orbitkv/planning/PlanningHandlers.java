@@ -1,0 +1,97 @@
+package io.orbitkv.planning;
+
+import io.vertx.core.Future;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.function.Supplier;
+
+/**
+ * The planning role's command handlers, free of the event bus ({@link PlanningVerticle} serves them; tests call them
+ * directly): plans through {@link PlanningRole}, executions by caller id, and the prepared plans they produced.
+ *
+ * <p>Design note (ownership): an execution owns its segments' leases while it runs ({@link PlanExecutor}); once it
+ * succeeds, the prepared plan is held here under the caller's id until {@link #release} (or {@link #cancel}, which
+ * also ends a prepared plan), so the caller (admission) names leases by id and never touches an owner. An execution
+ * cancelled while running completes (fails CANCELLED) only after its submitted work drained and its leases ended; if
+ * it had already succeeded, cancel releases what it prepared. Ids are the caller's; a repeated id is refused.
+ *
+ * <p>Concurrency: confined to the planning role's event loop.
+ */
+public final class PlanningHandlers {
+    private final PlanningRole role;
+    private final Supplier<Future<Boolean>> dramTight;
+    private final Map<Long, PlanExecutor.Preparation> executing = new HashMap<>();
+    private final Map<Long, PlanExecutor.Prepared> prepared = new HashMap<>();
+
+    /** @param dramTight whether the pool is short of free space now (asked for speculative demands only) */
+    public PlanningHandlers(PlanningRole role, Supplier<Future<Boolean>> dramTight) {
+        this.role = Objects.requireNonNull(role, "role");
+        this.dramTight = Objects.requireNonNull(dramTight, "dramTight");
+    }
+
+    public Future<PlanningRole.Planned> plan(DemandView demand) {
+        return role.planWithWrites(demand);
+    }
+
+    public Future<PlanningCommands.PreparedPlan> execute(long id, DemandView demand, Plan plan) {
+        if (executing.containsKey(id) || prepared.containsKey(id)) {
+            return Future.failedFuture(new PlanningException(PlanningFailure.INVALID_INPUT, "execution " + id
+                    + " is live already"));
+        }
+        Future<Boolean> tight = demand.speculative() ? dramTight.get().otherwise(false) : Future.succeededFuture(false);
+        return tight.compose(isTight -> {
+            PlanExecutor.Preparation preparation = role.execute(demand, plan, isTight);
+            executing.put(id, preparation);
+            return preparation.result().transform(ar -> {
+                executing.remove(id, preparation);
+                if (ar.failed()) {
+                    return Future.failedFuture(ar.cause());
+                }
+                prepared.put(id, ar.result());
+                return Future.succeededFuture(new PlanningCommands.PreparedPlan(id, ar.result().plan(),
+                        ar.result().leases()));
+            });
+        });
+    }
+
+    /** Revokes interest; completes after the execution drained, or after a prepared plan's leases ended. */
+    public Future<Boolean> cancel(long id) {
+        PlanExecutor.Preparation preparation = executing.get(id);
+        if (preparation != null) {
+            // A preparation that succeeds despite the cancel lands in prepared: end it too.
+            return preparation.cancel().compose(v -> release(id, false)).map(n -> true);
+        }
+        return release(id, false).map(n -> n > 0);
+    }
+
+    public Future<Integer> release(long id, boolean quarantine) {
+        PlanExecutor.Prepared held = prepared.remove(id);
+        return held == null ? Future.succeededFuture(0) : held.release(quarantine);
+    }
+
+    /**
+     * Ordered stop: every running execution is cancelled and drained (submitted reads complete), and every prepared
+     * plan still held is released. Admission ended its leases before this, so normally nothing is left.
+     */
+    public Future<Void> shutdown() {
+        List<Future<?>> waits = new ArrayList<>();
+        for (long id : List.copyOf(executing.keySet())) {
+            waits.add(cancel(id));
+        }
+        for (long id : List.copyOf(prepared.keySet())) {
+            waits.add(release(id, false));
+        }
+        return Future.join(waits).transform(ar -> Future.succeededFuture());
+    }
+
+    public PlanningCommands.PlanningStats stats() {
+        return new PlanningCommands.PlanningStats(executing.size(), prepared.size(), role.executor().heldLeases());
+    }
+
+    public PlanningRole role() {
+        return role;
+    }
+}

@@ -1,0 +1,153 @@
+package io.orbitkv.planning;
+
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.common.LocalCodec;
+import io.orbitkv.common.RoleProxies;
+import io.orbitkv.common.Ticker;
+import io.orbitkv.cost.CostProxy;
+import io.orbitkv.storage.ImageStore;
+import io.orbitkv.storage.StateKey;
+import io.orbitkv.storage.StorageProxy;
+import io.vertx.core.Future;
+import io.vertx.core.VerticleBase;
+import io.vertx.core.eventbus.EventBus;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+
+/**
+ * The planning role: discovery → replica sets → eligible routes → boundary → immutable plan ({@link Planner}), and
+ * execution of plans against the execution owners with per-medium transfer queues ({@link PlanExecutor}). Admission
+ * asks it through {@link PlanningProxy}; it asks storage (local DRAM and SSD evidence, pins, SSD reads into pool slots)
+ * through the storage role's proxy and the cost role for estimates. Read {@link Planner}'s design note for who owns
+ * what, {@link LocalOwners} for the local leases and {@link PlanningHandlers} for prepared plans.
+ *
+ * <p>Concurrency: all state is confined to this verticle's event loop; storage and cost replies arrive on it.
+ * Stopping (after admission, before storage) withdraws the handlers, drains running executions and releases what they
+ * prepared; a crash ends every lease with the process (they are in-process state of the storage role).
+ */
+public final class PlanningVerticle extends VerticleBase {
+
+    /**
+     * @param capabilities what this Manager can execute (routes and engine restore)
+     * @param transfers    per-medium outstanding-byte bounds, speculative share and queue bound
+     * @param resources    this Manager's cost resource identities (DRAM pool, SSD store)
+     */
+    public record Settings(RouteCapabilities capabilities, TransferScheduler.Settings transfers,
+                           RouteResources resources) {
+        /**
+         * The transfer queues' defaults: at most 256 MiB outstanding per medium (a few io_uring queue depths of 2 MiB
+         * pages), a quarter of it for speculative reads, 1024 waiting transfers per medium.
+         */
+        public static final TransferScheduler.Settings DEFAULT_TRANSFERS =
+                TransferScheduler.Settings.uniform(256L << 20, 0.25, 1024);
+
+        public Settings {
+            Objects.requireNonNull(capabilities, "capabilities");
+            Objects.requireNonNull(transfers, "transfers");
+            Objects.requireNonNull(resources, "resources");
+        }
+
+        /** What a single Manager runs: local DRAM and, with the SSD tier, host materialization from local SSD. */
+        public static Settings localOnly(boolean ssdEnabled, RouteResources resources) {
+            return new Settings(RouteCapabilities.localOnly(ssdEnabled), DEFAULT_TRANSFERS, resources);
+        }
+    }
+
+    private final Settings settings;
+    private final MeterRegistry registry;
+    private final Ticker ticker;
+    private final CostProxy cost;
+    private MembershipView members = MembershipView.NONE;
+    private PlanningHandlers handlers;
+
+    /** @param cost the cost role (estimates and shadow); null: nothing observed, nothing selected */
+    public PlanningVerticle(Settings settings, MeterRegistry registry, Ticker ticker, CostProxy cost) {
+        this.settings = Objects.requireNonNull(settings, "settings");
+        this.registry = Objects.requireNonNull(registry, "registry");
+        this.ticker = Objects.requireNonNull(ticker, "ticker");
+        this.cost = cost;
+    }
+
+    /** The membership view peer evidence is checked against (the cluster role's); before start only. */
+    public PlanningVerticle members(MembershipView view) {
+        this.members = Objects.requireNonNull(view, "view");
+        return this;
+    }
+
+    @Override
+    public Future<?> start() {
+        StorageProxy storage = new StorageProxy(vertx);
+        LocalOwners local = new LocalOwners(replicaPort(storage));
+        PlanExecutor executor = new PlanExecutor(Map.of(RouteTemplate.LOCAL_DRAM, local.dram(),
+                RouteTemplate.HOST_FROM_LOCAL_SSD, local.ssd()), settings.transfers(), ticker, registry,
+                (delayNanos, task) -> vertx.setTimer(Math.max(1, TimeUnit.NANOSECONDS.toMillis(delayNanos)),
+                        id -> task.run()));
+        PlanningRole role = new PlanningRole(settings.capabilities(), members, settings.resources(), local.evidence(),
+                cost == null ? EstimateSource.NONE : EstimateSource.of(cost), executor, ticker, registry);
+        handlers = new PlanningHandlers(role, () -> storage.stats()
+                .map(s -> s.freeBytes() < s.poolBytes() / 10));
+        PlanningHandlers h = handlers;
+        Gauge.builder("orbitkv.planning.executing", h, v -> v.stats().executing())
+                .description("Plans being acquired or prepared").register(registry);
+        Gauge.builder("orbitkv.planning.leases", h, v -> v.stats().heldLeases())
+                .description("Segment leases held by executions and prepared plans").register(registry);
+        EventBus bus = vertx.eventBus();
+        LocalCodec.register(vertx, PlanningCommands.MESSAGE_TYPES.toArray(Class<?>[]::new));
+        serve(bus, PlanningProxy.PLAN, (PlanningCommands.MakePlan c) -> handlers.plan(c.demand()));
+        serve(bus, PlanningProxy.EXECUTE,
+                (PlanningCommands.Execute c) -> handlers.execute(c.id(), c.demand(), c.plan()));
+        serve(bus, PlanningProxy.CANCEL, (PlanningCommands.Cancel c) -> handlers.cancel(c.id()));
+        serve(bus, PlanningProxy.RELEASE, (PlanningCommands.Release c) -> handlers.release(c.id(), c.quarantine()));
+        serve(bus, PlanningProxy.STATS, (PlanningCommands.GetStats c) -> Future.succeededFuture(handlers.stats()));
+        return Future.succeededFuture();
+    }
+
+    @Override
+    public Future<?> stop() {
+        RoleProxies.withdrawAll(context);
+        return handlers == null ? Future.succeededFuture() : handlers.shutdown();
+    }
+
+    private static <C, R> void serve(EventBus bus, String address, Function<C, Future<R>> handler) {
+        RoleProxies.<C, R>serve(bus, address, handler);
+    }
+
+    /** The storage role as the local owners' port. */
+    static LocalReplicaPort replicaPort(StorageProxy storage) {
+        return new LocalReplicaPort() {
+            @Override
+            public Future<List<ImageStore.KeyEvidence>> discover(List<StateKey> keys) {
+                return storage.discover(keys);
+            }
+
+            @Override
+            public Future<ImageStore.ExactPin> pinGenerations(List<ImageStore.KeyGeneration> pages) {
+                return storage.pinGenerations(pages);
+            }
+
+            @Override
+            public Future<Integer> unpin(List<ImageStore.ImageRef> pinned, boolean quarantine) {
+                return storage.unpinRefs(pinned, quarantine);
+            }
+
+            @Override
+            public Future<SsdAcquired> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
+                return storage.acquireFromSsd(pages).map(hold -> new SsdAcquired(hold.hold(), hold.staleKey()));
+            }
+
+            @Override
+            public Future<List<ImageStore.ImageRef>> readFromSsd(long hold) {
+                return storage.readFromSsd(hold);
+            }
+
+            @Override
+            public Future<Boolean> releaseSsdHold(long hold) {
+                return storage.releaseSsdHold(hold);
+            }
+        };
+    }
+}

@@ -1,0 +1,468 @@
+package io.orbitkv.cluster;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import com.google.protobuf.ByteString;
+import io.orbitkv.client.EngineSession;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.engine.Namespaces;
+import io.orbitkv.manager.Manager;
+import io.orbitkv.manager.ManagerConfig;
+import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.orbitkv.peer.PeerException;
+import io.orbitkv.peer.PeerVerticle;
+import io.orbitkv.peer.TcpPeerTransport;
+import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.peer.PeerExecutionOwner;
+import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.planning.PlannedPage;
+import io.orbitkv.planning.PlannedSegment;
+import io.orbitkv.planning.PlanningException;
+import io.orbitkv.planning.PlanningFailure;
+import io.orbitkv.planning.RouteTemplate;
+import io.orbitkv.planning.SegmentLease;
+import io.orbitkv.recovery.BlockRange;
+import io.orbitkv.planning.ReplicaEvidence;
+import io.orbitkv.protocol.engine.AllocatePublishReply;
+import io.orbitkv.protocol.engine.GroupKind;
+import io.orbitkv.protocol.engine.GroupSpec;
+import io.orbitkv.protocol.engine.InstanceIdentity;
+import io.orbitkv.protocol.engine.InstanceRole;
+import io.orbitkv.protocol.engine.PageKey;
+import io.orbitkv.protocol.engine.PublishSlot;
+import io.orbitkv.protocol.engine.Representation;
+import io.orbitkv.protocol.engine.SlotStatus;
+import io.orbitkv.protocol.peer.PeerKey;
+import io.orbitkv.protocol.peer.PeerRejection;
+import io.orbitkv.protocol.peer.PeerReserveReply;
+import io.orbitkv.protocol.peer.PeerReserveRequest;
+import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
+import io.orbitkv.storage.ImageStore;
+import io.orbitkv.storage.StateKey;
+import io.orbitkv.storage.StorageCommands;
+import io.orbitkv.storage.StorageProxy;
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpClientOptions;
+import io.vertx.core.http.HttpVersion;
+import io.vertx.core.net.PemKeyCertOptions;
+import io.vertx.core.net.PemTrustOptions;
+import io.vertx.core.net.SocketAddress;
+import io.vertx.grpc.client.GrpcClient;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Peer transfer with real processes: one etcd and the source Manager (manager-1) as processes, the requester
+ * (manager-2) a Manager in this JVM (so the test can call its peer role and read its pool), both cluster members with
+ * mutual TLS. One cluster per class; the source's test hooks flip a byte of its 5th sent page and stall leases of 16+
+ * pages half way; one test stops it with SIGSTOP mid-transfer, the last SIGKILLs it mid-transfer.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+@Timeout(value = 150, unit = TimeUnit.SECONDS)
+class PeerTransferIT {
+    static final int PAGE = 256 << 10;
+    static final Duration SOON = Duration.ofSeconds(20);
+
+    @TempDir
+    static Path dir;
+    static LocalCluster cluster;
+    static LocalCluster.Node source;
+    static Manager requester;
+    static SharedMemoryFile requesterPool;
+    static byte[] namespace;
+
+    @BeforeAll
+    static void start() throws Exception {
+        assumeTrue(LocalEtcd.installed(), "etcd is not installed (/usr/bin/etcd): install Debian's etcd-server");
+        ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
+        cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
+                "cluster.lease-ttl-s", "2", "cluster.prefix", "/orbitkv-peer-test", "ssd.enabled", "false",
+                "session.ttl-ms", "60000", "peer.port", String.valueOf(LocalEtcd.freePort()),
+                "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.test-flip-page", "5",
+                "peer.test-stall-lease-pages", "16")));
+        source = cluster.node(1);
+        Map<String, String> s = new LinkedHashMap<>();
+        s.put("data-dir", dir.resolve("manager-2").toString());
+        s.put("grpc.tcp-port", "0");
+        s.put("metrics.port", "0");
+        s.put("pool.size", "64MiB");
+        s.put("ssd.enabled", "false");
+        s.put("cluster.enabled", "true");
+        s.put("cluster.member-id", "manager-2");
+        s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
+        s.put("cluster.prefix", "/orbitkv-peer-test");
+        s.put("cluster.lease-ttl-s", "2");
+        s.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
+        s.put("cluster.tls.ca", dir.resolve("certs/ca.pem").toString());
+        s.put("cluster.tls.cert", dir.resolve("certs/manager-2.pem").toString());
+        s.put("cluster.tls.key", dir.resolve("certs/manager-2.key").toString());
+        s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
+        s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
+        Files.createDirectories(dir.resolve("manager-2"));
+        requester = Manager.start(ManagerConfig.from(s)).await(120, TimeUnit.SECONDS);
+        requesterPool = SharedMemoryFile.map(requester.poolPath(), 64L << 20);
+        namespace = Namespaces.derive(identity());
+        await().atMost(Duration.ofSeconds(30)).until(() -> requester.membershipRole().orElseThrow().members()
+                .containsKey(source.memberId()));
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (requesterPool != null) {
+            requesterPool.close();
+        }
+        if (requester != null) {
+            requester.close();
+        }
+        if (cluster != null) {
+            List<Long> pids = cluster.nodes().stream().filter(LocalCluster.Node::alive).map(LocalCluster.Node::pid).toList();
+            cluster.close();
+            for (long pid : pids) {
+                assertThat(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)).as("pid " + pid).isFalse();
+            }
+        }
+    }
+
+    static InstanceIdentity identity() {
+        return InstanceIdentity.newBuilder().setModelFingerprint("peer-test")
+                .setRepresentation(Representation.RAW).setLayout("test:NHD").setGeometry("layers=2")
+                .setPageSizeTokens(16).setTpRank(0).setTpSize(1).setPpRank(0).setPpSize(1)
+                .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(PAGE))
+                .build();
+    }
+
+    /** The expected bytes of page {@code i} of {@code seed}. */
+    static void fill(MemorySegment target, String seed, int i) {
+        target.fill((byte) (seed.hashCode() + i));
+        target.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, seed.hashCode() * 31L + i);
+        target.set(ValueLayout.JAVA_LONG_UNALIGNED, target.byteSize() - 8, i);
+    }
+
+    /** Publishes {@code n} chained pages on the source over its engine door; answers their keys. */
+    static List<StateKey> publish(String seed, int n) throws Exception {
+        try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
+                OrbitKvClient.readToken(source.tokenFile()))) {
+            EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+            List<ByteString> hashes = new ArrayList<>();
+            byte[] prev = new byte[0];
+            for (int i = 0; i < n; i++) {
+                MessageDigest sha = MessageDigest.getInstance("SHA-256");
+                sha.update(prev);
+                sha.update((seed + ":" + i).getBytes());
+                prev = sha.digest();
+                hashes.add(ByteString.copyFrom(prev));
+            }
+            AllocatePublishReply allocated = session.allocate(hashes.stream()
+                    .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
+            int i = 0;
+            for (PublishSlot slot : allocated.getSlotsList()) {
+                assertThat(slot.getStatus()).isEqualTo(SlotStatus.ALLOCATED);
+                fill(session.slot(slot.getSlot()), seed, i++);
+            }
+            session.seal(allocated.getPublishId(), List.of()).await(10, TimeUnit.SECONDS);
+            session.close();
+            return hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
+        }
+    }
+
+    /** The source's generations of {@code keys}, once the requester's inventory holds them all. */
+    static List<Long> generations(List<StateKey> keys) {
+        List<Long> found = new ArrayList<>();
+        await().atMost(SOON).until(() -> {
+            found.clear();
+            for (StateKey key : keys) {
+                List<ReplicaEvidence> peers = requester.inventoryRole().orElseThrow().replicas(key)
+                        .await(5, TimeUnit.SECONDS).peers();
+                if (peers.isEmpty() || !(peers.getFirst() instanceof ReplicaEvidence.PeerDram dram)) {
+                    return false;
+                }
+                found.add(dram.ownerGeneration());
+            }
+            return true;
+        });
+        return List.copyOf(found);
+    }
+
+    static PeerOwner owner() {
+        return new PeerOwner(source.memberId(), source.incarnation());
+    }
+
+    static PeerVerticle peer() {
+        return requester.peer().orElseThrow();
+    }
+
+    static StorageCommands.StorageStats requesterStorage() throws Exception {
+        return new StorageProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
+    }
+
+    static PeerException failure(Future<?> fetch) {
+        ExecutionException e = assertThrows(ExecutionException.class,
+                () -> fetch.toCompletionStage().toCompletableFuture().get(60, TimeUnit.SECONDS));
+        assertThat(e.getCause()).isInstanceOf(PeerException.class);
+        return (PeerException) e.getCause();
+    }
+
+    static double sourceMetric(String name) {
+        return cluster.metric(source, name, null).orElse(-1);
+    }
+
+    @Test
+    @Order(1)
+    void aPeersPagesAreFetchedIntoLocalSlotsAndVerifiedBeforeReady() throws Exception {
+        List<StateKey> keys = publish("alpha", 4); // pages 1..4 the source sends
+        PeerVerticle.Fetched fetched = peer().fetch(owner(), namespace, keys, generations(keys), Duration.ofSeconds(20))
+                .await(30, TimeUnit.SECONDS);
+        assertThat(fetched.stages()).containsExactly(PeerVerticle.Stage.CANDIDATE, PeerVerticle.Stage.RESERVED,
+                PeerVerticle.Stage.RESIDENT, PeerVerticle.Stage.READY);
+        assertThat(fetched.local()).hasSize(4);
+        assertThat(fetched.bytes()).isEqualTo(4L * PAGE);
+        MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(PAGE);
+        for (int i = 0; i < 4; i++) {
+            ImageStore.ImageRef ref = fetched.local().get(i);
+            assertThat(ref.key()).isEqualTo(keys.get(i));
+            fill(expected, "alpha", i);
+            assertThat(requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected)).as("page " + i).isEqualTo(-1);
+        }
+        // Sealed here (nothing unsealed or open), and the source's lease is released (pins and credits gone).
+        StorageCommands.StorageStats stats = requesterStorage();
+        assertThat(stats.unsealedImages()).isZero();
+        assertThat(stats.openPublishes()).isZero();
+        await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+        assertThat(sourceMetric("orbitkv_storage_pinned_images")).isIn(0.0, -1.0);
+    }
+
+    @Test
+    @Order(2)
+    void aByteFlippedInFlightIsAChecksumMismatchThatIsCountedAndNeverServed() throws Exception {
+        List<StateKey> keys = publish("beta", 1); // page 5: flipped by the source's test hook
+        PeerException e = failure(peer().fetch(owner(), namespace, keys, generations(keys), Duration.ofSeconds(20)));
+        assertThat(e.kind()).isEqualTo(PeerException.Kind.CHECKSUM_MISMATCH);
+        assertThat(requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count()).isEqualTo(1.0);
+        StorageCommands.StorageStats stats = requesterStorage();
+        assertThat(stats.unsealedImages()).isZero();
+        assertThat(stats.openPublishes()).isZero();
+        assertThat(residentHere(keys)).isZero(); // nothing of it became resident
+        await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+    }
+
+    @Test
+    @Order(3)
+    void staleIncarnationAndTheOtherRejectionsComeBeforeAnyPayloadAndPinNothing() throws Exception {
+        List<StateKey> keys = publish("delta", 2);
+        List<Long> generations = generations(keys);
+        // The requester's own check: evidence from another incarnation of the owner is not even sent.
+        PeerException local = failure(peer().fetch(new PeerOwner(source.memberId(), source.incarnation() - 1), namespace,
+                keys, generations, Duration.ofSeconds(5)));
+        assertThat(local.beforePayload()).isTrue();
+        assertThat(local.rejection()).isEqualTo(PeerRejection.STALE_INCARNATION);
+        // The source's checks, over its real mutual-TLS gRPC port with manager-2's certificate.
+        double rejectedBefore = sourceMetric("orbitkv_peer_rejections_total");
+        Vertx vertx = Vertx.vertx();
+        try {
+            GrpcClient grpc = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
+                    .setProtocolVersion(HttpVersion.HTTP_2).setVerifyHost(true)
+                    .setKeyCertOptions(new PemKeyCertOptions().setCertPath(dir.resolve("certs/manager-2.pem").toString())
+                            .setKeyPath(dir.resolve("certs/manager-2.key").toString()))
+                    .setTrustOptions(new PemTrustOptions().addCertPath(dir.resolve("certs/ca.pem").toString())));
+            String endpoint = requester.membershipRole().orElseThrow().members().get(source.memberId()).endpoints().get("peer");
+            PeerTransferGrpcClient client = PeerTransferGrpcClient.create(grpc, SocketAddress.inetSocketAddress(
+                    Integer.parseInt(endpoint.substring(endpoint.lastIndexOf(':') + 1)), "127.0.0.1"));
+            long me = requester.membershipRole().orElseThrow().incarnation();
+            assertThat(reserve(client, namespace, source.incarnation() - 1, me, keys, generations))
+                    .isEqualTo(PeerRejection.STALE_INCARNATION);
+            assertThat(reserve(client, namespace, source.incarnation(), me, keys,
+                    List.of(generations.get(0), generations.get(1) + 1))).isEqualTo(PeerRejection.CHANGED_GENERATION);
+            assertThat(reserve(client, namespace, source.incarnation(), me + 1, keys, generations))
+                    .isEqualTo(PeerRejection.NOT_A_MEMBER);
+            byte[] otherNamespace = namespace.clone();
+            otherNamespace[0] ^= 1;
+            assertThat(reserve(client, otherNamespace, source.incarnation(), me, keys, generations))
+                    .isEqualTo(PeerRejection.UNKNOWN_NAMESPACE);
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+            assertThat(sourceMetric("orbitkv_peer_rejections_total")).isEqualTo(rejectedBefore + 4);
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+    }
+
+    static PeerRejection reserve(PeerTransferGrpcClient client, byte[] ns, long sourceIncarnation, long requesterIncarnation,
+                                 List<StateKey> keys, List<Long> generations) throws Exception {
+        PeerReserveRequest.Builder r = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(ns))
+                .setSourceIncarnation(sourceIncarnation).setRequesterIncarnation(requesterIncarnation).setLeaseMs(1000);
+        for (int i = 0; i < keys.size(); i++) {
+            r.addKeys(PeerKey.newBuilder().setGroupId(0).setBlockHash(ByteString.copyFrom(keys.get(i).blockHash()))
+                    .setGeneration(generations.get(i)));
+        }
+        PeerReserveReply reply = client.reserve(r.build()).await(10, TimeUnit.SECONDS);
+        assertThat(reply.hasReject()).as("rejected").isTrue();
+        return reply.getReject().getReason();
+    }
+
+    @Test
+    @Order(3)
+    void thePlannersPeerDramPortAcquiresSubmitsPinsAndReleases() throws Exception {
+        List<StateKey> keys = publish("eta", 3);
+        generations(keys);
+        List<PlannedPage> pages = new ArrayList<>();
+        List<PlannedPage> stalePages = new ArrayList<>();
+        for (int i = 0; i < keys.size(); i++) {
+            ReplicaEvidence.PeerDram dram = (ReplicaEvidence.PeerDram) requester.inventoryRole().orElseThrow()
+                    .replicas(keys.get(i)).await(5, TimeUnit.SECONDS).peers().getFirst();
+            pages.add(new PlannedPage(i, keys.get(i), dram));
+            stalePages.add(new PlannedPage(i, keys.get(i), i < 2 ? dram : new ReplicaEvidence.PeerDram(dram.owner(),
+                    dram.inventorySequence(), dram.ownerGeneration() + 1, dram.storedBytes(), dram.representation())));
+        }
+        PeerExecutionOwner owner = new PeerExecutionOwner(requester.vertx(), peer());
+        // Evidence whose generation changed: STALE_EVIDENCE before any payload, nothing held.
+        PlannedSegment stale = new PlannedSegment(0, new BlockRange(0, 3), RouteTemplate.HOST_FROM_PEER_DRAM, stalePages,
+                3L * PAGE, CompletionTarget.hostReady());
+        ExecutionException e = assertThrows(ExecutionException.class, () -> owner.acquire(stale)
+                .toCompletionStage().toCompletableFuture().get(30, TimeUnit.SECONDS));
+        assertThat(PlanningException.failureOf(e.getCause())).isEqualTo(PlanningFailure.STALE_EVIDENCE);
+        assertThat(owner.held()).isZero();
+
+        PlannedSegment segment = new PlannedSegment(0, new BlockRange(0, 3), RouteTemplate.HOST_FROM_PEER_DRAM, pages,
+                3L * PAGE, CompletionTarget.hostReady());
+        SegmentLease lease = owner.acquire(segment).await(30, TimeUnit.SECONDS);
+        assertThat(lease.hostPages()).isEmpty();
+        SegmentLease ready = owner.submit(lease).await(30, TimeUnit.SECONDS);
+        assertThat(ready.hostPages()).hasSize(3);
+        MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(PAGE);
+        for (int i = 0; i < 3; i++) {
+            fill(expected, "eta", i);
+            ImageStore.ImageRef ref = ready.hostPages().get(i);
+            assertThat(requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected)).isEqualTo(-1);
+        }
+        assertThat(requesterStorage().pinnedImages()).isEqualTo(3); // host-ready: pinned for the lease
+        assertThat(owner.release(ready).await(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(owner.release(ready).await(10, TimeUnit.SECONDS)).isFalse();
+        assertThat(requesterStorage().pinnedImages()).isZero();
+        assertThat(residentHere(keys)).isEqualTo(3);
+        await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+    }
+
+    @Test
+    @Order(4)
+    void aLeaseTheRequesterNeverReleasesEndsAtItsExpiryAndUnpins() throws Exception {
+        List<StateKey> keys = publish("epsilon", 2);
+        List<Long> generations = generations(keys);
+        double expiredBefore = sourceMetric("orbitkv_peer_leases_expired_total");
+        Vertx vertx = Vertx.vertx();
+        try {
+            PeerTransferGrpcClient client = rawClient(vertx);
+            PeerReserveRequest.Builder r = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(namespace))
+                    .setSourceIncarnation(source.incarnation())
+                    .setRequesterIncarnation(requester.membershipRole().orElseThrow().incarnation()).setLeaseMs(300);
+            for (int i = 0; i < keys.size(); i++) {
+                r.addKeys(PeerKey.newBuilder().setGroupId(0).setBlockHash(ByteString.copyFrom(keys.get(i).blockHash()))
+                        .setGeneration(generations.get(i)));
+            }
+            PeerReserveReply reply = client.reserve(r.build()).await(10, TimeUnit.SECONDS);
+            assertThat(reply.hasGrant()).isTrue();
+            assertThat(reply.getGrant().getLeaseMs()).isEqualTo(300);
+            assertThat(reply.getGrant().getPagesCount()).isEqualTo(2);
+            // No transfer, no release: the source drops the pins at expiry on its own.
+            await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_leases_expired_total") == expiredBefore + 1);
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    @Order(5)
+    void aSourceStoppedWithSigstopTimesOutWithinTheBudgetBeforeAnyPayloadSoTheCallerMayReplan() throws Exception {
+        List<StateKey> keys = publish("zeta", 2);
+        List<Long> generations = generations(keys);
+        Duration budget = Duration.ofSeconds(3);
+        signal("STOP");
+        try {
+            long started = System.nanoTime();
+            PeerException e = failure(peer().fetch(owner(), namespace, keys, generations, budget));
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(budget.plusSeconds(2));
+            assertThat(e.kind()).isEqualTo(PeerException.Kind.UNREACHABLE); // the reserve got no answer in time
+            assertThat(e.beforePayload()).isTrue(); // nothing was reserved here: replan (another peer, SSD) or MISS
+            StorageCommands.StorageStats stats = requesterStorage();
+            assertThat(stats.unsealedImages()).isZero();
+            assertThat(stats.openPublishes()).isZero();
+            assertThat(residentHere(keys)).isZero();
+        } finally {
+            signal("CONT");
+        }
+        // Resumed: a member again, holding no lease for the reserve it answered too late (released or expired).
+        await().atMost(SOON).until(() -> requester.membershipRole().orElseThrow().members().containsKey(source.memberId()));
+        await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+    }
+
+    static void signal(String name) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + name, String.valueOf(source.pid())).inheritIO().start();
+        assertThat(kill.waitFor(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(kill.exitValue()).isZero();
+    }
+
+    static PeerTransferGrpcClient rawClient(Vertx vertx) {
+        GrpcClient grpc = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
+                .setProtocolVersion(HttpVersion.HTTP_2).setVerifyHost(true)
+                .setKeyCertOptions(new PemKeyCertOptions().setCertPath(dir.resolve("certs/manager-2.pem").toString())
+                        .setKeyPath(dir.resolve("certs/manager-2.key").toString()))
+                .setTrustOptions(new PemTrustOptions().addCertPath(dir.resolve("certs/ca.pem").toString())));
+        String endpoint = requester.membershipRole().orElseThrow().members().get(source.memberId()).endpoints().get("peer");
+        return PeerTransferGrpcClient.create(grpc, SocketAddress.inetSocketAddress(
+                Integer.parseInt(endpoint.substring(endpoint.lastIndexOf(':') + 1)), "127.0.0.1"));
+    }
+
+    @Test
+    @Order(6)
+    void theSourceKilledMidTransferEndsTheFetchWithinItsBudgetAndItsSlotsAreReleased() throws Exception {
+        List<StateKey> keys = publish("gamma", 16); // a 16-page lease: the source sends 8 pages, then stalls
+        List<Long> generations = generations(keys);
+        long before = TcpPeerTransport.receivedBytes();
+        Duration budget = Duration.ofSeconds(30);
+        long started = System.nanoTime();
+        Future<PeerVerticle.Fetched> fetch = peer().fetch(owner(), namespace, keys, generations, budget);
+        await().atMost(SOON).until(() -> TcpPeerTransport.receivedBytes() - before >= 8L * PAGE);
+        assertThat(fetch.isComplete()).isFalse();
+        cluster.kill(source); // SIGKILL mid-transfer
+        PeerException e = failure(fetch);
+        assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(budget);
+        assertThat(e.kind()).isEqualTo(PeerException.Kind.TRANSFER_FAILED);
+        assertThat(e.beforePayload()).isFalse();
+        StorageCommands.StorageStats stats = requesterStorage();
+        assertThat(stats.unsealedImages()).isZero();
+        assertThat(stats.openPublishes()).isZero();
+        assertThat(residentHere(keys)).isZero();
+        assertThat(source.alive()).isFalse();
+    }
+
+    /** How many of {@code keys} are sealed in the requester's store. */
+    static int residentHere(List<StateKey> keys) throws Exception {
+        List<ImageStore.PositionedKey> probed = new ArrayList<>();
+        for (int i = 0; i < keys.size(); i++) {
+            probed.add(new ImageStore.PositionedKey(i, keys.get(i)));
+        }
+        return new StorageProxy(requester.vertx()).probe(List.of(new ImageStore.GroupProbe(0, probed)))
+                .await(5, TimeUnit.SECONDS).groups().getFirst().sealed().cardinality();
+    }
+}
