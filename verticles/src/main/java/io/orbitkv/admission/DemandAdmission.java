@@ -28,6 +28,8 @@ import io.orbitkv.planning.PlanningHandlers;
 import io.orbitkv.planning.PlanningProxy;
 import io.orbitkv.planning.PlanningRole;
 import io.orbitkv.planning.SegmentLease;
+import io.orbitkv.restore.RestoreCommands.Restored;
+import io.orbitkv.restore.RestoreTarget;
 import io.orbitkv.storage.ImageStore;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
@@ -143,8 +145,8 @@ final class DemandAdmission {
      * leased pages into the demand's destination, completing only when every copy is terminal; and a cancel hint.
      */
     interface RestorePort {
-        Future<io.orbitkv.restore.RestoreCommands.Restored> restore(long instance, long ticket,
-                                                                   io.orbitkv.restore.RestoreTarget target,
+        Future<Restored> restore(long instance, long ticket,
+                                                                   RestoreTarget target,
                                                                    List<LeasedGroup> leased);
 
         void cancel(long instance, long ticket);
@@ -704,7 +706,7 @@ final class DemandAdmission {
         ticket.restoring = true;
         Promise<Void> copied = Promise.promise();
         ticket.restoreDone = copied.future();
-        Future<io.orbitkv.restore.RestoreCommands.Restored> restored;
+        Future<Restored> restored;
         try {
             restored = restore.restore(ticket.instance, ticket.id, ticket.plan.engineRestore(), leased);
         } catch (RuntimeException e) {
@@ -784,7 +786,7 @@ final class DemandAdmission {
     }
 
     private Outcome answer(Ticket ticket, Status status, DemandState detail, long boundary, List<LeasedGroup> leased,
-                           BoundaryReason reason, io.orbitkv.restore.RestoreCommands.Restored restored) {
+                           BoundaryReason reason, Restored restored) {
         ticket.lastDetail = detail;
         ticket.answer = new Outcome(ticket.id, status, detail, boundary, ticket.plan.rules().pageSizeTokens(),
                 ticket.lease == null ? 0 : ticket.lease.id(), leased == null ? List.of() : List.copyOf(leased),

@@ -6,6 +6,7 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.admission.AdmissionProxy;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.nativeio.libc.Libc;
+import io.orbitkv.restore.RestoreProxy;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
@@ -55,7 +56,7 @@ public final class EngineVerticle extends VerticleBase {
     public Future<?> start() {
         EngineMetrics metrics = new EngineMetrics(registry);
         EngineOperations operations = new EngineOperations(settings, ticker, new AdmissionProxy(vertx),
-                new StorageProxy(vertx), metrics, new io.orbitkv.restore.RestoreProxy(vertx));
+                new StorageProxy(vertx), metrics, new RestoreProxy(vertx));
         Gauge.builder("orbitkv.instances", operations, EngineOperations::registeredInstances)
                 .description("Registered engine instances").register(registry);
         FunctionCounter.builder("orbitkv.lease.tombstones.dropped", operations, EngineOperations::droppedTombstones)

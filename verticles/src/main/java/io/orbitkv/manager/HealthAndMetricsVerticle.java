@@ -1,6 +1,7 @@
 package io.orbitkv.manager;
 
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.orbitkv.restore.RestoreRoutes;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
@@ -31,7 +32,7 @@ public final class HealthAndMetricsVerticle extends VerticleBase {
     /** Manager-executed restore routes: whether each can run here and, if not, the cause its probe kept. */
     static io.vertx.core.json.JsonArray restoreRoutes() {
         io.vertx.core.json.JsonArray routes = new io.vertx.core.json.JsonArray();
-        for (io.orbitkv.restore.RestoreRoutes.RouteStatus status : io.orbitkv.restore.RestoreRoutes.all()) {
+        for (RestoreRoutes.RouteStatus status : RestoreRoutes.all()) {
             JsonObject route = new JsonObject().put("route", status.route().name()).put("available", status.available());
             if (!status.available()) {
                 route.put("cause", status.cause());
