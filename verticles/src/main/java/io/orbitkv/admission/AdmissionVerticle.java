@@ -6,6 +6,8 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.common.Ticker;
+import io.orbitkv.cost.CostProxy;
+import io.orbitkv.cost.ResourceId;
 import io.orbitkv.restore.RestoreCommands;
 import io.orbitkv.restore.RestoreProxy;
 import io.orbitkv.restore.RestoreTarget;
@@ -73,16 +75,16 @@ public final class AdmissionVerticle extends VerticleBase {
     private DemandAdmission admission;
     private long sweepTimer;
 
-    private final io.orbitkv.cost.CostProxy cost;
-    private final io.orbitkv.cost.ResourceId dramPool;
+    private final CostProxy cost;
+    private final ResourceId dramPool;
 
     public AdmissionVerticle(Settings settings, MeterRegistry registry, Ticker ticker) {
         this(settings, registry, ticker, null, null);
     }
 
     /** With cost observation: complete HOST_READY routes are reported to {@code cost} against {@code dramPool}. */
-    public AdmissionVerticle(Settings settings, MeterRegistry registry, Ticker ticker, io.orbitkv.cost.CostProxy cost,
-                             io.orbitkv.cost.ResourceId dramPool) {
+    public AdmissionVerticle(Settings settings, MeterRegistry registry, Ticker ticker, CostProxy cost,
+                             ResourceId dramPool) {
         this.cost = cost;
         this.dramPool = dramPool;
         this.settings = settings;

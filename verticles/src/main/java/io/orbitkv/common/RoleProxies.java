@@ -28,6 +28,11 @@ import java.util.function.Function;
  * own event-loop thread as a plain call (the handler's future completes in place), otherwise by hopping to the role's
  * context and completing on the caller's. Callers outside Vert.x (tools, tests) still go through the event bus. Either way the
  * caller sees the same typed failures.
+ *
+ * <p>Withdrawal: a stopping role calls {@link #withdrawAll} first thing; its handlers leave the direct path and the
+ * event bus together, so from then on every caller gets SHUTTING_DOWN (NO_HANDLERS on the bus) instead of reaching a
+ * role that is tearing its state down. With several event loops the same holds: the hop to the role's context is
+ * only taken while the handler is still served.
  */
 public final class RoleProxies {
     private static final String LOCAL_ROLES = "orbitkv.local-roles";

@@ -1,5 +1,6 @@
 package io.orbitkv.cost;
 
+import io.orbitkv.common.Ticker;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -70,10 +71,10 @@ final class CostEstimator {
         long lastUpdateNanos;
     }
 
-    private final CostClock clock;
+    private final Ticker clock;
     private final LinkedHashMap<CostEstimateKey, Entry> entries = new LinkedHashMap<>(MAX_ENTRIES * 2);
 
-    CostEstimator(CostClock clock) {
+    CostEstimator(Ticker clock) {
         this.clock = Objects.requireNonNull(clock, "clock");
     }
 
@@ -85,7 +86,7 @@ final class CostEstimator {
         if (measuredNanos.isEmpty()) {
             return TrainingResult.NO_DURATION;
         }
-        long now = clock.nanoTime();
+        long now = clock.nanos();
         double sample = measuredNanos.getAsLong();
         Entry entry = entries.remove(key);
         boolean restarted = false;
@@ -125,7 +126,7 @@ final class CostEstimator {
         if (entry == null) {
             return new CostEstimateResult.Unavailable(CostEstimateResult.Reason.NO_ENTRY, 0);
         }
-        long now = clock.nanoTime();
+        long now = clock.nanos();
         if (isExpired(entry, now)) {
             return new CostEstimateResult.Unavailable(CostEstimateResult.Reason.EXPIRED, entry.count);
         }

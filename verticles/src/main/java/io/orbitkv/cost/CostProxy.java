@@ -1,5 +1,6 @@
 package io.orbitkv.cost;
 
+import io.orbitkv.common.Ticker;
 import io.vertx.core.Future;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
@@ -28,7 +29,7 @@ public final class CostProxy {
     private final CostSettings settings;
     private final CostIntake intake;
     private final CostMetrics metrics;
-    private final CostClock clock;
+    private final Ticker clock;
 
     /**
      * Whether observations are taken now: starts as configured; {@link #setObservationsEnabled} flips it at run time
@@ -41,7 +42,7 @@ public final class CostProxy {
         this.observing = enabled;
     }
 
-    CostProxy(CostSettings settings, CostIntake intake, CostMetrics metrics, CostClock clock) {
+    CostProxy(CostSettings settings, CostIntake intake, CostMetrics metrics, Ticker clock) {
         this.observing = settings.observationsEnabled();
         this.settings = Objects.requireNonNull(settings, "settings");
         this.intake = Objects.requireNonNull(intake, "intake");
@@ -60,7 +61,7 @@ public final class CostProxy {
     }
 
     /** The clock observations are timed with. */
-    public CostClock clock() {
+    public Ticker clock() {
         return clock;
     }
 
@@ -82,7 +83,7 @@ public final class CostProxy {
         if (!observing) {
             return InFlightObservation.DISABLED;
         }
-        return new InFlightObservation(this, Objects.requireNonNull(key, "key"), clock.nanoTime());
+        return new InFlightObservation(this, Objects.requireNonNull(key, "key"), clock.nanos());
     }
 
     /**

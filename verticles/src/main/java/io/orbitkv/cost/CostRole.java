@@ -1,5 +1,6 @@
 package io.orbitkv.cost;
 
+import io.orbitkv.common.Ticker;
 import java.util.Objects;
 
 /**
@@ -18,7 +19,7 @@ final class CostRole {
     private final ShadowComparator comparator;
     private final CostMetrics metrics;
 
-    CostRole(CostClock clock, CostMetrics metrics) {
+    CostRole(Ticker clock, CostMetrics metrics) {
         this.metrics = Objects.requireNonNull(metrics, "metrics");
         this.estimator = new CostEstimator(clock);
         this.comparator = new ShadowComparator(estimator);

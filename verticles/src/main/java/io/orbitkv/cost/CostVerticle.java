@@ -1,6 +1,7 @@
 package io.orbitkv.cost;
 
 import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.common.Ticker;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.DeliveryOptions;
@@ -38,10 +39,10 @@ public final class CostVerticle extends VerticleBase {
     private MessageConsumer<CostMessage> consumer;
 
     public CostVerticle(CostSettings settings, MeterRegistry registry) {
-        this(settings, registry, CostClock.SYSTEM);
+        this(settings, registry, Ticker.SYSTEM);
     }
 
-    public CostVerticle(CostSettings settings, MeterRegistry registry, CostClock clock) {
+    public CostVerticle(CostSettings settings, MeterRegistry registry, Ticker clock) {
         this.settings = Objects.requireNonNull(settings, "settings");
         CostMetrics metrics = new CostMetrics(registry);
         this.intake = new CostIntake(settings.intakeCapacity());

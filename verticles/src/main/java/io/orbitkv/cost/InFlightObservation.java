@@ -1,5 +1,6 @@
 package io.orbitkv.cost;
 
+import io.orbitkv.common.Ticker;
 import java.util.OptionalLong;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -46,14 +47,14 @@ public final class InFlightObservation {
     /** Operation left its queue and was submitted; first call wins. */
     public void markSubmitted() {
         if (proxy != null && submittedNanos == UNSET) {
-            submittedNanos = proxy.clock().nanoTime();
+            submittedNanos = proxy.clock().nanos();
         }
     }
 
     /** Admission (credits, leases, device permit) was granted; first call wins. */
     public void markAdmitted() {
         if (proxy != null && admittedNanos == UNSET) {
-            admittedNanos = proxy.clock().nanoTime();
+            admittedNanos = proxy.clock().nanos();
         }
     }
 
@@ -71,7 +72,7 @@ public final class InFlightObservation {
             proxy.duplicateFinish(key.path());
             return false;
         }
-        long end = proxy.clock().nanoTime();
+        long end = proxy.clock().nanos();
         long submitted = submittedNanos;
         long admitted = admittedNanos;
         OptionalLong queue = OptionalLong.empty();

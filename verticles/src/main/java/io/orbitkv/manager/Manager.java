@@ -6,33 +6,50 @@ import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.orbitkv.admission.AdmissionVerticle;
 import io.orbitkv.cluster.ClusterRoles;
 import io.orbitkv.cluster.ClusterVertx;
+import io.orbitkv.cluster.InventoryRole;
 import io.orbitkv.cluster.MemberRecord;
 import io.orbitkv.cluster.MembershipRole;
 import io.orbitkv.common.Ticker;
+import io.orbitkv.planning.DemandEvidence;
+import io.orbitkv.planning.EvidenceSource;
 import io.orbitkv.planning.MembershipView;
+import io.orbitkv.cost.CostProxy;
+import io.orbitkv.cost.CostVerticle;
+import io.orbitkv.cost.ResourceId;
+import io.orbitkv.cost.ResourceKind;
 import io.orbitkv.engine.EngineSettings;
 import io.orbitkv.engine.EngineToken;
 import io.orbitkv.engine.EngineVerticle;
 import io.orbitkv.nativeio.libc.Libc;
+import io.orbitkv.ssd.SsdProxy;
+import io.orbitkv.ssd.SsdStats;
+import io.orbitkv.ssd.SsdVerticle;
+import io.orbitkv.storage.StorageSettings;
 import io.orbitkv.storage.StorageVerticle;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
+import io.vertx.core.VertxBuilder;
 import io.vertx.core.VertxOptions;
+import io.vertx.core.transport.Transport;
 import io.vertx.micrometer.Label;
 import io.vertx.micrometer.MicrometerMetricsFactory;
 import io.vertx.micrometer.MicrometerMetricsOptions;
+import java.io.IOException;
 import java.nio.file.Files;
-import java.time.Duration;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.List;
 import java.util.EnumSet;
+import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * One running Manager: its Vertx, its metrics registry, and its role verticles, started in dependency order
@@ -43,7 +60,7 @@ import java.util.concurrent.TimeUnit;
  * (and releases what it made) before anything listens when the data directory or the pool cannot be created.
  */
 public final class Manager implements AutoCloseable {
-    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Manager.class);
+    private static final Logger LOG = LoggerFactory.getLogger(Manager.class);
     private final Vertx vertx;
     private final ManagerConfig config;
     private final PrometheusMeterRegistry registry;
@@ -51,7 +68,7 @@ public final class Manager implements AutoCloseable {
     private final HealthAndMetricsVerticle health;
     private final String token;
     private final Path poolPath;
-    private io.orbitkv.cost.CostProxy costProxy;
+    private CostProxy costProxy;
     /** The cluster roles; null in single-host mode. */
     private ClusterRoles cluster;
 
@@ -76,13 +93,13 @@ public final class Manager implements AutoCloseable {
                              List<String> steps, int readsInFlightAtUnmap) {}
 
     private final StorageVerticle storage;
-    private final io.orbitkv.ssd.SsdProxy ssd;
+    private final SsdProxy ssd;
     private final Deployments deployments;
     private Future<StopReport> stopping;
 
     private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, EngineVerticle engine,
                     HealthAndMetricsVerticle health, String token, Path poolPath, StorageVerticle storage,
-                    io.orbitkv.ssd.SsdProxy ssd, Deployments deployments) {
+                    SsdProxy ssd, Deployments deployments) {
         this.storage = storage;
         this.ssd = ssd;
         this.deployments = deployments;
@@ -114,7 +131,7 @@ public final class Manager implements AutoCloseable {
     /** A Vertx like the Manager's, without Vert.x's own meters (for tests that deploy roles by hand). */
     public static Vertx newVertx(int eventLoopThreads) {
         return Vertx.builder().with(new VertxOptions().setPreferNativeTransport(true).setEventLoopPoolSize(eventLoopThreads))
-                .withTransport(io.vertx.core.transport.Transport.EPOLL).build();
+                .withTransport(Transport.EPOLL).build();
     }
 
     public static Vertx newVertx(int eventLoopThreads, MeterRegistry registry, String registryName) {
@@ -128,9 +145,9 @@ public final class Manager implements AutoCloseable {
                 .setMetricsOptions(metrics);
     }
 
-    private static io.vertx.core.VertxBuilder vertxBuilder(MeterRegistry registry) {
+    private static VertxBuilder vertxBuilder(MeterRegistry registry) {
         return Vertx.builder().withMetrics(new MicrometerMetricsFactory(registry))
-                .withTransport(io.vertx.core.transport.Transport.EPOLL);
+                .withTransport(Transport.EPOLL);
     }
 
     /**
@@ -190,20 +207,26 @@ public final class Manager implements AutoCloseable {
                 throw new ConfigException("auth.token-file", e.getMessage());
             }
         });
-        io.orbitkv.cost.CostVerticle cost = new io.orbitkv.cost.CostVerticle(config.cost(), registry);
+        CostVerticle cost = new CostVerticle(config.cost(), registry);
         Future<Manager> started = prepared.compose(token -> {
             long poolBytes = config.poolSizeBytes();
-            io.orbitkv.cost.ResourceId dramPool = new io.orbitkv.cost.ResourceId(io.orbitkv.cost.ResourceKind.DRAM_POOL,
+            ResourceId dramPool = new ResourceId(ResourceKind.DRAM_POOL,
                     "dram-pool", incarnation);
-            io.orbitkv.cost.ResourceId ssdStore = new io.orbitkv.cost.ResourceId(io.orbitkv.cost.ResourceKind.SSD_STORE,
+            ResourceId ssdStore = new ResourceId(ResourceKind.SSD_STORE,
                     "ssd-store", incarnation);
-            io.orbitkv.ssd.SsdVerticle ssd = config.ssd().enabled()
-                    ? new io.orbitkv.ssd.SsdVerticle(config.ssd().settings()
+            SsdVerticle ssd = config.ssd().enabled()
+                    ? new SsdVerticle(config.ssd().settings()
                             .observer(new SsdWriteObservations(cost.proxy(), ssdStore, dramPool)), registry) : null;
-            StorageVerticle storage = new StorageVerticle(new StorageVerticle.Settings(poolPath, poolBytes,
-                    config.poolChunkBytes(), (long) (poolBytes * config.publishBudgetFraction()), 1 << 16, incarnation,
-                    TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis())), registry,
-                    ssd == null ? null : new io.orbitkv.ssd.SsdProxy(vertx), cost.proxy(), dramPool, ssdStore);
+            StorageSettings storageSettings = new StorageSettings().pool(poolPath, poolBytes)
+                    .chunkBytes(config.poolChunkBytes())
+                    .publishBudgetBytes((long) (poolBytes * config.publishBudgetFraction()))
+                    .incarnation(incarnation)
+                    .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
+                    .cost(cost.proxy(), dramPool);
+            if (ssd != null) {
+                storageSettings.ssd(new SsdProxy(vertx), ssdStore);
+            }
+            StorageVerticle storage = new StorageVerticle(storageSettings, registry);
             AdmissionVerticle admission = new AdmissionVerticle(new AdmissionVerticle.Settings(
                     config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding(),
                     TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()),
@@ -232,7 +255,7 @@ public final class Manager implements AutoCloseable {
                     .compose(id -> vertx.deployVerticle(health)).onSuccess(id -> deployments.health = id)
                     .map(id -> {
                         Manager manager = new Manager(vertx, config, registry, engine, health, token, poolPath,
-                                storage, ssd == null ? null : new io.orbitkv.ssd.SsdProxy(vertx), deployments);
+                                storage, ssd == null ? null : new SsdProxy(vertx), deployments);
                         manager.costProxy = cost.proxy();
                         manager.cluster = cluster;
                         return manager;
@@ -277,10 +300,10 @@ public final class Manager implements AutoCloseable {
                 .bridgeMaxConnections(config.bridge().maxConnections());
     }
 
-    private static void prepareDataDir(Path dataDir) throws java.io.IOException {
+    private static void prepareDataDir(Path dataDir) throws IOException {
         try {
             Files.createDirectories(dataDir);
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             throw new ConfigException("data-dir", "cannot create " + dataDir + ": " + e);
         }
         if (!Files.isWritable(dataDir)) {
@@ -290,7 +313,7 @@ public final class Manager implements AutoCloseable {
     }
 
     /** The cost role's proxy: observation can be switched on or off at run time through it. */
-    public io.orbitkv.cost.CostProxy cost() {
+    public CostProxy cost() {
         return costProxy;
     }
 
@@ -326,19 +349,19 @@ public final class Manager implements AutoCloseable {
      * Peer evidence for the planner's discovery (peer DRAM and SSD records from the inventory streams; merge them with
      * the storage role's local records). None in single-host mode.
      */
-    public io.orbitkv.planning.EvidenceSource peerEvidence() {
-        return cluster == null ? demand -> Future.succeededFuture(io.orbitkv.planning.DemandEvidence.none())
+    public EvidenceSource peerEvidence() {
+        return cluster == null ? demand -> Future.succeededFuture(DemandEvidence.none())
                 : cluster.inventory();
     }
 
     /** The inventory role when the cluster is enabled (tests and tools read the peer directory through it). */
-    public java.util.Optional<io.orbitkv.cluster.InventoryRole> inventoryRole() {
-        return cluster == null ? java.util.Optional.empty() : java.util.Optional.of(cluster.inventory());
+    public Optional<InventoryRole> inventoryRole() {
+        return cluster == null ? Optional.empty() : Optional.of(cluster.inventory());
     }
 
     /** The membership role when the cluster is enabled. */
-    public java.util.Optional<MembershipRole> membershipRole() {
-        return cluster == null ? java.util.Optional.empty() : java.util.Optional.of(cluster.membership());
+    public Optional<MembershipRole> membershipRole() {
+        return cluster == null ? Optional.empty() : Optional.of(cluster.membership());
     }
 
     public Vertx vertx() {
@@ -391,14 +414,14 @@ public final class Manager implements AutoCloseable {
         }
         List<String> steps = Collections.synchronizedList(new ArrayList<>());
         long poolReads = storage.readsInFlight();
-        Future<io.orbitkv.ssd.SsdStats> before = ssd == null ? Future.succeededFuture(null)
-                : ssd.stats().otherwise((io.orbitkv.ssd.SsdStats) null);
+        Future<SsdStats> before = ssd == null ? Future.succeededFuture(null)
+                : ssd.stats().otherwise((SsdStats) null);
         Future<StopReport> ordered = before.compose(stats -> undeploy(deployments.health, "health", steps)
                 .compose(v -> cluster == null ? Future.<Void>succeededFuture()
                         : cluster.undeploy(vertx).onSuccess(x -> steps.add("cluster-left")))
                 .compose(v -> undeploy(deployments.engine, "engine-refusing-and-closed", steps))
                 .compose(v -> undeploy(deployments.admission, "queries-cancelled-and-leases-ended", steps))
-                .compose(v -> undeploy(deployments.restore, "restore-copies-drained", steps))
+                .compose(v -> undeploy(deployments.restore, "restores-drained-and-destinations-unmapped", steps))
                 .compose(v -> storage.quiesce().onSuccess(x -> steps.add("storage-quiesced")))
                 .compose(v -> undeploy(deployments.ssd, "ssd-drained", steps))
                 .compose(v -> undeploy(deployments.storage, "pool-unmapped", steps))

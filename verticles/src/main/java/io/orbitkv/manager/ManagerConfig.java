@@ -1,9 +1,22 @@
 package io.orbitkv.manager;
 
+import io.orbitkv.admission.TenantShares;
+import io.orbitkv.cluster.ClusterSettings;
+import io.orbitkv.codecs.extent.SsdExtentHeader;
+import io.orbitkv.cost.CostSettings;
+import io.orbitkv.ssd.SsdSettings;
+import io.orbitkv.ssd.SsdWritePolicy;
 import io.vertx.core.json.JsonObject;
+import java.net.URI;
+import java.net.URISyntaxException;
+import java.nio.file.Files;
+import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
@@ -37,14 +50,14 @@ public record ManagerConfig(
         Path authTokenFile,
         double queryInstanceBudgetFraction,
         double querySpeculativeFraction,
-        io.orbitkv.admission.TenantShares queryTenantShares,
+        TenantShares queryTenantShares,
         int eventLoopThreads,
-        io.orbitkv.cost.CostSettings cost,
+        CostSettings cost,
         SsdTier ssd,
         SessionPolicy sessions,
         BridgeDoor bridge,
         AnsweredBounds answered,
-        java.util.Optional<io.orbitkv.cluster.ClusterSettings> cluster) {
+        Optional<ClusterSettings> cluster) {
 
     /**
      * Answered queries kept pollable ({@code query.reply-ttl-ms}): at most {@code perInstance} per engine instance and
@@ -83,15 +96,15 @@ public record ManagerConfig(
      * (inside the data directory); an explicitly configured directory must already exist and be writable.
      */
     public record SsdTier(Path directory, boolean defaultDirectory, long capacityBytes, long extentPayloadBytes,
-                          io.orbitkv.ssd.SsdWritePolicy writePolicy, int queueDepth, boolean syncWrites,
+                          SsdWritePolicy writePolicy, int queueDepth, boolean syncWrites,
                           boolean preallocate, boolean writeFromPool) {
         public boolean enabled() {
             return directory != null;
         }
 
-        public io.orbitkv.ssd.SsdSettings settings() {
-            return new io.orbitkv.ssd.SsdSettings().directory(directory).capacityBytes(capacityBytes)
-                    .extentBytes(extentPayloadBytes + io.orbitkv.codecs.extent.SsdExtentHeader.HEADER_BLOCK_BYTES)
+        public SsdSettings settings() {
+            return new SsdSettings().directory(directory).capacityBytes(capacityBytes)
+                    .extentBytes(extentPayloadBytes + SsdExtentHeader.HEADER_BLOCK_BYTES)
                     .writePolicy(writePolicy).queueDepth(queueDepth).syncWrites(syncWrites).preallocate(preallocate).writeFromSource(writeFromPool);
         }
     }
@@ -226,27 +239,27 @@ public record ManagerConfig(
                 cluster(v));
     }
 
-    private static java.util.Optional<io.orbitkv.cluster.ClusterSettings> cluster(Map<String, String> v) {
+    private static Optional<ClusterSettings> cluster(Map<String, String> v) {
         if (!bool(v, "cluster.enabled")) {
-            return java.util.Optional.empty();
+            return Optional.empty();
         }
         String id = v.get("cluster.member-id").strip();
-        if (!io.orbitkv.cluster.ClusterSettings.validMemberId(id)) {
+        if (!ClusterSettings.validMemberId(id)) {
             throw new ConfigException("cluster.member-id", "must be 1..63 of [a-z0-9-] starting with a letter or digit (it is "
                     + "the only peer label metrics carry), got '" + id + "'");
         }
-        java.util.List<java.net.URI> endpoints = new java.util.ArrayList<>();
+        List<URI> endpoints = new ArrayList<>();
         for (String e : v.get("cluster.etcd-endpoints").split(",")) {
             if (e.isBlank()) {
                 continue;
             }
             try {
-                java.net.URI uri = new java.net.URI(e.strip());
+                URI uri = new URI(e.strip());
                 if (!"http".equals(uri.getScheme()) && !"https".equals(uri.getScheme()) || uri.getHost() == null || uri.getPort() < 0) {
-                    throw new java.net.URISyntaxException(e, "not http(s)://host:port");
+                    throw new URISyntaxException(e, "not http(s)://host:port");
                 }
                 endpoints.add(uri);
-            } catch (java.net.URISyntaxException ex) {
+            } catch (URISyntaxException ex) {
                 throw new ConfigException("cluster.etcd-endpoints", "must be comma-separated http://host:port URLs, got '"
                         + v.get("cluster.etcd-endpoints") + "'");
             }
@@ -258,7 +271,7 @@ public record ManagerConfig(
         if (!prefix.matches("/[A-Za-z0-9._/-]{1,100}") || prefix.endsWith("/")) {
             throw new ConfigException("cluster.prefix", "must be an etcd key prefix such as /orbitkv, got '" + prefix + "'");
         }
-        java.util.List<String> seeds = new java.util.ArrayList<>();
+        List<String> seeds = new ArrayList<>();
         for (String seed : v.get("cluster.hazelcast-seeds").split(",")) {
             if (!seed.isBlank()) {
                 if (!seed.strip().matches("[A-Za-z0-9.:\\[\\]-]+:\\d{1,5}")) {
@@ -270,7 +283,7 @@ public record ManagerConfig(
         Path ca = tlsFile(v, "cluster.tls.ca");
         Path cert = tlsFile(v, "cluster.tls.cert");
         Path key = tlsFile(v, "cluster.tls.key");
-        return java.util.Optional.of(new io.orbitkv.cluster.ClusterSettings(id, endpoints, prefix,
+        return Optional.of(new ClusterSettings(id, endpoints, prefix,
                 (int) integer(v, "cluster.lease-ttl-s", 2, 300), host(v, "cluster.host"), port(v, "cluster.eventbus-port"),
                 (int) integer(v, "cluster.hazelcast-port", 1, 65535), seeds, ca, cert, key,
                 integer(v, "cluster.inventory.interval-ms", 5, 60_000),
@@ -286,7 +299,7 @@ public record ManagerConfig(
             throw new ConfigException(key, "is required with cluster.enabled (make them with ./scripts/orbitkv cluster certs)");
         }
         Path path = Path.of(p);
-        if (!java.nio.file.Files.isReadable(path)) {
+        if (!Files.isReadable(path)) {
             throw new ConfigException(key, path + " is not a readable file");
         }
         return path;
@@ -327,9 +340,9 @@ public record ManagerConfig(
         if (capacity < extent + 4096) {
             throw new ConfigException("ssd.capacity", "must hold at least one extent of " + (extent + 4096) + " bytes, got " + capacity);
         }
-        io.orbitkv.ssd.SsdWritePolicy policy = switch (v.get("ssd.write-policy").strip().toLowerCase(Locale.ROOT)) {
-            case "all" -> io.orbitkv.ssd.SsdWritePolicy.ALL;
-            case "reuse-aware" -> io.orbitkv.ssd.SsdWritePolicy.REUSE_AWARE;
+        SsdWritePolicy policy = switch (v.get("ssd.write-policy").strip().toLowerCase(Locale.ROOT)) {
+            case "all" -> SsdWritePolicy.ALL;
+            case "reuse-aware" -> SsdWritePolicy.REUSE_AWARE;
             default -> throw new ConfigException("ssd.write-policy", "must be all or reuse-aware, got '" + v.get("ssd.write-policy") + "'");
         };
         int depth = (int) integer(v, "ssd.queue-depth", 1, 4096);
@@ -345,10 +358,10 @@ public record ManagerConfig(
     }
 
     /** ORBITKV_COST_OBSERVATIONS=1 (cost.observations) turns observation and shadow on; selection needs both. */
-    private static io.orbitkv.cost.CostSettings costSettings(Map<String, String> v) {
+    private static CostSettings costSettings(Map<String, String> v) {
         boolean observations = bool(v, "cost.observations");
         boolean selection = bool(v, "cost.selection");
-        return new io.orbitkv.cost.CostSettings(observations, observations && selection,
+        return new CostSettings(observations, observations && selection,
                 (int) integer(v, "cost.intake-capacity", 1, 1 << 20));
     }
 
@@ -441,9 +454,9 @@ public record ManagerConfig(
         return d;
     }
 
-    private static io.orbitkv.admission.TenantShares tenantShares(Map<String, String> v, String key) {
+    private static TenantShares tenantShares(Map<String, String> v, String key) {
         try {
-            return io.orbitkv.admission.TenantShares.parse(v.get(key));
+            return TenantShares.parse(v.get(key));
         } catch (IllegalArgumentException e) {
             throw new ConfigException(key, e.getMessage());
         }
@@ -464,7 +477,7 @@ public record ManagerConfig(
         }
         try {
             return Path.of(p);
-        } catch (java.nio.file.InvalidPathException e) {
+        } catch (InvalidPathException e) {
             throw new ConfigException(key, "not a valid path: " + e.getMessage());
         }
     }

@@ -1,14 +1,14 @@
 package io.orbitkv.ssd;
 
+import io.orbitkv.common.BoundedHandoff;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.storage.StateKey;
+import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Handler;
 import io.vertx.core.Vertx;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
-import io.vertx.core.eventbus.Message;
-import io.vertx.core.eventbus.MessageConsumer;
 import io.vertx.core.eventbus.ReplyException;
 import io.vertx.core.eventbus.ReplyFailure;
 import java.lang.foreign.MemorySegment;
@@ -36,16 +36,33 @@ public final class SsdProxy {
     static final String COMMITTED_ENTRIES = "orbitkv.ssd.committed-entries";
     static final String RESIDENCY = "orbitkv.ssd.residency";
 
+    /** Offers and reuse notes waiting for the SSD role at most (beyond: refused, counted; the write never happens). */
+    static final int OFFER_HANDOFF_CAPACITY = 4096;
+    /** Residency changes waiting for the storage role at most (beyond: refused, counted; storage resyncs). */
+    static final int RESIDENCY_HANDOFF_CAPACITY = 16384;
+
+    private final Vertx vertx;
     private final EventBus bus;
     private final DeliveryOptions options = new DeliveryOptions().setSendTimeout(30_000).setLocalOnly(true);
 
     public SsdProxy(Vertx vertx) {
+        this.vertx = vertx;
         this.bus = vertx.eventBus();
     }
 
-    /** Fire-and-forget: the SSD role queues the write or drops and counts it; never blocks, never replies. */
+    /**
+     * Fire-and-forget through the SSD role's bounded hand-off ({@link BoundedHandoff}): the role queues the write or
+     * drops and counts it; a full hand-off refuses it (counted); never blocks, never replies.
+     */
     public void offerWrite(StateKey key, WeakImageSource source, long lengthBytes) {
-        bus.send(OFFER_WRITE, new SsdCommands.OfferWrite(key, source, lengthBytes), options);
+        handOff(new SsdCommands.OfferWrite(key, source, lengthBytes));
+    }
+
+    private void handOff(Object offer) {
+        BoundedHandoff<Object> offers = BoundedHandoff.find(vertx, OFFER_WRITE);
+        if (offers != null) {
+            offers.offer(offer);
+        }
     }
 
     /**
@@ -53,7 +70,7 @@ public final class SsdProxy {
      * reuse-aware write policy; each entry carries the weak source to write from. See {@link SsdStore#noteReuse}.
      */
     public void noteReuse(List<SsdCommands.OfferWrite> images) {
-        bus.send(NOTE_REUSE, new SsdCommands.NoteReuse(images), options);
+        handOff(new SsdCommands.NoteReuse(images));
     }
 
     /** The write policy the SSD role applies (callers skip reporting reuse when it is ALL). */
@@ -93,9 +110,19 @@ public final class SsdProxy {
                 .map(SsdCommands.Entries::entries);
     }
 
-    /** SSD_ADDED / SSD_REMOVED notifications, in order, on the caller's context. Unregister the consumer to stop. */
-    public MessageConsumer<SsdResidencyChange> residencyChanges(Handler<SsdResidencyChange> handler) {
-        return bus.localConsumer(RESIDENCY, (Message<SsdResidencyChange> m) -> handler.handle(m.body()));
+    /**
+     * SSD_ADDED / SSD_REMOVED notifications, in order, on the caller's context (or a new one outside Vert.x), through
+     * the SSD role's bounded residency hand-off. When it was full, a change was lost: {@link BoundedHandoff#overflowed}
+     * says so, and the follower resyncs from {@link #committedEntries}. Close the hand-off to stop.
+     */
+    public BoundedHandoff<SsdResidencyChange> residencyChanges(Handler<SsdResidencyChange> handler) {
+        BoundedHandoff<SsdResidencyChange> changes = BoundedHandoff.find(vertx, RESIDENCY);
+        if (changes == null) {
+            throw new IllegalStateException("the SSD role is not running on this Vertx");
+        }
+        Context current = Vertx.currentContext();
+        changes.open(current != null ? current : vertx.getOrCreateContext(), handler::handle);
+        return changes;
     }
 
     private <R> Future<R> request(String address, Object command) {

@@ -1,6 +1,7 @@
 package io.orbitkv.ssd;
 
 import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.common.BoundedHandoff;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.vertx.core.Future;
@@ -16,7 +17,7 @@ import java.util.List;
  *
  * <p>Design note: {@code start()} opens the store (shard files, index rebuild); a missing or unwritable directory or a
  * shard that cannot be created fails the deployment with a message naming the path. Residency changes are published
- * locally on the bus (see {@link SsdProxy#residencyChanges}); recovered extents are published during start, before
+ * through a bounded hand-off (see {@link SsdProxy#residencyChanges}); recovered extents are published during start, before
  * anyone can subscribe, so subscribers seed themselves with {@link SsdProxy#committedEntries} first. {@code stop()}
  * closes the store: in-flight I/O completes first, then buffers are freed; committed extents stay on disk.
  */
@@ -26,6 +27,7 @@ public final class SsdVerticle extends VerticleBase {
     private final MeterRegistry registry;
     private final List<MessageConsumer<?>> consumers = new ArrayList<>();
     private SsdStore store;
+    private BoundedHandoff<Object> offers;
 
     public SsdVerticle(SsdSettings settings, MeterRegistry registry) {
         this.settings = settings;
@@ -36,25 +38,31 @@ public final class SsdVerticle extends VerticleBase {
     public Future<?> start() {
         EventBus bus = vertx.eventBus();
         LocalCodec.register(vertx, SsdCommands.MESSAGE_TYPES.toArray(Class<?>[]::new));
-        DeliveryOptions publishOptions = new DeliveryOptions().setLocalOnly(true);
         RoleLoop loop = RoleLoop.ofCurrentContext();
-        return Future.fromCompletionStage(SsdStore.open(settings, loop,
-                change -> bus.publish(SsdProxy.RESIDENCY, change, publishOptions), registry), context)
+        BoundedHandoff<SsdResidencyChange> residency = BoundedHandoff.create(vertx, SsdProxy.RESIDENCY,
+                SsdProxy.RESIDENCY_HANDOFF_CAPACITY, registry);
+        return Future.fromCompletionStage(SsdStore.open(settings, loop, residency::offer, registry), context)
                 .onSuccess(opened -> {
                     store = opened;
+                    offers = BoundedHandoff.create(vertx, SsdProxy.OFFER_WRITE, SsdProxy.OFFER_HANDOFF_CAPACITY, registry);
+                    offers.open(context, this::onOffer);
                     serve(bus);
                 })
                 .mapEmpty();
     }
 
-    private void serve(EventBus bus) {
-        consumers.add(bus.<SsdCommands.OfferWrite>localConsumer(SsdProxy.OFFER_WRITE, m ->
-                store.offerWrite(m.body().key(), m.body().source(), m.body().lengthBytes())));
-        consumers.add(bus.<SsdCommands.NoteReuse>localConsumer(SsdProxy.NOTE_REUSE, m -> {
-            for (SsdCommands.OfferWrite image : m.body().images()) {
+    /** An offered write or a note of reuse, from the bounded hand-off (see {@link SsdProxy#offerWrite}). */
+    private void onOffer(Object offer) {
+        if (offer instanceof SsdCommands.OfferWrite write) {
+            store.offerWrite(write.key(), write.source(), write.lengthBytes());
+        } else if (offer instanceof SsdCommands.NoteReuse reuse) {
+            for (SsdCommands.OfferWrite image : reuse.images()) {
                 store.noteReuse(image.key(), image.source(), image.lengthBytes());
             }
-        }));
+        }
+    }
+
+    private void serve(EventBus bus) {
         consumers.add(RoleProxies.<SsdCommands.GetWritePolicy, SsdWritePolicy>serve(bus, SsdProxy.WRITE_POLICY,
                 c -> Future.succeededFuture(settings.writePolicy())));
         consumers.add(RoleProxies.<SsdCommands.Lookup, SsdCommands.Entries>serve(bus, SsdProxy.LOOKUP,
@@ -83,6 +91,9 @@ public final class SsdVerticle extends VerticleBase {
         // Callers get SHUTTING_DOWN from now on; then the store drains: submitted reads and writes complete (their
         // buffers and destination slots stay valid: the pool is unmapped only after this future completes).
         RoleProxies.withdrawAll(context);
+        if (offers != null) {
+            offers.close();
+        }
         consumers.forEach(MessageConsumer::unregister);
         return store == null ? Future.succeededFuture() : Future.fromCompletionStage(store.close(), context);
     }

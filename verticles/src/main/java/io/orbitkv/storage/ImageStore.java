@@ -12,6 +12,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
+import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32C;
 
@@ -312,6 +313,15 @@ public final class ImageStore {
     public void ssdAdded(StateKey key, long generation, long lengthBytes) {
         onSsd.put(key, new SsdCopy(generation, lengthBytes));
         residency.append(ResidencyStream.Change.SSD_ADDED, key, generation, lengthBytes);
+    }
+
+    /** Forgets the SSD copies of keys not in {@code committed} (a resync of the mirror), each as SSD_REMOVED. */
+    public void ssdRetainOnly(Set<StateKey> committed) {
+        for (Map.Entry<StateKey, SsdCopy> entry : List.copyOf(onSsd.entrySet())) {
+            if (!committed.contains(entry.getKey())) {
+                ssdRemoved(entry.getKey(), entry.getValue().generation());
+            }
+        }
     }
 
     public void ssdRemoved(StateKey key, long generation) {

@@ -1,22 +1,42 @@
 package io.orbitkv.storage;
 
+import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.common.BoundedHandoff;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
+import io.orbitkv.common.Ticker;
+import io.orbitkv.cost.CostEstimateKey;
+import io.orbitkv.cost.CostPath;
+import io.orbitkv.cost.CostProxy;
+import io.orbitkv.cost.ObservationOutcome;
+import io.orbitkv.cost.ObservationRecord;
+import io.orbitkv.cost.ObservedBytes;
+import io.orbitkv.cost.RepresentationFamily;
+import io.orbitkv.cost.ResourceId;
+import io.orbitkv.cost.ShadowAlternative;
+import io.orbitkv.cost.ShadowRequest;
+import io.orbitkv.cost.SizeBucket;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.ssd.SsdCommands;
+import io.orbitkv.ssd.SsdEntry;
+import io.orbitkv.ssd.SsdProxy;
+import io.orbitkv.ssd.SsdReadResult;
+import io.orbitkv.ssd.SsdResidencyChange;
 import io.orbitkv.ssd.SsdWritePolicy;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
-import io.vertx.core.eventbus.MessageConsumer;
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 
 /**
  * The storage role: owns the shared-memory pool, its allocator and the resident images.
@@ -27,63 +47,46 @@ import java.util.List;
  * engines still mapping it keep their mapping until they unmap (the kernel frees the memory then).
  */
 public final class StorageVerticle extends VerticleBase {
-    /**
-     * Settings of the storage role; sizes in bytes.
-     *
-     * @param quarantineNanos how long slots of an ended session are not reused (session.quarantine-ms)
-     */
-    public record Settings(Path poolPath, long poolBytes, long chunkBytes, long publishBudgetBytes,
-                           int residencyCapacity, long incarnation, long quarantineNanos) {}
-
-    private final Settings settings;
+    private final StorageSettings settings;
     private final MeterRegistry registry;
-    private final io.orbitkv.common.Ticker ticker = io.orbitkv.common.Ticker.SYSTEM;
+    private final Ticker ticker = Ticker.SYSTEM;
     private SharedMemoryFile poolFile;
     private ImageStore store;
     private Materializer materializer;
     /** Seals whose checksums a worker is computing; loop-confined. */
     private int checksumsInFlight;
-    private final List<Promise<Void>> checksumWaiters = new java.util.ArrayList<>();
+    private final List<Promise<Void>> checksumWaiters = new ArrayList<>();
     /** The ordered stop began: no more work handed to workers. */
     private boolean closing;
-    private MessageConsumer<io.orbitkv.ssd.SsdResidencyChange> residencyConsumer;
+    private BoundedHandoff<SsdResidencyChange> residencyChanges;
+    private Counter residencyResyncs;
     /** Reads into pool slots still in flight when {@link #stop} unmapped the pool: 0 after an ordered stop. */
     private volatile int readsInFlightAtUnmap = -1;
     /** The one-shot timer that ends the eldest quarantine hold; -1 when none is armed. */
     private long quarantineTimer = -1;
     private volatile StorageCommands.StorageStats snapshot;
 
-    public StorageVerticle(Settings settings, MeterRegistry registry) {
-        this(settings, registry, null, null, null, null);
-    }
-
-    /**
-     * With an SSD tier: sealed images are offered to {@code ssd} (weak references), committed extents are mirrored
-     * for probes, and keys found only on SSD are read back on demand. Observations of the pool copy (image → SSD
-     * staging) and of SSD reads go to {@code cost} against the given resources.
-     */
-    public StorageVerticle(Settings settings, MeterRegistry registry, io.orbitkv.ssd.SsdProxy ssd,
-                           io.orbitkv.cost.CostProxy cost, io.orbitkv.cost.ResourceId dramPool,
-                           io.orbitkv.cost.ResourceId ssdStore) {
-        this.settings = settings;
+    /** A storage role with {@code settings} (see {@link StorageSettings}: the pool, and optionally the SSD tier and cost). */
+    public StorageVerticle(StorageSettings settings, MeterRegistry registry) {
+        this.settings = settings.validate();
         this.registry = registry;
-        this.ssd = ssd;
-        this.cost = cost;
-        this.dramPool = dramPool;
-        this.ssdStore = ssdStore;
+        this.ssd = settings.ssd();
+        this.cost = settings.cost();
+        this.dramPool = settings.dramPool();
+        this.ssdStore = settings.ssdStore();
     }
 
-    private final io.orbitkv.ssd.SsdProxy ssd;
+    private final SsdProxy ssd;
     /** Whether the SSD role writes on second sightings (learnt from it at start): then reuse is reported to it. */
     private boolean reportReuse;
-    private final io.orbitkv.cost.CostProxy cost;
-    private final io.orbitkv.cost.ResourceId dramPool;
-    private final io.orbitkv.cost.ResourceId ssdStore;
-    private io.micrometer.core.instrument.Counter dramTierPages;
-    private io.micrometer.core.instrument.Counter dramTierBytes;
-    private io.micrometer.core.instrument.Counter ssdTierPages;
-    private io.micrometer.core.instrument.Counter ssdTierBytes;
-    private io.micrometer.core.instrument.Counter materializeFailures;
+    private final CostProxy cost;
+    private final ResourceId dramPool;
+    private final ResourceId ssdStore;
+    private Counter dramTierPages;
+    private Counter dramTierBytes;
+    private Counter ssdTierPages;
+    private Counter ssdTierBytes;
+    private Counter materializeFailures;
 
     @Override
     public Future<?> start() {
@@ -119,21 +122,21 @@ public final class StorageVerticle extends VerticleBase {
         registerMetrics();
         Future<?> ssdReady = Future.succeededFuture();
         if (ssd != null) {
-            // Follow changes first, then seed: a change racing the seed is applied twice, which is harmless.
-            residencyConsumer = ssd.residencyChanges(change -> {
-                if (change.kind() == io.orbitkv.ssd.SsdResidencyChange.Kind.SSD_ADDED) {
+            // Follow changes first, then seed: a change racing the seed is applied twice, which is harmless. A change
+            // the bounded hand-off refused (storage fell behind) is made up for by seeding again (resyncSsd).
+            residencyChanges = ssd.residencyChanges(change -> {
+                if (residencyChanges.overflowed()) {
+                    resyncSsd();
+                }
+                if (change.kind() == SsdResidencyChange.Kind.SSD_ADDED) {
                     store.ssdAdded(change.key(), change.generation(), change.lengthBytes());
                 } else {
                     store.ssdRemoved(change.key(), change.generation());
                 }
                 refresh();
             });
-            ssdReady = ssd.committedEntries().onSuccess(entries -> {
-                for (io.orbitkv.ssd.SsdEntry entry : entries) {
-                    store.ssdAdded(entry.key(), entry.generation(), entry.lengthBytes());
-                }
-                refresh();
-            }).compose(ignored -> ssd.writePolicy())
+            residencyChanges.overflowed(); // what was refused before anyone followed: the seed covers it
+            ssdReady = seedFromSsd().compose(ignored -> ssd.writePolicy())
                     .onSuccess(policy -> reportReuse = policy == SsdWritePolicy.REUSE_AWARE);
         }
         EventBus bus = vertx.eventBus();
@@ -185,9 +188,9 @@ public final class StorageVerticle extends VerticleBase {
      * ({@link #quiesce}). A publish aborted or ended meanwhile is not sealed (UNKNOWN_PUBLISH).
      */
     private Future<ImageStore.SealResult> seal(StorageCommands.Seal c) {
-        List<java.lang.foreign.MemorySegment> slots = store.slotsToVerify(c.instance(), c.publishId(), c.crc32c(), c.written());
+        List<MemorySegment> slots = store.slotsToVerify(c.instance(), c.publishId(), c.crc32c(), c.written());
         long bytes = 0;
-        for (java.lang.foreign.MemorySegment slot : slots) {
+        for (MemorySegment slot : slots) {
             bytes += slot.byteSize();
         }
         if (bytes < CHECKSUM_OFFLOAD_BYTES || closing) {
@@ -213,6 +216,27 @@ public final class StorageVerticle extends VerticleBase {
             refresh();
             return Future.failedFuture(e);
         }
+    }
+
+    /** Mirrors every committed SSD extent; keys the SSD role no longer has leave the mirror. */
+    private Future<?> seedFromSsd() {
+        return ssd.committedEntries().onSuccess(entries -> {
+            Set<StateKey> committed = new HashSet<>();
+            for (SsdEntry entry : entries) {
+                committed.add(entry.key());
+            }
+            store.ssdRetainOnly(committed);
+            for (SsdEntry entry : entries) {
+                store.ssdAdded(entry.key(), entry.generation(), entry.lengthBytes());
+            }
+            refresh();
+        });
+    }
+
+    /** A residency change was refused by the full hand-off: the mirror may be wrong until it is seeded again. */
+    private void resyncSsd() {
+        residencyResyncs.increment();
+        seedFromSsd();
     }
 
     /**
@@ -253,20 +277,20 @@ public final class StorageVerticle extends VerticleBase {
         return materializer == null ? 0 : materializer.start(keys);
     }
 
-    private Future<io.orbitkv.ssd.SsdReadResult> fillFromSsd(StateKey key, long generation,
-                                                            java.lang.foreign.MemorySegment slot) {
+    private Future<SsdReadResult> fillFromSsd(StateKey key, long generation,
+                                                            MemorySegment slot) {
         return ssd.acquireLease(key, generation)
                 .compose(lease -> ssd.readInto(lease, slot).eventually(() -> ssd.release(lease)));
     }
 
-    private void onMaterialized(ImageStore.ImageRef image, io.orbitkv.ssd.SsdReadResult result, long nanos) {
+    private void onMaterialized(ImageStore.ImageRef image, SsdReadResult result, long nanos) {
         if (result != null) {
             ssdTierPages.increment();
             ssdTierBytes.increment(image.lengthBytes());
         } else {
             materializeFailures.increment();
         }
-        boolean bounced = result != null && result.path() == io.orbitkv.ssd.SsdReadResult.ReadPath.BOUNCE;
+        boolean bounced = result != null && result.path() == SsdReadResult.ReadPath.BOUNCE;
         observeSsdRead(image.lengthBytes(), nanos, result != null, bounced);
         refresh();
     }
@@ -281,21 +305,21 @@ public final class StorageVerticle extends VerticleBase {
         if (cost == null || !cost.observationsEnabled()) {
             return;
         }
-        io.orbitkv.cost.CostEstimateKey direct = io.orbitkv.cost.CostEstimateKey.operation(io.orbitkv.cost.CostPath.SSD_READ,
-                ssdStore, io.orbitkv.cost.RepresentationFamily.RAW, io.orbitkv.cost.SizeBucket.of(bytes),
-                io.orbitkv.cost.SizeBucket.of(1));
-        io.orbitkv.cost.CostEstimateKey viaBounce = io.orbitkv.cost.CostEstimateKey.operation(
-                io.orbitkv.cost.CostPath.SSD_READ_BOUNCED, ssdStore, io.orbitkv.cost.RepresentationFamily.RAW,
-                io.orbitkv.cost.SizeBucket.of(bytes), io.orbitkv.cost.SizeBucket.of(1));
-        io.orbitkv.cost.CostEstimateKey executed = bounced ? viaBounce : direct;
-        cost.report(io.orbitkv.cost.ObservationRecord.of(executed,
-                succeeded ? io.orbitkv.cost.ObservationOutcome.SUCCEEDED : io.orbitkv.cost.ObservationOutcome.FAILED,
-                nanos, succeeded ? io.orbitkv.cost.ObservedBytes.of(bytes, bytes) : io.orbitkv.cost.ObservedBytes.UNKNOWN));
+        CostEstimateKey direct = CostEstimateKey.operation(CostPath.SSD_READ,
+                ssdStore, RepresentationFamily.RAW, SizeBucket.of(bytes),
+                SizeBucket.of(1));
+        CostEstimateKey viaBounce = CostEstimateKey.operation(
+                CostPath.SSD_READ_BOUNCED, ssdStore, RepresentationFamily.RAW,
+                SizeBucket.of(bytes), SizeBucket.of(1));
+        CostEstimateKey executed = bounced ? viaBounce : direct;
+        cost.report(ObservationRecord.of(executed,
+                succeeded ? ObservationOutcome.SUCCEEDED : ObservationOutcome.FAILED,
+                nanos, succeeded ? ObservedBytes.of(bytes, bytes) : ObservedBytes.UNKNOWN));
         if (succeeded) {
-            io.orbitkv.cost.ShadowAlternative other = bounced
-                    ? io.orbitkv.cost.ShadowAlternative.when(direct, () -> true) // pool slots are aligned and rounded
-                    : io.orbitkv.cost.ShadowAlternative.when(viaBounce, () -> true);
-            cost.recordShadow(new io.orbitkv.cost.ShadowRequest(executed, List.of(other)));
+            ShadowAlternative other = bounced
+                    ? ShadowAlternative.when(direct, () -> true) // pool slots are aligned and rounded
+                    : ShadowAlternative.when(viaBounce, () -> true);
+            cost.recordShadow(new ShadowRequest(executed, List.of(other)));
         }
     }
 
@@ -348,6 +372,9 @@ public final class StorageVerticle extends VerticleBase {
     private long fragmentationTimer;
 
     private void measureFragmentation() {
+        if (residencyChanges != null && residencyChanges.overflowed()) {
+            resyncSsd();
+        }
         strandedFreeBytes = store.allocator().strandedFreeBytes();
         largestFreeRunBytes = store.allocator().largestFreeRunBytes();
         refresh();
@@ -373,15 +400,18 @@ public final class StorageVerticle extends VerticleBase {
                 .description("Images pinned by leases").register(registry);
         FunctionCounter.builder("orbitkv.evictions", this, v -> v.snapshot.evictions())
                 .description("Images evicted from DRAM under pressure").register(registry);
-        dramTierPages = io.micrometer.core.instrument.Counter.builder("orbitkv.tier.reads").tag("tier", "dram")
+        dramTierPages = Counter.builder("orbitkv.tier.reads").tag("tier", "dram")
                 .description("Pages leased to engines from DRAM").register(registry);
-        dramTierBytes = io.micrometer.core.instrument.Counter.builder("orbitkv.tier.read.bytes").tag("tier", "dram")
+        dramTierBytes = Counter.builder("orbitkv.tier.read.bytes").tag("tier", "dram")
                 .baseUnit("bytes").description("Bytes leased to engines from DRAM").register(registry);
-        ssdTierPages = io.micrometer.core.instrument.Counter.builder("orbitkv.tier.reads").tag("tier", "ssd")
+        ssdTierPages = Counter.builder("orbitkv.tier.reads").tag("tier", "ssd")
                 .description("Pages read back from SSD into DRAM for queries").register(registry);
-        ssdTierBytes = io.micrometer.core.instrument.Counter.builder("orbitkv.tier.read.bytes").tag("tier", "ssd")
+        ssdTierBytes = Counter.builder("orbitkv.tier.read.bytes").tag("tier", "ssd")
                 .baseUnit("bytes").description("Bytes read back from SSD into DRAM for queries").register(registry);
-        materializeFailures = io.micrometer.core.instrument.Counter.builder("orbitkv.ssd.restore.failures")
+        residencyResyncs = Counter.builder("orbitkv.ssd.residency.resyncs")
+                .description("Times the SSD residency mirror was seeded again after the hand-off refused a change")
+                .register(registry);
+        materializeFailures = Counter.builder("orbitkv.ssd.restore.failures")
                 .description("SSD reads into DRAM that failed (stale, corrupt or I/O error): a miss, never wrong bytes")
                 .register(registry);
         Gauge.builder("orbitkv.quarantine.slots", () -> snapshot.quarantinedSlots())
@@ -406,8 +436,8 @@ public final class StorageVerticle extends VerticleBase {
         Promise<Void> quiesced = Promise.promise();
         context.runOnContext(v -> {
             RoleProxies.withdrawAll(context);
-            if (residencyConsumer != null) {
-                residencyConsumer.unregister();
+            if (residencyChanges != null) {
+                residencyChanges.close();
             }
             if (materializer == null) {
                 quiesced.complete();

@@ -9,10 +9,19 @@ import io.orbitkv.manager.ManagerConfig;
 import io.orbitkv.protocol.engine.GroupKind;
 import io.orbitkv.protocol.engine.GroupSpec;
 import io.orbitkv.protocol.engine.InstanceIdentity;
+import io.orbitkv.protocol.engine.QueryReply;
+import io.orbitkv.protocol.engine.QueryStatus;
 import io.orbitkv.protocol.engine.Representation;
 import io.orbitkv.protocol.engine.StatsReply;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -116,9 +125,9 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         return dataDir;
     }
 
-    static void deleteTree(Path dir) throws java.io.IOException {
+    static void deleteTree(Path dir) throws IOException {
         try (var paths = Files.walk(dir)) {
-            for (Path p : paths.sorted(java.util.Comparator.reverseOrder()).toList()) {
+            for (Path p : paths.sorted(Comparator.reverseOrder()).toList()) {
                 Files.deleteIfExists(p);
             }
         }
@@ -151,9 +160,9 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
     }
 
     /** Releases the given READY leases, then asserts that no lease remains. */
-    public static void assertNoLeasesAfter(EngineSession session, io.orbitkv.protocol.engine.QueryReply... replies) {
-        for (io.orbitkv.protocol.engine.QueryReply reply : replies) {
-            if (reply.getStatus() == io.orbitkv.protocol.engine.QueryStatus.READY) {
+    public static void assertNoLeasesAfter(EngineSession session, QueryReply... replies) {
+        for (QueryReply reply : replies) {
+            if (reply.getStatus() == QueryStatus.READY) {
                 session.release(reply.getLease().getLeaseId()).await();
             }
         }
@@ -184,22 +193,22 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
     }
 
     public String scrape() throws Exception {
-        var client = java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1)
-                .connectTimeout(java.time.Duration.ofSeconds(5)).build();
-        var response = client.send(java.net.http.HttpRequest.newBuilder(
-                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + "/metrics"))
-                        .timeout(java.time.Duration.ofSeconds(20)).build(),
-                java.net.http.HttpResponse.BodyHandlers.ofString());
+        var client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
+                .connectTimeout(Duration.ofSeconds(5)).build();
+        var response = client.send(HttpRequest.newBuilder(
+                URI.create("http://127.0.0.1:" + manager.metricsPort() + "/metrics"))
+                        .timeout(Duration.ofSeconds(20)).build(),
+                HttpResponse.BodyHandlers.ofString());
         assertThat(response.statusCode()).isEqualTo(200);
         return response.body();
     }
 
     public String health() throws Exception {
-        var client = java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1)
-                .connectTimeout(java.time.Duration.ofSeconds(5)).build();
-        return client.send(java.net.http.HttpRequest.newBuilder(
-                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + "/health"))
-                        .timeout(java.time.Duration.ofSeconds(20)).build(),
-                java.net.http.HttpResponse.BodyHandlers.ofString()).body();
+        var client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
+                .connectTimeout(Duration.ofSeconds(5)).build();
+        return client.send(HttpRequest.newBuilder(
+                URI.create("http://127.0.0.1:" + manager.metricsPort() + "/health"))
+                        .timeout(Duration.ofSeconds(20)).build(),
+                HttpResponse.BodyHandlers.ofString()).body();
     }
 }

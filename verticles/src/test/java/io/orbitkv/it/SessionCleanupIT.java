@@ -21,6 +21,7 @@ import io.orbitkv.protocol.engine.QueryReply;
 import io.orbitkv.protocol.engine.QueryStatus;
 import io.orbitkv.storage.StorageCommands.StorageStats;
 import io.orbitkv.storage.StorageProxy;
+import io.orbitkv.storage.StorageSettings;
 import io.orbitkv.storage.StorageVerticle;
 import io.vertx.core.Vertx;
 import java.nio.file.Files;
@@ -63,8 +64,8 @@ class SessionCleanupIT {
         engineSettings = new EngineSettings().unixSocket(dir.resolve("engine.sock")).tcp("127.0.0.1", 0).token(TOKEN)
                 .pool(pool, poolBytes).quarantineNanos(quarantineNanos)
                 .cleanupFaults(step -> failing.contains(step) ? new IllegalStateException("injected failure of " + step) : null);
-        vertx.deployVerticle(new StorageVerticle(new StorageVerticle.Settings(pool, poolBytes, 1L << 20, poolBytes / 2,
-                        1024, 1, quarantineNanos), registry))
+        vertx.deployVerticle(new StorageVerticle(new StorageSettings().pool(pool, poolBytes).chunkBytes(1L << 20)
+                        .residencyCapacity(1024).incarnation(1).quarantineNanos(quarantineNanos), registry))
                 .compose(id -> vertx.deployVerticle(new AdmissionVerticle(new AdmissionVerticle.Settings(64, 1024,
                         TimeUnit.SECONDS.toNanos(5), TimeUnit.SECONDS.toNanos(30), poolBytes / 2), registry, Ticker.SYSTEM)))
                 .compose(id -> vertx.deployVerticle(new EngineVerticle(engineSettings, registry, Ticker.SYSTEM)))

@@ -1,0 +1,137 @@
+package io.orbitkv.storage;
+
+import io.orbitkv.cost.CostProxy;
+import io.orbitkv.cost.ResourceId;
+import io.orbitkv.ssd.SsdProxy;
+import java.nio.file.Path;
+import java.util.Objects;
+
+/**
+ * Settings of the storage role; fluent. Sizes in bytes, times in nanoseconds. Required: {@link #pool}; the rest have
+ * defaults (no SSD tier, no cost observation, the pool's chunk of conf/orbitkv.yaml, half the pool per instance for
+ * unsealed publishes, no quarantine).
+ */
+public final class StorageSettings {
+    public static final long CHUNK_BYTES_DEFAULT = 2L << 20;
+    public static final int RESIDENCY_CAPACITY_DEFAULT = 1 << 16;
+
+    private Path poolPath;
+    private long poolBytes;
+    private long chunkBytes = CHUNK_BYTES_DEFAULT;
+    private long publishBudgetBytes = -1;
+    private int residencyCapacity = RESIDENCY_CAPACITY_DEFAULT;
+    private long incarnation;
+    private long quarantineNanos;
+    private SsdProxy ssd;
+    private ResourceId ssdStore;
+    private CostProxy cost;
+    private ResourceId dramPool;
+
+    /** The shared-memory pool file this role creates, reserves and removes, and its size. */
+    public StorageSettings pool(Path path, long bytes) {
+        this.poolPath = path;
+        this.poolBytes = bytes;
+        return this;
+    }
+
+    /** The allocator's chunk (pool.chunk); the pool size must be a multiple. */
+    public StorageSettings chunkBytes(long chunkBytes) {
+        this.chunkBytes = chunkBytes;
+        return this;
+    }
+
+    /** Unsealed publish bytes one instance may hold (publish.budget-fraction of the pool); default half the pool. */
+    public StorageSettings publishBudgetBytes(long publishBudgetBytes) {
+        this.publishBudgetBytes = publishBudgetBytes;
+        return this;
+    }
+
+    /** Changes the residency stream keeps for followers before they see a gap. */
+    public StorageSettings residencyCapacity(int residencyCapacity) {
+        this.residencyCapacity = residencyCapacity;
+        return this;
+    }
+
+    /** This Manager's incarnation, carried by the residency stream. */
+    public StorageSettings incarnation(long incarnation) {
+        this.incarnation = incarnation;
+        return this;
+    }
+
+    /** How long slots of an ended session are not reused (session.quarantine-ms). */
+    public StorageSettings quarantineNanos(long quarantineNanos) {
+        this.quarantineNanos = quarantineNanos;
+        return this;
+    }
+
+    /**
+     * With an SSD tier: sealed images are offered to {@code ssd} (weak references), committed extents are mirrored
+     * for probes, and keys found only on SSD are read back on demand; SSD reads are observed against {@code ssdStore}.
+     */
+    public StorageSettings ssd(SsdProxy ssd, ResourceId ssdStore) {
+        this.ssd = ssd;
+        this.ssdStore = ssdStore;
+        return this;
+    }
+
+    /** With cost observation: pool copies and SSD reads are reported to {@code cost} against {@code dramPool}. */
+    public StorageSettings cost(CostProxy cost, ResourceId dramPool) {
+        this.cost = cost;
+        this.dramPool = dramPool;
+        return this;
+    }
+
+    /** Checks the required settings; answers this. */
+    StorageSettings validate() {
+        Objects.requireNonNull(poolPath, "pool path");
+        if (poolBytes <= 0 || chunkBytes <= 0 || poolBytes % chunkBytes != 0) {
+            throw new IllegalArgumentException("the pool (" + poolBytes + " bytes) must be a positive multiple of its chunk ("
+                    + chunkBytes + " bytes)");
+        }
+        return this;
+    }
+
+    Path poolPath() {
+        return poolPath;
+    }
+
+    long poolBytes() {
+        return poolBytes;
+    }
+
+    long chunkBytes() {
+        return chunkBytes;
+    }
+
+    long publishBudgetBytes() {
+        return publishBudgetBytes >= 0 ? publishBudgetBytes : poolBytes / 2;
+    }
+
+    int residencyCapacity() {
+        return residencyCapacity;
+    }
+
+    long incarnation() {
+        return incarnation;
+    }
+
+    long quarantineNanos() {
+        return quarantineNanos;
+    }
+
+    SsdProxy ssd() {
+        return ssd;
+    }
+
+    ResourceId ssdStore() {
+        return ssdStore;
+    }
+
+    CostProxy cost() {
+        return cost;
+    }
+
+    ResourceId dramPool() {
+        return dramPool;
+    }
+}
