@@ -68,10 +68,10 @@ public final class LocalEtcd implements AutoCloseable {
     private void launch() throws Exception {
         String client = "http://127.0.0.1:" + clientPort;
         String peer = "http://127.0.0.1:" + peerPort;
-        process = new ProcessBuilder(List.of(ETCD.toString(), "--name", "orbitkv-test", "--data-dir", dataDir.toString(),
+        process = new ProcessBuilder(List.of(ETCD.toString(), "--name", "orbitkv-local", "--data-dir", dataDir.toString(),
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", "orbitkv-test=" + peer, "--log-level", "warn"))
+                "--initial-cluster", "orbitkv-local=" + peer, "--log-level", "warn"))
                 .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (System.nanoTime() < deadline) {
