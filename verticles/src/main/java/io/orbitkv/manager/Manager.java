@@ -10,9 +10,6 @@ import io.orbitkv.cluster.InventoryRole;
 import io.orbitkv.cluster.MemberRecord;
 import io.orbitkv.cluster.MembershipRole;
 import io.orbitkv.common.Ticker;
-import io.orbitkv.planning.DemandEvidence;
-import io.orbitkv.planning.EvidenceSource;
-import io.orbitkv.planning.MembershipView;
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.cost.CostVerticle;
 import io.orbitkv.cost.ResourceId;
@@ -21,6 +18,10 @@ import io.orbitkv.engine.EngineSettings;
 import io.orbitkv.engine.EngineToken;
 import io.orbitkv.engine.EngineVerticle;
 import io.orbitkv.nativeio.libc.Libc;
+import io.orbitkv.planning.DemandEvidence;
+import io.orbitkv.planning.EvidenceSource;
+import io.orbitkv.planning.MembershipView;
+import io.orbitkv.restore.RestoreVerticle;
 import io.orbitkv.ssd.SsdProxy;
 import io.orbitkv.ssd.SsdStats;
 import io.orbitkv.ssd.SsdVerticle;
@@ -165,14 +166,14 @@ public final class Manager implements AutoCloseable {
 
     /** Starts a Manager on its own Vertx; the future fails with a clear cause, leaving nothing running. */
     public static Future<Manager> start(ManagerConfig config) {
-        return start(config, io.orbitkv.restore.RestoreVerticle.CopyGate.OPEN);
+        return start(config, RestoreVerticle.CopyGate.OPEN);
     }
 
     /**
      * Starts a Manager whose restore workers pass {@code restoreGate} before each copy batch: a test seam that lets
      * a test hold copies in flight to observe admission and cancellation; {@link #start(ManagerConfig)} passes none.
      */
-    public static Future<Manager> start(ManagerConfig config, io.orbitkv.restore.RestoreVerticle.CopyGate restoreGate) {
+    public static Future<Manager> start(ManagerConfig config, RestoreVerticle.CopyGate restoreGate) {
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         // Time-ordered and random (see MemberRecord.newIncarnation): peers fence evidence of older incarnations.
         long incarnation = MemberRecord.newIncarnation(System.currentTimeMillis(), new SecureRandom().nextLong());
@@ -236,8 +237,8 @@ public final class Manager implements AutoCloseable {
                     (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares())
                     .withAnsweredBounds(config.answered().perInstance(), config.answered().total()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
-            io.orbitkv.restore.RestoreVerticle restore = new io.orbitkv.restore.RestoreVerticle(
-                    new io.orbitkv.restore.RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate),
+            RestoreVerticle restore = new RestoreVerticle(
+                    new RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate),
                     registry, cost.proxy());
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             ClusterRoles cluster = config.cluster().map(settings -> new ClusterRoles(settings, incarnation,
