@@ -3,11 +3,13 @@ package io.orbitkv.app;
 import io.orbitkv.cluster.ClusterCertificates;
 import io.orbitkv.cluster.LocalCluster;
 import io.orbitkv.cluster.LocalEtcd;
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -159,14 +161,14 @@ final class ClusterCommand implements Callable<Integer> {
 
     static void deleteTree(Path root) {
         try (var paths = Files.walk(root)) {
-            paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> {
+            paths.sorted(Comparator.reverseOrder()).forEach(p -> {
                 try {
                     Files.deleteIfExists(p);
-                } catch (java.io.IOException ignored) {
+                } catch (IOException ignored) {
                     // best effort: a temporary directory
                 }
             });
-        } catch (java.io.IOException ignored) {
+        } catch (IOException ignored) {
             // best effort
         }
     }

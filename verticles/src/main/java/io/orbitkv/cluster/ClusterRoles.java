@@ -1,9 +1,11 @@
 package io.orbitkv.cluster;
 
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.vertx.core.Future;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Vertx;
+import io.vertx.core.internal.VertxInternal;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -16,6 +18,7 @@ public final class ClusterRoles {
     private final ClusterSettings settings;
     private final MembershipRole membership;
     private final InventoryRole inventory;
+    private final MeterRegistry registry;
     private volatile String membershipDeployment;
     private volatile String inventoryDeployment;
 
@@ -41,10 +44,16 @@ public final class ClusterRoles {
         }
         this.membership = new MembershipRole(settings, incarnation, endpoints, capabilities, registry);
         this.inventory = new InventoryRole(settings, membership, new StorageProxy(vertx), registry);
+        this.registry = registry;
     }
 
     /** Deploys membership, then inventory (after the storage role, whose residency stream it follows). */
     public Future<String> deploy(Vertx vertx) {
+        // Hazelcast's view beside etcd's: more event-bus nodes than members means a node joined the event-bus cluster
+        // without being a member (it gets no message without a cluster certificate); fewer means a split to look at.
+        Gauge.builder("orbitkv.cluster.eventbus.nodes", vertx, v -> ((VertxInternal) v).clusterManager() == null ? 0
+                        : ((VertxInternal) v).clusterManager().getNodes().size())
+                .description("Nodes in the clustered event bus (Hazelcast), this Manager included").register(registry);
         return vertx.deployVerticle(membership).onSuccess(id -> membershipDeployment = id)
                 .compose(id -> vertx.deployVerticle(inventory)).onSuccess(id -> inventoryDeployment = id);
     }

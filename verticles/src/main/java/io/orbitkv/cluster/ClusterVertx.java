@@ -16,8 +16,9 @@ import io.vertx.core.net.PemKeyCertOptions;
 import io.vertx.core.net.PemTrustOptions;
 import io.vertx.spi.cluster.hazelcast.HazelcastClusterManager;
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -52,7 +53,7 @@ public final class ClusterVertx {
     /** The Hazelcast addresses of the members etcd lists now ({@code host:port}), bounded by {@code deadline}. */
     public static List<String> seedsFromEtcd(ClusterSettings settings, Duration deadline) {
         List<String> seeds = new ArrayList<>();
-        try (Client client = Client.builder().endpoints(settings.etcdEndpoints().toArray(java.net.URI[]::new))
+        try (Client client = Client.builder().endpoints(settings.etcdEndpoints().toArray(URI[]::new))
                 .connectTimeout(deadline).retryMaxAttempts(1).retryMaxDuration(deadline).build()) {
             for (KeyValue kv : client.getKVClient().get(ByteSequence.from(settings.membersPrefix(), StandardCharsets.UTF_8),
                     GetOption.builder().isPrefix(true).build()).get(deadline.toMillis(), TimeUnit.MILLISECONDS).getKvs()) {

@@ -12,6 +12,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 
 /**
  * What this Manager knows its peers hold: per member, the keys its inventory stream announced (DRAM and committed SSD,
@@ -254,8 +255,8 @@ final class InventoryDirectory {
         return peer != null && peer.synced;
     }
 
-    java.util.Set<String> members() {
-        return java.util.Set.copyOf(peers.keySet());
+    Set<String> members() {
+        return Set.copyOf(peers.keySet());
     }
 
     long droppedOverCap() {

@@ -30,6 +30,8 @@ import io.vertx.core.buffer.Buffer;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.Message;
 import io.vertx.core.eventbus.MessageConsumer;
+import io.vertx.core.eventbus.MessageConsumerOptions;
+import io.vertx.core.internal.ContextInternal;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -152,7 +154,7 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
             }
         });
         // Bounded: a burst beyond this is dropped by the event bus; the next batch then shows a gap and resyncs.
-        batchConsumer = vertx.eventBus().<Buffer>consumer(new io.vertx.core.eventbus.MessageConsumerOptions()
+        batchConsumer = vertx.eventBus().<Buffer>consumer(new MessageConsumerOptions()
                 .setAddress(BATCHES).setMaxBufferedMessages(1024), this::onBatch);
         snapshotConsumer = vertx.eventBus().<Buffer>consumer(snapshotAddress(settings.memberId()), this::onSnapshotRequest);
         return Future.all(batchConsumer.completion(), snapshotConsumer.completion())
@@ -432,7 +434,7 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
         }
         Context caller = Vertx.currentContext();
         Promise<DemandEvidence> answer = caller == null ? Promise.promise()
-                : ((io.vertx.core.internal.ContextInternal) caller).promise();
+                : ((ContextInternal) caller).promise();
         context.runOnContext(v -> {
             Map<StateKey, ReplicaSet> found = new HashMap<>();
             for (DemandView.GroupKeys group : demand.groups()) {

@@ -4,6 +4,10 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -64,10 +68,10 @@ public final class LocalEtcd implements AutoCloseable {
     private void launch() throws Exception {
         String client = "http://127.0.0.1:" + clientPort;
         String peer = "http://127.0.0.1:" + peerPort;
-        process = new ProcessBuilder(List.of(ETCD.toString(), "--name", "orbitkv-test", "--data-dir", dataDir.toString(),
+        process = new ProcessBuilder(List.of(ETCD.toString(), "--name", "orbitkv-local", "--data-dir", dataDir.toString(),
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", "orbitkv-test=" + peer, "--log-level", "warn"))
+                "--initial-cluster", "orbitkv-local=" + peer, "--log-level", "warn"))
                 .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (System.nanoTime() < deadline) {
@@ -84,9 +88,9 @@ public final class LocalEtcd implements AutoCloseable {
 
     private boolean healthy() {
         try {
-            java.net.http.HttpResponse<String> r = java.net.http.HttpClient.newHttpClient().send(
-                    java.net.http.HttpRequest.newBuilder(java.net.URI.create(endpoint() + "/health"))
-                            .timeout(Duration.ofSeconds(1)).build(), java.net.http.HttpResponse.BodyHandlers.ofString());
+            HttpResponse<String> r = HttpClient.newHttpClient().send(
+                    HttpRequest.newBuilder(URI.create(endpoint() + "/health"))
+                            .timeout(Duration.ofSeconds(1)).build(), HttpResponse.BodyHandlers.ofString());
             return r.statusCode() == 200 && r.body().contains("true");
         } catch (IOException e) {
             return false;

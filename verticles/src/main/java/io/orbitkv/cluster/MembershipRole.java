@@ -19,11 +19,14 @@ import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import io.vertx.core.VerticleBase;
+import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
@@ -150,7 +153,7 @@ public final class MembershipRole extends VerticleBase implements MembershipView
         context = vertx.getOrCreateContext();
         // jetcd gets its own Vertx: its close() closes the Vertx it was given, which must not be the Manager's (an
         // ordered stop would lose every role after this one). Every answer hops to this role's context anyway.
-        client = Client.builder().endpoints(settings.etcdEndpoints().toArray(java.net.URI[]::new))
+        client = Client.builder().endpoints(settings.etcdEndpoints().toArray(URI[]::new))
                 .connectTimeout(Duration.ofMillis(stepDeadlineMillis()))
                 .retryMaxAttempts(1).retryDelay(100).retryMaxDelay(500)
                 .retryMaxDuration(Duration.ofMillis(stepDeadlineMillis()))
@@ -357,12 +360,12 @@ public final class MembershipRole extends VerticleBase implements MembershipView
             current = Map.of(settings.memberId(), self());
             return;
         }
-        Map<String, MemberRecord> next = new java.util.TreeMap<>(table.snapshot());
+        Map<String, MemberRecord> next = new TreeMap<>(table.snapshot());
         next.put(settings.memberId(), self());
         current = Map.copyOf(next);
     }
 
-    private java.util.Optional<MemberRecord> parse(KeyValue kv) {
+    private Optional<MemberRecord> parse(KeyValue kv) {
         String id = idOf(kv);
         try {
             MemberRecord record = MemberRecord.parse(kv.getValue().getBytes());
@@ -372,13 +375,13 @@ public final class MembershipRole extends VerticleBase implements MembershipView
             if (record.id().equals(settings.memberId()) && record.incarnation() != incarnation) {
                 // Our own key from a previous incarnation (its lease has not expired yet): not a peer, and ours
                 // replaces it when we put.
-                return java.util.Optional.empty();
+                return Optional.empty();
             }
-            return java.util.Optional.of(record);
+            return Optional.of(record);
         } catch (IllegalArgumentException e) {
             malformedMembers.increment();
             LOG.warn("cluster: skipped a malformed member key ({})", e.getMessage());
-            return java.util.Optional.empty();
+            return Optional.empty();
         }
     }
 

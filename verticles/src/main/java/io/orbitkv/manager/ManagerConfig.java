@@ -1,15 +1,23 @@
 package io.orbitkv.manager;
 
 import io.orbitkv.admission.TenantShares;
+import io.orbitkv.cluster.ClusterSettings;
 import io.orbitkv.codecs.extent.SsdExtentHeader;
 import io.orbitkv.cost.CostSettings;
+import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.ssd.SsdSettings;
 import io.orbitkv.ssd.SsdWritePolicy;
 import io.vertx.core.json.JsonObject;
+import java.net.URI;
+import java.net.URISyntaxException;
+import java.nio.file.Files;
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
@@ -50,8 +58,8 @@ public record ManagerConfig(
         SessionPolicy sessions,
         BridgeDoor bridge,
         AnsweredBounds answered,
-        java.util.Optional<io.orbitkv.cluster.ClusterSettings> cluster,
-        io.orbitkv.peer.PeerSettings peer) {
+        Optional<ClusterSettings> cluster,
+        PeerSettings peer) {
 
     /**
      * Answered queries kept pollable ({@code query.reply-ttl-ms}): at most {@code perInstance} per engine instance and
@@ -243,7 +251,7 @@ public record ManagerConfig(
                 peer(v));
     }
 
-    private static io.orbitkv.peer.PeerSettings peer(Map<String, String> v) {
+    private static PeerSettings peer(Map<String, String> v) {
         int port = (int) integer(v, "peer.port", -1, 65535);
         int transferPort = (int) integer(v, "peer.transfer-port", -1, 65535);
         if ((port > 0) != (transferPort > 0)) {
@@ -262,27 +270,27 @@ public record ManagerConfig(
                 (int) integer(v, "peer.test-stall-lease-pages", 0, 1 << 16));
     }
 
-    private static java.util.Optional<io.orbitkv.cluster.ClusterSettings> cluster(Map<String, String> v) {
+    private static Optional<ClusterSettings> cluster(Map<String, String> v) {
         if (!bool(v, "cluster.enabled")) {
-            return java.util.Optional.empty();
+            return Optional.empty();
         }
         String id = v.get("cluster.member-id").strip();
-        if (!io.orbitkv.cluster.ClusterSettings.validMemberId(id)) {
+        if (!ClusterSettings.validMemberId(id)) {
             throw new ConfigException("cluster.member-id", "must be 1..63 of [a-z0-9-] starting with a letter or digit (it is "
                     + "the only peer label metrics carry), got '" + id + "'");
         }
-        java.util.List<java.net.URI> endpoints = new java.util.ArrayList<>();
+        List<URI> endpoints = new ArrayList<>();
         for (String e : v.get("cluster.etcd-endpoints").split(",")) {
             if (e.isBlank()) {
                 continue;
             }
             try {
-                java.net.URI uri = new java.net.URI(e.strip());
+                URI uri = new URI(e.strip());
                 if (!"http".equals(uri.getScheme()) && !"https".equals(uri.getScheme()) || uri.getHost() == null || uri.getPort() < 0) {
-                    throw new java.net.URISyntaxException(e, "not http(s)://host:port");
+                    throw new URISyntaxException(e, "not http(s)://host:port");
                 }
                 endpoints.add(uri);
-            } catch (java.net.URISyntaxException ex) {
+            } catch (URISyntaxException ex) {
                 throw new ConfigException("cluster.etcd-endpoints", "must be comma-separated http://host:port URLs, got '"
                         + v.get("cluster.etcd-endpoints") + "'");
             }
@@ -294,7 +302,7 @@ public record ManagerConfig(
         if (!prefix.matches("/[A-Za-z0-9._/-]{1,100}") || prefix.endsWith("/")) {
             throw new ConfigException("cluster.prefix", "must be an etcd key prefix such as /orbitkv, got '" + prefix + "'");
         }
-        java.util.List<String> seeds = new java.util.ArrayList<>();
+        List<String> seeds = new ArrayList<>();
         for (String seed : v.get("cluster.hazelcast-seeds").split(",")) {
             if (!seed.isBlank()) {
                 if (!seed.strip().matches("[A-Za-z0-9.:\\[\\]-]+:\\d{1,5}")) {
@@ -306,7 +314,7 @@ public record ManagerConfig(
         Path ca = tlsFile(v, "cluster.tls.ca");
         Path cert = tlsFile(v, "cluster.tls.cert");
         Path key = tlsFile(v, "cluster.tls.key");
-        return java.util.Optional.of(new io.orbitkv.cluster.ClusterSettings(id, endpoints, prefix,
+        return Optional.of(new ClusterSettings(id, endpoints, prefix,
                 (int) integer(v, "cluster.lease-ttl-s", 2, 300), host(v, "cluster.host"), port(v, "cluster.eventbus-port"),
                 (int) integer(v, "cluster.hazelcast-port", 1, 65535), seeds, ca, cert, key,
                 integer(v, "cluster.inventory.interval-ms", 5, 60_000),
@@ -322,7 +330,7 @@ public record ManagerConfig(
             throw new ConfigException(key, "is required with cluster.enabled (make them with ./scripts/orbitkv cluster certs)");
         }
         Path path = Path.of(p);
-        if (!java.nio.file.Files.isReadable(path)) {
+        if (!Files.isReadable(path)) {
             throw new ConfigException(key, path + " is not a readable file");
         }
         return path;
