@@ -264,7 +264,7 @@ public record ManagerConfig(
         if (!transport.equals("tls") && !transport.equals("plaintext")) {
             throw new ConfigException("peer.transport", "must be tls or plaintext, got '" + transport + "'");
         }
-        return new io.orbitkv.peer.PeerSettings(port, transferPort, transport.equals("plaintext"),
+        return new PeerSettings(port, transferPort, transport.equals("plaintext"),
                 integer(v, "peer.max-lease-ms", 10, 600_000), size(v, "peer.credit-bytes", 4096, 1L << 40),
                 (int) integer(v, "peer.max-keys", 1, 1 << 16), integer(v, "peer.test-flip-page", 0, Long.MAX_VALUE),
                 (int) integer(v, "peer.test-stall-lease-pages", 0, 1 << 16));
