@@ -250,7 +250,7 @@ public final class Manager implements AutoCloseable {
                     .orElse(null);
             io.orbitkv.peer.PeerVerticle peer = cluster == null || !config.peer().enabled() ? null
                     : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
-                            poolBytes, registry);
+                            poolBytes, registry, cost.proxy());
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             Deployments deployments = new Deployments();
             return vertx.deployVerticle(cost).onSuccess(id -> deployments.cost = id)

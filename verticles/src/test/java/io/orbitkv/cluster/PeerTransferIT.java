@@ -16,6 +16,8 @@ import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.peer.TcpPeerTransport;
 import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.cost.CostEstimateResult;
+import io.orbitkv.cost.CostPath;
 import io.orbitkv.peer.PeerExecutionOwner;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.planning.PlannedPage;
@@ -120,6 +122,7 @@ class PeerTransferIT {
         s.put("cluster.tls.key", dir.resolve("certs/manager-2.key").toString());
         s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
         s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
+        s.put("cost.observations", "true");
         Files.createDirectories(dir.resolve("manager-2"));
         requester = Manager.start(ManagerConfig.from(s)).await(120, TimeUnit.SECONDS);
         requesterPool = SharedMemoryFile.map(requester.poolPath(), 64L << 20);
@@ -251,6 +254,14 @@ class PeerTransferIT {
         assertThat(stats.openPublishes()).isZero();
         await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
         assertThat(sourceMetric("orbitkv_storage_pinned_images")).isIn(0.0, -1.0);
+        // Cost samples keyed by the peer Manager's incarnation: the fetch operation and the complete host-ready route.
+        for (CostPath path : List.of(CostPath.PEER_FETCH, CostPath.PEER_HOST_READY_ROUTE)) {
+            CostEstimateResult estimate = requester.cost().estimate(PeerVerticle.costKey(path, owner(), 4L * PAGE, 4))
+                    .await(10, TimeUnit.SECONDS);
+            assertThat(estimate instanceof CostEstimateResult.Usable
+                    || (estimate instanceof CostEstimateResult.Unavailable u && u.sampleCount() >= 1
+                    && u.reason() == CostEstimateResult.Reason.WARMING_UP)).as(path + ": " + estimate).isTrue();
+        }
     }
 
     @Test
