@@ -44,5 +44,17 @@ need_etcd() {
   [ -x /usr/bin/etcd ] || echo "orbitkv: /usr/bin/etcd is missing (apt-get install etcd-server): cluster tests are skipped" >&2
 }
 
+# need_tool COMMAND PACKAGE: installs the Debian PACKAGE when COMMAND is missing and we are root (as for Maven);
+# otherwise says what to install and fails.
+need_tool() {
+  if ! command -v "$1" >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "orbitkv: installing $2 (Debian package) for $1" >&2
+      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+    fi
+  fi
+  command -v "$1" >/dev/null 2>&1 || { echo "orbitkv: $1 is required here; install it (apt-get install $2)." >&2; return 1; }
+}
+
 ORBITKV_JAR="$ORBITKV_ROOT/app/target/orbitkv.jar"
 ORBITKV_JVM_FLAGS=(--enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow)

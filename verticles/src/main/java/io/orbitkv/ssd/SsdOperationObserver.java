@@ -2,7 +2,7 @@ package io.orbitkv.ssd;
 
 /**
  * Told about every finished SSD write by its completion owner (the store's loop): the hook through which the cost role
- * receives SSD write operation samples. Must not block; called on the SSD role's thread.
+ * receives SSD write operation samples. Must not block; called on the SSD role's thread unless said otherwise.
  */
 public interface SsdOperationObserver {
     SsdOperationObserver NONE = new SsdOperationObserver() {};
@@ -20,4 +20,10 @@ public interface SsdOperationObserver {
 
     /** A submitted write failed (I/O error, no space): never a duration. */
     default void onWriteFailed(long payloadBytes, boolean noSpace) {}
+
+    /**
+     * A read's payload checksum was computed in {@code nanos}, on the thread that verified it (a verifier thread,
+     * or the role thread with {@link SsdSettings#verifierThreads} 0).
+     */
+    default void onReadVerified(long payloadBytes, long nanos) {}
 }

@@ -20,6 +20,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CancellationException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
 
 /**
  * Exact-generation read leases and verified reads into the caller's memory.
@@ -37,7 +39,10 @@ import java.util.concurrent.CancellationException;
  * {@code lengthBytes} in the destination are scratch in the DIRECT path. The destination and any bounce buffer stay
  * lent to the I/O until every completion of the read arrived, even after a cancel (see {@link SsdReadFuture}).
  *
- * <p><b>Verification.</b> Every read verifies the payload CRC32C against the destination bytes; a mismatch (bit rot,
+ * <p><b>Verification.</b> Every read verifies the payload CRC32C against the destination bytes, on a verifier thread
+ * ({@link SsdSettings#verifierThreads}; a 2 MiB checksum is ~0.2 ms that must not run on an event loop) once every I/O
+ * of the read completed and any bounce bytes were copied; the verdict hops back here, where the extent's state and
+ * generation are checked again, so an extent dropped meanwhile is never served. A mismatch (bit rot,
  * a flipped byte, a lost write on power failure without syncWrites, a short read of a truncated shard) drops the
  * extent from the index ({@code SSD_REMOVED}, cause CORRUPT), counts it and fails the read with
  * {@link SsdFailure#CHECKSUM_MISMATCH}. Once its last pin goes, its header is rewritten as uncommitted so that a
@@ -78,6 +83,10 @@ final class SsdReads {
     private final SsdMetrics metrics;
     private final Ticker ticker;
     private final Runnable onSlotFreed;
+    private final Executor verifier;
+    private final SsdOperationObserver observer;
+    private int verifying;
+    private Runnable afterVerifications;
     private final Map<Long, LeaseState> leases = new HashMap<>();
     private long nextLeaseId = 1;
     private int readsInFlight;
@@ -93,6 +102,8 @@ final class SsdReads {
         this.metrics = parts.metrics();
         this.ticker = parts.settings().ticker();
         this.onSlotFreed = onSlotFreed;
+        this.verifier = parts.verifier();
+        this.observer = parts.settings().observer();
     }
 
     /** See {@link SsdStore#acquireLease}. */
@@ -202,23 +213,82 @@ final class SsdReads {
             return;
         }
         // Every I/O of this read has completed: the destination and bounce buffers are ours again.
-        try {
-            finishRead(op);
-        } finally {
-            if (op.bounce != null) {
-                if (op.bounceIsBlock) {
-                    buffers.returnBlock(op.bounce);
-                } else {
-                    buffers.returnBounce(op.bounce);
+        long length = op.lease.lengthBytes();
+        boolean complete = op.failure == null && op.transferredBytes >= op.expectedBytes;
+        boolean verify = complete && !closed && !op.future.cancelRequested();
+        if (verify) {
+            switch (op.path) {
+                case DIRECT_WITH_TAIL -> MemorySegment.copy(op.bounce, 0, op.destination, op.headBytes,
+                        length - op.headBytes);
+                case BOUNCE -> MemorySegment.copy(op.bounce, 0, op.destination, 0, length);
+                default -> {
                 }
             }
+        }
+        if (op.bounce != null) {
+            if (op.bounceIsBlock) {
+                buffers.returnBlock(op.bounce);
+            } else {
+                buffers.returnBounce(op.bounce);
+            }
+            op.bounce = null;
+        }
+        if (!verify) {
+            finish(op, null);
+            return;
+        }
+        MemorySegment payload = op.destination.asSlice(0, length);
+        if (verifier != null) {
+            verifying++;
+            try {
+                verifier.execute(() -> {
+                    Integer crc = checksumOrNull(op, payload);
+                    loop.execute(() -> {
+                        verifying--;
+                        finish(op, crc);
+                        if (verifying == 0 && afterVerifications != null) {
+                            Runnable then = afterVerifications;
+                            afterVerifications = null;
+                            then.run();
+                        }
+                    });
+                });
+                return;
+            } catch (RejectedExecutionException e) {
+                verifying--; // verify here instead
+            }
+        }
+        finish(op, checksumOrNull(op, payload));
+    }
+
+    /**
+     * The payload's CRC32C, or null with {@code op.failure} set when it could not be read (the caller freed the
+     * destination early). Runs on a verifier thread (or the role thread): reads only the destination, which stays
+     * the store's until the read's future completes.
+     */
+    private Integer checksumOrNull(ReadOp op, MemorySegment payload) {
+        try {
+            long start = ticker.nanos();
+            int crc = Crc32c.of(payload);
+            observer.onReadVerified(payload.byteSize(), ticker.nanos() - start);
+            return crc;
+        } catch (RuntimeException e) {
+            op.failure = e;
+            return null;
+        }
+    }
+
+    /** Completes the read (role thread) with the payload's CRC32C, null when it was not verified. */
+    private void finish(ReadOp op, Integer crc) {
+        try {
+            finishRead(op, crc);
+        } finally {
             readsInFlight--;
             unpin(op.extent);
         }
     }
 
-    private void finishRead(ReadOp op) {
-        long length = op.lease.lengthBytes();
+    private void finishRead(ReadOp op, Integer crc) {
         if (op.future.cancelRequested() || op.failure instanceof CancellationException) {
             op.future.markCancelled();
             return;
@@ -236,19 +306,11 @@ final class SsdReads {
             op.future.fail(miss(failure, "read of " + op.lease.key() + " failed: " + cause.getMessage()));
             return;
         }
-        boolean complete = op.transferredBytes >= op.expectedBytes;
-        if (complete) {
-            switch (op.path) {
-                case DIRECT_WITH_TAIL -> MemorySegment.copy(op.bounce, 0, op.destination, op.headBytes,
-                        length - op.headBytes);
-                case BOUNCE -> MemorySegment.copy(op.bounce, 0, op.destination, 0, length);
-                default -> {
-                }
-            }
-        }
-        // A short read (a truncated shard) fails the CRC like any other damage.
-        if (!complete || op.extent.state != ExtentState.COMMITTED || op.extent.generation != op.lease.generation()
-                || Crc32c.of(op.destination.asSlice(0, length)) != op.extent.payloadCrc) {
+        long length = op.lease.lengthBytes();
+        // A short read (a truncated shard, crc null) fails the CRC like any other damage; so does an extent that was
+        // dropped or rewritten while its bytes were being verified.
+        if (crc == null || op.extent.state != ExtentState.COMMITTED || op.extent.generation != op.lease.generation()
+                || crc != op.extent.payloadCrc) {
             dropCorrupt(op.extent);
             op.future.fail(miss(SsdFailure.CHECKSUM_MISMATCH, "payload of " + op.lease.key() + " generation "
                     + op.lease.generation() + " failed its CRC32C: extent dropped"));
@@ -309,6 +371,15 @@ final class SsdReads {
     void close() {
         closed = true;
         leases.clear();
+    }
+
+    /** Runs {@code then} on the role thread once no verification is in flight (at once when none is). */
+    void afterVerifications(Runnable then) {
+        if (verifying == 0) {
+            then.run();
+        } else {
+            afterVerifications = then;
+        }
     }
 
     int activeLeases() {

@@ -34,6 +34,7 @@ public final class SsdSettings {
     public static final int REUSE_AWARE_CAPACITY_DEFAULT = 65_536;
     public static final int RECOVERY_SCAN_DEPTH_DEFAULT = 32;
     public static final boolean SYNC_WRITES_DEFAULT = false;
+    public static final int VERIFIER_THREADS_DEFAULT = 1;
 
     private Path directory;
     private int shardCount = SHARD_COUNT_DEFAULT;
@@ -50,6 +51,7 @@ public final class SsdSettings {
     private int reuseAwareCapacity = REUSE_AWARE_CAPACITY_DEFAULT;
     private int recoveryScanDepth = RECOVERY_SCAN_DEPTH_DEFAULT;
     private boolean syncWrites = SYNC_WRITES_DEFAULT;
+    private int verifierThreads = VERIFIER_THREADS_DEFAULT;
     private Ticker ticker = Ticker.SYSTEM;
     private SsdOperationObserver observer = SsdOperationObserver.NONE;
     private boolean writeFromSource;
@@ -184,7 +186,21 @@ public final class SsdSettings {
         s.reuseAwareCapacity(json.getInteger("reuseAwareCapacity", s.reuseAwareCapacity));
         s.recoveryScanDepth(json.getInteger("recoveryScanDepth", s.recoveryScanDepth));
         s.syncWrites(json.getBoolean("syncWrites", s.syncWrites));
+        s.verifierThreads(json.getInteger("verifierThreads", s.verifierThreads));
         return s;
+    }
+
+    /**
+     * Threads that verify read payloads (CRC32C of up to an extent per read) off the role thread, so that a 2 MiB
+     * checksum never runs on an event loop; 0 verifies on the role thread.
+     */
+    public SsdSettings verifierThreads(int verifierThreads) {
+        this.verifierThreads = verifierThreads;
+        return this;
+    }
+
+    public int verifierThreads() {
+        return verifierThreads;
     }
 
     /**
@@ -310,9 +326,9 @@ public final class SsdSettings {
         }
         if (writeQueueCapacity < 1 || writeStagingBuffers < 1 || restoreQueueCapacity < 1 || bounceBuffers < 0
                 || smallBlocks < 2 || reuseAwareCapacity < 1 || recoveryScanDepth < 1
-                || recoveryScanDepth >= smallBlocks) {
+                || recoveryScanDepth >= smallBlocks || verifierThreads < 0 || verifierThreads > 64) {
             throw new IllegalArgumentException("queue, buffer and scan sizes must be positive "
-                    + "(smallBlocks >= 2 and > recoveryScanDepth)");
+                    + "(smallBlocks >= 2 and > recoveryScanDepth; verifierThreads 0..64)");
         }
     }
 }

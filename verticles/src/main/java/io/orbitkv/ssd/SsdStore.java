@@ -14,6 +14,10 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -39,14 +43,16 @@ import org.slf4j.LoggerFactory;
  * before touching anything (the write chain alone runs its disk steps on the io_uring loop, see
  * {@link SsdCommitProtocol}). Nothing here blocks: queues are bounded, full ones drop (writes) or fail (reads) at once.
  *
- * <p><b>Ownership.</b> This object owns the io_uring instance (and through it the shard descriptors) and the
- * {@link SsdBuffers}; the parts above share them through {@link Parts} and own nothing themselves. The on-disk format
+ * <p><b>Ownership.</b> This object owns the io_uring instance (and through it the shard descriptors), the
+ * {@link SsdBuffers} and the verifier threads (read checksums, see {@link SsdReads}); the parts above share them
+ * through {@link Parts} and own nothing themselves. The on-disk format
  * and its crash argument live with the part that writes it: layout in {@link SsdLayout}, the commit protocol and
  * generations in {@link SsdCommitProtocol}, recovery in {@link SsdRecoveryScan}, verification in {@link SsdReads}.
  *
  * <p><b>Close.</b> Idempotent: queued writes are dropped ({@code CLOSED}), every indexed extent is reported removed
  * (cause CLOSED: the bytes stay on disk and come back on the next open), leases end, the io_uring instance closes
- * (in-flight I/O completes first), then the buffers are freed. Descriptors belong to the io_uring instance.
+ * (in-flight I/O completes first), then the buffers are freed; the close completes once the verifications in flight
+ * reported back and the verifier threads were told to stop. Descriptors belong to the io_uring instance.
  */
 public final class SsdStore {
 
@@ -54,7 +60,7 @@ public final class SsdStore {
 
     /** What the parts of one store share; the store owns each of them. */
     record Parts(SsdSettings settings, RoleLoop loop, IoUringFileIo io, SsdLayout layout, SsdIndex index,
-                 SsdBuffers buffers, SsdMetrics metrics) {}
+                 SsdBuffers buffers, SsdMetrics metrics, Executor verifier) {}
 
     private final SsdSettings settings;
     private final RoleLoop loop;
@@ -66,6 +72,7 @@ public final class SsdStore {
     // Set once by start(), on the role thread, before the store is handed out.
     private volatile IoUringFileIo io;
     private SsdBuffers buffers;
+    private ExecutorService verifier;
     private SsdRecoveryScan.Outcome recovered;
     private volatile double recoverySeconds;
     private SsdCommitProtocol writes;
@@ -151,7 +158,15 @@ public final class SsdStore {
                 .writeQueueCapacity(settings.writeStagingBuffers() + settings.smallBlocks() + 8)
                 .threadName("orbitkv-ssd-uring"));
         buffers = new SsdBuffers(settings);
-        Parts parts = new Parts(settings, loop, io, layout, index, buffers, metrics);
+        if (settings.verifierThreads() > 0) {
+            AtomicInteger threads = new AtomicInteger();
+            verifier = Executors.newFixedThreadPool(settings.verifierThreads(), runnable -> {
+                Thread thread = new Thread(runnable, "orbitkv-ssd-verify-" + threads.incrementAndGet());
+                thread.setDaemon(true);
+                return thread;
+            });
+        }
+        Parts parts = new Parts(settings, loop, io, layout, index, buffers, metrics, verifier);
         CompletableFuture<Void> started = new CompletableFuture<>();
         layout.openShards(io).whenComplete((ignored, failure) -> loop.execute(() -> {
             if (failure != null) {
@@ -361,14 +376,26 @@ public final class SsdStore {
         CompletableFuture<Void> ioClosed = uring == null ? CompletableFuture.completedFuture(null) : uring.closeAsync();
         // The completion hops of the last I/Os were queued on the role loop before closeAsync completed: freeing the
         // buffers in a task queued after them means no handler can touch freed memory.
+        // Verifications still running read only callers' destinations, never these buffers; the close completes once
+        // they reported back too, so no verifier hop arrives after it.
         ioClosed.whenComplete((ignored, failure) -> loop.execute(() -> {
             if (buffers != null) {
                 buffers.free();
             }
-            if (failure != null) {
-                closeFuture.completeExceptionally(unwrap(failure));
+            Runnable complete = () -> {
+                if (verifier != null) {
+                    verifier.shutdown();
+                }
+                if (failure != null) {
+                    closeFuture.completeExceptionally(unwrap(failure));
+                } else {
+                    closeFuture.complete(null);
+                }
+            };
+            if (reads != null) {
+                reads.afterVerifications(complete);
             } else {
-                closeFuture.complete(null);
+                complete.run();
             }
         }));
     }

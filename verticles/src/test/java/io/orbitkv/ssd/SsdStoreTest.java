@@ -34,6 +34,8 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** SsdStore on real files under /tmp (O_DIRECT capable), driven on its role thread. No sleeps. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
@@ -411,6 +413,40 @@ class SsdStoreTest {
             assertThat(SsdTesting.matches(destinations.getFirst(), length, 1)).isTrue();
             t.run(() -> t.store.release(lease));
             assertThat(t.stats().pinnedExtents()).isZero();
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(ints = {0, 1, 2})
+    void readsAreVerifiedOffTheRoleThreadUnlessConfiguredNot(int verifierThreads) throws Exception {
+        List<String> verifiedOn = new CopyOnWriteArrayList<>();
+        SsdSettings settings = SsdTesting.small(dir, 8).verifierThreads(verifierThreads)
+                .observer(new SsdOperationObserver() {
+                    @Override
+                    public void onReadVerified(long payloadBytes, long nanos) {
+                        verifiedOn.add(Thread.currentThread().getName());
+                    }
+                });
+        try (SsdTesting t = SsdTesting.open(settings)) {
+            for (long k = 0; k < 4; k++) {
+                assertThat(t.write(k, 60_000).committed()).isTrue();
+            }
+            for (long k = 0; k < 4; k++) {
+                long key = k;
+                SsdLease lease = t.call(() -> t.store.acquireLease(key(key), t.store.lookup(key(key)).generation()));
+                MemorySegment back = t.arena.allocate(64 << 10, 4096);
+                t.await(() -> t.store.readInto(lease, back));
+                t.run(() -> t.store.release(lease));
+                assertThat(SsdTesting.matches(back, 60_000, k)).isTrue();
+            }
+            assertThat(verifiedOn).hasSize(4).allSatisfy(name -> {
+                if (verifierThreads == 0) {
+                    assertThat(name).isEqualTo("ssd-test-role");
+                } else {
+                    assertThat(name).startsWith("orbitkv-ssd-verify-");
+                }
+            });
+            assertThat(t.stats().readsInFlight()).isZero();
         }
     }
 

@@ -9,6 +9,7 @@ import io.orbitkv.client.sim.SyntheticKv;
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.perf.BenchArgs;
 import io.orbitkv.perf.engine.InProcessManager;
+import io.orbitkv.perf.engine.SsdWriteBacklog;
 import io.orbitkv.perf.engine.TierCounters;
 import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.Bootstrap;
@@ -20,13 +21,13 @@ import io.vertx.core.json.JsonObject;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.management.ManagementFactory;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
 
 /**
  * {@code orbitkv bench cost-overhead}: the price of cost observation. One Manager (SSD tier on) runs the same workload
@@ -141,8 +142,8 @@ public final class CostOverheadBench {
                 MemorySegment engine = arena.allocate(s.pageBytes(), 4096);
                 SyntheticKv.fill(engine, 3, 0, 0);
                 Workload workload = new Workload(session, engine, SyntheticKv.chain(77 + s.seed(), s.prefixBlocks()),
-                        s.requeryEvery(), s.requeryDistance(), 1_000_000L * s.seed(), registry,
-                        Math.max(1, s.poolBytes() / s.pageBytes() / 4));
+                        s.requeryEvery(), s.requeryDistance(), 1_000_000L * s.seed(),
+                        new SsdWriteBacklog(registry, Math.max(1, s.poolBytes() / s.pageBytes() / 4)));
                 workload.publish(workload.prefix);
                 Side off = new Side("off", false, s.rounds());
                 Side on = new Side("on", true, s.rounds());
@@ -152,7 +153,7 @@ public final class CostOverheadBench {
                     workload.request();
                 }
                 cost.setObservationsEnabled(false);
-                drainSsd(registry, workload.sealedPages, 30);
+                workload.ssdBacklog.drain(workload.sealedPages, Duration.ofSeconds(30));
                 cost.drained().await(30, TimeUnit.SECONDS);
                 System.err.printf("cost-overhead: warm-up %d requests; pool %d pages, SSD %d extents, re-query distance %d%n",
                         s.warmupRequests(), s.poolBytes() / s.pageBytes(), s.ssdCapacityBytes() / (s.pageBytes() + 4096),
@@ -181,16 +182,14 @@ public final class CostOverheadBench {
         final int requeryEvery;
         final int requeryDistance;
         final long tailSeedBase;
-        final MeterRegistry registry;
-        final long maxSsdBacklog;
+        final SsdWriteBacklog ssdBacklog;
         long next;
         long sealedPages;
         long readyAnswers;
 
         Workload(EngineSession session, MemorySegment engine, List<ByteString> prefix, int requeryEvery,
-                 int requeryDistance, long tailSeedBase, MeterRegistry registry, long maxSsdBacklog) {
-            this.registry = registry;
-            this.maxSsdBacklog = maxSsdBacklog;
+                 int requeryDistance, long tailSeedBase, SsdWriteBacklog ssdBacklog) {
+            this.ssdBacklog = ssdBacklog;
             this.session = session;
             this.engine = engine;
             this.prefix = prefix;
@@ -216,14 +215,13 @@ public final class CostOverheadBench {
         }
 
         /**
-         * Keeps the pages sealed but not yet written (or dropped) by the SSD role below a quarter of the pool. A loaded
-         * machine can otherwise let the writer fall a whole pool behind, so DRAM evicts pages before they are copied
-         * (dropped as SOURCE_EVICTED) and the re-queried pages are on no tier: the run would observe no SSD read. Both
-         * sides wait alike; on a machine whose writer keeps up the wait never happens. Checked every 16 requests.
+         * Keeps the SSD write backlog under a quarter of the pool ({@link SsdWriteBacklog}: otherwise a loaded machine
+         * lets DRAM evict pages before the writer copies them and the re-queried pages come back from no tier). Both
+         * sides wait alike; checked every 16 requests.
          */
         void boundSsdBacklog() {
-            if (next % 16 == 0 && sealedPages - settledSsdWrites(registry) > maxSsdBacklog) {
-                drainSsd(registry, sealedPages - maxSsdBacklog / 2, 30);
+            if (next % 16 == 0) {
+                ssdBacklog.bound(sealedPages);
             }
         }
 
@@ -273,7 +271,7 @@ public final class CostOverheadBench {
             workload.request();
             latencies[i] = System.nanoTime() - t0;
         }
-        drainSsd(registry, workload.sealedPages, 30);
+        workload.ssdBacklog.drain(workload.sealedPages, Duration.ofSeconds(30));
         cost.drained().await(30, TimeUnit.SECONDS);
         Expected expected = Expected.of(TierCounters.read(registry).minus(tiersBefore), workload.readyAnswers - readyBefore,
                 side.observe);
@@ -304,27 +302,6 @@ public final class CostOverheadBench {
         String mismatch = expected.mismatch(observed);
         if (mismatch != null && side.mismatches.size() < 5) {
             side.mismatches.add("round " + (r + 1) + " (" + side.name + "): " + mismatch);
-        }
-    }
-
-    private static long settledSsdWrites(MeterRegistry registry) {
-        TierCounters t = TierCounters.read(registry);
-        return t.ssdWritesCommitted() + t.ssdWritesDropped();
-    }
-
-    /** Waits until {@code sealedPages} sealed pages have a terminal SSD outcome (committed or dropped). */
-    private static void drainSsd(MeterRegistry registry, long sealedPages, int timeoutSeconds) {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
-        while (true) {
-            TierCounters t = TierCounters.read(registry);
-            if (t.ssdWritesCommitted() + t.ssdWritesDropped() >= sealedPages) {
-                return;
-            }
-            if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("SSD writes did not drain: " + (t.ssdWritesCommitted() + t.ssdWritesDropped())
-                        + " of " + sealedPages + " sealed pages have a terminal outcome after " + timeoutSeconds + " s");
-            }
-            LockSupport.parkNanos(20_000);
         }
     }
 

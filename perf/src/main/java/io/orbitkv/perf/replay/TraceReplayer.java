@@ -4,6 +4,7 @@ import com.google.protobuf.ByteString;
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.perf.engine.InProcessManager;
 import io.orbitkv.perf.engine.SimulatedEngine;
+import io.orbitkv.perf.engine.SsdWriteBacklog;
 import io.orbitkv.perf.engine.TierCounters;
 import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.LatencyRecorder;
@@ -206,6 +207,11 @@ public final class TraceReplayer {
             // counters here: the model then apportions or leaves out the SSD transfer (and says which).
             java.util.function.LongSupplier ssdPagesRead = inProcess && options.ssd() && options.engines() == 1
                     ? () -> TierCounters.read(manager.manager().registry()).ssdPages() : null;
+            // In-process SSD tier: the replay waits while the SSD writer is more than a quarter of the pool behind, so a
+            // loaded machine cannot turn the run into one where DRAM evicts pages before they are written (the SSD tier
+            // would then hold nothing to hit on). A writer that keeps up never makes it wait; the count is reported.
+            SsdWriteBacklog ssdBacklog = inProcess && options.ssd()
+                    ? new SsdWriteBacklog(manager.manager().registry(), Math.max(1, capacityBlocks / 4)) : null;
             AtomicInteger next = new AtomicInteger();
             long start = System.nanoTime();
             List<Thread> threads = new ArrayList<>();
@@ -214,7 +220,7 @@ public final class TraceReplayer {
                 threads.add(Thread.ofPlatform().name("replay-engine").start(() -> {
                     try {
                         for (int i = next.getAndIncrement(); i < requests.size(); i = next.getAndIncrement()) {
-                            replayOne(options, requests.get(i), engine, start, counters, ssdPagesRead);
+                            replayOne(options, requests.get(i), engine, start, counters, ssdPagesRead, ssdBacklog);
                             int done = counters.completed.intValue();
                             if (done % 500 == 0) {
                                 progress.accept(String.format(Locale.ROOT, "replay: %d/%d requests, hit ratio so far %.1f%%",
@@ -232,6 +238,9 @@ public final class TraceReplayer {
             long elapsedNanos = System.nanoTime() - start;
             if (!failures.isEmpty()) {
                 throw new IllegalStateException("replay engine failed: " + failures.get(0), failures.get(0));
+            }
+            if (ssdBacklog != null) {
+                counters.ssdBacklogWaits.add(ssdBacklog.waits());
             }
             StatsReply after = engines.get(0).stats();
             // Background SSD writes of the last publishes may still be in flight: written/dropped are counted as of now.
@@ -288,6 +297,8 @@ public final class TraceReplayer {
         final LongAdder pendingPolls = new LongAdder();
         final LongAdder queryRefusals = new LongAdder();
         final LongAdder publishRefusals = new LongAdder();
+        /** Times the replay waited for the in-process Manager's SSD writer ({@link SsdWriteBacklog}). */
+        final LongAdder ssdBacklogWaits = new LongAdder();
         final LatencyRecorder timeToReady = LatencyRecorder.concurrent();
         final LatencyRecorder ttftNoCache = LatencyRecorder.concurrent();
         /** Per request, what the TTFT model needs; the model runs after the replay, once the SSD rate is known. */
@@ -301,7 +312,7 @@ public final class TraceReplayer {
     record RequestCost(long timeToReadyNanos, int readyBlocks, long ssdPages, long prefillNanos) {}
 
     static void replayOne(Options options, TraceRequest request, SimulatedEngine engine, long start, Counters counters,
-                          java.util.function.LongSupplier ssdPagesRead) {
+                          java.util.function.LongSupplier ssdPagesRead, SsdWriteBacklog ssdBacklog) {
         long arrival;
         if (options.speed() > 0) {
             arrival = start + (long) (request.timestampMs() * 1e6 / options.speed());
@@ -353,6 +364,9 @@ public final class TraceReplayer {
             counters.publishRefusals.increment();
         }
         counters.publishedPages.add(published.sealedPages());
+        if (ssdBacklog != null) {
+            ssdBacklog.bound(counters.publishedPages.sum());
+        }
         counters.publishedBytes.add(published.sealedBytes());
         counters.alreadyPresentPages.add(published.alreadyPresentPages());
         counters.completed.increment();
@@ -424,6 +438,7 @@ public final class TraceReplayer {
                 .figure("already_present_pages", c.alreadyPresentPages.sum())
                 .figure("verified_bytes", c.verifiedBytes.sum())
                 .figure("mismatched_pages", c.mismatchedPages.sum())
+                .figure("ssd_write_backlog_waits", c.ssdBacklogWaits.sum())
                 .figure("pending_polls", c.pendingPolls.sum())
                 .figure("query_refusals", c.queryRefusals.sum())
                 .figure("publish_refusals", c.publishRefusals.sum())
