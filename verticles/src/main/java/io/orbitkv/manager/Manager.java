@@ -255,7 +255,7 @@ public final class Manager implements AutoCloseable {
                     .orElse(null);
             io.orbitkv.peer.PeerVerticle peer = cluster == null || !config.peer().enabled() ? null
                     : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
-                            poolBytes, registry);
+                            poolBytes, registry, cost.proxy());
             // Peer evidence counts only for current members; peer routes are not executed by planning yet (the peer role
             // fetches on its own API; wiring its PeerExecutionOwner into planning is the next step).
             PlanningVerticle planning = new PlanningVerticle(PlanningVerticle.Settings.localOnly(config.ssd().enabled(),

@@ -7,6 +7,17 @@ import io.orbitkv.cluster.ClusterSettings;
 import io.orbitkv.cluster.MemberRecord;
 import io.orbitkv.cluster.MemberTable;
 import io.orbitkv.cluster.MembershipRole;
+import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.cost.CostEstimateKey;
+import io.orbitkv.cost.CostPath;
+import io.orbitkv.cost.CostProxy;
+import io.orbitkv.cost.ObservationOutcome;
+import io.orbitkv.cost.ObservationRecord;
+import io.orbitkv.cost.ObservedBytes;
+import io.orbitkv.cost.RepresentationFamily;
+import io.orbitkv.cost.ResourceId;
+import io.orbitkv.cost.ResourceKind;
+import io.orbitkv.cost.SizeBucket;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.protocol.peer.PeerGrant;
@@ -88,6 +99,7 @@ public final class PeerVerticle extends VerticleBase {
     public record Fetched(List<ImageStore.ImageRef> local, long bytes, List<Stage> stages) {}
 
     private final PeerSettings settings;
+    private final CostProxy cost;
     private final ClusterSettings cluster;
     private final MembershipRole membership;
     private final Path poolPath;
@@ -112,6 +124,13 @@ public final class PeerVerticle extends VerticleBase {
 
     public PeerVerticle(PeerSettings settings, ClusterSettings cluster, MembershipRole membership, Path poolPath,
                         long poolBytes, MeterRegistry registry) {
+        this(settings, cluster, membership, poolPath, poolBytes, registry, null);
+    }
+
+    /** With the cost role's proxy: peer fetch operation and complete-route samples keyed by the peer's incarnation. */
+    public PeerVerticle(PeerSettings settings, ClusterSettings cluster, MembershipRole membership, Path poolPath,
+                        long poolBytes, MeterRegistry registry, CostProxy cost) {
+        this.cost = cost;
         this.settings = settings;
         this.cluster = cluster;
         this.membership = membership;
@@ -458,6 +477,8 @@ public final class PeerVerticle extends VerticleBase {
         final List<StateKey> keys;
         final long deadline;
         final List<Stage> stages;
+        PeerOwner owner;
+        long startedNanos;
 
         Acquired(PeerTransferGrpcClient client, PeerGrant grant, long publishId, List<PeerTransport.Destination> destinations,
                  List<ImageStore.ImageRef> written, List<Integer> crcs, List<Long> lengths, List<StateKey> keys,
@@ -489,6 +510,16 @@ public final class PeerVerticle extends VerticleBase {
 
     private Future<Acquired> doAcquire(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
                                        long deadline) {
+        long started = System.nanoTime();
+        return doAcquire0(owner, namespace, keys, generations, deadline).map(a -> {
+            a.owner = owner;
+            a.startedNanos = started;
+            return a;
+        });
+    }
+
+    private Future<Acquired> doAcquire0(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
+                                        long deadline) {
         List<Stage> stages = new ArrayList<>(List.of(Stage.CANDIDATE));
         MemberRecord record = membership.members().get(owner.memberId());
         if (record == null || record.incarnation() != owner.incarnation()) {
@@ -571,9 +602,11 @@ public final class PeerVerticle extends VerticleBase {
 
     private Future<Fetched> doSubmit(Acquired a) {
         PeerGrant grant = a.grant;
+        long submitted = System.nanoTime();
         PeerTransport.Receive receive = transport.receive(grant.getTransferEndpoint(), grant.getLeaseId(),
                 grant.getTransferToken().toByteArray(), a.destinations, Duration.ofMillis(remainingMillis(a.deadline)));
         return receive.completion().transform(ar -> {
+            observe(a, CostPath.PEER_FETCH, ar.succeeded(), System.nanoTime() - submitted);
             if (ar.failed()) {
                 // fenced first (nothing more lands in the slots), then the slots go
                 return receive.fence().compose(v -> storage.abort(PEER_INSTANCE, a.publishId))
@@ -592,11 +625,30 @@ public final class PeerVerticle extends VerticleBase {
                             "the fetched bytes do not match the source's checksum: " + sealed.cause().getMessage()));
                 }
                 a.stages.add(Stage.READY);
+                observe(a, CostPath.PEER_HOST_READY_ROUTE, true, System.nanoTime() - a.startedNanos);
                 fetchedPages.increment(a.written.size());
                 long bytes = a.lengths.stream().mapToLong(Long::longValue).sum();
                 return Future.succeededFuture(new Fetched(List.copyOf(a.written), bytes, List.copyOf(a.stages)));
             });
         });
+    }
+
+    /** The cost key of a peer sample: the peer Manager at its incarnation, the bytes and pages of the lease. */
+    public static CostEstimateKey costKey(CostPath path, PeerOwner owner, long bytes, int pages) {
+        ResourceId peer = new ResourceId(ResourceKind.PEER_MANAGER, owner.memberId(), owner.incarnation());
+        return path == CostPath.PEER_FETCH
+                ? CostEstimateKey.operation(path, peer, RepresentationFamily.RAW, SizeBucket.of(bytes), SizeBucket.of(pages))
+                : CostEstimateKey.route(path, peer, RepresentationFamily.RAW, SizeBucket.of(bytes), SizeBucket.of(pages),
+                        CompletionTarget.hostReady());
+    }
+
+    private void observe(Acquired a, CostPath path, boolean succeeded, long nanos) {
+        if (cost == null || !cost.observationsEnabled() || a.owner == null) {
+            return;
+        }
+        long bytes = a.lengths.stream().mapToLong(Long::longValue).sum();
+        cost.report(ObservationRecord.of(costKey(path, a.owner, bytes, a.lengths.size()),
+                succeeded ? ObservationOutcome.SUCCEEDED : ObservationOutcome.FAILED, nanos, ObservedBytes.of(bytes, bytes)));
     }
 
     /** The budget this role gives an execution-owner acquisition (the planner's port carries none). */

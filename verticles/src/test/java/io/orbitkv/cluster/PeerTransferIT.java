@@ -16,6 +16,8 @@ import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.peer.TcpPeerTransport;
 import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.cost.CostEstimateResult;
+import io.orbitkv.cost.CostPath;
 import io.orbitkv.peer.PeerExecutionOwner;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.planning.PlannedPage;
@@ -96,7 +98,7 @@ class PeerTransferIT {
     @BeforeAll
     static void start() throws Exception {
         assumeTrue(LocalEtcd.installed(), "etcd is not installed (/usr/bin/etcd): install Debian's etcd-server");
-        ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
+        ClusterCertificates.create(dir.resolve("certs"), 3, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
         cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
                 "cluster.lease-ttl-s", "2", "cluster.prefix", "/orbitkv-peer-test", "ssd.enabled", "false",
                 "session.ttl-ms", "60000", "peer.port", String.valueOf(LocalEtcd.freePort()),
@@ -120,6 +122,7 @@ class PeerTransferIT {
         s.put("cluster.tls.key", dir.resolve("certs/manager-2.key").toString());
         s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
         s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
+        s.put("cost.observations", "true");
         Files.createDirectories(dir.resolve("manager-2"));
         requester = Manager.start(ManagerConfig.from(s)).await(120, TimeUnit.SECONDS);
         requesterPool = SharedMemoryFile.map(requester.poolPath(), 64L << 20);
@@ -251,6 +254,14 @@ class PeerTransferIT {
         assertThat(stats.openPublishes()).isZero();
         await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
         assertThat(sourceMetric("orbitkv_storage_pinned_images")).isIn(0.0, -1.0);
+        // Cost samples keyed by the peer Manager's incarnation: the fetch operation and the complete host-ready route.
+        for (CostPath path : List.of(CostPath.PEER_FETCH, CostPath.PEER_HOST_READY_ROUTE)) {
+            CostEstimateResult estimate = requester.cost().estimate(PeerVerticle.costKey(path, owner(), 4L * PAGE, 4))
+                    .await(10, TimeUnit.SECONDS);
+            assertThat(estimate instanceof CostEstimateResult.Usable
+                    || (estimate instanceof CostEstimateResult.Unavailable u && u.sampleCount() >= 1
+                    && u.reason() == CostEstimateResult.Reason.WARMING_UP)).as(path + ": " + estimate).isTrue();
+        }
     }
 
     @Test
@@ -416,6 +427,42 @@ class PeerTransferIT {
         await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
     }
 
+    @Test
+    @Order(4)
+    void aRequesterThatLeavesMembershipLosesItsLeasesAtOnce() throws Exception {
+        List<StateKey> keys = publish("theta", 2);
+        List<Long> generations = generations(keys);
+        double departedBefore = sourceMetric("orbitkv_peer_leases_departed_total");
+        // A third member (manager-3): its membership role alone, in this JVM, joined through the same etcd.
+        ClusterSettings settings = new ClusterSettings("manager-3", List.of(java.net.URI.create(cluster.etcd().endpoint())),
+                "/orbitkv-peer-test", 2, "127.0.0.1", 0, LocalEtcd.freePort(), List.of(),
+                dir.resolve("certs/ca.pem"), dir.resolve("certs/manager-3.pem"), dir.resolve("certs/manager-3.key"),
+                50, 1024, 1024, 0);
+        long incarnation = MemberRecord.newIncarnation(System.currentTimeMillis(), 12345);
+        Vertx vertx = Vertx.vertx();
+        try {
+            MembershipRole third = new MembershipRole(settings, incarnation, Map.of(), List.of(),
+                    new io.micrometer.core.instrument.simple.SimpleMeterRegistry());
+            String deployment = vertx.deployVerticle(third).await(30, TimeUnit.SECONDS);
+            await().atMost(SOON).until(() -> sourceMetric("orbitkv_cluster_members") == 3.0);
+            PeerTransferGrpcClient client = rawClient(vertx, "manager-3");
+            PeerReserveRequest.Builder r = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(namespace))
+                    .setSourceIncarnation(source.incarnation()).setRequesterIncarnation(incarnation).setLeaseMs(60_000);
+            for (int i = 0; i < keys.size(); i++) {
+                r.addKeys(PeerKey.newBuilder().setGroupId(0).setBlockHash(ByteString.copyFrom(keys.get(i).blockHash()))
+                        .setGeneration(generations.get(i)));
+            }
+            assertThat(client.reserve(r.build()).await(10, TimeUnit.SECONDS).hasGrant()).isTrue();
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isEqualTo(1.0);
+            vertx.undeploy(deployment).await(30, TimeUnit.SECONDS); // leaves: its member key's lease is revoked
+            // Long before the 60 s lease expiry, the source sees the departure and drops the pins.
+            await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+            assertThat(sourceMetric("orbitkv_peer_leases_departed_total")).isEqualTo(departedBefore + 1);
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+    }
+
     static void signal(String name) throws Exception {
         Process kill = new ProcessBuilder("kill", "-" + name, String.valueOf(source.pid())).inheritIO().start();
         assertThat(kill.waitFor(10, TimeUnit.SECONDS)).isTrue();
@@ -423,10 +470,14 @@ class PeerTransferIT {
     }
 
     static PeerTransferGrpcClient rawClient(Vertx vertx) {
+        return rawClient(vertx, "manager-2");
+    }
+
+    static PeerTransferGrpcClient rawClient(Vertx vertx, String member) {
         GrpcClient grpc = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
                 .setProtocolVersion(HttpVersion.HTTP_2).setVerifyHost(true)
-                .setKeyCertOptions(new PemKeyCertOptions().setCertPath(dir.resolve("certs/manager-2.pem").toString())
-                        .setKeyPath(dir.resolve("certs/manager-2.key").toString()))
+                .setKeyCertOptions(new PemKeyCertOptions().setCertPath(dir.resolve("certs/" + member + ".pem").toString())
+                        .setKeyPath(dir.resolve("certs/" + member + ".key").toString()))
                 .setTrustOptions(new PemTrustOptions().addCertPath(dir.resolve("certs/ca.pem").toString())));
         String endpoint = requester.membershipRole().orElseThrow().members().get(source.memberId()).endpoints().get("peer");
         return PeerTransferGrpcClient.create(grpc, SocketAddress.inetSocketAddress(
