@@ -27,6 +27,7 @@ public final class Benchmarks {
         register("load", io.orbitkv.perf.load.LoadBench::run);
         register("jmh", io.orbitkv.perf.jmh.JmhBench::run);
         register("replay", io.orbitkv.perf.replay.ReplayCommand::run);
+        register("gpu-restore", io.orbitkv.perf.gpu.GpuRestoreBench::run);
         register("ssd", args -> {
             try {
                 return io.orbitkv.perf.ssd.SsdBench.run(args);

@@ -1,6 +1,8 @@
 package io.orbitkv.admission;
 
 import io.orbitkv.recovery.RecoveryRules;
+import io.orbitkv.restore.RestoreCommands;
+import io.orbitkv.restore.RestoreTarget;
 import io.orbitkv.storage.ImageStore;
 import java.util.List;
 
@@ -36,13 +38,28 @@ public final class AdmissionCommands {
      * A demand the engine role has validated against the instance's registration (group set, page size, ranges,
      * hashes). {@code requestId} is null for the prefix form (SubmitQuery): such tickets have no revision history.
      * {@code maxWaitNanos} is -1 for "the configured waiting budget"; otherwise it is capped by it.
+     * {@code engineRestore} is null for an engine-local restore; otherwise READY means the Manager copied the pages
+     * into that destination (and released its sources).
      */
     public record DemandPlan(String requestId, long revision, long operationId, String tenant, RecoveryRules rules,
                              long validPrefixTokens, long selectedEndTokens, List<GroupPlan> groups,
                              long firstUseMicros, int priority, float confidence, long maxWaitNanos,
-                             boolean speculative) {
+                             boolean speculative, RestoreTarget engineRestore) {
         public DemandPlan {
             groups = List.copyOf(groups);
+        }
+
+        /** An engine-local demand (no Manager-executed restore). */
+        public DemandPlan(String requestId, long revision, long operationId, String tenant, RecoveryRules rules,
+                          long validPrefixTokens, long selectedEndTokens, List<GroupPlan> groups,
+                          long firstUseMicros, int priority, float confidence, long maxWaitNanos, boolean speculative) {
+            this(requestId, revision, operationId, tenant, rules, validPrefixTokens, selectedEndTokens, groups,
+                    firstUseMicros, priority, confidence, maxWaitNanos, speculative, null);
+        }
+
+        public DemandPlan withEngineRestore(RestoreTarget target) {
+            return new DemandPlan(requestId, revision, operationId, tenant, rules, validPrefixTokens, selectedEndTokens,
+                    groups, firstUseMicros, priority, confidence, maxWaitNanos, speculative, target);
         }
     }
 
@@ -67,7 +84,14 @@ public final class AdmissionCommands {
      */
     public record Outcome(long ticket, Status status, DemandState detail, long boundaryTokens, int pageSizeTokens,
                           long leaseId, List<LeasedGroup> leased, long revision, String requestId, long operationId,
-                          long retryAfterMicros) {
+                          long retryAfterMicros, RestoreCommands.Restored restored) {
+        public Outcome(long ticket, Status status, DemandState detail, long boundaryTokens, int pageSizeTokens,
+                       long leaseId, List<LeasedGroup> leased, long revision, String requestId, long operationId,
+                       long retryAfterMicros) {
+            this(ticket, status, detail, boundaryTokens, pageSizeTokens, leaseId, leased, revision, requestId,
+                    operationId, retryAfterMicros, null);
+        }
+
         /** Leading whole pages restored for every group (the prefix form's ready_blocks). */
         public int readyBlocks() {
             return pageSizeTokens == 0 ? 0 : (int) (boundaryTokens / pageSizeTokens);

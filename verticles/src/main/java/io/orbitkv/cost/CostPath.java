@@ -33,7 +33,11 @@ public enum CostPath {
      * Enqueue until the state is resident in local DRAM from a peer's SSD: the source stages its extent through its
      * own io_uring reads before the transfer, so it is kept apart from {@link #PEER_HOST_READY_ROUTE} (peer DRAM).
      */
-    PEER_SSD_HOST_READY_ROUTE(SampleKind.ROUTE);
+    PEER_SSD_HOST_READY_ROUTE(SampleKind.ROUTE),
+    /** One page copied by the Manager from its pool into an engine's registered destination (host region or device). */
+    RESTORE_COPY(SampleKind.OPERATION),
+    /** A Manager-executed restore, from execution to every copy terminal (completion target engine-restore). */
+    ENGINE_RESTORE_ROUTE(SampleKind.ROUTE);
 
     private final SampleKind sampleKind;
     private final String label;

@@ -1,5 +1,6 @@
 package io.orbitkv.engine;
 
+import io.orbitkv.admission.AdmissionCommands;
 import io.orbitkv.admission.AdmissionProxy;
 import io.orbitkv.admission.TenantShares;
 import io.orbitkv.common.OrbitException;
@@ -32,12 +33,16 @@ import io.orbitkv.protocol.engine.SubmitQueryRequest;
 import io.orbitkv.protocol.engine.UnregisterReply;
 import io.orbitkv.protocol.engine.UnregisterRequest;
 import io.orbitkv.recovery.RecoveryRules;
+import io.orbitkv.restore.RestoreCommands;
+import io.orbitkv.restore.RestoreProxy;
 import io.orbitkv.storage.ImageStore.ImageRef;
 import io.orbitkv.storage.StateKey;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -66,10 +71,20 @@ public final class EngineOperations {
     private final AdmissionProxy admission;
     private final StorageProxy storage;
     private final EngineMetrics metrics;
+    private final RestoreProxy restore;
+    /** Each instance's validated restore destinations (the restore role owns their mappings). */
+    private final Map<Long, Map<Integer, RestoreCommands.DestinationSpec>> destinations = new HashMap<>();
     private volatile int registeredInstances;
 
     EngineOperations(EngineSettings settings, Ticker ticker, AdmissionProxy admission, StorageProxy storage,
                      EngineMetrics metrics) {
+        this(settings, ticker, admission, storage, metrics, null);
+    }
+
+    /** {@code restore} null: no restore role (destinations are refused with ROUTE_UNAVAILABLE). */
+    EngineOperations(EngineSettings settings, Ticker ticker, AdmissionProxy admission, StorageProxy storage,
+                     EngineMetrics metrics, RestoreProxy restore) {
+        this.restore = restore;
         this.settings = settings;
         this.sessions = new SessionRegistry(ticker, settings.sessionTtlNanos(), settings.maxSessions(), 1);
         this.tombstones = new LeaseTombstones(ticker, settings.quarantineNanos(), MAX_LEASE_TOMBSTONES);
@@ -93,9 +108,54 @@ public final class EngineOperations {
     void sweep() {
         for (SessionRegistry.Instance lapsed : sessions.expire()) {
             registeredInstances = sessions.size();
-            cleanup.release(lapsed.id()).onFailure(e -> reportCleanupFailure("a lapsed session", e));
+            endSession(lapsed.id()).onFailure(e -> reportCleanupFailure("a lapsed session", e));
         }
         tombstones.expire();
+    }
+
+    /**
+     * A session ended: admission and storage release what it held ({@link SessionCleanup}), then the restore role,
+     * whose restores drained with the leases, unmaps its destinations.
+     */
+    private Future<SessionCleanup.Released> endSession(long instance) {
+        Map<Integer, RestoreCommands.DestinationSpec> mine = destinations.remove(instance);
+        Future<SessionCleanup.Released> released = cleanup.release(instance);
+        if (mine == null || restore == null) {
+            return released;
+        }
+        return released.transform(ar -> restore.releaseInstance(instance).transform(unmapped -> {
+            if (unmapped.failed()) {
+                reportCleanupFailure("restore destinations", unmapped.cause());
+            }
+            return ar.succeeded() ? Future.succeededFuture(ar.result()) : Future.failedFuture(ar.cause());
+        }));
+    }
+
+    /** Maps the instance's validated destinations in the restore role; on refusal the registration is undone. */
+    private Future<RegisterReply> withDestinations(SessionRegistry.Instance instance,
+                                                   List<RestoreCommands.DestinationSpec> specs, RegisterReply reply) {
+        if (specs.isEmpty()) {
+            return Future.succeededFuture(reply);
+        }
+        if (restore == null) {
+            undoRegistration(instance.id());
+            throw new OrbitException(ErrorReason.ROUTE_UNAVAILABLE, "this Manager runs no restore role");
+        }
+        return restore.registerDestinations(instance.id(), specs).transform(ar -> {
+            if (ar.failed()) {
+                undoRegistration(instance.id());
+                return Future.failedFuture(ar.cause());
+            }
+            Map<Integer, RestoreCommands.DestinationSpec> byId = new HashMap<>();
+            specs.forEach(spec -> byId.put(spec.id(), spec));
+            destinations.put(instance.id(), byId);
+            return Future.succeededFuture(reply);
+        });
+    }
+
+    private void undoRegistration(long instance) {
+        sessions.remove(instance);
+        registeredInstances = sessions.size();
     }
 
     private void reportCleanupFailure(String what, Throwable failure) {
@@ -112,12 +172,16 @@ public final class EngineOperations {
             throw new OrbitException(ErrorReason.INVALID_IDENTITY, "tenant must be 0..64 characters of [A-Za-z0-9._-]");
         }
         long ttlMillis = TimeUnit.NANOSECONDS.toMillis(settings.sessionTtlNanos());
+        Map<Integer, GroupSpec> groups = new HashMap<>();
+        request.getIdentity().getGroupsList().forEach(g -> groups.put(g.getGroupId(), g));
+        List<RestoreCommands.DestinationSpec> specs = RestoreDestinations.validate(request.getRestoreDestinationsList(), groups);
         long resumed = request.getResumeInstanceId();
         if (resumed == 0) {
             SessionRegistry.Instance instance = sessions.register(request.getIdentity(), request.getRole(),
                     request.getTenant(), rules);
             registeredInstances = sessions.size();
-            return Future.succeededFuture(EngineReplies.registered(instance, settings.poolPath(), settings.poolBytes(), ttlMillis));
+            return withDestinations(instance, specs,
+                    EngineReplies.registered(instance, settings.poolPath(), settings.poolBytes(), ttlMillis));
         }
         SessionRegistry.Instance old = sessions.beginResume(resumed);
         if (old == null) {
@@ -131,14 +195,15 @@ public final class EngineOperations {
         registeredInstances = sessions.size();
         // The old session ended: its holdings are released (quarantined) before the new epoch is handed out. A
         // cleanup failure is reported, and the resume goes on: the old session is over either way.
-        return cleanup.release(old.id()).transform(ar -> {
+        return endSession(old.id()).transform(ar -> {
             if (ar.failed()) {
                 reportCleanupFailure("a resumed session", ar.cause());
             }
             SessionRegistry.Instance instance = sessions.resume(resumed, request.getIdentity(), request.getRole(),
                     request.getTenant(), rules);
             registeredInstances = sessions.size();
-            return Future.succeededFuture(EngineReplies.registered(instance, settings.poolPath(), settings.poolBytes(), ttlMillis));
+            return withDestinations(instance, specs,
+                    EngineReplies.registered(instance, settings.poolPath(), settings.poolBytes(), ttlMillis));
         });
     }
 
@@ -147,7 +212,7 @@ public final class EngineOperations {
         SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
         sessions.remove(instance.id());
         registeredInstances = sessions.size();
-        return cleanup.release(instance.id()).onFailure(e -> reportCleanupFailure("an unregistered session", e))
+        return endSession(instance.id()).onFailure(e -> reportCleanupFailure("an unregistered session", e))
                 .map(released -> UnregisterReply.newBuilder().setReleasedLeases(released.leases())
                         .setCancelledQueries(released.queries()).setAbortedPublishes(released.abortedPublishes()).build());
     }
@@ -203,7 +268,11 @@ public final class EngineOperations {
 
     public Future<QueryReply> submitDemand(SubmitDemandRequest request) {
         SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
-        return admission.submit(instance.id(), requests.demandPlan(instance, request.getDemand())).map(EngineReplies::query);
+        AdmissionCommands.DemandPlan plan = requests.demandPlan(instance, request.getDemand());
+        if (request.getDemand().hasEngineRestore()) {
+            plan = plan.withEngineRestore(RestoreDestinations.target(request.getDemand(), destinations.get(instance.id())));
+        }
+        return admission.submit(instance.id(), plan).map(EngineReplies::query);
     }
 
     public Future<QueryReply> pollQuery(PollQueryRequest request) {

@@ -23,6 +23,9 @@ import io.orbitkv.storage.ImageStore.AllocateResult;
 import io.orbitkv.storage.ImageStore.ImageRef;
 import io.orbitkv.storage.ImageStore.SlotGrant;
 import io.orbitkv.storage.StorageCommands.StorageStats;
+import io.orbitkv.protocol.engine.RestoreOutcome;
+import io.orbitkv.protocol.engine.RestoreRouteAvailability;
+import io.orbitkv.restore.RestoreRoutes;
 import java.nio.file.Path;
 
 /** The engine API's replies built from the roles' records (engine.proto messages); pure mapping, no state. */
@@ -39,7 +42,18 @@ final class EngineReplies {
                 .setNamespaceId(ByteString.copyFrom(instance.namespace()))
                 .setPool(PoolMapping.newBuilder().setRegionId(POOL_REGION_ID).setPath(poolPath.toString()).setSizeBytes(poolBytes))
                 .setSessionTtlMillis(ttlMillis)
+                .addAllRestoreRoutes(restoreRoutes())
                 .build();
+    }
+
+    /** Every restore route with its availability and, when unavailable, the probe's cause. */
+    static java.util.List<RestoreRouteAvailability> restoreRoutes() {
+        java.util.List<RestoreRouteAvailability> routes = new java.util.ArrayList<>();
+        for (RestoreRoutes.RouteStatus status : RestoreRoutes.all()) {
+            routes.add(RestoreRouteAvailability.newBuilder().setRoute(status.route()).setAvailable(status.available())
+                    .setUnavailableCause(status.cause()).build());
+        }
+        return routes;
     }
 
     static AllocatePublishReply allocated(AllocateResult result) {
@@ -98,8 +112,9 @@ final class EngineReplies {
         if (outcome.requestId() != null) {
             reply.setRequestId(outcome.requestId());
         }
-        if (outcome.leaseId() != 0) {
+        if (outcome.leaseId() != 0 || outcome.restored() != null) {
             reply.setReadyBlocks(outcome.readyBlocks()).setBoundaryTokens(outcome.boundaryTokens());
+            boolean leasing = outcome.leaseId() != 0;
             Lease.Builder lease = Lease.newBuilder().setLeaseId(outcome.leaseId());
             for (LeasedGroup group : outcome.leased()) {
                 GroupSpans.Builder spans = GroupSpans.newBuilder().setGroupId(group.groupId());
@@ -107,7 +122,9 @@ final class EngineReplies {
                 int previous = -2;
                 for (int i = 0; i < group.positions().size(); i++) {
                     int position = group.positions().get(i);
-                    lease.addPages(leasedPage(group.groupId(), position, group.refs().get(i)));
+                    if (leasing) {
+                        lease.addPages(leasedPage(group.groupId(), position, group.refs().get(i)));
+                    }
                     if (position != previous + 1) {
                         if (runStart >= 0) {
                             spans.addSpans(BlockSpan.newBuilder().setStart(runStart).setEnd(previous + 1));
@@ -121,7 +138,13 @@ final class EngineReplies {
                 }
                 reply.addLeasedRanges(spans);
             }
-            reply.setLease(lease);
+            if (leasing) {
+                reply.setLease(lease);
+            }
+            if (outcome.restored() != null) {
+                reply.setRestore(RestoreOutcome.newBuilder().setRoute(outcome.restored().route())
+                        .setRestoredPages(outcome.restored().pages()).setRestoredBytes(outcome.restored().bytes()));
+            }
         }
         return reply.build();
     }

@@ -55,7 +55,7 @@ public final class EngineVerticle extends VerticleBase {
     public Future<?> start() {
         EngineMetrics metrics = new EngineMetrics(registry);
         EngineOperations operations = new EngineOperations(settings, ticker, new AdmissionProxy(vertx),
-                new StorageProxy(vertx), metrics);
+                new StorageProxy(vertx), metrics, new io.orbitkv.restore.RestoreProxy(vertx));
         Gauge.builder("orbitkv.instances", operations, EngineOperations::registeredInstances)
                 .description("Registered engine instances").register(registry);
         FunctionCounter.builder("orbitkv.lease.tombstones.dropped", operations, EngineOperations::droppedTombstones)

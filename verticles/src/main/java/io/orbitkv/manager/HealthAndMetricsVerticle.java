@@ -28,6 +28,19 @@ public final class HealthAndMetricsVerticle extends VerticleBase {
         return server.actualPort();
     }
 
+    /** Manager-executed restore routes: whether each can run here and, if not, the cause its probe kept. */
+    static io.vertx.core.json.JsonArray restoreRoutes() {
+        io.vertx.core.json.JsonArray routes = new io.vertx.core.json.JsonArray();
+        for (io.orbitkv.restore.RestoreRoutes.RouteStatus status : io.orbitkv.restore.RestoreRoutes.all()) {
+            JsonObject route = new JsonObject().put("route", status.route().name()).put("available", status.available());
+            if (!status.available()) {
+                route.put("cause", status.cause());
+            }
+            routes.add(route);
+        }
+        return routes;
+    }
+
     @Override
     public Future<?> start() {
         StorageProxy storage = new StorageProxy(vertx);
@@ -47,7 +60,8 @@ public final class HealthAndMetricsVerticle extends VerticleBase {
                         request.response().putHeader("content-type", "application/json").end(new JsonObject()
                                 .put("status", "UP").put("pool_bytes", ar.result().poolBytes())
                                 .put("pool_used_bytes", ar.result().usedBytes())
-                                .put("resident_images", ar.result().residentImages()).encode());
+                                .put("resident_images", ar.result().residentImages())
+                                .put("restore_routes", restoreRoutes()).encode());
                     } else {
                         request.response().setStatusCode(503).putHeader("content-type", "application/json")
                                 .end(new JsonObject().put("status", "DOWN").put("reason", "storage role not answering").encode());

@@ -13,6 +13,7 @@ import io.orbitkv.engine.EngineSettings;
 import io.orbitkv.engine.EngineToken;
 import io.orbitkv.engine.EngineVerticle;
 import io.orbitkv.nativeio.libc.Libc;
+import io.orbitkv.restore.RestoreVerticle;
 import io.orbitkv.ssd.SsdProxy;
 import io.orbitkv.ssd.SsdStats;
 import io.orbitkv.ssd.SsdVerticle;
@@ -42,8 +43,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One running Manager: its Vertx, its metrics registry, and its role verticles, started in dependency order
- * (cost → ssd → storage → admission → engine → health/metrics) and stopped in an order that drains each owner before
- * what it uses goes away ({@link #stop}).
+ * (cost → ssd → storage → restore → admission → engine → health/metrics) and stopped in an order that drains each
+ * owner before what it uses goes away ({@link #stop}).
  *
  * <p>Design note: each Manager owns its own Vertx and registry, so tests can run several in one JVM. Starting fails
  * (and releases what it made) before anything listens when the data directory or the pool cannot be created.
@@ -64,6 +65,7 @@ public final class Manager implements AutoCloseable {
         String cost;
         String ssd;
         String storage;
+        String restore;
         String admission;
         String engine;
         String health;
@@ -132,6 +134,14 @@ public final class Manager implements AutoCloseable {
 
     /** Starts a Manager on its own Vertx; the future fails with a clear cause, leaving nothing running. */
     public static Future<Manager> start(ManagerConfig config) {
+        return start(config, RestoreVerticle.CopyGate.OPEN);
+    }
+
+    /**
+     * Starts a Manager whose restore workers pass {@code restoreGate} before each copy batch: a test seam that lets
+     * a test hold copies in flight to observe admission and cancellation; {@link #start(ManagerConfig)} passes none.
+     */
+    public static Future<Manager> start(ManagerConfig config, RestoreVerticle.CopyGate restoreGate) {
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         long incarnation = new SecureRandom().nextLong() & Long.MAX_VALUE;
         Vertx vertx = newVertx(config.eventLoopThreads(), registry, "orbitkv-manager-" + Long.toHexString(incarnation));
@@ -188,6 +198,9 @@ public final class Manager implements AutoCloseable {
                     (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares())
                     .withAnsweredBounds(config.answered().perInstance(), config.answered().total()),
                     registry, Ticker.SYSTEM, cost.proxy(), dramPool);
+            RestoreVerticle restore = new RestoreVerticle(
+                    new RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate),
+                    registry, cost.proxy());
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             Deployments deployments = new Deployments();
@@ -195,6 +208,7 @@ public final class Manager implements AutoCloseable {
                     .compose(id -> ssd == null ? Future.succeededFuture(id)
                             : vertx.deployVerticle(ssd).onSuccess(ssdId -> deployments.ssd = ssdId))
                     .compose(id -> vertx.deployVerticle(storage)).onSuccess(id -> deployments.storage = id)
+                    .compose(id -> vertx.deployVerticle(restore)).onSuccess(id -> deployments.restore = id)
                     .compose(id -> vertx.deployVerticle(admission)).onSuccess(id -> deployments.admission = id)
                     .compose(id -> vertx.deployVerticle(engine)).onSuccess(id -> deployments.engine = id)
                     .compose(id -> vertx.deployVerticle(health)).onSuccess(id -> deployments.health = id)
@@ -301,7 +315,8 @@ public final class Manager implements AutoCloseable {
     /**
      * Stops in order, so that nothing is torn down under a part still using it: (1) the engine role refuses every call
      * with SHUTTING_DOWN and closes its doors; (2) the admission role withdraws its handlers, cancels every query and
-     * ends every lease (their in-flight work drains); (3) the storage role withdraws its handlers and waits for the
+     * ends every lease (their in-flight work drains); then the restore role drains the copies its workers submitted
+     * (they read pool slots) and withdraws its handlers; (3) the storage role withdraws its handlers and waits for the
      * reads it submitted to the SSD role; (4) the SSD role withdraws its handlers and drains: submitted reads and
      * writes complete (a write from the pool reads its slot until then), queued writes are dropped, committed extents
      * stay on disk; (5) only then is the pool unmapped and its file removed; (6) the cost role, then the Vertx.
@@ -323,6 +338,7 @@ public final class Manager implements AutoCloseable {
         Future<StopReport> ordered = before.compose(stats -> undeploy(deployments.health, "health", steps)
                 .compose(v -> undeploy(deployments.engine, "engine-refusing-and-closed", steps))
                 .compose(v -> undeploy(deployments.admission, "queries-cancelled-and-leases-ended", steps))
+                .compose(v -> undeploy(deployments.restore, "restore-copies-drained", steps))
                 .compose(v -> storage.quiesce().onSuccess(x -> steps.add("storage-quiesced")))
                 .compose(v -> undeploy(deployments.ssd, "ssd-drained", steps))
                 .compose(v -> undeploy(deployments.storage, "pool-unmapped", steps))

@@ -38,6 +38,13 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
     private final Map<String, String> overrides = new HashMap<>();
     private Path dataDir;
     private Manager manager;
+    private io.orbitkv.restore.RestoreVerticle.CopyGate restoreGate = io.orbitkv.restore.RestoreVerticle.CopyGate.OPEN;
+
+    /** Restore workers pass {@code gate} before each copy batch (to hold copies in flight). */
+    public RunningManager withRestoreGate(io.orbitkv.restore.RestoreVerticle.CopyGate gate) {
+        this.restoreGate = gate;
+        return this;
+    }
 
     /**
      * The system property through which the build runs the integration suite again with several event loops
@@ -79,7 +86,7 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         settings.put("metrics.port", "0");
         settings.put("ssd.capacity", "64MiB");
         settings.putAll(overrides);
-        manager = Manager.start(config(settings)).await(60, TimeUnit.SECONDS);
+        manager = Manager.start(config(settings), restoreGate).await(60, TimeUnit.SECONDS);
     }
 
     @Override
@@ -110,7 +117,7 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
         settings.put("ssd.capacity", "64MiB");
         settings.putAll(overrides);
         settings.putAll(more);
-        manager = Manager.start(config(settings)).await(60, TimeUnit.SECONDS);
+        manager = Manager.start(config(settings), restoreGate).await(60, TimeUnit.SECONDS);
         return manager;
     }
 
@@ -171,6 +178,18 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
             }
         }
         throw new AssertionError("metric " + nameAndLabels + " not found in scrape:\n" + body);
+    }
+
+    /** GET of a path on the metrics server (e.g. /health); fails unless 200. */
+    public String scrapePath(String path) throws Exception {
+        var client = java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1)
+                .connectTimeout(java.time.Duration.ofSeconds(5)).build();
+        var response = client.send(java.net.http.HttpRequest.newBuilder(
+                java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + path))
+                        .timeout(java.time.Duration.ofSeconds(20)).build(),
+                java.net.http.HttpResponse.BodyHandlers.ofString());
+        assertThat(response.statusCode()).isEqualTo(200);
+        return response.body();
     }
 
     public String scrape() throws Exception {

@@ -1,0 +1,582 @@
+package io.orbitkv.restore;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.common.LocalCodec;
+import io.orbitkv.common.OrbitException;
+import io.orbitkv.common.RoleProxies;
+import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.cost.CostEstimateKey;
+import io.orbitkv.cost.CostPath;
+import io.orbitkv.cost.CostProxy;
+import io.orbitkv.cost.ObservationOutcome;
+import io.orbitkv.cost.ObservationRecord;
+import io.orbitkv.cost.ObservedBytes;
+import io.orbitkv.cost.RepresentationFamily;
+import io.orbitkv.cost.ResourceId;
+import io.orbitkv.cost.ResourceKind;
+import io.orbitkv.cost.SizeBucket;
+import io.orbitkv.nativeio.cuda.CudaRuntime;
+import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.orbitkv.protocol.engine.ErrorReason;
+import io.orbitkv.protocol.engine.RestoreRoute;
+import io.orbitkv.restore.RestoreCommands.BatchDone;
+import io.orbitkv.restore.RestoreCommands.CopyBatch;
+import io.orbitkv.restore.RestoreCommands.DestinationKind;
+import io.orbitkv.restore.RestoreCommands.DestinationSpec;
+import io.orbitkv.restore.RestoreCommands.Execute;
+import io.orbitkv.restore.RestoreCommands.GroupLayout;
+import io.orbitkv.restore.RestoreCommands.LaneStats;
+import io.orbitkv.restore.RestoreCommands.Restored;
+import io.orbitkv.restore.RestoreCommands.RestoreStats;
+import io.orbitkv.restore.RestoreCommands.SourcePage;
+import io.vertx.core.DeploymentOptions;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import io.vertx.core.ThreadingModel;
+import io.vertx.core.VerticleBase;
+import io.vertx.core.eventbus.DeliveryOptions;
+import io.vertx.core.eventbus.EventBus;
+import io.vertx.core.eventbus.MessageConsumer;
+import java.nio.file.Path;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+
+/**
+ * The restore role: executes Manager-side restore plans (completion target engine-restore) into destinations engines
+ * registered, one device lane at a time.
+ *
+ * <h2>Ownership</h2>
+ * The role maps the pool itself (read side of the copies; pinned with {@code cudaHostRegister} when CUDA is
+ * available) and owns every destination mapping: host regions it mapped after checking them ({@link HostRegions}),
+ * CUDA IPC imports done on a device worker's thread. A destination is unmapped only when its instance is released and
+ * every restore into it is terminal. The sources are the caller's: admission holds the lease on the pool pages and
+ * ends it only after {@link RestoreProxy#execute}'s future completed, which is after every submitted copy is terminal.
+ *
+ * <h2>Plans and admission</h2>
+ * An {@link Execute} becomes one plan bound to one device lane (the destination's: the host lane or {@code cuda:N}):
+ * its copies (pool slot → destination page) are submitted in batches to that lane's worker verticle, each copy taking
+ * a credit of the lane's {@link DeviceAdmission} (128 in flight) that is returned when the batch answers (every copy
+ * in it terminal). Plans waiting for credits queue per lane and take turns batch by batch.
+ *
+ * <h2>Cancellation, failure, completion</h2>
+ * {@link RestoreProxy#cancel} stops submitting a plan's queued copies; its submitted copies drain; its future then
+ * fails {@code RESTORE_FAILED} ("cancelled"). A failed copy stops the plan the same way. A plan completes (success or
+ * failure) only when nothing of it is in flight. Each copy is observed (RESTORE_COPY on the lane's device) and each
+ * complete route from execute to terminal (ENGINE_RESTORE_ROUTE, completion target engine-restore on that device).
+ *
+ * <p>Concurrency: all state is confined to this verticle's event loop; workers answer on it. Nothing here blocks:
+ * mapping, pinning and unmapping run through {@code executeBlocking}, copies on the workers.
+ */
+public final class RestoreVerticle extends VerticleBase {
+    /** Test seam: runs on a device worker's thread before each batch (a test holds it to observe copies in flight). */
+    @FunctionalInterface
+    public interface CopyGate {
+        CopyGate OPEN = () -> { };
+
+        void beforeBatch() throws InterruptedException;
+    }
+
+    /**
+     * @param maxInFlightPerDevice copy operations in flight per device (the design's 128)
+     * @param batchCopies          copies one worker batch carries at most
+     */
+    public record Settings(Path poolPath, long poolBytes, int maxInFlightPerDevice, int batchCopies, long incarnation,
+                           CopyGate gate) {
+        public Settings(Path poolPath, long poolBytes, long incarnation) {
+            this(poolPath, poolBytes, DeviceAdmission.DEFAULT_MAX_IN_FLIGHT, 16, incarnation, CopyGate.OPEN);
+        }
+
+        public Settings withGate(CopyGate gate) {
+            return new Settings(poolPath, poolBytes, maxInFlightPerDevice, batchCopies, incarnation, gate);
+        }
+    }
+
+    private record ExecutionKey(long instance, long ticket) {}
+
+    private final class Lane {
+        final String name;
+        final int cudaDevice;
+        final DeviceAdmission admission;
+        final ArrayDeque<Execution> queue = new ArrayDeque<>();
+        final ResourceId resource;
+        String deploymentId;
+
+        Lane(String name, int cudaDevice) {
+            this.name = name;
+            this.cudaDevice = cudaDevice;
+            this.admission = new DeviceAdmission(settings.maxInFlightPerDevice());
+            this.resource = new ResourceId(cudaDevice < 0 ? ResourceKind.DRAM_POOL : ResourceKind.GPU_DEVICE,
+                    cudaDevice < 0 ? "engine-host-memory" : name, settings.incarnation());
+        }
+
+        String address() {
+            return DeviceWorkerVerticle.address(name);
+        }
+
+        int queuedCopies() {
+            int queued = 0;
+            for (Execution e : queue) {
+                queued += e.copies() - e.next;
+            }
+            return queued;
+        }
+    }
+
+    private static final class Destination {
+        final DestinationSpec spec;
+        SharedMemoryFile hostRegion;
+        long deviceBase;
+        int activeRestores;
+        Promise<Void> drained;
+
+        Destination(DestinationSpec spec) {
+            this.spec = spec;
+        }
+    }
+
+    private static final class Execution {
+        final ExecutionKey key;
+        final Lane lane;
+        final Destination destination;
+        final RestoreRoute route;
+        final long[] sources;
+        final long[] targets;
+        final long[] lengths;
+        final long bytes;
+        final long startNanos;
+        final Promise<Restored> done = Promise.promise();
+        int next;
+        int inFlight;
+        int completed;
+        boolean cancelled;
+        Throwable failure;
+
+        Execution(ExecutionKey key, Lane lane, Destination destination, RestoreRoute route, long[] sources,
+                  long[] targets, long[] lengths, long startNanos) {
+            this.key = key;
+            this.lane = lane;
+            this.destination = destination;
+            this.route = route;
+            this.sources = sources;
+            this.targets = targets;
+            this.lengths = lengths;
+            this.bytes = Arrays.stream(lengths).sum();
+            this.startNanos = startNanos;
+        }
+
+        int copies() {
+            return lengths.length;
+        }
+
+        boolean stopped() {
+            return cancelled || failure != null;
+        }
+    }
+
+    private final Settings settings;
+    private final MeterRegistry registry;
+    private final CostProxy cost;
+    private final Map<String, Lane> lanes = new LinkedHashMap<>();
+    private final Map<Long, Map<Integer, Destination>> destinations = new HashMap<>();
+    private final Map<ExecutionKey, Execution> executions = new HashMap<>();
+    private final List<MessageConsumer<?>> consumers = new ArrayList<>();
+    private final DeliveryOptions local = new DeliveryOptions().setLocalOnly(true).setSendTimeout(Long.MAX_VALUE / 2);
+    private SharedMemoryFile pool;
+    private CudaRuntime.HostRegistration pinnedPool;
+    private Counter copiesDone;
+    private Counter copiesFailed;
+    private final Map<String, Counter> restoresByOutcome = new HashMap<>();
+
+    /** {@code cost} may be null (no observation). */
+    public RestoreVerticle(Settings settings, MeterRegistry registry, CostProxy cost) {
+        this.settings = settings;
+        this.registry = registry;
+        this.cost = cost;
+    }
+
+    @Override
+    public Future<?> start() {
+        LocalCodec.register(vertx, RestoreCommands.MESSAGE_TYPES.toArray(Class<?>[]::new));
+        lanes.put("host", new Lane("host", -1));
+        for (int device = 0; device < CudaRuntime.deviceCount(); device++) {
+            lanes.put("cuda:" + device, new Lane("cuda:" + device, device));
+        }
+        copiesDone = Counter.builder("orbitkv.restore.copies").tag("outcome", "completed")
+                .description("Manager-executed restore copies by outcome").register(registry);
+        copiesFailed = Counter.builder("orbitkv.restore.copies").tag("outcome", "failed")
+                .description("Manager-executed restore copies by outcome").register(registry);
+        for (String outcome : List.of("ready", "cancelled", "failed")) {
+            restoresByOutcome.put(outcome, Counter.builder("orbitkv.restore.restores").tag("outcome", outcome)
+                    .description("Manager-executed restores by outcome").register(registry));
+        }
+        for (Lane lane : lanes.values()) {
+            Gauge.builder("orbitkv.restore.in.flight", lane, l -> l.admission.inFlight()).tag("device", lane.name)
+                    .description("Restore copies submitted to the device and not yet terminal").register(registry);
+        }
+        return vertx.executeBlocking(() -> {
+            SharedMemoryFile mapped = SharedMemoryFile.map(settings.poolPath(), settings.poolBytes());
+            if (CudaRuntime.isAvailable()) {
+                try {
+                    pinnedPool = CudaRuntime.registerHost(mapped.segment());
+                } catch (RuntimeException e) {
+                    mapped.close();
+                    throw e;
+                }
+            }
+            return mapped;
+        }).compose(mapped -> {
+            pool = mapped;
+            Future<?> deployed = Future.succeededFuture();
+            for (Lane lane : lanes.values()) {
+                deployed = deployed.compose(v -> vertx.deployVerticle(
+                        new DeviceWorkerVerticle(lane.address(), lane.cudaDevice, settings.gate()),
+                        new DeploymentOptions().setThreadingModel(ThreadingModel.WORKER)).onSuccess(id -> lane.deploymentId = id));
+            }
+            return deployed;
+        }).onSuccess(v -> serveAll());
+    }
+
+    private void serveAll() {
+        EventBus bus = vertx.eventBus();
+        serve(bus, RestoreProxy.REGISTER, this::register);
+        serve(bus, RestoreProxy.EXECUTE, this::execute);
+        serve(bus, RestoreProxy.CANCEL, (RestoreCommands.Cancel c) -> {
+            cancel(c.instance(), c.ticket());
+            return Future.succeededFuture(Boolean.TRUE);
+        });
+        serve(bus, RestoreProxy.RELEASE_INSTANCE, (RestoreCommands.ReleaseInstance c) -> releaseInstance(c.instance()));
+        serve(bus, RestoreProxy.STATS, (RestoreCommands.GetStats c) -> Future.succeededFuture(stats()));
+    }
+
+    private <C, R> void serve(EventBus bus, String address, Function<C, Future<R>> handler) {
+        consumers.add(RoleProxies.serve(bus, address, handler));
+    }
+
+    // ---- destinations ----
+
+    private Future<RestoreCommands.Registered> register(RestoreCommands.RegisterDestinations command) {
+        Future<Integer> previous = destinations.containsKey(command.instance())
+                ? releaseInstance(command.instance()) : Future.succeededFuture(0);
+        return previous.compose(n -> {
+            List<Future<Destination>> mapped = new ArrayList<>();
+            for (DestinationSpec spec : command.destinations()) {
+                mapped.add(open(spec));
+            }
+            return Future.join(mapped).transform(ar -> {
+                Map<Integer, Destination> opened = new HashMap<>();
+                Throwable firstFailure = null;
+                for (Future<Destination> f : mapped) {
+                    if (f.succeeded()) {
+                        opened.put(f.result().spec.id(), f.result());
+                    } else if (firstFailure == null) {
+                        firstFailure = f.cause();
+                    }
+                }
+                if (firstFailure != null) {
+                    // All or nothing: what did open is closed again.
+                    Throwable failure = firstFailure;
+                    return Future.join(opened.values().stream().map(this::close).toList())
+                            .transform(x -> Future.failedFuture(failure));
+                }
+                if (!opened.isEmpty()) {
+                    destinations.put(command.instance(), opened);
+                }
+                return Future.succeededFuture(new RestoreCommands.Registered(RestoreRoutes.all()));
+            });
+        });
+    }
+
+    private Future<Destination> open(DestinationSpec spec) {
+        Destination destination = new Destination(spec);
+        if (spec.kind() == DestinationKind.HOST_REGION) {
+            return vertx.executeBlocking(() -> HostRegions.map(spec.hostPath(), spec.sizeBytes())).map(region -> {
+                destination.hostRegion = region;
+                return destination;
+            });
+        }
+        Lane lane = lanes.get("cuda:" + spec.cudaDevice());
+        if (lane == null) {
+            // CUDA unavailable (or no such device): kept, but its route is refused at execution with the cause.
+            return Future.succeededFuture(destination);
+        }
+        return RoleProxies.<Long>request(vertx.eventBus(), lane.address(), new RestoreCommands.ImportIpc(spec.ipcHandle()), local)
+                .recover(e -> Future.failedFuture(new OrbitException(ErrorReason.INVALID_DESTINATION,
+                        "CUDA IPC import failed: " + e.getMessage())))
+                .map(address -> {
+                    destination.deviceBase = address;
+                    return destination;
+                });
+    }
+
+    private Future<Void> close(Destination destination) {
+        if (destination.hostRegion != null) {
+            SharedMemoryFile region = destination.hostRegion;
+            destination.hostRegion = null;
+            return vertx.executeBlocking(() -> {
+                region.close();
+                return null;
+            });
+        }
+        if (destination.deviceBase != 0) {
+            long address = destination.deviceBase;
+            destination.deviceBase = 0;
+            return RoleProxies.<Boolean>request(vertx.eventBus(), lanes.get("cuda:" + destination.spec.cudaDevice()).address(),
+                    new RestoreCommands.CloseIpc(address), local).mapEmpty();
+        }
+        return Future.succeededFuture();
+    }
+
+    /** Cancels the instance's restores, waits for them to drain, then unmaps its destinations. */
+    private Future<Integer> releaseInstance(long instance) {
+        Map<Integer, Destination> mine = destinations.remove(instance);
+        for (Execution e : List.copyOf(executions.values())) {
+            if (e.key.instance() == instance) {
+                cancel(instance, e.key.ticket());
+            }
+        }
+        if (mine == null) {
+            return Future.succeededFuture(0);
+        }
+        List<Future<Void>> closed = new ArrayList<>();
+        for (Destination destination : mine.values()) {
+            Future<Void> idle;
+            if (destination.activeRestores == 0) {
+                idle = Future.succeededFuture();
+            } else {
+                destination.drained = Promise.promise();
+                idle = destination.drained.future();
+            }
+            closed.add(idle.compose(v -> close(destination)));
+        }
+        return Future.join(closed).map(v -> mine.size());
+    }
+
+    // ---- execution ----
+
+    private Future<Restored> execute(Execute command) {
+        Map<Integer, Destination> mine = destinations.get(command.instance());
+        Destination destination = mine == null ? null : mine.get(command.target().destinationId());
+        if (destination == null) {
+            throw new OrbitException(ErrorReason.UNKNOWN_DESTINATION, "no restore destination "
+                    + Integer.toUnsignedString(command.target().destinationId()) + " registered by this instance");
+        }
+        RestoreRoute route = command.target().route();
+        RestoreRoutes.RouteStatus status = RestoreRoutes.of(route);
+        if (!status.available()) {
+            throw new OrbitException(ErrorReason.ROUTE_UNAVAILABLE, route + " cannot run on this Manager: " + status.cause());
+        }
+        Lane lane = route == RestoreRoute.HOST_REGION ? lanes.get("host") : lanes.get("cuda:" + destination.spec.cudaDevice());
+        boolean executable = switch (route) {
+            case HOST_REGION -> destination.hostRegion != null;
+            case CUDA_IPC -> destination.deviceBase != 0 && lane != null;
+            default -> false;
+        };
+        if (!executable) {
+            throw new OrbitException(ErrorReason.ROUTE_UNAVAILABLE, route + " cannot restore into destination "
+                    + Integer.toUnsignedString(destination.spec.id()) + " (a " + destination.spec.kind() + " destination)");
+        }
+        ExecutionKey key = new ExecutionKey(command.instance(), command.ticket());
+        if (executions.containsKey(key)) {
+            throw new IllegalStateException("a restore of this ticket is already running");
+        }
+        int n = command.sources().size();
+        long[] sources = new long[n];
+        long[] targets = new long[n];
+        long[] lengths = new long[n];
+        for (int i = 0; i < n; i++) {
+            SourcePage page = command.sources().get(i);
+            RestoreTarget.GroupPages pages = command.target().group(page.groupId());
+            GroupLayout layout = destination.spec.layout(page.groupId());
+            int index = pages == null ? -1 : pages.pageIndexOf(page.position());
+            if (layout == null || index < 0 || index >= layout.pageCount() || page.lengthBytes() > layout.pageBytes()) {
+                throw new OrbitException(ErrorReason.INVALID_DESTINATION, "group " + page.groupId() + " position "
+                        + page.position() + " has no destination page in destination " + destination.spec.id());
+            }
+            sources[i] = page.poolOffset();
+            targets[i] = layout.offsetOf(index);
+            lengths[i] = page.lengthBytes();
+        }
+        Execution execution = new Execution(key, lane, destination, route, sources, targets, lengths, System.nanoTime());
+        executions.put(key, execution);
+        destination.activeRestores++;
+        lane.queue.addLast(execution);
+        pump(lane);
+        maybeFinish(execution);
+        return execution.done.future();
+    }
+
+    private void pump(Lane lane) {
+        while (!lane.queue.isEmpty()) {
+            Execution e = lane.queue.peekFirst();
+            int remaining = e.copies() - e.next;
+            if (remaining == 0 || e.stopped()) {
+                lane.queue.pollFirst();
+                continue;
+            }
+            int granted = lane.admission.acquire(Math.min(remaining, settings.batchCopies()));
+            if (granted == 0) {
+                return;
+            }
+            int from = e.next;
+            e.next += granted;
+            e.inFlight += granted;
+            lane.queue.pollFirst();
+            if (e.next < e.copies()) {
+                lane.queue.addLast(e);
+            }
+            CopyBatch batch = new CopyBatch(pinnedPool != null ? pinnedPool.segment() : pool.segment(),
+                    e.destination.hostRegion == null ? null : e.destination.hostRegion.segment(),
+                    e.destination.deviceBase, lane.cudaDevice,
+                    Arrays.copyOfRange(e.sources, from, from + granted), Arrays.copyOfRange(e.targets, from, from + granted),
+                    Arrays.copyOfRange(e.lengths, from, from + granted));
+            RoleProxies.<BatchDone>request(vertx.eventBus(), lane.address(), batch, local)
+                    .onComplete(ar -> onBatchDone(lane, e, batch, granted, ar.succeeded() ? ar.result()
+                            : new BatchDone(0, new long[granted], ar.cause())));
+        }
+    }
+
+    private void onBatchDone(Lane lane, Execution e, CopyBatch batch, int granted, BatchDone done) {
+        lane.admission.release(granted);
+        e.inFlight -= granted;
+        e.completed += done.completed();
+        copiesDone.increment(done.completed());
+        for (int i = 0; i < done.completed(); i++) {
+            observeCopy(lane, batch.lengths()[i], done.copyNanos()[i], ObservationOutcome.SUCCEEDED);
+        }
+        if (done.failure() != null) {
+            copiesFailed.increment(granted - done.completed());
+            if (e.failure == null) {
+                e.failure = done.failure();
+            }
+        }
+        maybeFinish(e);
+        pump(lane);
+    }
+
+    private void cancel(long instance, long ticket) {
+        Execution e = executions.get(new ExecutionKey(instance, ticket));
+        if (e == null || e.cancelled) {
+            return;
+        }
+        e.cancelled = true;
+        e.lane.queue.remove(e);
+        maybeFinish(e);
+    }
+
+    private void maybeFinish(Execution e) {
+        boolean terminal = e.inFlight == 0 && (e.stopped() || e.completed == e.copies());
+        if (!terminal || executions.get(e.key) != e) {
+            return;
+        }
+        executions.remove(e.key);
+        e.lane.queue.remove(e);
+        Destination destination = e.destination;
+        destination.activeRestores--;
+        if (destination.activeRestores == 0 && destination.drained != null) {
+            destination.drained.complete();
+        }
+        long elapsed = System.nanoTime() - e.startNanos;
+        if (e.failure == null && !e.cancelled) {
+            restoresByOutcome.get("ready").increment();
+            observeRoute(e, ObservationOutcome.SUCCEEDED, elapsed);
+            e.done.complete(new Restored(e.route, e.copies(), e.bytes));
+        } else if (e.failure != null) {
+            restoresByOutcome.get("failed").increment();
+            observeRoute(e, ObservationOutcome.FAILED, elapsed);
+            e.done.fail(new OrbitException(ErrorReason.RESTORE_FAILED, e.completed + " of " + e.copies()
+                    + " copies completed before a copy failed: " + e.failure.getClass().getSimpleName()));
+        } else {
+            restoresByOutcome.get("cancelled").increment();
+            observeRoute(e, ObservationOutcome.CANCELLED, elapsed);
+            e.done.fail(new OrbitException(ErrorReason.RESTORE_FAILED, "cancelled after " + e.completed + " of "
+                    + e.copies() + " copies; every submitted copy drained"));
+        }
+    }
+
+    // ---- observation ----
+
+    private void observeCopy(Lane lane, long bytes, long nanos, ObservationOutcome outcome) {
+        if (cost == null || !cost.observationsEnabled()) {
+            return;
+        }
+        CostEstimateKey key = CostEstimateKey.operation(CostPath.RESTORE_COPY, lane.resource, RepresentationFamily.RAW,
+                SizeBucket.of(bytes), SizeBucket.of(1));
+        cost.report(ObservationRecord.of(key, outcome, nanos, ObservedBytes.of(bytes, bytes)));
+    }
+
+    private void observeRoute(Execution e, ObservationOutcome outcome, long nanos) {
+        if (cost == null || !cost.observationsEnabled()) {
+            return;
+        }
+        CostEstimateKey key = CostEstimateKey.route(CostPath.ENGINE_RESTORE_ROUTE, e.lane.resource,
+                RepresentationFamily.RAW, SizeBucket.of(e.bytes), SizeBucket.of(e.copies()),
+                CompletionTarget.engineRestore(e.lane.resource));
+        cost.report(ObservationRecord.of(key, outcome, nanos, ObservedBytes.logicalOnly(e.bytes)));
+    }
+
+    // ---- stats ----
+
+    private RestoreStats stats() {
+        List<LaneStats> laneStats = new ArrayList<>();
+        for (Lane lane : lanes.values()) {
+            laneStats.add(new LaneStats(lane.name, lane.admission.inFlight(), lane.admission.peakInFlight(),
+                    lane.admission.maxInFlight(), lane.queuedCopies(), lane.admission.completed()));
+        }
+        int cancelling = 0;
+        for (Execution e : executions.values()) {
+            if (e.cancelled) {
+                cancelling++;
+            }
+        }
+        int mapped = 0;
+        for (Map<Integer, Destination> mine : destinations.values()) {
+            for (Destination d : mine.values()) {
+                if (d.hostRegion != null) {
+                    mapped++;
+                }
+            }
+        }
+        return new RestoreStats(List.copyOf(laneStats), executions.size(), cancelling, mapped, RestoreRoutes.all());
+    }
+
+    @Override
+    public Future<?> stop() {
+        for (MessageConsumer<?> consumer : consumers) {
+            consumer.unregister();
+        }
+        RoleProxies.withdrawAll(context);
+        // Ordered stop: every plan is cancelled (nothing more is submitted) and its submitted copies drain before the
+        // host regions and the pool mapping they read and write are unmapped. Workers are undeployed by Vert.x after
+        // this verticle (children).
+        List<Future<Restored>> draining = new ArrayList<>();
+        for (Execution e : List.copyOf(executions.values())) {
+            draining.add(e.done.future());
+            cancel(e.key.instance(), e.key.ticket());
+        }
+        List<Destination> all = new ArrayList<>();
+        destinations.values().forEach(m -> all.addAll(m.values()));
+        destinations.clear();
+        return Future.join(draining).otherwiseEmpty().compose(v -> vertx.executeBlocking(() -> {
+            for (Destination d : all) {
+                if (d.hostRegion != null) {
+                    d.hostRegion.close();
+                }
+            }
+            if (pinnedPool != null) {
+                pinnedPool.close();
+            }
+            if (pool != null) {
+                pool.close();
+            }
+            return null;
+        }));
+    }
+}
