@@ -32,5 +32,17 @@ need_maven() {
   command -v mvn >/dev/null 2>&1 || { echo "orbitkv: Maven (mvn) is required to build; install it (apt-get install maven)." >&2; return 1; }
 }
 
+# etcd for the cluster tests and `orbitkv cluster up|demo`: Debian's etcd-server (/usr/bin/etcd), installed when
+# missing and root. Without it the cluster tests are skipped with a message saying so.
+need_etcd() {
+  if [ ! -x /usr/bin/etcd ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "orbitkv: installing etcd-server (Debian package) for the cluster" >&2
+    (apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null) \
+      || echo "orbitkv: could not install etcd-server; the cluster tests will be skipped" >&2
+    # The package may register a system service; nothing here relies on it, and tests start their own etcd.
+  fi
+  [ -x /usr/bin/etcd ] || echo "orbitkv: /usr/bin/etcd is missing (apt-get install etcd-server): cluster tests are skipped" >&2
+}
+
 ORBITKV_JAR="$ORBITKV_ROOT/app/target/orbitkv.jar"
 ORBITKV_JVM_FLAGS=(--enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow)

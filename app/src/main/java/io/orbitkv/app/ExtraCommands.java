@@ -11,6 +11,7 @@ final class ExtraCommands {
     static Map<String, CommandLine> all() {
         Map<String, CommandLine> commands = new LinkedHashMap<>();
         commands.put("replay", new CommandLine(new io.orbitkv.perf.replay.ReplayCommand()));
+        commands.put("cluster", new CommandLine(new ClusterCommand()));
         return commands;
     }
 }

@@ -106,12 +106,7 @@ public final class OrbitKv implements Callable<Integer> {
                 }
                 stopped.countDown();
             }, "orbitkv-shutdown"));
-            String bridge = manager.bridgePort() < 0 ? "off"
-                    : "tcp " + managerConfig.bridge().host() + ":" + manager.bridgePort();
-            System.out.printf("OrbitKV Manager ready: grpc unix:%s and tcp %s:%d, metrics http://%s:%d/metrics, pool %d bytes at %s, token %s, bridge %s%n",
-                    manager.unixSocket(), managerConfig.grpcTcpHost(), manager.grpcTcpPort(), managerConfig.metricsHost(),
-                    manager.metricsPort(), managerConfig.poolSizeBytes(), manager.poolPath(), managerConfig.authTokenFile(),
-                    bridge);
+            System.out.println(manager.readyLine());
             System.out.flush();
             stopped.await();
             return 0;

@@ -348,10 +348,12 @@ final class DemandAdmission {
             forget(ticket);
             ticket.cancelled = true;
             ticket.generation++;
+            cancelRestore(ticket);
             waits.add(drained(ticket));
         }
         for (Lease lease : List.copyOf(leases.values())) {
-            waits.add(endLease(lease));
+            // A lease a restore still copies from ends once its copies drained.
+            waits.add(lease.ticket().restoring ? drained(lease.ticket()).compose(v -> endLease(lease)) : endLease(lease));
         }
         return Future.join(waits).transform(ar -> Future.succeededFuture());
     }

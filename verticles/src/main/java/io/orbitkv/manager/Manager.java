@@ -4,6 +4,11 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.orbitkv.admission.AdmissionVerticle;
+import io.orbitkv.cluster.ClusterRoles;
+import io.orbitkv.cluster.ClusterVertx;
+import io.orbitkv.cluster.InventoryRole;
+import io.orbitkv.cluster.MemberRecord;
+import io.orbitkv.cluster.MembershipRole;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.cost.CostVerticle;
@@ -13,6 +18,9 @@ import io.orbitkv.engine.EngineSettings;
 import io.orbitkv.engine.EngineToken;
 import io.orbitkv.engine.EngineVerticle;
 import io.orbitkv.nativeio.libc.Libc;
+import io.orbitkv.planning.DemandEvidence;
+import io.orbitkv.planning.EvidenceSource;
+import io.orbitkv.planning.MembershipView;
 import io.orbitkv.restore.RestoreVerticle;
 import io.orbitkv.ssd.SsdProxy;
 import io.orbitkv.ssd.SsdStats;
@@ -21,6 +29,7 @@ import io.orbitkv.storage.StorageSettings;
 import io.orbitkv.storage.StorageVerticle;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
+import io.vertx.core.VertxBuilder;
 import io.vertx.core.VertxOptions;
 import io.vertx.core.transport.Transport;
 import io.vertx.micrometer.Label;
@@ -31,10 +40,12 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.EnumSet;
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -59,6 +70,8 @@ public final class Manager implements AutoCloseable {
     private final String token;
     private final Path poolPath;
     private CostProxy costProxy;
+    /** The cluster roles; null in single-host mode. */
+    private ClusterRoles cluster;
 
     /** The deployment ids of the roles, for the ordered stop; ssd is null without the SSD tier. */
     private static final class Deployments {
@@ -123,13 +136,32 @@ public final class Manager implements AutoCloseable {
     }
 
     public static Vertx newVertx(int eventLoopThreads, MeterRegistry registry, String registryName) {
+        return vertxBuilder(registry).with(vertxOptions(eventLoopThreads, registryName)).build();
+    }
+
+    private static VertxOptions vertxOptions(int eventLoopThreads, String registryName) {
         MicrometerMetricsOptions metrics = new MicrometerMetricsOptions().setEnabled(true).setRegistryName(registryName)
                 .setLabels(EnumSet.copyOf(VERTX_METRIC_LABELS));
-        return Vertx.builder()
-                .with(new VertxOptions().setPreferNativeTransport(true).setEventLoopPoolSize(eventLoopThreads)
-                        .setMetricsOptions(metrics))
-                .withMetrics(new MicrometerMetricsFactory(registry))
-                .withTransport(Transport.EPOLL).build();
+        return new VertxOptions().setPreferNativeTransport(true).setEventLoopPoolSize(eventLoopThreads)
+                .setMetricsOptions(metrics);
+    }
+
+    private static VertxBuilder vertxBuilder(MeterRegistry registry) {
+        return Vertx.builder().withMetrics(new MicrometerMetricsFactory(registry))
+                .withTransport(Transport.EPOLL);
+    }
+
+    /**
+     * The Manager's Vertx: plain, or with {@code cluster.enabled} clustered (Hazelcast, mutual-TLS event bus; see
+     * {@link ClusterVertx}). Blocks while the clustered one joins.
+     */
+    private static Vertx managerVertx(ManagerConfig config, MeterRegistry registry, String registryName,
+                                      int eventBusPort) throws Exception {
+        if (config.cluster().isEmpty()) {
+            return newVertx(config.eventLoopThreads(), registry, registryName);
+        }
+        return ClusterVertx.start(vertxBuilder(registry), vertxOptions(config.eventLoopThreads(), registryName),
+                config.cluster().get(), eventBusPort, Duration.ofSeconds(60));
     }
 
     /** Starts a Manager on its own Vertx; the future fails with a clear cause, leaving nothing running. */
@@ -143,8 +175,15 @@ public final class Manager implements AutoCloseable {
      */
     public static Future<Manager> start(ManagerConfig config, RestoreVerticle.CopyGate restoreGate) {
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
-        long incarnation = new SecureRandom().nextLong() & Long.MAX_VALUE;
-        Vertx vertx = newVertx(config.eventLoopThreads(), registry, "orbitkv-manager-" + Long.toHexString(incarnation));
+        // Time-ordered and random (see MemberRecord.newIncarnation): peers fence evidence of older incarnations.
+        long incarnation = MemberRecord.newIncarnation(System.currentTimeMillis(), new SecureRandom().nextLong());
+        int eventBusPort = config.cluster().map(ClusterVertx::eventBusPort).orElse(-1);
+        Vertx vertx;
+        try {
+            vertx = managerVertx(config, registry, "orbitkv-manager-" + Long.toHexString(incarnation), eventBusPort);
+        } catch (Exception e) {
+            return Future.failedFuture(new IllegalStateException("cannot join the event-bus cluster: " + e.getMessage(), e));
+        }
         if (!vertx.isNativeTransportEnabled()) {
             vertx.close();
             return Future.failedFuture(new IllegalStateException("no native transport (io_uring/epoll): Unix-socket gRPC is unavailable: "
@@ -202,12 +241,15 @@ public final class Manager implements AutoCloseable {
                     new RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate),
                     registry, cost.proxy());
             EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
+            ClusterRoles cluster = config.cluster().map(settings -> new ClusterRoles(settings, incarnation,
+                    eventBusPort, config.ssd().enabled(), registry, vertx)).orElse(null);
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             Deployments deployments = new Deployments();
             return vertx.deployVerticle(cost).onSuccess(id -> deployments.cost = id)
                     .compose(id -> ssd == null ? Future.succeededFuture(id)
                             : vertx.deployVerticle(ssd).onSuccess(ssdId -> deployments.ssd = ssdId))
                     .compose(id -> vertx.deployVerticle(storage)).onSuccess(id -> deployments.storage = id)
+                    .compose(id -> cluster == null ? Future.succeededFuture(id) : cluster.deploy(vertx))
                     .compose(id -> vertx.deployVerticle(restore)).onSuccess(id -> deployments.restore = id)
                     .compose(id -> vertx.deployVerticle(admission)).onSuccess(id -> deployments.admission = id)
                     .compose(id -> vertx.deployVerticle(engine)).onSuccess(id -> deployments.engine = id)
@@ -216,6 +258,7 @@ public final class Manager implements AutoCloseable {
                         Manager manager = new Manager(vertx, config, registry, engine, health, token, poolPath,
                                 storage, ssd == null ? null : new SsdProxy(vertx), deployments);
                         manager.costProxy = cost.proxy();
+                        manager.cluster = cluster;
                         return manager;
                     });
         });
@@ -283,6 +326,45 @@ public final class Manager implements AutoCloseable {
         return registry;
     }
 
+    /**
+     * The line {@code orbitkv manager} prints once everything listens (scripts and tests parse it): where engines
+     * connect, metrics, the pool, the token, the bridge, and with the cluster on its member id and incarnation.
+     */
+    public String readyLine() {
+        String bridge = bridgePort() < 0 ? "off" : "tcp " + config.bridge().host() + ":" + bridgePort();
+        String line = String.format("OrbitKV Manager ready: grpc unix:%s and tcp %s:%d, metrics http://%s:%d/metrics, pool %d bytes at %s, token %s, bridge %s",
+                unixSocket(), config.grpcTcpHost(), grpcTcpPort(), config.metricsHost(), metricsPort(),
+                config.poolSizeBytes(), poolPath(), config.authTokenFile(), bridge);
+        if (cluster != null) {
+            line += ", cluster member " + cluster.settings().memberId() + " incarnation " + cluster.membership().incarnation();
+        }
+        return line;
+    }
+
+    /** Whether peers of this Manager are current members (the planner's membership port); none in single-host mode. */
+    public MembershipView membership() {
+        return cluster == null ? MembershipView.NONE : cluster.membership();
+    }
+
+    /**
+     * Peer evidence for the planner's discovery (peer DRAM and SSD records from the inventory streams; merge them with
+     * the storage role's local records). None in single-host mode.
+     */
+    public EvidenceSource peerEvidence() {
+        return cluster == null ? demand -> Future.succeededFuture(DemandEvidence.none())
+                : cluster.inventory();
+    }
+
+    /** The inventory role when the cluster is enabled (tests and tools read the peer directory through it). */
+    public Optional<InventoryRole> inventoryRole() {
+        return cluster == null ? Optional.empty() : Optional.of(cluster.inventory());
+    }
+
+    /** The membership role when the cluster is enabled. */
+    public Optional<MembershipRole> membershipRole() {
+        return cluster == null ? Optional.empty() : Optional.of(cluster.membership());
+    }
+
     public Vertx vertx() {
         return vertx;
     }
@@ -336,9 +418,11 @@ public final class Manager implements AutoCloseable {
         Future<SsdStats> before = ssd == null ? Future.succeededFuture(null)
                 : ssd.stats().otherwise((SsdStats) null);
         Future<StopReport> ordered = before.compose(stats -> undeploy(deployments.health, "health", steps)
+                .compose(v -> cluster == null ? Future.<Void>succeededFuture()
+                        : cluster.undeploy(vertx).onSuccess(x -> steps.add("cluster-left")))
                 .compose(v -> undeploy(deployments.engine, "engine-refusing-and-closed", steps))
                 .compose(v -> undeploy(deployments.admission, "queries-cancelled-and-leases-ended", steps))
-                .compose(v -> undeploy(deployments.restore, "restore-copies-drained", steps))
+                .compose(v -> undeploy(deployments.restore, "restores-drained-and-destinations-unmapped", steps))
                 .compose(v -> storage.quiesce().onSuccess(x -> steps.add("storage-quiesced")))
                 .compose(v -> undeploy(deployments.ssd, "ssd-drained", steps))
                 .compose(v -> undeploy(deployments.storage, "pool-unmapped", steps))

@@ -49,7 +49,8 @@ public record ManagerConfig(
         SsdTier ssd,
         SessionPolicy sessions,
         BridgeDoor bridge,
-        AnsweredBounds answered) {
+        AnsweredBounds answered,
+        java.util.Optional<io.orbitkv.cluster.ClusterSettings> cluster) {
 
     /**
      * Answered queries kept pollable ({@code query.reply-ttl-ms}): at most {@code perInstance} per engine instance and
@@ -158,6 +159,24 @@ public record ManagerConfig(
         d.put("bridge.max-frame", "24MiB");
         d.put("bridge.max-outstanding-per-connection", "64");
         d.put("bridge.max-connections", "64");
+        // The cluster (off by default: a single Manager needs none of it). See the README's Cluster section.
+        d.put("cluster.enabled", "false");
+        d.put("cluster.member-id", "");
+        d.put("cluster.etcd-endpoints", "http://127.0.0.1:2379");
+        d.put("cluster.prefix", "/orbitkv");
+        d.put("cluster.lease-ttl-s", "5");
+        d.put("cluster.host", "127.0.0.1");
+        d.put("cluster.eventbus-port", "0");
+        d.put("cluster.hazelcast-port", "5701");
+        d.put("cluster.hazelcast-seeds", "");
+        d.put("cluster.tls.ca", "");
+        d.put("cluster.tls.cert", "");
+        d.put("cluster.tls.key", "");
+        d.put("cluster.inventory.interval-ms", "50");
+        d.put("cluster.inventory.max-batch", "1024");
+        d.put("cluster.inventory.max-keys-per-peer", "65536");
+        // Test hook only: the inventory publisher skips its N-th non-empty batch (0 = never).
+        d.put("cluster.inventory.test-drop-batch", "0");
         return Map.copyOf(d);
     }
 
@@ -209,7 +228,74 @@ public record ManagerConfig(
                 sessionPolicy(v),
                 bridgeDoor(v),
                 new AnsweredBounds((int) integer(v, "query.max-answered-per-instance", 1, 1 << 20),
-                        (int) integer(v, "query.max-answered", 1, 1 << 24)));
+                        (int) integer(v, "query.max-answered", 1, 1 << 24)),
+                cluster(v));
+    }
+
+    private static java.util.Optional<io.orbitkv.cluster.ClusterSettings> cluster(Map<String, String> v) {
+        if (!bool(v, "cluster.enabled")) {
+            return java.util.Optional.empty();
+        }
+        String id = v.get("cluster.member-id").strip();
+        if (!io.orbitkv.cluster.ClusterSettings.validMemberId(id)) {
+            throw new ConfigException("cluster.member-id", "must be 1..63 of [a-z0-9-] starting with a letter or digit (it is "
+                    + "the only peer label metrics carry), got '" + id + "'");
+        }
+        java.util.List<java.net.URI> endpoints = new java.util.ArrayList<>();
+        for (String e : v.get("cluster.etcd-endpoints").split(",")) {
+            if (e.isBlank()) {
+                continue;
+            }
+            try {
+                java.net.URI uri = new java.net.URI(e.strip());
+                if (!"http".equals(uri.getScheme()) && !"https".equals(uri.getScheme()) || uri.getHost() == null || uri.getPort() < 0) {
+                    throw new java.net.URISyntaxException(e, "not http(s)://host:port");
+                }
+                endpoints.add(uri);
+            } catch (java.net.URISyntaxException ex) {
+                throw new ConfigException("cluster.etcd-endpoints", "must be comma-separated http://host:port URLs, got '"
+                        + v.get("cluster.etcd-endpoints") + "'");
+            }
+        }
+        if (endpoints.isEmpty()) {
+            throw new ConfigException("cluster.etcd-endpoints", "at least one etcd URL is needed");
+        }
+        String prefix = v.get("cluster.prefix").strip();
+        if (!prefix.matches("/[A-Za-z0-9._/-]{1,100}") || prefix.endsWith("/")) {
+            throw new ConfigException("cluster.prefix", "must be an etcd key prefix such as /orbitkv, got '" + prefix + "'");
+        }
+        java.util.List<String> seeds = new java.util.ArrayList<>();
+        for (String seed : v.get("cluster.hazelcast-seeds").split(",")) {
+            if (!seed.isBlank()) {
+                if (!seed.strip().matches("[A-Za-z0-9.:\\[\\]-]+:\\d{1,5}")) {
+                    throw new ConfigException("cluster.hazelcast-seeds", "must be comma-separated host:port, got '" + seed + "'");
+                }
+                seeds.add(seed.strip());
+            }
+        }
+        Path ca = tlsFile(v, "cluster.tls.ca");
+        Path cert = tlsFile(v, "cluster.tls.cert");
+        Path key = tlsFile(v, "cluster.tls.key");
+        return java.util.Optional.of(new io.orbitkv.cluster.ClusterSettings(id, endpoints, prefix,
+                (int) integer(v, "cluster.lease-ttl-s", 2, 300), host(v, "cluster.host"), port(v, "cluster.eventbus-port"),
+                (int) integer(v, "cluster.hazelcast-port", 1, 65535), seeds, ca, cert, key,
+                integer(v, "cluster.inventory.interval-ms", 5, 60_000),
+                (int) integer(v, "cluster.inventory.max-batch", 1, 1 << 16),
+                (int) integer(v, "cluster.inventory.max-keys-per-peer", 16, 1 << 24),
+                integer(v, "cluster.inventory.test-drop-batch", 0, Long.MAX_VALUE)));
+    }
+
+    /** A TLS file the cluster needs: named, and readable now (else the Manager would fail later, at first contact). */
+    private static Path tlsFile(Map<String, String> v, String key) {
+        String p = v.get(key).strip();
+        if (p.isEmpty()) {
+            throw new ConfigException(key, "is required with cluster.enabled (make them with ./scripts/orbitkv cluster certs)");
+        }
+        Path path = Path.of(p);
+        if (!java.nio.file.Files.isReadable(path)) {
+            throw new ConfigException(key, path + " is not a readable file");
+        }
+        return path;
     }
 
     private static BridgeDoor bridgeDoor(Map<String, String> v) {

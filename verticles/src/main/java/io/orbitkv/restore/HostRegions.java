@@ -40,10 +40,7 @@ final class HostRegions {
             if (uid != Libc.effectiveUid()) {
                 throw invalid("host region is not owned by the Manager's user");
             }
-            Set<PosixFilePermission> permissions = EnumSet.copyOf(attributes.permissions().isEmpty()
-                    ? EnumSet.noneOf(PosixFilePermission.class) : attributes.permissions());
-            permissions.retainAll(GROUP_OR_OTHER);
-            if (!permissions.isEmpty()) {
+            if (attributes.permissions().stream().anyMatch(GROUP_OR_OTHER::contains)) {
                 throw invalid("host region must be owner-only (no group/other permission bits)");
             }
             if (attributes.size() < sizeBytes) {

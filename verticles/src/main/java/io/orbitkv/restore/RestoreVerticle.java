@@ -6,6 +6,7 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.common.RoleProxies;
+import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CompletionTarget;
 import io.orbitkv.cost.CostEstimateKey;
 import io.orbitkv.cost.CostPath;
@@ -182,6 +183,7 @@ public final class RestoreVerticle extends VerticleBase {
     }
 
     private final Settings settings;
+    private final Ticker ticker;
     private final MeterRegistry registry;
     private final CostProxy cost;
     private final Map<String, Lane> lanes = new LinkedHashMap<>();
@@ -197,6 +199,12 @@ public final class RestoreVerticle extends VerticleBase {
 
     /** {@code cost} may be null (no observation). */
     public RestoreVerticle(Settings settings, MeterRegistry registry, CostProxy cost) {
+        this(settings, registry, cost, Ticker.SYSTEM);
+    }
+
+    /** With the clock that times complete routes (execute to terminal). */
+    public RestoreVerticle(Settings settings, MeterRegistry registry, CostProxy cost, Ticker ticker) {
+        this.ticker = ticker;
         this.settings = settings;
         this.registry = registry;
         this.cost = cost;
@@ -404,7 +412,7 @@ public final class RestoreVerticle extends VerticleBase {
             targets[i] = layout.offsetOf(index);
             lengths[i] = page.lengthBytes();
         }
-        Execution execution = new Execution(key, lane, destination, route, sources, targets, lengths, System.nanoTime());
+        Execution execution = new Execution(key, lane, destination, route, sources, targets, lengths, ticker.nanos());
         executions.put(key, execution);
         destination.activeRestores++;
         lane.queue.addLast(execution);
@@ -483,7 +491,7 @@ public final class RestoreVerticle extends VerticleBase {
         if (destination.activeRestores == 0 && destination.drained != null) {
             destination.drained.complete();
         }
-        long elapsed = System.nanoTime() - e.startNanos;
+        long elapsed = ticker.nanos() - e.startNanos;
         if (e.failure == null && !e.cancelled) {
             restoresByOutcome.get("ready").increment();
             observeRoute(e, ObservationOutcome.SUCCEEDED, elapsed);

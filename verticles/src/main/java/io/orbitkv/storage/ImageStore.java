@@ -313,7 +313,7 @@ public final class ImageStore {
 
     public void ssdAdded(StateKey key, long generation, long lengthBytes) {
         onSsd.put(key, new SsdCopy(generation, lengthBytes));
-        residency.append(ResidencyStream.Change.SSD_ADDED, key, generation);
+        residency.append(ResidencyStream.Change.SSD_ADDED, key, generation, lengthBytes);
     }
 
     /** Forgets the SSD copies of keys not in {@code committed} (a resync of the mirror), each as SSD_REMOVED. */
@@ -329,7 +329,7 @@ public final class ImageStore {
         SsdCopy copy = onSsd.get(key);
         if (copy != null && copy.generation() == generation) {
             onSsd.remove(key);
-            residency.append(ResidencyStream.Change.SSD_REMOVED, key, generation);
+            residency.append(ResidencyStream.Change.SSD_REMOVED, key, generation, copy.lengthBytes());
         }
     }
 
@@ -398,7 +398,7 @@ public final class ImageStore {
         image.crc32c = crc32c;
         evictable.put(image.key, image);
         sealedBytes += image.slot.lengthBytes();
-        residency.append(ResidencyStream.Change.DRAM_ADDED, image.key, image.slot.generation());
+        residency.append(ResidencyStream.Change.DRAM_ADDED, image.key, image.slot.generation(), image.slot.lengthBytes());
     }
 
     public long materializingImages() {
@@ -414,7 +414,7 @@ public final class ImageStore {
         allocator.free(image.slot);
         sealedBytes -= image.slot.lengthBytes();
         evictions++;
-        residency.append(ResidencyStream.Change.DRAM_REMOVED, image.key, image.slot.generation());
+        residency.append(ResidencyStream.Change.DRAM_REMOVED, image.key, image.slot.generation(), image.slot.lengthBytes());
         listener.onEvicted(image.ref());
     }
 
@@ -503,7 +503,7 @@ public final class ImageStore {
             }
             evictable.put(image.key, image);
             sealedBytes += image.slot.lengthBytes();
-            residency.append(ResidencyStream.Change.DRAM_ADDED, image.key, image.slot.generation());
+            residency.append(ResidencyStream.Change.DRAM_ADDED, image.key, image.slot.generation(), image.slot.lengthBytes());
             listener.onSealed(image.ref());
         }
         return new SealResult(publishImages.size(), publish.bytes());
@@ -779,6 +779,36 @@ public final class ImageStore {
     public PoolAllocator allocator() {
         return allocator;
     }
+
+    /** One resident key as the residency snapshot reports it. */
+    public record ResidentKey(StateKey key, long generation, long lengthBytes) {}
+
+    /**
+     * What this store holds at {@code residency().lastSequence()}: sealed DRAM images and committed SSD extents, at
+     * most {@code maxKeys} of each (a peer keeps no more per member anyway). Metadata only.
+     */
+    public ResidencySnapshot residencySnapshot(int maxKeys) {
+        List<ResidentKey> dram = new ArrayList<>();
+        for (Image image : images.values()) {
+            if (dram.size() >= maxKeys) {
+                break;
+            }
+            if (image.state == ImageState.SEALED) {
+                dram.add(new ResidentKey(image.key, image.slot.generation(), image.slot.lengthBytes()));
+            }
+        }
+        List<ResidentKey> ssd = new ArrayList<>();
+        for (Map.Entry<StateKey, SsdCopy> e : onSsd.entrySet()) {
+            if (ssd.size() >= maxKeys) {
+                break;
+            }
+            ssd.add(new ResidentKey(e.getKey(), e.getValue().generation(), e.getValue().lengthBytes()));
+        }
+        return new ResidencySnapshot(residency.incarnation(), residency.lastSequence(), dram, ssd);
+    }
+
+    /** The answer of {@link #residencySnapshot}: every key resident at {@code sequence}. */
+    public record ResidencySnapshot(long incarnation, long sequence, List<ResidentKey> dram, List<ResidentKey> ssd) {}
 
     public ResidencyStream residency() {
         return residency;

@@ -15,7 +15,11 @@ import java.util.List;
 public final class ResidencyStream {
     public enum Change { DRAM_ADDED, DRAM_REMOVED, SSD_ADDED, SSD_REMOVED }
 
-    public record Event(long sequence, Change change, StateKey key, long generation) {}
+    /**
+     * One change. {@code lengthBytes}: the page's stored bytes (-1 when not known); {@code atMillis}: the wall-clock
+     * time it was appended, so a peer on another process can measure how long the change took to reach it.
+     */
+    public record Event(long sequence, Change change, StateKey key, long generation, long lengthBytes, long atMillis) {}
 
     /** A page of events after a sequence; {@code gap} means events were lost to the ring bound. */
     public record Page(List<Event> events, boolean gap, long lastSequence) {}
@@ -41,8 +45,13 @@ public final class ResidencyStream {
     }
 
     long append(Change change, StateKey key, long generation) {
+        return append(change, key, generation, -1);
+    }
+
+    long append(Change change, StateKey key, long generation, long lengthBytes) {
         long sequence = ++lastSequence;
-        ring[(int) (sequence % ring.length)] = new Event(sequence, change, key, generation);
+        ring[(int) (sequence % ring.length)] = new Event(sequence, change, key, generation, lengthBytes,
+                System.currentTimeMillis());
         return sequence;
     }
 

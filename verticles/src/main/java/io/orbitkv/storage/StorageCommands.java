@@ -44,7 +44,14 @@ public final class StorageCommands {
         }
     }
 
-    static final List<Class<?>> MESSAGE_TYPES = List.of(Allocate.class, Seal.class, Abort.class,
+    /** Residency events after {@code after}, at most {@code max} (the cluster role's inventory publisher). */
+    public record ResidencySince(long after, int max) {}
+
+    /** Every resident key at the current residency sequence, at most {@code maxKeys} per medium. */
+    public record ResidencySnapshotOf(int maxKeys) {}
+
+    static final List<Class<?>> MESSAGE_TYPES = List.of(ResidencySince.class, ResidencySnapshotOf.class,
+            ResidencyStream.Page.class, ImageStore.ResidencySnapshot.class, Allocate.class, Seal.class, Abort.class,
             Unpin.class, UnpinIntoQuarantine.class, ReleaseInstance.class, GetStats.class, Materialize.class, StorageStats.class, ImageStore.AllocateResult.class,
             ImageStore.SealResult.class, Integer.class, Probe.class, PinExact.class, Presence.class,
             ImageStore.ExactPin.class);

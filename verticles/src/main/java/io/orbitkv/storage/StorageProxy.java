@@ -19,6 +19,8 @@ public final class StorageProxy {
     static final String UNPIN_INTO_QUARANTINE = "orbitkv.storage.unpin-into-quarantine";
     static final String RELEASE_INSTANCE = "orbitkv.storage.release-instance";
     static final String STATS = "orbitkv.storage.stats";
+    static final String RESIDENCY_SINCE = "orbitkv.storage.residency-since";
+    static final String RESIDENCY_SNAPSHOT = "orbitkv.storage.residency-snapshot";
 
     private final EventBus bus;
     private final DeliveryOptions options = new DeliveryOptions().setSendTimeout(10_000).setLocalOnly(true);
@@ -67,6 +69,16 @@ public final class StorageProxy {
     /** Ends the unsealed publishes of an instance whose session ended (slots quarantined); answers how many. */
     public Future<Integer> releaseInstance(long instance) {
         return RoleProxies.request(bus, RELEASE_INSTANCE, new StorageCommands.ReleaseInstance(instance), options);
+    }
+
+    /** Residency-stream events after {@code after} (metadata only); {@code gap} when the ring lost some. */
+    public Future<ResidencyStream.Page> residencySince(long after, int max) {
+        return RoleProxies.request(bus, RESIDENCY_SINCE, new StorageCommands.ResidencySince(after, max), options);
+    }
+
+    /** Every resident key (DRAM sealed, SSD committed) at the current residency sequence, bounded per medium. */
+    public Future<ImageStore.ResidencySnapshot> residencySnapshot(int maxKeys) {
+        return RoleProxies.request(bus, RESIDENCY_SNAPSHOT, new StorageCommands.ResidencySnapshotOf(maxKeys), options);
     }
 
     public Future<StorageCommands.StorageStats> stats() {

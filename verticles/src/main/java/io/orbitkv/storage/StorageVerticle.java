@@ -172,6 +172,10 @@ public final class StorageVerticle extends VerticleBase {
                 c -> quarantined(store.releaseInstance(c.instance(), quarantineDeadline())));
         RoleProxies.<StorageCommands.GetStats, StorageCommands.StorageStats>serve(bus, StorageProxy.STATS,
                 c -> Future.succeededFuture(snapshot));
+        RoleProxies.<StorageCommands.ResidencySince, ResidencyStream.Page>serve(bus, StorageProxy.RESIDENCY_SINCE,
+                c -> Future.succeededFuture(store.residency().since(c.after(), c.max())));
+        RoleProxies.<StorageCommands.ResidencySnapshotOf, ImageStore.ResidencySnapshot>serve(bus,
+                StorageProxy.RESIDENCY_SNAPSHOT, c -> Future.succeededFuture(store.residencySnapshot(c.maxKeys())));
         return ssdReady;
     }
 

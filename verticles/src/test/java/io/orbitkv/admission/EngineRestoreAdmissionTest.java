@@ -148,4 +148,16 @@ class EngineRestoreAdmissionTest {
         assertThat(released.result().leases()).isEqualTo(1);
         assertThat(released.result().queries()).isEqualTo(1);
     }
+
+    @Test
+    void shutdownCancelsTheRestoreAndEndsItsLeaseOnlyAfterTheCopiesDrained() {
+        admission.submit(1, restorePlan(0)).result();
+        Future<Void> stopped = admission.shutdown();
+        assertThat(cancelHints).hasSize(1);
+        assertThat(stopped.isComplete()).isFalse();
+        assertThat(admission.activeLeases()).isEqualTo(1);
+
+        running.poll().fail(new OrbitException(ErrorReason.RESTORE_FAILED, "cancelled"));
+        assertThat(stopped.succeeded()).isTrue();
+    }
 }

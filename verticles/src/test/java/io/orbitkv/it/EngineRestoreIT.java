@@ -280,6 +280,40 @@ class EngineRestoreIT {
     }
 
     @Test
+    void aRegionTheEngineShrankFailsTheRestoreTypedAndTheManagerCarriesOn() throws Exception {
+        int pages = 8;
+        SharedMemoryFile region = region(pages);
+        closeables.add(region);
+        OrbitKvClient client = client();
+        EngineSession session = register(client, "restore-model", destination(region, pages));
+        List<ByteString> chain = PublishQueryRestoreIT.publish(session, "shrunk", 4);
+        // The engine breaks its promise: the file shrinks under the Manager's mapping (a copy into it faults).
+        try (java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(region.path(),
+                java.nio.file.StandardOpenOption.WRITE)) {
+            channel.truncate(4096);
+        }
+        QueryReply first = session.submitDemand(demand(session, "req-shrunk", chain, 4, reversed(pages),
+                RestoreRoute.HOST_REGION)).await();
+        OrbitKvException[] failed = {null};
+        await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(2)).until(() -> {
+            try {
+                assertThat(session.poll(first.getTicket()).await().getStatus()).isEqualTo(QueryStatus.PENDING);
+                return false;
+            } catch (OrbitKvException e) {
+                failed[0] = e;
+                return true;
+            }
+        });
+        assertThat(failed[0].reason()).isEqualTo(ErrorReason.RESTORE_FAILED);
+        assertThat(running.metric("orbitkv_restore_restores_total{outcome=\"failed\"}")).isEqualTo(1.0);
+        RunningManager.assertNoLeases(session);
+        // The Manager is unharmed: the same pages still serve an engine-local demand.
+        QueryReply local = session.query(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(chain).build())).await();
+        assertThat(local.getStatus()).isEqualTo(QueryStatus.READY);
+        RunningManager.assertNoLeasesAfter(session, local);
+    }
+
+    @Test
     void cancellingMidRestoreDrainsTheSubmittedCopiesBeforeTheSourcesAreReleased() throws Exception {
         int pages = 16;
         SharedMemoryFile region = region(pages);

@@ -67,7 +67,8 @@ class OrderedShutdownIT {
             report = running.manager().stopWithReport().await(60, TimeUnit.SECONDS);
         }
         assertThat(report.steps()).containsExactly("health", "engine-refusing-and-closed",
-                "queries-cancelled-and-leases-ended", "restore-copies-drained", "storage-quiesced", "ssd-drained", "pool-unmapped", "cost");
+                "queries-cancelled-and-leases-ended",
+                "restores-drained-and-destinations-unmapped", "storage-quiesced", "ssd-drained", "pool-unmapped", "cost");
         assertThat(report.readsInFlightAtUnmap()).as("reads into pool slots in flight at the unmap").isZero();
 
         running.restart(Map.of());

@@ -1,0 +1,142 @@
+package io.orbitkv.cluster;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A local etcd server (Debian's {@code etcd-server}, /usr/bin/etcd) on 127.0.0.1 with free ports and its own data
+ * directory, started and stopped by pid: for {@code orbitkv cluster up|demo} and the cluster tests (which are skipped
+ * with a clear message when etcd is not installed; {@code ./scripts/test} installs it when missing and run as root).
+ *
+ * <p>Design note (ownership): this object owns the etcd process it started; {@link #close} stops it (SIGTERM, then
+ * SIGKILL after 10 s) and {@link #kill} kills it outright; both wait until it is gone. The data directory survives a
+ * kill, so {@link #restart} brings back the same keys and leases.
+ */
+public final class LocalEtcd implements AutoCloseable {
+    static final Path ETCD = Path.of(System.getenv().getOrDefault("ORBITKV_ETCD", "/usr/bin/etcd"));
+
+    private final Path dataDir;
+    private final int clientPort;
+    private final int peerPort;
+    private final Path log;
+    private Process process;
+
+    private LocalEtcd(Path dataDir, int clientPort, int peerPort) {
+        this.dataDir = dataDir;
+        this.clientPort = clientPort;
+        this.peerPort = peerPort;
+        this.log = dataDir.resolveSibling(dataDir.getFileName() + ".log");
+    }
+
+    public static boolean installed() {
+        return Files.isExecutable(ETCD);
+    }
+
+    /** Starts etcd with its data in {@code parent/etcd-data} (and its log beside it); waits until it is healthy. */
+    public static LocalEtcd start(Path parent) throws Exception {
+        if (!installed()) {
+            throw new IllegalStateException("etcd is not installed (" + ETCD + "): apt-get install etcd-server");
+        }
+        LocalEtcd etcd = new LocalEtcd(parent.resolve("etcd-data"), freePort(), freePort());
+        etcd.launch();
+        return etcd;
+    }
+
+    public String endpoint() {
+        return "http://127.0.0.1:" + clientPort;
+    }
+
+    public long pid() {
+        return process.pid();
+    }
+
+    public boolean alive() {
+        return process != null && process.isAlive();
+    }
+
+    private void launch() throws Exception {
+        String client = "http://127.0.0.1:" + clientPort;
+        String peer = "http://127.0.0.1:" + peerPort;
+        process = new ProcessBuilder(List.of(ETCD.toString(), "--name", "orbitkv-test", "--data-dir", dataDir.toString(),
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", "orbitkv-test=" + peer, "--log-level", "warn"))
+                .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (System.nanoTime() < deadline) {
+            if (!process.isAlive()) {
+                throw new IllegalStateException("etcd exited with " + process.exitValue() + ": " + Files.readString(log));
+            }
+            if (healthy()) {
+                return;
+            }
+            Thread.sleep(50);
+        }
+        throw new IllegalStateException("etcd did not answer on " + client + " within 20 s");
+    }
+
+    private boolean healthy() {
+        try {
+            java.net.http.HttpResponse<String> r = java.net.http.HttpClient.newHttpClient().send(
+                    java.net.http.HttpRequest.newBuilder(java.net.URI.create(endpoint() + "/health"))
+                            .timeout(Duration.ofSeconds(1)).build(), java.net.http.HttpResponse.BodyHandlers.ofString());
+            return r.statusCode() == 200 && r.body().contains("true");
+        } catch (IOException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+
+    /** SIGKILL, then wait for the process to be gone. */
+    public void kill() throws InterruptedException {
+        process.destroyForcibly();
+        process.waitFor(10, TimeUnit.SECONDS);
+        awaitPortFree();
+    }
+
+    /** Starts it again on the same ports and data directory (its keys and leases survive). */
+    public void restart() throws Exception {
+        if (alive()) {
+            kill();
+        }
+        launch();
+    }
+
+    private void awaitPortFree() throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (System.nanoTime() < deadline) {
+            try (Socket s = new Socket()) {
+                s.connect(new InetSocketAddress("127.0.0.1", clientPort), 200);
+            } catch (IOException refused) {
+                return;
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+        if (process != null && process.isAlive()) {
+            process.destroy();
+            if (!process.waitFor(10, TimeUnit.SECONDS)) {
+                process.destroyForcibly();
+                process.waitFor(10, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    public static int freePort() throws IOException {
+        try (ServerSocket socket = new ServerSocket(0)) {
+            return socket.getLocalPort();
+        }
+    }
+}
