@@ -1,11 +1,12 @@
 package io.orbitkv.cost;
 
 import io.orbitkv.common.Ticker;
+import io.vertx.core.Context;
 import io.vertx.core.Future;
+import io.vertx.core.Promise;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
 import io.vertx.core.eventbus.Message;
-
 import java.util.Objects;
 
 /**
@@ -138,16 +139,16 @@ public final class CostProxy {
      * and re-checks behind newly queued work until the intake is empty; with the role closed it completes at once.
      */
     public Future<Void> drained() {
-        io.vertx.core.Context context = intake.drainContext();
+        Context context = intake.drainContext();
         if (context == null) {
             return Future.succeededFuture();
         }
-        io.vertx.core.Promise<Void> drained = io.vertx.core.Promise.promise();
+        Promise<Void> drained = Promise.promise();
         context.runOnContext(ignored -> completeWhenDrained(context, drained));
         return drained.future();
     }
 
-    private void completeWhenDrained(io.vertx.core.Context context, io.vertx.core.Promise<Void> drained) {
+    private void completeWhenDrained(Context context, Promise<Void> drained) {
         if (intake.inFlight() == 0 || intake.drainContext() == null) {
             drained.complete();
         } else {

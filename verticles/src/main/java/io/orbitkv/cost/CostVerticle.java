@@ -1,14 +1,15 @@
 package io.orbitkv.cost;
 
 import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.Ticker;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
+import io.vertx.core.Vertx;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.Message;
 import io.vertx.core.eventbus.MessageConsumer;
 import io.vertx.core.eventbus.MessageConsumerOptions;
-
 import java.util.Objects;
 
 /**
@@ -56,8 +57,8 @@ public final class CostVerticle extends VerticleBase {
     }
 
     /** Registers the local codecs of every cost message and reply type on this Vertx (idempotent). */
-    static void registerCodecs(io.vertx.core.Vertx vertx) {
-        io.orbitkv.common.LocalCodec.register(vertx, ObservationRecord.class, ShadowRequest.class, EstimateQuery.class,
+    static void registerCodecs(Vertx vertx) {
+        LocalCodec.register(vertx, ObservationRecord.class, ShadowRequest.class, EstimateQuery.class,
                 ShadowResult.class, CostEstimateResult.Usable.class, CostEstimateResult.Unavailable.class);
     }
 

@@ -93,12 +93,12 @@ public final class Manager implements AutoCloseable {
 
     /**
      * What an ordered stop saw: reads back from SSD into pool slots that the storage role had submitted and not seen
-     * complete, and the SSD role's reads and writes in flight, when the stop began; the steps in the order
+     * complete, and the SSD role's reads and writes in flight and its committed extents, when the stop began; the steps in the order
      * they completed, and the reads into pool slots still in flight when the pool was unmapped (0 after an ordered
      * stop). Reads and writes in flight are -1 without the SSD tier.
      */
     public record StopReport(long poolReadsInFlightAtStop, int ssdReadsInFlightAtStop, int ssdWritesInFlightAtStop,
-                             List<String> steps, int readsInFlightAtUnmap) {}
+                             int ssdCommittedAtStop, List<String> steps, int readsInFlightAtUnmap) {}
 
     private final StorageVerticle storage;
     private final SsdProxy ssd;
@@ -465,7 +465,8 @@ public final class Manager implements AutoCloseable {
                 .compose(v -> undeploy(deployments.storage, "pool-unmapped", steps))
                 .compose(v -> undeploy(deployments.cost, "cost", steps))
                 .map(v -> new StopReport(poolReads, stats == null ? -1 : stats.readsInFlight(),
-                        stats == null ? -1 : stats.writesInFlight(), List.copyOf(steps),
+                        stats == null ? -1 : stats.writesInFlight(), stats == null ? -1 : stats.committedExtents(),
+                        List.copyOf(steps),
                         storage.readsInFlightAtUnmap())));
         // The Vertx is closed from a thread it does not own (closing it from one of its loops would complete the
         // close on an executor it just terminated), then the caller hears of the outcome, outside any Vert.x context.

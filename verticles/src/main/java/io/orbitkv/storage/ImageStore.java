@@ -2,6 +2,7 @@ package io.orbitkv.storage;
 
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.protocol.engine.ErrorReason;
+import io.orbitkv.ssd.WeakImageSource;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -275,13 +276,13 @@ public final class ImageStore {
      * exact slot generation unless the image was evicted meanwhile; {@code release()} unpins. The image is held, not
      * looked up by key, so a reused slot can never be returned.
      */
-    public io.orbitkv.ssd.WeakImageSource weakSource(ImageRef ref) {
+    public WeakImageSource weakSource(ImageRef ref) {
         Image image = images.get(ref.key());
         if (image == null || image.slot.generation() != ref.generation() || image.state != ImageState.SEALED) {
             return () -> null;
         }
         MemorySegment bytes = pool.asSlice(image.slot.offset(), image.slot.lengthBytes());
-        return new io.orbitkv.ssd.WeakImageSource() {
+        return new WeakImageSource() {
             @Override
             public MemorySegment acquire() {
                 image.copyPins.incrementAndGet();

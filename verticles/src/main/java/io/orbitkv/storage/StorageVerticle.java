@@ -63,6 +63,7 @@ public final class StorageVerticle extends VerticleBase {
     private boolean closing;
     private BoundedHandoff<SsdResidencyChange> residencyChanges;
     private Counter residencyResyncs;
+    private Counter checksumsOffloaded;
     /** Reads into pool slots still in flight when {@link #stop} unmapped the pool: 0 after an ordered stop. */
     private volatile int readsInFlightAtUnmap = -1;
     /** The one-shot timer that ends the eldest quarantine hold; -1 when none is armed. */
@@ -223,6 +224,7 @@ public final class StorageVerticle extends VerticleBase {
             return sealVerified(c, ImageStore.checksums(slots));
         }
         checksumsInFlight++;
+        checksumsOffloaded.increment();
         return vertx.executeBlocking(() -> ImageStore.checksums(slots), false)
                 .transform(ar -> {
                     checksumsInFlight--;
@@ -560,6 +562,9 @@ public final class StorageVerticle extends VerticleBase {
                 .description("Pages read back from SSD into DRAM for queries").register(registry);
         ssdTierBytes = Counter.builder("orbitkv.tier.read.bytes").tag("tier", "ssd")
                 .baseUnit("bytes").description("Bytes read back from SSD into DRAM for queries").register(registry);
+        checksumsOffloaded = Counter.builder("orbitkv.seal.checksums.offloaded")
+                .description("Seals whose CRC32C checks ran on a worker (large publishes), not on the storage loop")
+                .register(registry);
         residencyResyncs = Counter.builder("orbitkv.ssd.residency.resyncs")
                 .description("Times the SSD residency mirror was seeded again after the hand-off refused a change")
                 .register(registry);

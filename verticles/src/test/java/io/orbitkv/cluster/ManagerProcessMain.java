@@ -1,8 +1,9 @@
 package io.orbitkv.cluster;
 
 import io.orbitkv.manager.Manager;
-import io.orbitkv.manager.ManagerConfig;
+import io.orbitkv.it.RunningManager;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -22,7 +23,8 @@ public final class ManagerProcessMain {
                 settings.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
             }
         }
-        Manager manager = Manager.start(ManagerConfig.from(settings)).await(120, TimeUnit.SECONDS);
+        // The event-loop count the build asks of the integration suite (RunningManager.EVENT_LOOPS_PROPERTY) holds here too.
+        Manager manager = Manager.start(RunningManager.config(settings)).await(120, TimeUnit.SECONDS);
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             try {
@@ -37,11 +39,12 @@ public final class ManagerProcessMain {
         stopped.await();
     }
 
-    /** The command that runs this main with the test JVM's class path and flags. */
-    static java.util.List<String> command() {
+    /** The command that runs this main with the test JVM's class path, flags and event-loop count. */
+    static List<String> command() {
         String javaBinary = ProcessHandle.current().info().command().orElse("java");
-        return java.util.List.of(javaBinary, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
+        return List.of(javaBinary, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
                 "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+                "-D" + RunningManager.EVENT_LOOPS_PROPERTY + "=" + System.getProperty(RunningManager.EVENT_LOOPS_PROPERTY, ""),
                 "-cp", System.getProperty("java.class.path"), ManagerProcessMain.class.getName());
     }
 }

@@ -8,6 +8,7 @@ import com.google.protobuf.Message;
 import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.OrbitKvException;
+import io.orbitkv.manager.Manager;
 import io.orbitkv.protocol.engine.AllocatePublishReply;
 import io.orbitkv.protocol.engine.AllocatePublishRequest;
 import io.orbitkv.protocol.engine.Demand;
@@ -49,6 +50,7 @@ import io.vertx.grpc.common.ServiceName;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.security.MessageDigest;
@@ -58,7 +60,9 @@ import java.util.Base64;
 import java.util.Collections;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32C;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -408,10 +412,10 @@ class BridgeEngineDoorIT {
 
     @Test
     void theBridgeIsOffByDefault() throws Exception {
-        Path data = java.nio.file.Files.createTempDirectory("orbitkv-bridge-off");
-        try (var manager = io.orbitkv.manager.Manager.start(RunningManager.config(java.util.Map.of(
+        Path data = Files.createTempDirectory("orbitkv-bridge-off");
+        try (var manager = Manager.start(RunningManager.config(Map.of(
                 "data-dir", data.toString(), "pool.size", "8MiB", "grpc.tcp-port", "0", "metrics.port", "0",
-                "ssd.enabled", "false"))).await(60, java.util.concurrent.TimeUnit.SECONDS)) {
+                "ssd.enabled", "false"))).await(60, TimeUnit.SECONDS)) {
             assertThat(manager.bridgePort()).isEqualTo(-1);
             assertThat(manager.registry().find("orbitkv.bridge.connections").gauge()).isNull();
         } finally {

@@ -11,9 +11,14 @@ import io.orbitkv.manager.Manager;
 import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.protocol.engine.ErrorReason;
 import io.orbitkv.protocol.engine.InstanceRole;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
@@ -86,7 +91,7 @@ class EngineSecurityIT {
         int me = Libc.effectiveUid();
         int someoneElse = me == 0 ? 65534 : 0;
         Path data = Files.createTempDirectory("orbitkv-peer");
-        Map<String, String> config = new java.util.HashMap<>(settings(data));
+        Map<String, String> config = new HashMap<>(settings(data));
         config.put("grpc.allowed-uids", Integer.toString(someoneElse));
         try (Manager manager = Manager.start(RunningManager.config(config)).await(60, TimeUnit.SECONDS)) {
             assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(manager.unixSocket()))).isEqualTo("rw-------");
@@ -123,9 +128,9 @@ class EngineSecurityIT {
     }
 
     static String scrape(Manager manager) throws Exception {
-        var client = java.net.http.HttpClient.newHttpClient();
-        return client.send(java.net.http.HttpRequest.newBuilder(
-                        java.net.URI.create("http://127.0.0.1:" + manager.metricsPort() + "/metrics")).build(),
-                java.net.http.HttpResponse.BodyHandlers.ofString()).body();
+        var client = HttpClient.newHttpClient();
+        return client.send(HttpRequest.newBuilder(
+                        URI.create("http://127.0.0.1:" + manager.metricsPort() + "/metrics")).build(),
+                HttpResponse.BodyHandlers.ofString()).body();
     }
 }

@@ -57,6 +57,8 @@ class LargeSealChecksumIT {
             assertThat(ready.getStatus()).isEqualTo(QueryStatus.READY);
             assertThat(ready.getReadyBlocks()).isEqualTo(PAGES);
             SsdTierIT.verify(session, ready, "large");
+            assertThat(running.metric("orbitkv_seal_checksums_offloaded_total")).as("both seals checked on a worker")
+                    .isEqualTo(2.0);
             session.release(ready.getLease().getLeaseId()).await();
         }
     }

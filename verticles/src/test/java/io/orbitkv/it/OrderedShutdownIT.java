@@ -30,7 +30,7 @@ class OrderedShutdownIT {
     static final int PAGE = SsdTierIT.PAGE;
 
     @RegisterExtension
-    final RunningManager running = new RunningManager().with("pool.size", "16MiB").with("ssd.capacity", "256MiB")
+    final RunningManager running = new RunningManager().with("pool.size", "16MiB").with("ssd.capacity", "256MiB").with("ssd.extent", "1MiB")
             .with("ssd.sync-writes", "true");
 
     /**
@@ -72,6 +72,8 @@ class OrderedShutdownIT {
         assertThat(report.readsInFlightAtUnmap()).as("reads into pool slots in flight at the unmap").isZero();
 
         running.restart(Map.of());
+        assertThat(running.metric("orbitkv_ssd_keys")).as("every extent committed before the stop came back")
+                .isGreaterThanOrEqualTo(report.ssdCommittedAtStop());
         try (OrbitKvClient client = running.unixClient();
              EngineSession session = client.register(RunningManager.identity("model-a", PAGE).build(), InstanceRole.DECODE).await()) {
             QueryReply ready = session.query(List.of(SsdTierIT.chain(first))).await();

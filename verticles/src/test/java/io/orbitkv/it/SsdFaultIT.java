@@ -9,6 +9,9 @@ import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.protocol.engine.*;
+import java.io.File;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
@@ -26,7 +29,7 @@ class SsdFaultIT {
 
     static boolean run(String... command) throws Exception {
         Process p = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD)
-                .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null"))).start();
+                .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null"))).start();
         boolean done = p.waitFor(30, TimeUnit.SECONDS);
         p.getInputStream().close();
         p.getOutputStream().close();
@@ -97,13 +100,13 @@ class SsdFaultIT {
             shard = files.filter(p -> p.getFileName().toString().startsWith("shard-")).findFirst().orElseThrow();
         }
         long extent = (2L << 20) + 4096;
-        try (var channel = java.nio.channels.FileChannel.open(shard, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+        try (var channel = FileChannel.open(shard, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
             for (long offset = 0; offset + extent <= channel.size(); offset += extent) {
-                java.nio.ByteBuffer one = java.nio.ByteBuffer.allocate(1);
+                ByteBuffer one = ByteBuffer.allocate(1);
                 channel.read(one, offset + 4096 + 100);
                 one.flip();
                 byte flipped = (byte) (one.get(0) ^ 0x5a);
-                channel.write(java.nio.ByteBuffer.wrap(new byte[] {flipped}), offset + 4096 + 100);
+                channel.write(ByteBuffer.wrap(new byte[] {flipped}), offset + 4096 + 100);
             }
         }
         Manager second = start(data, ssdDir, "32MiB");

@@ -14,6 +14,7 @@ import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -87,7 +88,7 @@ class SsdTierIT {
         try (OrbitKvClient client = running.unixClient();
              EngineSession session = client.register(RunningManager.identity("model-a", PAGE).build(), InstanceRole.DECODE).await()) {
             // 20 MiB of prefix through a 16 MiB pool whose query budget is 12 MiB: the head left DRAM long ago.
-            List<ByteString> hashes = new java.util.ArrayList<>();
+            List<ByteString> hashes = new ArrayList<>();
             for (int part = 0; part < 4; part++) {
                 List<ByteString> chunk = PublishQueryRestoreIT.chain("long", 20).subList(part * 5, part * 5 + 5);
                 publishAt(session, chunk, part * 5);

@@ -10,6 +10,7 @@ import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Set;
 import java.util.zip.CRC32C;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -120,6 +121,20 @@ class ImageStoreTest {
         assertThat(four.complete()).isTrue();
         store.unpin(four.pinned());
         assertThat(store.pinnedImages()).isZero();
+    }
+
+    @Test
+    void aResyncOfTheSsdMirrorForgetsWhatTheSsdRoleNoLongerHas() {
+        store.ssdAdded(key(1), 11, PAGE);
+        store.ssdAdded(key(2), 12, PAGE);
+        store.ssdAdded(key(3), 13, PAGE);
+        long before = residency.lastSequence();
+        // A missed SSD_REMOVED of keys 1 and 3 (the hand-off was full): the resync names only key 2.
+        store.ssdRetainOnly(Set.of(key(2)));
+        assertThat(store.ssdKeys()).isEqualTo(1);
+        assertThat(store.ssdCopyOf(key(2))).isNotNull();
+        assertThat(residency.since(before, 10).events()).extracting(ResidencyStream.Event::change)
+                .containsExactly(ResidencyStream.Change.SSD_REMOVED, ResidencyStream.Change.SSD_REMOVED);
     }
 
     @Test

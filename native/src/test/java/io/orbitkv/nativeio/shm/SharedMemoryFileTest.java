@@ -3,6 +3,8 @@ package io.orbitkv.nativeio.shm;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import java.lang.foreign.ValueLayout;
+import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -19,12 +21,12 @@ class SharedMemoryFileTest {
         Path path = shmPath();
         try (SharedMemoryFile pool = SharedMemoryFile.create(path, 1 << 20)) {
             assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(path))).isEqualTo("rw-------");
-            pool.segment().set(java.lang.foreign.ValueLayout.JAVA_LONG, 4096, 0x1234_5678_9abcL);
+            pool.segment().set(ValueLayout.JAVA_LONG, 4096, 0x1234_5678_9abcL);
             try (SharedMemoryFile engine = SharedMemoryFile.map(path, 1 << 20)) {
-                assertThat(engine.segment().get(java.lang.foreign.ValueLayout.JAVA_LONG, 4096)).isEqualTo(0x1234_5678_9abcL);
-                engine.segment().set(java.lang.foreign.ValueLayout.JAVA_BYTE, 100, (byte) 7);
+                assertThat(engine.segment().get(ValueLayout.JAVA_LONG, 4096)).isEqualTo(0x1234_5678_9abcL);
+                engine.segment().set(ValueLayout.JAVA_BYTE, 100, (byte) 7);
             }
-            assertThat(pool.segment().get(java.lang.foreign.ValueLayout.JAVA_BYTE, 100)).isEqualTo((byte) 7);
+            assertThat(pool.segment().get(ValueLayout.JAVA_BYTE, 100)).isEqualTo((byte) 7);
             assertThat(Files.exists(path)).as("a mapper never removes the file").isTrue();
         }
         assertThat(Files.exists(path)).isFalse();
@@ -35,10 +37,10 @@ class SharedMemoryFileTest {
         Path path = shmPath();
         SharedMemoryFile pool = SharedMemoryFile.create(path, 8192);
         assertThatThrownBy(() -> SharedMemoryFile.create(path, 8192))
-                .isInstanceOf(java.nio.file.FileAlreadyExistsException.class);
+                .isInstanceOf(FileAlreadyExistsException.class);
         pool.close();
         pool.close();
-        assertThatThrownBy(() -> pool.segment().get(java.lang.foreign.ValueLayout.JAVA_BYTE, 0))
+        assertThatThrownBy(() -> pool.segment().get(ValueLayout.JAVA_BYTE, 0))
                 .isInstanceOf(IllegalStateException.class);
     }
 
