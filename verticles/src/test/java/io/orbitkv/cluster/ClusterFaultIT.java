@@ -5,6 +5,7 @@ import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.google.protobuf.ByteString;
+import io.orbitkv.it.RunningManager;
 import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.protocol.engine.AllocatePublishReply;
@@ -27,7 +28,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.net.URI;
 import java.nio.file.Path;
-import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -268,15 +268,7 @@ class ClusterFaultIT {
         }
 
         List<ByteString> publish(String seed, int n) throws Exception {
-            List<ByteString> hashes = new ArrayList<>();
-            byte[] prev = new byte[0];
-            for (int i = 0; i < n; i++) {
-                MessageDigest sha = MessageDigest.getInstance("SHA-256");
-                sha.update(prev);
-                sha.update((seed + ":" + i).getBytes());
-                prev = sha.digest();
-                hashes.add(ByteString.copyFrom(prev));
-            }
+            List<ByteString> hashes = RunningManager.chain(seed, n);
             AllocatePublishReply allocated = session.allocate(hashes.stream()
                     .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
             for (PublishSlot slot : allocated.getSlotsList()) {

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.google.protobuf.ByteString;
+import io.orbitkv.it.RunningManager;
 import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.engine.Namespaces;
@@ -58,7 +59,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -168,15 +168,7 @@ class PeerTransferIT {
         try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
                 OrbitKvClient.readToken(source.tokenFile()))) {
             EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
-            List<ByteString> hashes = new ArrayList<>();
-            byte[] prev = new byte[0];
-            for (int i = 0; i < n; i++) {
-                MessageDigest sha = MessageDigest.getInstance("SHA-256");
-                sha.update(prev);
-                sha.update((seed + ":" + i).getBytes());
-                prev = sha.digest();
-                hashes.add(ByteString.copyFrom(prev));
-            }
+            List<ByteString> hashes = RunningManager.chain(seed, n);
             AllocatePublishReply allocated = session.allocate(hashes.stream()
                     .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
             int i = 0;

@@ -25,17 +25,8 @@ class PublishQueryRestoreIT {
     @RegisterExtension
     final RunningManager running = new RunningManager();
 
-    static List<ByteString> chain(String seed, int n) throws Exception {
-        List<ByteString> hashes = new ArrayList<>();
-        byte[] prev = new byte[0];
-        for (int i = 0; i < n; i++) {
-            MessageDigest sha = MessageDigest.getInstance("SHA-256");
-            sha.update(prev);
-            sha.update((seed + ":" + i).getBytes());
-            prev = sha.digest();
-            hashes.add(ByteString.copyFrom(prev));
-        }
-        return hashes;
+    static List<ByteString> chain(String seed, int n) {
+        return RunningManager.chain(seed, n);
     }
 
     static void fill(MemorySegment slot, long seed) {

@@ -1,5 +1,11 @@
 package io.orbitkv.it;
 
+import java.util.List;
+import java.util.ArrayList;
+import java.nio.charset.StandardCharsets;
+import java.security.NoSuchAlgorithmException;
+import java.security.MessageDigest;
+import com.google.protobuf.ByteString;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.orbitkv.client.EngineSession;
@@ -210,5 +216,26 @@ public final class RunningManager implements BeforeEachCallback, AfterEachCallba
                 URI.create("http://127.0.0.1:" + manager.metricsPort() + "/health"))
                         .timeout(Duration.ofSeconds(20)).build(),
                 HttpResponse.BodyHandlers.ofString()).body();
+    }
+
+    /**
+     * The test chain of {@code n} block hashes for {@code seed}: SHA-256 over the previous hash and "seed:i" (the one
+     * helper the integration and cluster tests share, so a key published in one test reads the same in another).
+     */
+    public static List<ByteString> chain(String seed, int n) {
+        List<ByteString> hashes = new ArrayList<>();
+        byte[] prev = new byte[0];
+        try {
+            for (int i = 0; i < n; i++) {
+                MessageDigest sha = MessageDigest.getInstance("SHA-256");
+                sha.update(prev);
+                sha.update((seed + ":" + i).getBytes(StandardCharsets.UTF_8));
+                prev = sha.digest();
+                hashes.add(ByteString.copyFrom(prev));
+            }
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is part of every JDK", e);
+        }
+        return hashes;
     }
 }
