@@ -9,15 +9,9 @@ import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.cost.ResourceId;
 import io.orbitkv.planning.PlanningProxy;
-import io.orbitkv.restore.RestoreCommands;
-import io.orbitkv.restore.RestoreProxy;
-import io.orbitkv.restore.RestoreTarget;
-import io.orbitkv.storage.ImageStore;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.function.Function;
 
 /**
@@ -95,27 +89,6 @@ public final class AdmissionVerticle extends VerticleBase {
     public Future<?> start() {
         admission = new DemandAdmission(settings, registry, ticker,
                 DemandAdmission.PlanningPort.of(new PlanningProxy(vertx)), cost, dramPool);
-        RestoreProxy restore = new RestoreProxy(vertx);
-        admission.restorePort(new DemandAdmission.RestorePort() {
-            @Override
-            public Future<RestoreCommands.Restored> restore(long instance, long ticket,
-                    RestoreTarget target, List<AdmissionCommands.LeasedGroup> leased) {
-                List<RestoreCommands.SourcePage> sources = new ArrayList<>();
-                for (AdmissionCommands.LeasedGroup group : leased) {
-                    for (int i = 0; i < group.positions().size(); i++) {
-                        ImageStore.ImageRef ref = group.refs().get(i);
-                        sources.add(new RestoreCommands.SourcePage(group.groupId(),
-                                group.positions().get(i), ref.offset(), ref.lengthBytes()));
-                    }
-                }
-                return restore.execute(instance, ticket, target, sources);
-            }
-
-            @Override
-            public void cancel(long instance, long ticket) {
-                restore.cancel(instance, ticket);
-            }
-        });
         publishGauges();
         Gauge.builder("orbitkv.leases.active", () -> gauges.activeLeases()).description("Leases held by engines")
                 .register(registry);

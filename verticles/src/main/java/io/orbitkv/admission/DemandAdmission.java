@@ -18,6 +18,7 @@ import io.orbitkv.recovery.RecoveryException;
 import io.orbitkv.cost.CompletionTarget;
 import io.orbitkv.planning.BoundaryReason;
 import io.orbitkv.planning.DemandView;
+import io.orbitkv.planning.EngineDestination;
 import io.orbitkv.planning.Plan;
 import io.orbitkv.planning.PlannedPage;
 import io.orbitkv.planning.PlannedSegment;
@@ -30,7 +31,6 @@ import io.orbitkv.planning.PlanningProxy;
 import io.orbitkv.planning.PlanningRole;
 import io.orbitkv.planning.SegmentLease;
 import io.orbitkv.restore.RestoreCommands.Restored;
-import io.orbitkv.restore.RestoreTarget;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.vertx.core.Future;
@@ -65,7 +65,9 @@ import java.util.concurrent.TimeUnit;
  * submitted transfer that failed (fenced by then), re-plans from fresh evidence (at most {@value #MAX_PLAN_ATTEMPTS}
  * plans, then PENDING); (5) re-check the boundary is legal on what was acquired, and only then answer READY (RESIDENT
  * for speculative warming). Evidence alone never answers READY. An explicitly requested route that cannot run here
- * fails closed (ROUTE_UNAVAILABLE), reserving nothing.
+ * fails closed (ROUTE_UNAVAILABLE), reserving nothing. A demand with an engine-restore destination is planned with
+ * the completion target engine-restore; once host-ready under its lease, planning runs the plan's last step, the
+ * device copy (the restore role is its owner), and the ticket answers READY when every copy is terminal.
  *
  * <h2>Lifecycle and ownership</h2>
  * One live ticket per (instance, request id) and per (instance, operation id). A resubmission with a higher revision
@@ -118,6 +120,12 @@ final class DemandAdmission {
         /** Revokes interest in execution {@code id}: queued transfers are dropped, submitted ones drain. */
         Future<Boolean> cancel(long id);
 
+        /** The device copy of prepared engine-restore plan {@code id}; completes when every copy is terminal. */
+        Future<Restored> finish(long id, EngineDestination destination);
+
+        /** A hint that nobody wants prepared plan {@code id}'s device copy. */
+        Future<Boolean> cancelFinish(long id);
+
         /** The planning role's handlers, called directly (tests, and one-loop deployments without the bus). */
         static PlanningPort of(PlanningHandlers handlers) {
             return new PlanningPort() {
@@ -144,6 +152,16 @@ final class DemandAdmission {
                 @Override
                 public Future<Boolean> cancel(long id) {
                     return handlers.cancel(id);
+                }
+
+                @Override
+                public Future<Restored> finish(long id, EngineDestination destination) {
+                    return handlers.finish(id, destination);
+                }
+
+                @Override
+                public Future<Boolean> cancelFinish(long id) {
+                    return handlers.cancelFinish(id);
                 }
             };
         }
@@ -175,20 +193,18 @@ final class DemandAdmission {
                 public Future<Boolean> cancel(long id) {
                     return proxy.cancel(id);
                 }
+
+                @Override
+                public Future<Restored> finish(long id, EngineDestination destination) {
+                    return proxy.finish(id, destination);
+                }
+
+                @Override
+                public Future<Boolean> cancelFinish(long id) {
+                    return proxy.cancelFinish(id);
+                }
             };
         }
-    }
-
-    /**
-     * What admission needs from the restore role for demands whose completion target is engine-restore: copy the
-     * leased pages into the demand's destination, completing only when every copy is terminal; and a cancel hint.
-     */
-    interface RestorePort {
-        Future<Restored> restore(long instance, long ticket,
-                                                                   RestoreTarget target,
-                                                                   List<LeasedGroup> leased);
-
-        void cancel(long instance, long ticket);
     }
 
     private record RequestKey(long instance, String requestId) {}
@@ -211,6 +227,8 @@ final class DemandAdmission {
         int drainedPages;
         /** A Manager-executed restore of this ticket's lease is running (the evaluation in flight waits for it). */
         boolean restoring;
+        /** The prepared plan whose device copy is running (valid while {@code restoring}). */
+        long restoringExecution;
         /** Completes when the running restore is terminal and its outcome recorded; null when none. */
         Future<Void> restoreDone;
         /** A restore that failed: the next poll answers it (and forgets the ticket). */
@@ -269,7 +287,6 @@ final class DemandAdmission {
     private long nextTicket = 1;
     private long nextLease = 1;
     private long nextExecution = 1;
-    private RestorePort restore;
 
     DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning) {
         this(settings, registry, ticker, planning, null, null);
@@ -306,11 +323,6 @@ final class DemandAdmission {
         }
         replans = Counter.builder("orbitkv.queries.replans")
                 .description("Plans whose pages were lost between evidence and pinning").register(registry);
-    }
-
-    /** Wires the restore role (engine-restore completion targets); without it such demands fail closed. */
-    void restorePort(RestorePort port) {
-        this.restore = port;
     }
 
     // ---- commands ----
@@ -655,7 +667,7 @@ final class DemandAdmission {
         ticket.executingFor = plan;
         ticket.executingPlan = chosen;
         Future<PlanningCommands.PreparedPlan> executed = planning.execute(execution, view, chosen);
-        if (chosen.movesPayload()) {
+        if (chosen.movesPayloadToHost()) {
             ticket.lastDetail = DemandState.RESERVED;
             reply.tryComplete(pending(ticket));
         }
@@ -857,7 +869,7 @@ final class DemandAdmission {
      * anyway and is left to drain (its pins then count in the cancel's released pages).
      */
     private void revokeExecution(Ticket ticket) {
-        if (ticket.executing != 0 && ticket.executingPlan.movesPayload()) {
+        if (ticket.executing != 0 && ticket.executingPlan.movesPayloadToHost()) {
             ticket.joining = 0;
             planning.cancel(ticket.executing);
         }
@@ -920,30 +932,32 @@ final class DemandAdmission {
                 : OptionalDouble.empty();
         // The cap is what the pool can lease at all: a demand longer than that gets the longest legal boundary that
         // fits (reason BUDGET) instead of waiting for the impossible; shares and headroom are checked on the plan.
+        // An engine_restore destination makes the plan end at the engine: its execution's last step is the device copy.
+        CompletionTarget target = plan.engineRestore() == null ? CompletionTarget.hostReady()
+                : CompletionTarget.engineRestore(plan.engineRestore().device(dramPool == null ? 0 : dramPool.incarnation()));
         return new DemandView(plan.rules(), plan.validPrefixTokens(), plan.selectedEndTokens(), groups,
-                CompletionTarget.hostReady(), plan.requestedRoute(), rate, firstUse, plan.priority(), plan.confidence(),
+                target, plan.requestedRoute(), rate, firstUse, plan.priority(), plan.confidence(),
                 plan.speculative(), settings.leaseBudgetBytes());
     }
 
     /**
-     * Completion target engine-restore: with the pages RESIDENT under the lease, the restore role copies them into the
-     * demand's destination. The ticket answers PENDING (detail RESIDENT) meanwhile, and its evaluation stays in flight
-     * until every copy is terminal; READY only once all succeeded, and the lease (the sources) ends then, since the
-     * engine holds the bytes. A cancel or revision meanwhile stops the restore; the canceller ends the lease after the
-     * copies drained. A failed restore ends the lease and the next poll answers RESTORE_FAILED.
+     * Completion target engine-restore: the plan's execution made the pages RESIDENT under the lease; its last step,
+     * the device copy (the restore role is its execution owner), runs in the planning role. The ticket answers PENDING
+     * (detail RESIDENT) meanwhile, and its evaluation stays in flight until every copy is terminal; READY only once all
+     * succeeded, and the lease (the sources) ends then, since the engine holds the bytes. A cancel or revision
+     * meanwhile stops the copy; the canceller ends the lease, which planning releases only after the copies drained. A
+     * failed restore ends the lease and the next poll answers RESTORE_FAILED.
      */
     private Future<Outcome> restoreIntoEngine(Ticket ticket, int generation, long boundary, BoundaryReason reason,
                                               Lease lease, List<LeasedGroup> leased) {
-        if (restore == null) {
-            return endLease(lease).compose(n -> Future.failedFuture(new OrbitException(ErrorReason.ROUTE_UNAVAILABLE,
-                    "this Manager runs no restore role")));
-        }
         ticket.restoring = true;
+        ticket.restoringExecution = lease.execution();
         Promise<Void> copied = Promise.promise();
         ticket.restoreDone = copied.future();
         Future<Restored> restored;
         try {
-            restored = restore.restore(ticket.instance, ticket.id, ticket.plan.engineRestore(), leased);
+            restored = planning.finish(lease.execution(),
+                    new EngineDestination(ticket.instance, ticket.id, ticket.plan.engineRestore()));
         } catch (RuntimeException e) {
             restored = Future.failedFuture(e);
         }
@@ -969,8 +983,8 @@ final class DemandAdmission {
     }
 
     private void cancelRestore(Ticket ticket) {
-        if (ticket.restoring && restore != null) {
-            restore.cancel(ticket.instance, ticket.id);
+        if (ticket.restoring) {
+            planning.cancelFinish(ticket.restoringExecution);
         }
     }
 

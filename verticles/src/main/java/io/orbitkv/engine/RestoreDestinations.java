@@ -170,7 +170,7 @@ final class RestoreDestinations {
         if (!pagesByGroup.isEmpty()) {
             throw invalid("destination pages name a group the demand does not restore");
         }
-        return new RestoreTarget(spec.id(), route, groups);
+        return new RestoreTarget(spec.id(), route, groups, spec.kind() == DestinationKind.CUDA_IPC ? spec.cudaDevice() : -1);
     }
 
     private static void requireAvailable(RestoreRoute route) {

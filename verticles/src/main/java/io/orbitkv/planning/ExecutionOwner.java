@@ -6,8 +6,9 @@ import io.vertx.core.Future;
  * The port an execution owner implements for the route templates it executes: storage for {@link
  * RouteTemplate#LOCAL_DRAM} (pins) and, with the SSD role, {@link RouteTemplate#HOST_FROM_LOCAL_SSD} (a pool slot
  * credit plus an exact-generation extent lease, then an io_uring read); later the peer role for the peer templates and
- * the restore role for engine-restore targets and {@link RouteTemplate#LOCAL_SSD_URING}. Futures complete on the
- * planning role's event loop (an owner on another loop hops back, as the typed role proxies do).
+ * the restore role for {@link RouteTemplate#LOCAL_SSD_URING}. The device copy of an engine-restore plan is its prepared
+ * plan's last step, owned by the restore role ({@link RestoreOwner}). Futures complete on the planning role's event
+ * loop (an owner on another loop hops back, as the typed role proxies do).
  *
  * <p>Contract (see {@link Planner}'s design note):
  * <ul>

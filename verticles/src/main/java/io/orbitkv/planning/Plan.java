@@ -79,6 +79,11 @@ public record Plan(long validPrefixTokens, long boundaryTokens, BoundaryReason r
         return segments.stream().anyMatch(PlannedSegment::movesPayload);
     }
 
+    /** Whether any segment moves payload to become host-ready (then admission answers PENDING while it moves). */
+    public boolean movesPayloadToHost() {
+        return segments.stream().anyMatch(PlannedSegment::movesPayloadToHost);
+    }
+
     public int pages() {
         return segments.stream().mapToInt(s -> s.pages().size()).sum();
     }

@@ -2,6 +2,9 @@ package io.orbitkv.planning;
 
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.Ticker;
+import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.restore.RestoreCommands;
+import io.orbitkv.storage.ImageStore;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.util.ArrayList;
@@ -24,6 +27,11 @@ import java.util.OptionalLong;
  * before any payload moved leaves nothing held, and a submitted segment is fenced before anything else may be tried for
  * its pages. Acquisition is sequential in plan order: a bounded order, and a stale segment stops the rest before they
  * take anything.
+ *
+ * <p>Engine-restore plans: the route owners take every segment to host-ready (a DRAM segment is host-ready at
+ * acquisition, an SSD one after its read); the device copy is the prepared plan's last step ({@link Prepared#restore}),
+ * owned by the restore role through {@link RestoreOwner}. Its sources stay leased until every copy is terminal: a
+ * release asked meanwhile waits for that, so a cancelled copy is drained before its pages can be reused.
  *
  * <p>Concurrency: confined to the planning role's event loop; owners complete their futures on it.
  */
@@ -49,6 +57,7 @@ public final class PlanExecutor {
     }
 
     private final Map<RouteTemplate, ExecutionOwner> owners;
+    private final RestoreOwner restoreOwner;
     private final TransferScheduler<Transfer> scheduler;
     private final Ticker ticker;
     private final Timers timers;
@@ -59,9 +68,16 @@ public final class PlanExecutor {
 
     public PlanExecutor(Map<RouteTemplate, ExecutionOwner> owners, TransferScheduler.Settings settings, Ticker ticker,
                         MeterRegistry registry, Timers timers) {
+        this(owners, null, settings, ticker, registry, timers);
+    }
+
+    /** @param restoreOwner the owner of engine-restore plans' device copy (the restore role); null: none here */
+    public PlanExecutor(Map<RouteTemplate, ExecutionOwner> owners, RestoreOwner restoreOwner,
+                        TransferScheduler.Settings settings, Ticker ticker, MeterRegistry registry, Timers timers) {
         EnumMap<RouteTemplate, ExecutionOwner> copy = new EnumMap<>(RouteTemplate.class);
         copy.putAll(owners);
         this.owners = copy;
+        this.restoreOwner = restoreOwner;
         this.ticker = Objects.requireNonNull(ticker, "ticker");
         this.timers = Objects.requireNonNull(timers, "timers");
         this.scheduler = new TransferScheduler<>(settings, ticker, registry, transfer -> transfer.preparation.onDropped(transfer));
@@ -73,6 +89,9 @@ public final class PlanExecutor {
             if (!owners.containsKey(segment.route())) {
                 throw new PlanningException(PlanningFailure.INVALID_INPUT, "no execution owner for " + segment.route());
             }
+        }
+        if (plan.target().intent() == CompletionTarget.Intent.ENGINE_RESTORE && restoreOwner == null) {
+            throw new PlanningException(PlanningFailure.TARGET_UNAVAILABLE, "no restore owner for an engine-restore plan");
         }
         Preparation preparation = new Preparation(plan, schedule);
         livePreparations++;
@@ -254,7 +273,9 @@ public final class PlanExecutor {
 
         private void queueTransfers() {
             for (Slot slot : slots) {
-                if (!slot.segment.movesPayload()) {
+                // The route owners take every segment to host-ready; an engine-restore plan's device copy is its
+                // prepared plan's last step (Prepared#restore), not a transfer of one segment.
+                if (!slot.segment.movesPayloadToHost()) {
                     slot.phase = Phase.READY;
                     continue;
                 }
@@ -366,11 +387,17 @@ public final class PlanExecutor {
         }
     }
 
-    /** A plan whose segments all reached the target, holding every segment's lease until {@link #release}. */
+    /**
+     * A plan whose segments all reached host-ready, holding every segment's lease until {@link #release}. An
+     * engine-restore plan's last step, the device copy, runs from here ({@link #restore}): its sources stay leased
+     * until every copy is terminal, so a release asked meanwhile happens only then.
+     */
     public final class Prepared {
         private final Plan plan;
         private final List<SegmentLease> leases;
         private boolean released;
+        private EngineDestination destination;
+        private Future<RestoreCommands.Restored> restoring;
 
         private Prepared(Plan plan, List<SegmentLease> leases) {
             this.plan = plan;
@@ -391,12 +418,58 @@ public final class PlanExecutor {
             return release(false);
         }
 
+        /**
+         * The engine-restore plan's device copy: the restore owner copies every host page into {@code destination};
+         * completes when every copy is terminal. Once per prepared plan.
+         */
+        public Future<RestoreCommands.Restored> restore(EngineDestination destination) {
+            if (plan.target().intent() != CompletionTarget.Intent.ENGINE_RESTORE) {
+                return Future.failedFuture(new PlanningException(PlanningFailure.INVALID_INPUT,
+                        "a " + plan.target().intent() + " plan has no device copy"));
+            }
+            if (released || restoring != null) {
+                return Future.failedFuture(new PlanningException(PlanningFailure.INVALID_INPUT,
+                        released ? "the prepared plan was released" : "the device copy already ran"));
+            }
+            List<RestoreCommands.SourcePage> sources = new ArrayList<>();
+            for (SegmentLease lease : leases) {
+                PlannedSegment segment = lease.segment();
+                for (int i = 0; i < segment.pages().size(); i++) {
+                    ImageStore.ImageRef ref = lease.hostPages().get(i);
+                    sources.add(new RestoreCommands.SourcePage(segment.groupId(), segment.pages().get(i).position(),
+                            ref.offset(), ref.lengthBytes()));
+                }
+            }
+            this.destination = destination;
+            try {
+                restoring = restoreOwner.restore(destination, sources);
+            } catch (RuntimeException e) {
+                restoring = Future.failedFuture(e);
+            }
+            return restoring;
+        }
+
+        /** A hint that nobody wants the device copy: queued copies are dropped, submitted ones drain. */
+        public void cancelRestore() {
+            if (restoring != null && !restoring.isComplete()) {
+                restoreOwner.cancel(destination);
+            }
+        }
+
         /** {@link #release()}; {@code quarantine}: the engine holding the pages lost its session (see the owners). */
         public Future<Integer> release(boolean quarantine) {
             if (released) {
                 return Future.succeededFuture(0);
             }
             released = true;
+            if (restoring != null && !restoring.isComplete()) {
+                // The copies read these pages: they are released once every copy is terminal.
+                return restoring.transform(ar -> releaseLeases(quarantine));
+            }
+            return releaseLeases(quarantine);
+        }
+
+        private Future<Integer> releaseLeases(boolean quarantine) {
             List<Future<Boolean>> releases = new ArrayList<>();
             for (SegmentLease lease : leases) {
                 releases.add(PlanExecutor.this.release(lease, quarantine));

@@ -58,6 +58,14 @@ public record PlannedSegment(int groupId, BlockRange range, RouteTemplate route,
         return route.movesPayload(target);
     }
 
+    /**
+     * Whether reaching host-ready moves payload (a read back into pool slots): what the route's owner submits. For an
+     * engine-restore target the device copy after it is the prepared plan's last step, not this segment's transfer.
+     */
+    public boolean movesPayloadToHost() {
+        return route.movesPayload(CompletionTarget.hostReady());
+    }
+
     public Medium medium() {
         return route.medium();
     }

@@ -19,6 +19,12 @@ public final class PlanningCommands {
     /** Revokes interest in execution {@code id}; answered once its submitted work drained and its leases ended. */
     public record Cancel(long id) {}
 
+    /** Runs prepared engine-restore plan {@code id}'s device copy into {@code destination}; see the handlers. */
+    public record Finish(long id, EngineDestination destination) {}
+
+    /** A hint that nobody wants prepared plan {@code id}'s device copy. */
+    public record CancelFinish(long id) {}
+
     /** A real demand took over speculative execution {@code id}: its transfers become demand reads due now. */
     public record Promote(long id) {}
 
@@ -34,5 +40,5 @@ public final class PlanningCommands {
     public record PlanningStats(int executing, int prepared, long heldLeases) {}
 
     static final List<Class<?>> MESSAGE_TYPES = List.of(MakePlan.class, PlanningRole.Planned.class, Execute.class,
-            Cancel.class, Promote.class, Release.class, PreparedPlan.class, GetStats.class, PlanningStats.class);
+            Cancel.class, Finish.class, CancelFinish.class, Promote.class, Release.class, PreparedPlan.class, GetStats.class, PlanningStats.class);
 }

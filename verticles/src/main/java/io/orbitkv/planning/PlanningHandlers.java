@@ -1,5 +1,6 @@
 package io.orbitkv.planning;
 
+import io.orbitkv.restore.RestoreCommands;
 import io.vertx.core.Future;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -86,6 +87,28 @@ public final class PlanningHandlers {
         return Future.succeededFuture(false);
     }
 
+    /**
+     * The last step of a prepared engine-restore plan: the restore owner copies its host pages into {@code destination}
+     * (see {@link PlanExecutor.Prepared#restore}); completes when every copy is terminal. The plan stays held until
+     * {@link #release}, which waits for the copies.
+     */
+    public Future<RestoreCommands.Restored> finish(long id, EngineDestination destination) {
+        PlanExecutor.Prepared held = prepared.get(id);
+        if (held == null) {
+            return Future.failedFuture(new PlanningException(PlanningFailure.INVALID_INPUT, "no prepared plan " + id));
+        }
+        return held.restore(destination);
+    }
+
+    /** A hint that nobody wants prepared plan {@code id}'s device copy: queued copies are dropped, submitted drain. */
+    public Future<Boolean> cancelFinish(long id) {
+        PlanExecutor.Prepared held = prepared.get(id);
+        if (held != null) {
+            held.cancelRestore();
+        }
+        return Future.succeededFuture(held != null);
+    }
+
     /** Revokes interest; completes after the execution drained, or after a prepared plan's leases ended. */
     public Future<Boolean> cancel(long id) {
         PlanExecutor.Preparation preparation = executing.get(id);
@@ -93,6 +116,7 @@ public final class PlanningHandlers {
             // A preparation that succeeds despite the cancel lands in prepared: end it too.
             return preparation.cancel().compose(v -> release(id, false)).map(n -> true);
         }
+        cancelFinish(id);
         return release(id, false).map(n -> n > 0);
     }
 
@@ -111,6 +135,7 @@ public final class PlanningHandlers {
             waits.add(cancel(id));
         }
         for (long id : List.copyOf(prepared.keySet())) {
+            cancelFinish(id);
             waits.add(release(id, false));
         }
         return Future.join(waits).transform(ar -> Future.succeededFuture());

@@ -1,6 +1,7 @@
 package io.orbitkv.planning;
 
 import io.orbitkv.common.RoleProxies;
+import io.orbitkv.restore.RestoreCommands;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.eventbus.DeliveryOptions;
@@ -17,11 +18,15 @@ public final class PlanningProxy {
     static final String EXECUTE = "orbitkv.planning.execute";
     static final String CANCEL = "orbitkv.planning.cancel";
     static final String PROMOTE = "orbitkv.planning.promote";
+    static final String FINISH = "orbitkv.planning.finish";
+    static final String CANCEL_FINISH = "orbitkv.planning.cancel-finish";
     static final String RELEASE = "orbitkv.planning.release";
     static final String STATS = "orbitkv.planning.stats";
 
     private final EventBus bus;
     private final DeliveryOptions options = new DeliveryOptions().setSendTimeout(30_000).setLocalOnly(true);
+    private final DeliveryOptions finishOptions = new DeliveryOptions().setSendTimeout(Long.MAX_VALUE / 2)
+            .setLocalOnly(true);
 
     public PlanningProxy(Vertx vertx) {
         this.bus = vertx.eventBus();
@@ -40,6 +45,20 @@ public final class PlanningProxy {
     /** Revokes interest in execution {@code id}; completes after it drained (true when it was live). */
     public Future<Boolean> cancel(long id) {
         return request(CANCEL, new PlanningCommands.Cancel(id));
+    }
+
+    /**
+     * Runs prepared engine-restore plan {@code id}'s device copy (the restore role is its owner); completes when every
+     * copy is terminal, with what was restored or the restore role's typed failure. No send timeout: copies may run long.
+     */
+    public Future<RestoreCommands.Restored> finish(long id, EngineDestination destination) {
+        return RoleProxies.<RestoreCommands.Restored>request(bus, FINISH, new PlanningCommands.Finish(id, destination),
+                finishOptions).recover(failure -> Future.failedFuture(typed(failure)));
+    }
+
+    /** A hint that nobody wants prepared plan {@code id}'s device copy; its {@link #finish} completes once drained. */
+    public Future<Boolean> cancelFinish(long id) {
+        return request(CANCEL_FINISH, new PlanningCommands.CancelFinish(id));
     }
 
     /** A real demand took over speculative execution {@code id}; true when it was still running. */

@@ -3,6 +3,7 @@ package io.orbitkv.planning;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.Ticker;
+import io.orbitkv.cost.CompletionTarget;
 import io.orbitkv.cost.CostEstimateKey;
 import io.orbitkv.cost.CostEstimateResult;
 import io.orbitkv.cost.ObservationOutcome;
@@ -215,7 +216,9 @@ public final class PlanningRole {
      * far as the plan is concerned, queueing included). Successful executions only.
      */
     private void observe(Plan plan, long elapsedNanos) {
-        if (estimates.mode() == Planner.SelectionMode.OFF) {
+        if (estimates.mode() == Planner.SelectionMode.OFF
+                || plan.target().intent() != CompletionTarget.Intent.HOST_READY) {
+            // An engine-restore plan is complete only after its device copy: the restore role reports that route.
             return;
         }
         Map<List<Object>, List<PlannedSegment>> batches = new LinkedHashMap<>();

@@ -6,6 +6,8 @@ import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
+import io.orbitkv.restore.RestoreCommands;
+import io.orbitkv.restore.RestoreProxy;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.orbitkv.storage.StorageProxy;
@@ -15,6 +17,7 @@ import io.vertx.core.eventbus.EventBus;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 
@@ -55,6 +58,14 @@ public final class PlanningVerticle extends VerticleBase {
         public static Settings localOnly(boolean ssdEnabled, RouteResources resources) {
             return new Settings(RouteCapabilities.localOnly(ssdEnabled), DEFAULT_TRANSFERS, resources);
         }
+
+        /**
+         * The same settings with Manager-executed restores: the restore role runs beside planning, so plans may end at
+         * the engine-restore target, their device copy executed by the restore role.
+         */
+        public Settings withRestoreRole() {
+            return new Settings(capabilities.withEngineRestore(Optional.empty()), transfers, resources);
+        }
     }
 
     private final Settings settings;
@@ -82,8 +93,10 @@ public final class PlanningVerticle extends VerticleBase {
     public Future<?> start() {
         StorageProxy storage = new StorageProxy(vertx);
         LocalOwners local = new LocalOwners(replicaPort(storage));
+        RestoreOwner restore = settings.capabilities().engineRestoreCause().isEmpty()
+                ? restoreOwner(new RestoreProxy(vertx)) : null;
         PlanExecutor executor = new PlanExecutor(Map.of(RouteTemplate.LOCAL_DRAM, local.dram(),
-                RouteTemplate.HOST_FROM_LOCAL_SSD, local.ssd()), settings.transfers(), ticker, registry,
+                RouteTemplate.HOST_FROM_LOCAL_SSD, local.ssd()), restore, settings.transfers(), ticker, registry,
                 (delayNanos, task) -> vertx.setTimer(Math.max(1, TimeUnit.NANOSECONDS.toMillis(delayNanos)),
                         id -> task.run()));
         PlanningRole role = new PlanningRole(settings.capabilities(), members, settings.resources(), local.evidence(),
@@ -101,6 +114,8 @@ public final class PlanningVerticle extends VerticleBase {
         serve(bus, PlanningProxy.EXECUTE,
                 (PlanningCommands.Execute c) -> handlers.execute(c.id(), c.demand(), c.plan()));
         serve(bus, PlanningProxy.CANCEL, (PlanningCommands.Cancel c) -> handlers.cancel(c.id()));
+        serve(bus, PlanningProxy.FINISH, (PlanningCommands.Finish c) -> handlers.finish(c.id(), c.destination()));
+        serve(bus, PlanningProxy.CANCEL_FINISH, (PlanningCommands.CancelFinish c) -> handlers.cancelFinish(c.id()));
         serve(bus, PlanningProxy.PROMOTE, (PlanningCommands.Promote c) -> handlers.promote(c.id()));
         serve(bus, PlanningProxy.RELEASE, (PlanningCommands.Release c) -> handlers.release(c.id(), c.quarantine()));
         serve(bus, PlanningProxy.STATS, (PlanningCommands.GetStats c) -> Future.succeededFuture(handlers.stats()));
@@ -115,6 +130,22 @@ public final class PlanningVerticle extends VerticleBase {
 
     private static <C, R> void serve(EventBus bus, String address, Function<C, Future<R>> handler) {
         RoleProxies.<C, R>serve(bus, address, handler);
+    }
+
+    /** The restore role as the owner of engine-restore plans' device copy. */
+    static RestoreOwner restoreOwner(RestoreProxy restore) {
+        return new RestoreOwner() {
+            @Override
+            public Future<RestoreCommands.Restored> restore(EngineDestination destination,
+                                                            List<RestoreCommands.SourcePage> sources) {
+                return restore.execute(destination.instance(), destination.ticket(), destination.target(), sources);
+            }
+
+            @Override
+            public void cancel(EngineDestination destination) {
+                restore.cancel(destination.instance(), destination.ticket());
+            }
+        };
     }
 
     /** The storage role as the local owners' port. */

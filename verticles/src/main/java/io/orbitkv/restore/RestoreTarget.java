@@ -1,5 +1,7 @@
 package io.orbitkv.restore;
 
+import io.orbitkv.cost.ResourceId;
+import io.orbitkv.cost.ResourceKind;
 import io.orbitkv.protocol.engine.RestoreRoute;
 import java.util.List;
 
@@ -8,9 +10,28 @@ import java.util.List;
  * UNSPECIFIED) and, per group, the destination page index of each block position the demand declared. Only the
  * positions the answered boundary requires are copied.
  */
-public record RestoreTarget(int destinationId, RestoreRoute route, List<GroupPages> groups) {
+public record RestoreTarget(int destinationId, RestoreRoute route, List<GroupPages> groups, int cudaDevice) {
     public RestoreTarget {
         groups = List.copyOf(groups);
+    }
+
+    /** A target whose device is not known (CUDA routes then name device 0); host-region targets need none. */
+    public RestoreTarget(int destinationId, RestoreRoute route, List<GroupPages> groups) {
+        this(destinationId, route, groups, -1);
+    }
+
+    /**
+     * The device the copies land on, as the restore role's lanes name it in cost keys (the resource of an engine-restore
+     * completion target): the engine's host memory for a host region, else the CUDA device.
+     */
+    public ResourceId device(long incarnation) {
+        return deviceResource(route == RestoreRoute.HOST_REGION ? -1 : Math.max(0, cudaDevice), incarnation);
+    }
+
+    /** A restore lane's resource: {@code cudaDevice < 0} is the engine's host memory. */
+    public static ResourceId deviceResource(int cudaDevice, long incarnation) {
+        return new ResourceId(cudaDevice < 0 ? ResourceKind.DRAM_POOL : ResourceKind.GPU_DEVICE,
+                cudaDevice < 0 ? "engine-host-memory" : "cuda:" + cudaDevice, incarnation);
     }
 
     /** {@code positions} ascending, {@code pageIndices} parallel to them. */

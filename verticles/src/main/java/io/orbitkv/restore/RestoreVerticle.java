@@ -16,7 +16,6 @@ import io.orbitkv.cost.ObservationRecord;
 import io.orbitkv.cost.ObservedBytes;
 import io.orbitkv.cost.RepresentationFamily;
 import io.orbitkv.cost.ResourceId;
-import io.orbitkv.cost.ResourceKind;
 import io.orbitkv.cost.SizeBucket;
 import io.orbitkv.nativeio.cuda.CudaRuntime;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
@@ -114,8 +113,7 @@ public final class RestoreVerticle extends VerticleBase {
             this.name = name;
             this.cudaDevice = cudaDevice;
             this.admission = new DeviceAdmission(settings.maxInFlightPerDevice());
-            this.resource = new ResourceId(cudaDevice < 0 ? ResourceKind.DRAM_POOL : ResourceKind.GPU_DEVICE,
-                    cudaDevice < 0 ? "engine-host-memory" : name, settings.incarnation());
+            this.resource = RestoreTarget.deviceResource(cudaDevice, settings.incarnation());
         }
 
         String address() {

@@ -20,6 +20,7 @@ import io.orbitkv.planning.PlanExecutor;
 import io.orbitkv.planning.PlanningCommands;
 import io.orbitkv.planning.PlanningHandlers;
 import io.orbitkv.planning.PlanningRole;
+import io.orbitkv.planning.RestoreOwner;
 import io.orbitkv.planning.RouteCapabilities;
 import io.orbitkv.planning.RouteResources;
 import io.orbitkv.planning.RouteTemplate;
@@ -39,6 +40,7 @@ import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -116,17 +118,24 @@ class DemandAdmissionTest {
 
     /** Admission over the real planning role (handlers called directly) and its local owners over the store. */
     DemandAdmission admission(int maxOutstanding) {
-        return new DemandAdmission(new AdmissionVerticle.Settings(8, maxOutstanding, WAIT, TTL, 1 << 20, 1 << 20,
-                64 << 10, TenantShares.equalShares()), registry, () -> now, planningPort());
+        return admission(maxOutstanding, null);
     }
 
-    DemandAdmission.PlanningPort planningPort() {
+    /** With {@code restore} as the owner of engine-restore plans' device copy (null: none, such demands fail closed). */
+    DemandAdmission admission(int maxOutstanding, RestoreOwner restore) {
+        return new DemandAdmission(new AdmissionVerticle.Settings(8, maxOutstanding, WAIT, TTL, 1 << 20, 1 << 20,
+                64 << 10, TenantShares.equalShares()), registry, () -> now, planningPort(restore));
+    }
+
+    DemandAdmission.PlanningPort planningPort(RestoreOwner restore) {
         LocalOwners local = new LocalOwners(port);
-        PlanExecutor executor = new PlanExecutor(Map.of(RouteTemplate.LOCAL_DRAM, local.dram()),
+        PlanExecutor executor = new PlanExecutor(Map.of(RouteTemplate.LOCAL_DRAM, local.dram()), restore,
                 TransferScheduler.Settings.uniform(1 << 20, 0.25, 64), () -> now, registry, (delay, task) -> {
                     throw new AssertionError("DRAM plans move nothing and schedule no transfer");
                 });
-        PlanningRole role = new PlanningRole(RouteCapabilities.localOnly(false), MembershipView.NONE,
+        RouteCapabilities capabilities = restore == null ? RouteCapabilities.localOnly(false)
+                : RouteCapabilities.localOnly(false).withEngineRestore(Optional.empty());
+        PlanningRole role = new PlanningRole(capabilities, MembershipView.NONE,
                 new RouteResources(new ResourceId(ResourceKind.DRAM_POOL, "dram", 1),
                         new ResourceId(ResourceKind.SSD_STORE, "ssd", 1)), local.evidence(), EstimateSource.NONE,
                 executor, () -> now, registry);
@@ -322,7 +331,7 @@ class DemandAdmissionTest {
     void answeredTicketsAreBoundedPerInstanceAndInTotalAndOnlyLeaselessAnswersMakeRoom() {
         tenPagesCheckpointAtFourEightBeingWritten();
         DemandAdmission admission = new DemandAdmission(new AdmissionVerticle.Settings(8, 64, WAIT, TTL, 1 << 20, 1 << 20,
-                64 << 10, TenantShares.equalShares()).withAnsweredBounds(2, 3), registry, () -> now, planningPort());
+                64 << 10, TenantShares.equalShares()).withAnsweredBounds(2, 3), registry, () -> now, planningPort(null));
         Outcome a = admission.submit(1, plan("a", 0, 1, 2, 2)).await();
         Outcome b = admission.submit(1, plan("b", 0, 2, 2, 2)).await();
         assertThat(List.of(a.status(), b.status())).containsOnly(Status.MISS);

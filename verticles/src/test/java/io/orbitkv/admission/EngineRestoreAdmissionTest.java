@@ -4,13 +4,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.orbitkv.admission.AdmissionCommands.DemandPlan;
 import io.orbitkv.admission.AdmissionCommands.DemandState;
-import io.orbitkv.admission.AdmissionCommands.LeasedGroup;
 import io.orbitkv.admission.AdmissionCommands.Outcome;
 import io.orbitkv.admission.AdmissionCommands.Status;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.protocol.engine.ErrorReason;
 import io.orbitkv.protocol.engine.RestoreRoute;
+import io.orbitkv.planning.EngineDestination;
+import io.orbitkv.planning.RestoreOwner;
 import io.orbitkv.restore.RestoreCommands.Restored;
+import io.orbitkv.restore.RestoreCommands.SourcePage;
 import io.orbitkv.restore.RestoreTarget;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
@@ -23,10 +25,11 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * The engine-restore completion target at the admission side, driven directly: the real {@link ImageStore} harness of
- * {@link DemandAdmissionTest} and a restore port whose restores complete only when the test says (the restore role's
- * contract: a restore's future completes once every copy is terminal). Proves the ordering: READY only after the
- * restore; the sources (lease, pins) end only after the copies drained, on cancel, revision, session end and failure.
+ * The engine-restore completion target, driven directly: the real {@link io.orbitkv.storage.ImageStore} harness of
+ * {@link DemandAdmissionTest}, the planning role's handlers, and a restore owner (the device copy: the plan's last
+ * execution step) whose restores complete only when the test says (the restore role's contract: a restore's future
+ * completes once every copy is terminal). Proves the ordering: READY only after the restore; the sources (lease, pins)
+ * end only after the copies drained, on cancel, revision, session end and failure.
  */
 class EngineRestoreAdmissionTest {
     final DemandAdmissionTest harness = new DemandAdmissionTest();
@@ -34,24 +37,23 @@ class EngineRestoreAdmissionTest {
     /** Restores in flight, completed by the test; cancel hints recorded. */
     final Deque<Promise<Restored>> running = new ArrayDeque<>();
     final List<Long> cancelHints = new ArrayList<>();
-    final List<List<LeasedGroup>> sourcesSeen = new ArrayList<>();
+    final List<List<SourcePage>> sourcesSeen = new ArrayList<>();
     DemandAdmission admission;
 
     @BeforeEach
     void start() {
-        admission = harness.admission(8);
-        admission.restorePort(new DemandAdmission.RestorePort() {
+        admission = harness.admission(8, new RestoreOwner() {
             @Override
-            public Future<Restored> restore(long instance, long ticket, RestoreTarget target, List<LeasedGroup> leased) {
+            public Future<Restored> restore(EngineDestination destination, List<SourcePage> sources) {
                 Promise<Restored> copies = Promise.promise();
                 running.add(copies);
-                sourcesSeen.add(leased);
+                sourcesSeen.add(sources);
                 return copies.future();
             }
 
             @Override
-            public void cancel(long instance, long ticket) {
-                cancelHints.add(ticket);
+            public void cancel(EngineDestination destination) {
+                cancelHints.add(destination.ticket());
             }
         });
         // Four attention pages and the recurrent checkpoint at four pages: the boundary is 4 pages, 5 pages leased.
@@ -81,7 +83,7 @@ class EngineRestoreAdmissionTest {
         assertThat(submitted.status()).isEqualTo(Status.PENDING);
         assertThat(submitted.detail()).isEqualTo(DemandState.RESIDENT);
         assertThat(admission.activeLeases()).as("the sources stay leased while copying").isEqualTo(1);
-        assertThat(sourcesSeen.getFirst()).extracting(LeasedGroup::groupId).containsExactly(0, 2);
+        assertThat(sourcesSeen.getFirst()).extracting(SourcePage::groupId).containsExactly(0, 0, 0, 0, 2);
         assertThat(admission.poll(1, submitted.ticket()).result().status()).isEqualTo(Status.PENDING);
 
         running.poll().complete(FIVE_PAGES);

@@ -5,11 +5,22 @@ import static io.orbitkv.planning.Fixtures.demand;
 import static io.orbitkv.planning.Fixtures.fullAttention;
 import static io.orbitkv.planning.Fixtures.key;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.cost.ResourceId;
+import io.orbitkv.cost.ResourceKind;
+import io.orbitkv.protocol.engine.RestoreRoute;
+import io.orbitkv.restore.RestoreCommands;
+import io.orbitkv.restore.RestoreTarget;
 import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import java.util.ArrayList;
 import java.util.EnumMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -78,6 +89,60 @@ class PlanExecutorTest {
         assertThat(replicas.submits).isEqualTo(1); // the DRAM segment moves nothing
         assertThat(prepared.release().result()).isEqualTo(2);
         assertThat(prepared.release().result()).isZero();
+        assertNothingHeld();
+    }
+
+    @Test
+    void anEngineRestorePlanBecomesHostReadyThenItsDeviceCopyRunsAndItsSourcesOutliveTheCopies() {
+        Promise<RestoreCommands.Restored> copies = Promise.promise();
+        List<RestoreCommands.SourcePage> copied = new ArrayList<>();
+        List<EngineDestination> cancelled = new ArrayList<>();
+        RestoreOwner restore = new RestoreOwner() {
+            @Override
+            public Future<RestoreCommands.Restored> restore(EngineDestination destination,
+                                                            List<RestoreCommands.SourcePage> sources) {
+                copied.addAll(sources);
+                return copies.future();
+            }
+
+            @Override
+            public void cancel(EngineDestination destination) {
+                cancelled.add(destination);
+            }
+        };
+        Map<RouteTemplate, ExecutionOwner> owners = new EnumMap<>(RouteTemplate.class);
+        for (RouteTemplate route : RouteTemplate.values()) {
+            owners.put(route, replicas);
+        }
+        CompletionTarget device = CompletionTarget.engineRestore(new ResourceId(ResourceKind.GPU_DEVICE, "cuda:0", 1));
+        DemandView demand = demand(fullAttention(), PAGES).withTarget(device);
+        Plan plan = Planner.plan(demand, replicas.discover(demand), Fixtures.context(
+                RouteCapabilities.localOnly(true).withEngineRestore(Optional.empty()), Planner.SelectionMode.OFF),
+                ticker.nanos(), Planner.EstimateLookup.NONE).plan();
+        assertThat(plan.target()).as("the plan carries the engine-restore target").isEqualTo(device);
+        assertThat(plan.movesPayloadToHost()).isTrue();
+        assertThatThrownBy(() -> prepare(plan)).as("no restore owner here")
+                .isInstanceOfSatisfying(PlanningException.class,
+                        e -> assertThat(e.failure()).isEqualTo(PlanningFailure.TARGET_UNAVAILABLE));
+
+        executor = new PlanExecutor(owners, restore, TransferScheduler.Settings.uniform(1 << 30, 0.5, 64), ticker,
+                new SimpleMeterRegistry(), timers);
+        PlanExecutor.Prepared prepared = prepare(plan).result().result();
+        assertThat(replicas.submits).as("only the SSD read back: DRAM pages are host-ready as they are").isEqualTo(1);
+        EngineDestination destination = new EngineDestination(1, 2,
+                new RestoreTarget(1, RestoreRoute.CUDA_IPC, List.of(), 0));
+        Future<RestoreCommands.Restored> restored = prepared.restore(destination);
+        assertThat(copied).extracting(RestoreCommands.SourcePage::position).containsExactly(0, 1, 2, 3, 4, 5, 6, 7);
+        assertThat(prepared.restore(destination).failed()).as("one device copy per plan").isTrue();
+
+        Future<Integer> released = prepared.release();
+        prepared.cancelRestore();
+        assertThat(cancelled).containsExactly(destination);
+        assertThat(released.isComplete()).as("the copies still read the sources").isFalse();
+        assertThat(replicas.pinnedKeys()).isEqualTo(PAGES);
+        copies.complete(new RestoreCommands.Restored(RestoreRoute.CUDA_IPC, PAGES, PAGES * PAGE_BYTES));
+        assertThat(restored.succeeded()).isTrue();
+        assertThat(released.result()).isEqualTo(2);
         assertNothingHeld();
     }
 
