@@ -259,7 +259,8 @@ public final class Manager implements AutoCloseable {
             // Peer evidence counts only for current members; peer routes are not executed by planning yet (the peer role
             // fetches on its own API; wiring its PeerExecutionOwner into planning is the next step).
             PlanningVerticle planning = new PlanningVerticle(PlanningVerticle.Settings.localOnly(config.ssd().enabled(),
-                    planningResources).withRestoreRole(), registry, Ticker.SYSTEM, cost.proxy())
+                    planningResources).withRestoreRole().withTransfers(config.planningTransfers()), registry,
+                    Ticker.SYSTEM, cost.proxy())
                     .members(cluster == null ? MembershipView.NONE : cluster.membership());
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             Deployments deployments = new Deployments();

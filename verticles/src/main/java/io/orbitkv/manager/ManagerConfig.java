@@ -5,6 +5,7 @@ import io.orbitkv.cluster.ClusterSettings;
 import io.orbitkv.codecs.extent.SsdExtentHeader;
 import io.orbitkv.cost.CostSettings;
 import io.orbitkv.peer.PeerSettings;
+import io.orbitkv.planning.TransferScheduler;
 import io.orbitkv.ssd.SsdSettings;
 import io.orbitkv.ssd.SsdWritePolicy;
 import io.vertx.core.json.JsonObject;
@@ -59,7 +60,8 @@ public record ManagerConfig(
         BridgeDoor bridge,
         AnsweredBounds answered,
         Optional<ClusterSettings> cluster,
-        PeerSettings peer) {
+        PeerSettings peer,
+        TransferScheduler.Settings planningTransfers) {
 
     /**
      * Answered queries kept pollable ({@code query.reply-ttl-ms}): at most {@code perInstance} per engine instance and
@@ -153,6 +155,10 @@ public record ManagerConfig(
         d.put("cost.observations", "false");
         d.put("cost.selection", "false");
         d.put("cost.intake-capacity", "1024");
+        // The planning role's per-medium transfer queues (SSD reads back into DRAM today).
+        d.put("planning.transfers.outstanding-per-medium", "256MiB");
+        d.put("planning.transfers.speculative-fraction", "0.25");
+        d.put("planning.transfers.max-queued-per-medium", "1024");
         d.put("ssd.enabled", "true");
         d.put("ssd.dir", "");
         d.put("ssd.capacity", "2GiB");
@@ -248,7 +254,19 @@ public record ManagerConfig(
                 new AnsweredBounds((int) integer(v, "query.max-answered-per-instance", 1, 1 << 20),
                         (int) integer(v, "query.max-answered", 1, 1 << 24)),
                 cluster(v),
-                peer(v));
+                peer(v),
+                planningTransfers(v));
+    }
+
+    /**
+     * The planning role's transfer queues, one per source medium: outstanding (submitted, not yet terminal) bytes, the
+     * share of them speculative reads may hold, and how many transfers may wait.
+     */
+    private static TransferScheduler.Settings planningTransfers(Map<String, String> v) {
+        long outstanding = size(v, "planning.transfers.outstanding-per-medium", 4096, 1L << 40);
+        double speculative = fraction(v, "planning.transfers.speculative-fraction");
+        int queued = (int) integer(v, "planning.transfers.max-queued-per-medium", 1, 1 << 20);
+        return TransferScheduler.Settings.uniform(outstanding, speculative, queued);
     }
 
     private static PeerSettings peer(Map<String, String> v) {

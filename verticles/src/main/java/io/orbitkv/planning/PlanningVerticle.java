@@ -66,6 +66,11 @@ public final class PlanningVerticle extends VerticleBase {
         public Settings withRestoreRole() {
             return new Settings(capabilities.withEngineRestore(Optional.empty()), transfers, resources);
         }
+
+        /** The same settings with other transfer-queue bounds (the {@code planning.transfers.*} keys). */
+        public Settings withTransfers(TransferScheduler.Settings queues) {
+            return new Settings(capabilities, queues, resources);
+        }
     }
 
     private final Settings settings;

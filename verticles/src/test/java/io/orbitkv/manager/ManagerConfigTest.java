@@ -3,9 +3,13 @@ package io.orbitkv.manager;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.orbitkv.planning.Medium;
+import io.orbitkv.planning.PlanningVerticle;
+import io.orbitkv.planning.TransferScheduler;
 import io.vertx.core.Vertx;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -54,6 +58,36 @@ class ManagerConfigTest {
         assertThat(ManagerConfig.from(Map.of("cost.selection", "true")).cost().selectionEnabled())
                 .as("selection needs observation").isFalse();
         assertThat(ManagerConfig.from(Map.of("ssd.enabled", "false")).ssd().enabled()).isFalse();
+    }
+
+    @Test
+    void planningTransferQueueBoundsAreKeysCheckedWithTheirNames() throws Exception {
+        assertThat(ManagerConfig.from(Map.of()).planningTransfers())
+                .as("the documented defaults: 256 MiB per medium, a quarter speculative, 1024 queued")
+                .isEqualTo(PlanningVerticle.Settings.DEFAULT_TRANSFERS);
+        Vertx vertx = Vertx.vertx();
+        try {
+            Map<String, String> flat = ConfigSources.gather(vertx, Path.of("..", "conf", "orbitkv.yaml"),
+                    Map.of("ORBITKV_PLANNING_TRANSFERS_SPECULATIVE_FRACTION", "0.5"),
+                    Map.of("planning.transfers.outstanding-per-medium", "64MiB",
+                            "planning.transfers.max-queued-per-medium", "16")).await(10, TimeUnit.SECONDS);
+            TransferScheduler.Settings queues = ManagerConfig.from(flat).planningTransfers();
+            assertThat(queues).isEqualTo(TransferScheduler.Settings.uniform(64L << 20, 0.5, 16));
+            assertThat(queues.outstandingLimitBytes()).containsOnlyKeys(Medium.values());
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+        Map<String, List<String>> bad = Map.of(
+                "planning.transfers.outstanding-per-medium", List.of("lots", "0", "1KiB", "256MB", "-1MiB"),
+                "planning.transfers.speculative-fraction", List.of("0", "1.5", "-0.25", "a quarter", "NaN"),
+                "planning.transfers.max-queued-per-medium", List.of("0", "-1", "many", "2097152"));
+        for (var e : bad.entrySet()) {
+            for (String value : e.getValue()) {
+                assertThatThrownBy(() -> ManagerConfig.from(Map.of(e.getKey(), value))).as("%s=%s", e.getKey(), value)
+                        .isInstanceOfSatisfying(ConfigException.class, ex -> assertThat(ex.key()).isEqualTo(e.getKey()))
+                        .hasMessageContaining(e.getKey());
+            }
+        }
     }
 
     @Test
