@@ -12,6 +12,8 @@ import io.orbitkv.planning.PlanningProxy;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
+import java.util.Objects;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 
 /**
@@ -25,7 +27,7 @@ import java.util.function.Function;
  */
 public final class AdmissionVerticle extends VerticleBase {
     /**
-     * Settings of the admission role; sizes in bytes.
+     * Settings of the admission role; sizes in bytes. Build them by name with {@link #builder()}.
      *
      * @param leaseBudgetBytes       the query byte budget (demand leases, all instances)
      * @param instanceBudgetBytes    demand lease bytes one instance may hold
@@ -40,25 +42,87 @@ public final class AdmissionVerticle extends VerticleBase {
         public static final int DEFAULT_MAX_ANSWERED_PER_INSTANCE = 1024;
         public static final int DEFAULT_MAX_ANSWERED = 32768;
 
-        public Settings(int maxOutstandingPerInstance, int maxOutstanding, long waitBudgetNanos, long replyTtlNanos,
-                        long leaseBudgetBytes, long instanceBudgetBytes, long speculativeBudgetBytes,
-                        TenantShares tenantShares) {
-            this(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos, leaseBudgetBytes,
-                    instanceBudgetBytes, speculativeBudgetBytes, tenantShares, DEFAULT_MAX_ANSWERED_PER_INSTANCE,
-                    DEFAULT_MAX_ANSWERED);
+        /**
+         * Settings by name. Only the query byte budget is required; the rest default to conf/orbitkv.yaml's values, the
+         * instance budget to the whole query budget, the speculative cap to a tenth of it, tenant shares to equal.
+         */
+        public static Builder builder() {
+            return new Builder();
         }
 
-        /** The earlier shape: no per-instance cap, 10% of the query budget for speculation, equal tenant shares. */
-        public Settings(int maxOutstandingPerInstance, int maxOutstanding, long waitBudgetNanos, long replyTtlNanos,
-                        long leaseBudgetBytes) {
-            this(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos, leaseBudgetBytes,
-                    leaseBudgetBytes, leaseBudgetBytes / 10, TenantShares.equalShares());
-        }
+        /** Named settings of {@link Settings}; see {@link #builder()}. */
+        public static final class Builder {
+            private int maxOutstandingPerInstance = 256;
+            private int maxOutstanding = 8192;
+            private long waitBudgetNanos = TimeUnit.SECONDS.toNanos(5);
+            private long replyTtlNanos = TimeUnit.SECONDS.toNanos(30);
+            private long leaseBudgetBytes = -1;
+            private long instanceBudgetBytes = -1;
+            private long speculativeBudgetBytes = -1;
+            private TenantShares tenantShares = TenantShares.equalShares();
+            private int maxAnsweredPerInstance = DEFAULT_MAX_ANSWERED_PER_INSTANCE;
+            private int maxAnswered = DEFAULT_MAX_ANSWERED;
 
-        /** The same settings with other answered-ticket bounds (query.max-answered-per-instance, query.max-answered). */
-        public Settings withAnsweredBounds(int perInstance, int total) {
-            return new Settings(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos,
-                    leaseBudgetBytes, instanceBudgetBytes, speculativeBudgetBytes, tenantShares, perInstance, total);
+            private Builder() {}
+
+            /** PENDING tickets per instance and in total (query.max-outstanding-per-instance, query.max-outstanding). */
+            public Builder maxOutstanding(int perInstance, int total) {
+                this.maxOutstandingPerInstance = perInstance;
+                this.maxOutstanding = total;
+                return this;
+            }
+
+            /** How long a ticket may stay PENDING (query.wait-budget-ms). */
+            public Builder waitBudgetNanos(long nanos) {
+                this.waitBudgetNanos = nanos;
+                return this;
+            }
+
+            /** How long an answer stays pollable (query.reply-ttl-ms). */
+            public Builder replyTtlNanos(long nanos) {
+                this.replyTtlNanos = nanos;
+                return this;
+            }
+
+            /** The query byte budget: bytes demand leases of all instances may pin (required). */
+            public Builder leaseBudgetBytes(long bytes) {
+                this.leaseBudgetBytes = bytes;
+                return this;
+            }
+
+            /** Demand lease bytes one instance may hold (default: the whole query byte budget). */
+            public Builder instanceBudgetBytes(long bytes) {
+                this.instanceBudgetBytes = bytes;
+                return this;
+            }
+
+            /** The cap on speculative warming leases (default: a tenth of the query byte budget). */
+            public Builder speculativeBudgetBytes(long bytes) {
+                this.speculativeBudgetBytes = bytes;
+                return this;
+            }
+
+            public Builder tenantShares(TenantShares shares) {
+                this.tenantShares = Objects.requireNonNull(shares, "shares");
+                return this;
+            }
+
+            /** Answered tickets kept per instance and in total (query.max-answered-per-instance, query.max-answered). */
+            public Builder maxAnswered(int perInstance, int total) {
+                this.maxAnsweredPerInstance = perInstance;
+                this.maxAnswered = total;
+                return this;
+            }
+
+            public Settings build() {
+                if (leaseBudgetBytes < 0) {
+                    throw new IllegalStateException("the query byte budget (leaseBudgetBytes) is required");
+                }
+                return new Settings(maxOutstandingPerInstance, maxOutstanding, waitBudgetNanos, replyTtlNanos,
+                        leaseBudgetBytes, instanceBudgetBytes < 0 ? leaseBudgetBytes : instanceBudgetBytes,
+                        speculativeBudgetBytes < 0 ? leaseBudgetBytes / 10 : speculativeBudgetBytes, tenantShares,
+                        maxAnsweredPerInstance, maxAnswered);
+            }
         }
     }
 
@@ -87,8 +151,7 @@ public final class AdmissionVerticle extends VerticleBase {
 
     @Override
     public Future<?> start() {
-        admission = new DemandAdmission(settings, registry, ticker,
-                DemandAdmission.PlanningPort.of(new PlanningProxy(vertx)), cost, dramPool);
+        admission = new DemandAdmission(settings, registry, ticker, new PlanningProxy(vertx), cost, dramPool);
         publishGauges();
         Gauge.builder("orbitkv.leases.active", () -> gauges.activeLeases()).description("Leases held by engines")
                 .register(registry);

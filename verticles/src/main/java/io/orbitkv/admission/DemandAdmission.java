@@ -10,31 +10,39 @@ import io.orbitkv.admission.AdmissionCommands.Outcome;
 import io.orbitkv.admission.AdmissionCommands.Status;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.common.Ticker;
-import io.orbitkv.protocol.engine.ErrorReason;
-import io.orbitkv.recovery.GroupAvailability;
-import io.orbitkv.recovery.GroupRanges;
-import io.orbitkv.recovery.RecoveryContract;
-import io.orbitkv.recovery.RecoveryException;
 import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.cost.CostEstimateKey;
+import io.orbitkv.cost.CostPath;
+import io.orbitkv.cost.CostProxy;
+import io.orbitkv.cost.ObservationOutcome;
+import io.orbitkv.cost.ObservationRecord;
+import io.orbitkv.cost.ObservedBytes;
+import io.orbitkv.cost.RepresentationFamily;
+import io.orbitkv.cost.ResourceId;
+import io.orbitkv.cost.SizeBucket;
 import io.orbitkv.planning.BoundaryReason;
 import io.orbitkv.planning.DemandView;
 import io.orbitkv.planning.EngineDestination;
 import io.orbitkv.planning.Plan;
 import io.orbitkv.planning.PlannedPage;
 import io.orbitkv.planning.PlannedSegment;
-import io.orbitkv.planning.PrefetchPolicy;
 import io.orbitkv.planning.PlanningCommands;
 import io.orbitkv.planning.PlanningException;
 import io.orbitkv.planning.PlanningFailure;
-import io.orbitkv.planning.PlanningHandlers;
-import io.orbitkv.planning.PlanningProxy;
-import io.orbitkv.planning.PlanningRole;
+import io.orbitkv.planning.PlanningPort;
+import io.orbitkv.planning.PrefetchPolicy;
 import io.orbitkv.planning.SegmentLease;
+import io.orbitkv.protocol.engine.ErrorReason;
+import io.orbitkv.recovery.GroupAvailability;
+import io.orbitkv.recovery.GroupRanges;
+import io.orbitkv.recovery.RecoveryContract;
+import io.orbitkv.recovery.RecoveryException;
 import io.orbitkv.restore.RestoreCommands.Restored;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.EnumMap;
@@ -102,110 +110,6 @@ import java.util.concurrent.TimeUnit;
 final class DemandAdmission {
     static final int MAX_PLAN_ATTEMPTS = 3;
     static final long RETRY_AFTER_MICROS = 1000;
-
-    /**
-     * What admission needs from the planning role (its proxy in the Manager; its handlers directly in tests). Plans
-     * hold nothing; an execution holds its leases under admission's id until released (see {@link PlanningHandlers}).
-     */
-    interface PlanningPort {
-        Future<PlanningRole.Planned> plan(DemandView demand);
-
-        Future<PlanningCommands.PreparedPlan> execute(long id, DemandView demand, Plan plan);
-
-        Future<Integer> release(long id, boolean quarantine);
-
-        /** A real demand took over speculative execution {@code id}: its transfers become demand reads. */
-        Future<Boolean> promote(long id);
-
-        /** Revokes interest in execution {@code id}: queued transfers are dropped, submitted ones drain. */
-        Future<Boolean> cancel(long id);
-
-        /** The device copy of prepared engine-restore plan {@code id}; completes when every copy is terminal. */
-        Future<Restored> finish(long id, EngineDestination destination);
-
-        /** A hint that nobody wants prepared plan {@code id}'s device copy. */
-        Future<Boolean> cancelFinish(long id);
-
-        /** The planning role's handlers, called directly (tests, and one-loop deployments without the bus). */
-        static PlanningPort of(PlanningHandlers handlers) {
-            return new PlanningPort() {
-                @Override
-                public Future<PlanningRole.Planned> plan(DemandView demand) {
-                    return handlers.plan(demand);
-                }
-
-                @Override
-                public Future<PlanningCommands.PreparedPlan> execute(long id, DemandView demand, Plan plan) {
-                    return handlers.execute(id, demand, plan);
-                }
-
-                @Override
-                public Future<Integer> release(long id, boolean quarantine) {
-                    return handlers.release(id, quarantine);
-                }
-
-                @Override
-                public Future<Boolean> promote(long id) {
-                    return handlers.promote(id);
-                }
-
-                @Override
-                public Future<Boolean> cancel(long id) {
-                    return handlers.cancel(id);
-                }
-
-                @Override
-                public Future<Restored> finish(long id, EngineDestination destination) {
-                    return handlers.finish(id, destination);
-                }
-
-                @Override
-                public Future<Boolean> cancelFinish(long id) {
-                    return handlers.cancelFinish(id);
-                }
-            };
-        }
-
-        /** The planning role through its proxy. */
-        static PlanningPort of(PlanningProxy proxy) {
-            return new PlanningPort() {
-                @Override
-                public Future<PlanningRole.Planned> plan(DemandView demand) {
-                    return proxy.plan(demand);
-                }
-
-                @Override
-                public Future<PlanningCommands.PreparedPlan> execute(long id, DemandView demand, Plan plan) {
-                    return proxy.execute(id, demand, plan);
-                }
-
-                @Override
-                public Future<Integer> release(long id, boolean quarantine) {
-                    return proxy.release(id, quarantine);
-                }
-
-                @Override
-                public Future<Boolean> promote(long id) {
-                    return proxy.promote(id);
-                }
-
-                @Override
-                public Future<Boolean> cancel(long id) {
-                    return proxy.cancel(id);
-                }
-
-                @Override
-                public Future<Restored> finish(long id, EngineDestination destination) {
-                    return proxy.finish(id, destination);
-                }
-
-                @Override
-                public Future<Boolean> cancelFinish(long id) {
-                    return proxy.cancelFinish(id);
-                }
-            };
-        }
-    }
 
     private record RequestKey(long instance, String requestId) {}
 
@@ -279,9 +183,9 @@ final class DemandAdmission {
     private final Counter replans;
     private final Counter speculationRefused;
     private final Map<TakeOver, Counter> takeOvers = new EnumMap<>(TakeOver.class);
-    private final io.orbitkv.cost.CostProxy cost;
-    private final io.orbitkv.cost.ResourceId dramPool;
-    private final Map<Long, io.orbitkv.cost.CostEstimateKey> hostReadyKeys = new HashMap<>();
+    private final CostProxy cost;
+    private final ResourceId dramPool;
+    private final Map<Long, CostEstimateKey> hostReadyKeys = new HashMap<>();
     private long outstanding;
     private long leasedBytes;
     private long nextTicket = 1;
@@ -297,7 +201,7 @@ final class DemandAdmission {
      * @param dramPool the resource identity of this Manager's DRAM pool (with its incarnation)
      */
     DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning,
-                    io.orbitkv.cost.CostProxy cost, io.orbitkv.cost.ResourceId dramPool) {
+                    CostProxy cost, ResourceId dramPool) {
         this.cost = cost;
         this.dramPool = dramPool;
         this.settings = settings;
@@ -431,7 +335,7 @@ final class DemandAdmission {
         Ticket ticket = ownedTicket(instance, ticketId);
         forget(ticket);
         if (ticket.answer == null) {
-            observeHostReady(ticket, io.orbitkv.cost.ObservationOutcome.CANCELLED, -1, -1);
+            observeHostReady(ticket, ObservationOutcome.CANCELLED, -1, -1);
         }
         ticket.cancelled = true;
         ticket.generation++;
@@ -526,7 +430,7 @@ final class DemandAdmission {
     private record Expiry(Ticket ticket, long atNanos) {}
 
     /** Answer lifetimes are one constant from a monotonic clock, so this queue is in expiry order (see sweep). */
-    private final java.util.ArrayDeque<Expiry> expiries = new java.util.ArrayDeque<>();
+    private final ArrayDeque<Expiry> expiries = new ArrayDeque<>();
 
     private void scheduleExpiry(Ticket ticket) {
         expiries.addLast(new Expiry(ticket, ticket.answerExpiresNanos));
@@ -634,7 +538,7 @@ final class DemandAdmission {
             boolean later = planned.waitingFor().isPresent();
             if (later && !waitLeft(ticket)) {
                 // The waiting budget ran out with preparation unfinished: the route to the later boundary is censored.
-                observeHostReady(ticket, io.orbitkv.cost.ObservationOutcome.TIMED_OUT, -1, -1);
+                observeHostReady(ticket, ObservationOutcome.TIMED_OUT, -1, -1);
             }
             if (later && waitLeft(ticket)) {
                 // Pages being written (a publish, or a read back from SSD) allow a later boundary: poll again.
@@ -714,7 +618,7 @@ final class DemandAdmission {
                 return restoreIntoEngine(ticket, generation, chosen.boundaryTokens(), chosen.reason(), lease, leased);
             }
             restoredBytes.increment(lease.bytes());
-            observeHostReady(ticket, io.orbitkv.cost.ObservationOutcome.SUCCEEDED, lease.bytes(), lease.pages());
+            observeHostReady(ticket, ObservationOutcome.SUCCEEDED, lease.bytes(), lease.pages());
             return Future.succeededFuture(answer(ticket, Status.READY, DemandState.READY, chosen.boundaryTokens(),
                     leased, chosen.reason()));
         }, failure -> {
@@ -993,18 +897,18 @@ final class DemandAdmission {
      * Only the completion owner (this role, at READY) reports it; a cancelled ticket reports CANCELLED, which never
      * trains an estimate.
      */
-    private void observeHostReady(Ticket ticket, io.orbitkv.cost.ObservationOutcome outcome, long bytes, long pages) {
+    private void observeHostReady(Ticket ticket, ObservationOutcome outcome, long bytes, long pages) {
         if (cost == null || !cost.observationsEnabled()) {
             return;
         }
-        io.orbitkv.cost.SizeBucket byteBucket = bytes < 0 ? io.orbitkv.cost.SizeBucket.UNKNOWN : io.orbitkv.cost.SizeBucket.of(bytes);
-        io.orbitkv.cost.SizeBucket pageBucket = pages < 0 ? io.orbitkv.cost.SizeBucket.UNKNOWN : io.orbitkv.cost.SizeBucket.of(pages);
+        SizeBucket byteBucket = bytes < 0 ? SizeBucket.UNKNOWN : SizeBucket.of(bytes);
+        SizeBucket pageBucket = pages < 0 ? SizeBucket.UNKNOWN : SizeBucket.of(pages);
         // Few distinct (bytes, pages) buckets occur: reuse their keys instead of building one per query.
-        io.orbitkv.cost.CostEstimateKey key = hostReadyKeys.computeIfAbsent((long) byteBucket.log2() << 32 | (pageBucket.log2() & 0xffffffffL),
-                k -> io.orbitkv.cost.CostEstimateKey.route(io.orbitkv.cost.CostPath.HOST_READY_ROUTE, dramPool,
-                        io.orbitkv.cost.RepresentationFamily.RAW, byteBucket, pageBucket, io.orbitkv.cost.CompletionTarget.hostReady()));
-        cost.report(io.orbitkv.cost.ObservationRecord.of(key, outcome, Math.max(0, ticker.nanos() - ticket.revisedNanos),
-                bytes < 0 ? io.orbitkv.cost.ObservedBytes.UNKNOWN : io.orbitkv.cost.ObservedBytes.logicalOnly(bytes)));
+        CostEstimateKey key = hostReadyKeys.computeIfAbsent((long) byteBucket.log2() << 32 | (pageBucket.log2() & 0xffffffffL),
+                k -> CostEstimateKey.route(CostPath.HOST_READY_ROUTE, dramPool,
+                        RepresentationFamily.RAW, byteBucket, pageBucket, CompletionTarget.hostReady()));
+        cost.report(ObservationRecord.of(key, outcome, Math.max(0, ticker.nanos() - ticket.revisedNanos),
+                bytes < 0 ? ObservedBytes.UNKNOWN : ObservedBytes.logicalOnly(bytes)));
     }
 
     private boolean waitLeft(Ticket ticket) {

@@ -235,15 +235,17 @@ public final class Manager implements AutoCloseable {
                 storageSettings.ssd(new SsdProxy(vertx), ssdStore);
             }
             StorageVerticle storage = new StorageVerticle(storageSettings, registry);
-            AdmissionVerticle admission = new AdmissionVerticle(new AdmissionVerticle.Settings(
-                    config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding(),
-                    TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()),
-                    TimeUnit.MILLISECONDS.toNanos(config.queryReplyTtlMillis()),
-                    (long) (poolBytes * config.queryByteBudgetFraction()),
-                    (long) (poolBytes * config.queryByteBudgetFraction() * config.queryInstanceBudgetFraction()),
-                    (long) (poolBytes * config.querySpeculativeFraction()), config.queryTenantShares())
-                    .withAnsweredBounds(config.answered().perInstance(), config.answered().total()),
-                    registry, Ticker.SYSTEM, cost.proxy(), dramPool);
+            AdmissionVerticle admission = new AdmissionVerticle(AdmissionVerticle.Settings.builder()
+                    .maxOutstanding(config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding())
+                    .waitBudgetNanos(TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()))
+                    .replyTtlNanos(TimeUnit.MILLISECONDS.toNanos(config.queryReplyTtlMillis()))
+                    .leaseBudgetBytes((long) (poolBytes * config.queryByteBudgetFraction()))
+                    .instanceBudgetBytes((long) (poolBytes * config.queryByteBudgetFraction()
+                            * config.queryInstanceBudgetFraction()))
+                    .speculativeBudgetBytes((long) (poolBytes * config.querySpeculativeFraction()))
+                    .tenantShares(config.queryTenantShares())
+                    .maxAnswered(config.answered().perInstance(), config.answered().total())
+                    .build(), registry, Ticker.SYSTEM, cost.proxy(), dramPool);
             RouteResources planningResources = new RouteResources(dramPool, ssdStore);
             RestoreVerticle restore = new RestoreVerticle(
                     new RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate),

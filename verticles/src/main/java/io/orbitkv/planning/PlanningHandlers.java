@@ -23,7 +23,7 @@ import java.util.function.Supplier;
  *
  * <p>Concurrency: confined to the planning role's event loop.
  */
-public final class PlanningHandlers {
+public final class PlanningHandlers implements PlanningPort {
     private final PlanningRole role;
     private final Supplier<Future<Boolean>> dramTight;
     private final Map<Long, PlanExecutor.Preparation> executing = new HashMap<>();

@@ -13,7 +13,7 @@ import io.vertx.core.eventbus.ReplyFailure;
  * Typed proxy of the planning role: one method per command; callers never see event-bus addresses. Failures come back
  * as {@link PlanningException} with the role's {@link PlanningFailure}.
  */
-public final class PlanningProxy {
+public final class PlanningProxy implements PlanningPort {
     static final String PLAN = "orbitkv.planning.plan";
     static final String EXECUTE = "orbitkv.planning.execute";
     static final String CANCEL = "orbitkv.planning.cancel";

@@ -19,6 +19,7 @@ import io.orbitkv.planning.MembershipView;
 import io.orbitkv.planning.PlanExecutor;
 import io.orbitkv.planning.PlanningCommands;
 import io.orbitkv.planning.PlanningHandlers;
+import io.orbitkv.planning.PlanningPort;
 import io.orbitkv.planning.PlanningRole;
 import io.orbitkv.planning.RestoreOwner;
 import io.orbitkv.planning.RouteCapabilities;
@@ -123,11 +124,17 @@ class DemandAdmissionTest {
 
     /** With {@code restore} as the owner of engine-restore plans' device copy (null: none, such demands fail closed). */
     DemandAdmission admission(int maxOutstanding, RestoreOwner restore) {
-        return new DemandAdmission(new AdmissionVerticle.Settings(8, maxOutstanding, WAIT, TTL, 1 << 20, 1 << 20,
-                64 << 10, TenantShares.equalShares()), registry, () -> now, planningPort(restore));
+        return new DemandAdmission(settings().maxOutstanding(8, maxOutstanding).build(), registry, () -> now,
+                planningPort(restore));
     }
 
-    DemandAdmission.PlanningPort planningPort(RestoreOwner restore) {
+    /** 1 MiB query and instance budgets, a 64 KiB speculative cap, the test's waiting budget and reply lifetime. */
+    static AdmissionVerticle.Settings.Builder settings() {
+        return AdmissionVerticle.Settings.builder().waitBudgetNanos(WAIT).replyTtlNanos(TTL).leaseBudgetBytes(1 << 20)
+                .instanceBudgetBytes(1 << 20).speculativeBudgetBytes(64 << 10);
+    }
+
+    PlanningPort planningPort(RestoreOwner restore) {
         LocalOwners local = new LocalOwners(port);
         PlanExecutor executor = new PlanExecutor(Map.of(RouteTemplate.LOCAL_DRAM, local.dram()), restore,
                 TransferScheduler.Settings.uniform(1 << 20, 0.25, 64), () -> now, registry, (delay, task) -> {
@@ -140,7 +147,7 @@ class DemandAdmissionTest {
                         new ResourceId(ResourceKind.SSD_STORE, "ssd", 1)), local.evidence(), EstimateSource.NONE,
                 executor, () -> now, registry);
         planning = new PlanningHandlers(role, () -> Future.succeededFuture(false));
-        return DemandAdmission.PlanningPort.of(planning);
+        return planning;
     }
 
     @AfterEach
@@ -330,8 +337,8 @@ class DemandAdmissionTest {
     @Test
     void answeredTicketsAreBoundedPerInstanceAndInTotalAndOnlyLeaselessAnswersMakeRoom() {
         tenPagesCheckpointAtFourEightBeingWritten();
-        DemandAdmission admission = new DemandAdmission(new AdmissionVerticle.Settings(8, 64, WAIT, TTL, 1 << 20, 1 << 20,
-                64 << 10, TenantShares.equalShares()).withAnsweredBounds(2, 3), registry, () -> now, planningPort(null));
+        DemandAdmission admission = new DemandAdmission(settings().maxOutstanding(8, 64).maxAnswered(2, 3).build(),
+                registry, () -> now, planningPort(null));
         Outcome a = admission.submit(1, plan("a", 0, 1, 2, 2)).await();
         Outcome b = admission.submit(1, plan("b", 0, 2, 2, 2)).await();
         assertThat(List.of(a.status(), b.status())).containsOnly(Status.MISS);

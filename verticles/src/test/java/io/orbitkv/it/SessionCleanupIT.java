@@ -73,8 +73,8 @@ class SessionCleanupIT {
                 .compose(id -> vertx.deployVerticle(new PlanningVerticle(PlanningVerticle.Settings.localOnly(false,
                         new RouteResources(new ResourceId(ResourceKind.DRAM_POOL, "dram-pool", 1),
                                 new ResourceId(ResourceKind.SSD_STORE, "ssd-store", 1))), registry, Ticker.SYSTEM, null)))
-                .compose(id -> vertx.deployVerticle(new AdmissionVerticle(new AdmissionVerticle.Settings(64, 1024,
-                        TimeUnit.SECONDS.toNanos(5), TimeUnit.SECONDS.toNanos(30), poolBytes / 2), registry, Ticker.SYSTEM)))
+                .compose(id -> vertx.deployVerticle(new AdmissionVerticle(AdmissionVerticle.Settings.builder().maxOutstanding(64, 1024)
+                        .leaseBudgetBytes(poolBytes / 2).build(), registry, Ticker.SYSTEM)))
                 .compose(id -> vertx.deployVerticle(new EngineVerticle(engineSettings, registry, Ticker.SYSTEM)))
                 .await(60, TimeUnit.SECONDS);
     }
