@@ -29,7 +29,7 @@ import java.util.function.Consumer;
  * {@code orbitkv replay --trace FILE --hint-lead-ms L --ssd-capacity SIZE [...]}: deadline-driven prefetch measured on
  * a trace. Each request's demand is first submitted as a speculative hint ({@code speculative}, {@code first_use_micros}
  * = L ms) L ms before its first use, then, at first use, as the real demand (the next revision of the same request,
- * which replaces the hint and its lease). The same requests run twice in one invocation, each pass on a fresh
+ * which takes over what the hint prepared, or replaces it when the hint does not cover it). The same requests run twice in one invocation, each pass on a fresh
  * in-process Manager with the SSD tier on: prefetch on (hints sent) and off (no hints, the real demand at the same
  * first use). Requests run one after another on one engine, so a hint prepares while the engine waits for its first
  * use (the lead), not while other requests run. An unreported warm-up pass over the first {@value #WARM_UP_REQUESTS}
@@ -116,6 +116,7 @@ public final class HintedReplay {
         double ssdPagesRead;
         double speculationDropped;
         double speculationRefused;
+        double takeOvers;
         final JsonObject boundaryReasons = new JsonObject();
 
         Pass(boolean prefetch) {
@@ -131,6 +132,7 @@ public final class HintedReplay {
                     .put("hit_ratio", referenceBlocks == 0 ? 0.0 : (double) hitBlocks / referenceBlocks)
                     .put("ssd_pages_read", ssdPagesRead).put("hint_refusals", hintRefusals)
                     .put("speculation_dropped", speculationDropped).put("speculation_refused", speculationRefused)
+                    .put("takeovers", takeOvers)
                     .put("boundary_choices", boundaryReasons).put("verified_bytes", verifiedBytes)
                     .put("mismatched_pages", mismatchedPages).put("leases_left", leasesLeft);
         }
@@ -173,6 +175,8 @@ public final class HintedReplay {
             pass.speculationDropped += registry.find("orbitkv.planning.speculation.dropped").counters().stream()
                     .mapToDouble(Counter::count).sum();
             pass.speculationRefused += count(registry, "orbitkv.queries.speculation.refused", null, null);
+            pass.takeOvers += registry.find("orbitkv.queries.takeovers").counters().stream()
+                    .mapToDouble(Counter::count).sum();
         }
     }
 
