@@ -34,7 +34,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * on SSD only (pushed out of the 16 MiB pool), so the hint reads them back. Whether the hint is already RESIDENT or
  * still queued for its start time when the demand arrives, the demand is answered from what the hint prepared: no
  * second plan, no second SSD read, no second DRAM pin. Leases, pinned images and budgets are clean afterwards, and a
- * hint cancelled before its demand leaks nothing.
+ * hint cancelled, or whose session ends, before its demand leaks nothing.
  */
 @Timeout(120)
 class HintTakeOverIT {
@@ -178,6 +178,29 @@ class HintTakeOverIT {
             assertThat(takeOvers("in_flight") + takeOvers("resident")).isZero();
             session.release(ready.getLease().getLeaseId()).await();
             assertNothingHeld(session);
+        }
+    }
+
+    @Test
+    void aQueuedHintWhoseSessionEndsIsDroppedAtOnceAndLeaksNothing() throws Exception {
+        try (OrbitKvClient client = running.unixClient(); EngineSession session = register(client)) {
+            List<ByteString> first = onSsdOnly(session);
+            ssdReadOfFourPagesTakesAMillisecond();
+            double ssdBefore = running.metric(SSD_READS);
+            QueryReply queued = session.submitDemand(hint(first, TimeUnit.SECONDS.toMicros(10))).await();
+            assertThat(queued.getStatus()).isEqualTo(QueryStatus.PENDING);
+            // Unregister ends the session (close() then only unmaps the pool).
+            long start = System.nanoTime();
+            assertThat(session.unregister().await().getCancelledQueries()).isEqualTo(1);
+            assertThat(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start))
+                    .as("the session's end did not wait for the hint's start time").isLessThan(5_000);
+            assertThat(running.metric("orbitkv_leases_active")).isZero();
+            assertThat(running.metric("orbitkv_images_pinned")).isZero();
+            assertThat(running.metric("orbitkv_leases_speculative_bytes")).isZero();
+            assertThat(running.metric("orbitkv_planning_leases")).isZero();
+            assertThat(running.metric("orbitkv_planning_executing")).isZero();
+            assertThat(running.metric("orbitkv_planning_queued{medium=\"local_ssd\"}")).isZero();
+            assertThat(running.metric(SSD_READS)).as("the dropped hint read nothing").isEqualTo(ssdBefore);
         }
     }
 
