@@ -149,6 +149,9 @@ public final class CostProxy {
     }
 
     private void completeWhenDrained(Context context, Promise<Void> drained) {
+        if (intake.drainContext() != null) {
+            intake.drain(); // on the cost loop: what was queued lazily is handled now
+        }
         if (intake.inFlight() == 0 || intake.drainContext() == null) {
             drained.complete();
         } else {

@@ -2,6 +2,7 @@ package io.orbitkv.cost;
 
 import io.orbitkv.common.Ticker;
 import java.util.Objects;
+import java.util.OptionalLong;
 
 /**
  * The cost role's handlers and the state they own: estimator, shadow comparator and the meters they update.
@@ -26,22 +27,39 @@ final class CostRole {
     }
 
     void onObservation(ObservationRecord record) {
+        // Plain branches, no capturing lambdas: this runs for every observation on the cost loop.
         CostPath path = record.key().path();
         ObservationOutcome outcome = record.outcome();
         metrics.operation(path, outcome);
-        record.queueNanos().ifPresent(nanos -> metrics.stage(path, CostStage.QUEUE, outcome, nanos));
-        record.admissionNanos().ifPresent(nanos -> metrics.stage(path, CostStage.ADMISSION, outcome, nanos));
-        record.measuredNanos().ifPresent(nanos -> metrics.stage(path, record.measuredStage(), outcome, nanos));
-        record.bytes().logicalBytes().ifPresentOrElse(
-                bytes -> metrics.logicalBytes(path, bytes), () -> metrics.logicalUnknown(path));
+        if (record.queueNanos().isPresent()) {
+            metrics.stage(path, CostStage.QUEUE, outcome, record.queueNanos().getAsLong());
+        }
+        if (record.admissionNanos().isPresent()) {
+            metrics.stage(path, CostStage.ADMISSION, outcome, record.admissionNanos().getAsLong());
+        }
+        if (record.measuredNanos().isPresent()) {
+            metrics.stage(path, record.measuredStage(), outcome, record.measuredNanos().getAsLong());
+        }
+        OptionalLong logical = record.bytes().logicalBytes();
+        if (logical.isPresent()) {
+            metrics.logicalBytes(path, logical.getAsLong());
+        } else {
+            metrics.logicalUnknown(path);
+        }
         if (path.sampleKind() == SampleKind.OPERATION) {
-            record.bytes().ioBytes().ifPresentOrElse(
-                    bytes -> metrics.ioBytes(path, bytes), () -> metrics.ioUnknown(path));
+            OptionalLong io = record.bytes().ioBytes();
+            if (io.isPresent()) {
+                metrics.ioBytes(path, io.getAsLong());
+            } else {
+                metrics.ioUnknown(path);
+            }
         }
         CostEstimator.TrainingResult training = estimator.train(record.key(), outcome, record.measuredNanos());
         if (training.training() == CostEstimator.Training.TRAINED) {
             metrics.estimateSample(path);
-            training.predictionErrorNanos().ifPresent(nanos -> metrics.predictionError(path, nanos));
+            if (training.predictionErrorNanos().isPresent()) {
+                metrics.predictionError(path, training.predictionErrorNanos().getAsLong());
+            }
             if (training.evictedOldest()) {
                 metrics.estimateEviction();
             }

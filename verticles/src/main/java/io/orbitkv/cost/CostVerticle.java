@@ -38,6 +38,7 @@ public final class CostVerticle extends VerticleBase {
     private final CostRole role;
     private final CostProxy proxy;
     private MessageConsumer<CostMessage> consumer;
+    private long backstopTimer = -1;
 
     public CostVerticle(CostSettings settings, MeterRegistry registry) {
         this(settings, registry, Ticker.SYSTEM);
@@ -81,17 +82,22 @@ public final class CostVerticle extends VerticleBase {
                 }
             });
             intake.open(vertx.eventBus());
+            backstopTimer = vertx.setPeriodic(CostIntake.BACKSTOP_MS, id -> intake.drain());
         });
     }
 
     @Override
     public Future<?> stop() {
+        if (backstopTimer >= 0) {
+            vertx.cancelTimer(backstopTimer);
+        }
         intake.close();
         return consumer == null ? Future.succeededFuture() : consumer.unregister();
     }
 
     private void onMessage(Message<CostMessage> message) {
         intake.release();
+        intake.drain(); // records reported before this request are handled before it (they may be queued lazily)
         switch (message.body()) {
             case ObservationRecord record -> role.onObservation(record);
             case ShadowRequest request -> message.reply(role.onShadow(request), REPLY);

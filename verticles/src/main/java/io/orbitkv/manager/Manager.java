@@ -154,6 +154,7 @@ public final class Manager implements AutoCloseable {
     }
 
     private static VertxBuilder vertxBuilder(MeterRegistry registry) {
+        VertxGaugeReregistration.install(); // Vert.x re-registers its per-handler gauge: a harmless WARN otherwise
         return Vertx.builder().withMetrics(new MicrometerMetricsFactory(registry))
                 .withTransport(Transport.EPOLL);
     }

@@ -101,7 +101,8 @@ public record ManagerConfig(
      */
     public record SsdTier(Path directory, boolean defaultDirectory, long capacityBytes, long extentPayloadBytes,
                           SsdWritePolicy writePolicy, int queueDepth, boolean syncWrites,
-                          boolean preallocate, boolean writeFromPool) {
+                          boolean preallocate, boolean writeFromPool, int offerHandoffCapacity,
+                          int residencyHandoffCapacity) {
         public boolean enabled() {
             return directory != null;
         }
@@ -109,7 +110,8 @@ public record ManagerConfig(
         public SsdSettings settings() {
             return new SsdSettings().directory(directory).capacityBytes(capacityBytes)
                     .extentBytes(extentPayloadBytes + SsdExtentHeader.HEADER_BLOCK_BYTES)
-                    .writePolicy(writePolicy).queueDepth(queueDepth).syncWrites(syncWrites).preallocate(preallocate).writeFromSource(writeFromPool);
+                    .writePolicy(writePolicy).queueDepth(queueDepth).syncWrites(syncWrites).preallocate(preallocate).writeFromSource(writeFromPool)
+                    .offerHandoffCapacity(offerHandoffCapacity).residencyHandoffCapacity(residencyHandoffCapacity);
         }
     }
 
@@ -165,6 +167,8 @@ public record ManagerConfig(
         d.put("ssd.extent", "2MiB");
         d.put("ssd.write-policy", "all");
         d.put("ssd.queue-depth", "16");
+        d.put("ssd.offer-handoff-capacity", Integer.toString(SsdSettings.OFFER_HANDOFF_CAPACITY_DEFAULT));
+        d.put("ssd.residency-handoff-capacity", Integer.toString(SsdSettings.RESIDENCY_HANDOFF_CAPACITY_DEFAULT));
         d.put("ssd.sync-writes", "false");
         d.put("ssd.preallocate", "true");
         d.put("ssd.write-from-pool", "false");
@@ -398,12 +402,15 @@ public record ManagerConfig(
         boolean sync = bool(v, "ssd.sync-writes");
         boolean preallocate = bool(v, "ssd.preallocate");
         boolean fromPool = bool(v, "ssd.write-from-pool");
+        int offers = (int) integer(v, "ssd.offer-handoff-capacity", 1, 1 << 24);
+        int residency = (int) integer(v, "ssd.residency-handoff-capacity", 1, 1 << 24);
         if (!bool(v, "ssd.enabled")) {
-            return new SsdTier(null, false, capacity, extent, policy, depth, sync, preallocate, fromPool);
+            return new SsdTier(null, false, capacity, extent, policy, depth, sync, preallocate, fromPool, offers,
+                    residency);
         }
         String dir = v.get("ssd.dir").strip();
         return new SsdTier(dir.isEmpty() ? dataDir.resolve("ssd") : Path.of(dir), dir.isEmpty(), capacity, extent,
-                policy, depth, sync, preallocate, fromPool);
+                policy, depth, sync, preallocate, fromPool, offers, residency);
     }
 
     /** ORBITKV_COST_OBSERVATIONS=1 (cost.observations) turns observation and shadow on; selection needs both. */

@@ -534,7 +534,9 @@ public final class Planner {
             List<Option> found = new ArrayList<>(2);
             for (RouteTemplate route : allowed) {
                 for (ReplicaEvidence ev : replicas.ofMedium(route.medium())) {
-                    if (ev.peerOwner().map(members::isCurrent).orElse(true)) {
+                    // Runs per page and route on the query path: no capturing lambda.
+                    Optional<PeerOwner> owner = ev.peerOwner();
+                    if (owner.isEmpty() || members.isCurrent(owner.get())) {
                         found.add(new Option(route, ev));
                     }
                 }

@@ -63,7 +63,8 @@ public final class ReplicaSet {
         return switch (medium) {
             case LOCAL_DRAM -> localDram == null ? List.of() : List.of(localDram);
             case LOCAL_SSD -> localSsd == null ? List.of() : List.of(localSsd);
-            case PEER_DRAM, PEER_SSD -> peers.stream().filter(p -> p.medium() == medium).toList();
+            case PEER_DRAM, PEER_SSD -> peers.isEmpty() ? List.of() // the common single-Manager case: no stream
+                    : peers.stream().filter(p -> p.medium() == medium).toList();
         };
     }
 

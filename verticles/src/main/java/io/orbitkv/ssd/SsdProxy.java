@@ -36,11 +36,6 @@ public final class SsdProxy {
     static final String COMMITTED_ENTRIES = "orbitkv.ssd.committed-entries";
     static final String RESIDENCY = "orbitkv.ssd.residency";
 
-    /** Offers and reuse notes waiting for the SSD role at most (beyond: refused, counted; the write never happens). */
-    static final int OFFER_HANDOFF_CAPACITY = 4096;
-    /** Residency changes waiting for the storage role at most (beyond: refused, counted; storage resyncs). */
-    static final int RESIDENCY_HANDOFF_CAPACITY = 16384;
-
     private final Vertx vertx;
     private final EventBus bus;
     private final DeliveryOptions options = new DeliveryOptions().setSendTimeout(30_000).setLocalOnly(true);

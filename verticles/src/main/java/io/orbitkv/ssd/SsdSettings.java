@@ -35,6 +35,10 @@ public final class SsdSettings {
     public static final int RECOVERY_SCAN_DEPTH_DEFAULT = 32;
     public static final boolean SYNC_WRITES_DEFAULT = false;
     public static final int VERIFIER_THREADS_DEFAULT = 1;
+    /** Offers and reuse notes waiting for the SSD role at most (config {@code ssd.offer-handoff-capacity}). */
+    public static final int OFFER_HANDOFF_CAPACITY_DEFAULT = 4096;
+    /** Residency changes waiting for the storage role at most (config {@code ssd.residency-handoff-capacity}). */
+    public static final int RESIDENCY_HANDOFF_CAPACITY_DEFAULT = 16384;
 
     private Path directory;
     private int shardCount = SHARD_COUNT_DEFAULT;
@@ -52,6 +56,8 @@ public final class SsdSettings {
     private int recoveryScanDepth = RECOVERY_SCAN_DEPTH_DEFAULT;
     private boolean syncWrites = SYNC_WRITES_DEFAULT;
     private int verifierThreads = VERIFIER_THREADS_DEFAULT;
+    private int offerHandoffCapacity = OFFER_HANDOFF_CAPACITY_DEFAULT;
+    private int residencyHandoffCapacity = RESIDENCY_HANDOFF_CAPACITY_DEFAULT;
     private Ticker ticker = Ticker.SYSTEM;
     private SsdOperationObserver observer = SsdOperationObserver.NONE;
     private boolean writeFromSource;
@@ -187,7 +193,35 @@ public final class SsdSettings {
         s.recoveryScanDepth(json.getInteger("recoveryScanDepth", s.recoveryScanDepth));
         s.syncWrites(json.getBoolean("syncWrites", s.syncWrites));
         s.verifierThreads(json.getInteger("verifierThreads", s.verifierThreads));
+        s.offerHandoffCapacity(json.getInteger("offerHandoffCapacity", s.offerHandoffCapacity));
+        s.residencyHandoffCapacity(json.getInteger("residencyHandoffCapacity", s.residencyHandoffCapacity));
         return s;
+    }
+
+    /**
+     * Write offers and reuse notes from the storage role waiting for the SSD role at most; beyond it an offer is
+     * refused at the hand-off (counted in {@code orbitkv_handoff_refused_total}) and that page is never written.
+     */
+    public SsdSettings offerHandoffCapacity(int offerHandoffCapacity) {
+        this.offerHandoffCapacity = offerHandoffCapacity;
+        return this;
+    }
+
+    public int offerHandoffCapacity() {
+        return offerHandoffCapacity;
+    }
+
+    /**
+     * Residency changes (committed, overwritten extents) waiting for the storage role at most; beyond it a change is
+     * refused (counted) and the storage role resynchronises its residency view from the store.
+     */
+    public SsdSettings residencyHandoffCapacity(int residencyHandoffCapacity) {
+        this.residencyHandoffCapacity = residencyHandoffCapacity;
+        return this;
+    }
+
+    public int residencyHandoffCapacity() {
+        return residencyHandoffCapacity;
     }
 
     /**
@@ -326,8 +360,9 @@ public final class SsdSettings {
         }
         if (writeQueueCapacity < 1 || writeStagingBuffers < 1 || restoreQueueCapacity < 1 || bounceBuffers < 0
                 || smallBlocks < 2 || reuseAwareCapacity < 1 || recoveryScanDepth < 1
-                || recoveryScanDepth >= smallBlocks || verifierThreads < 0 || verifierThreads > 64) {
-            throw new IllegalArgumentException("queue, buffer and scan sizes must be positive "
+                || recoveryScanDepth >= smallBlocks || verifierThreads < 0 || verifierThreads > 64
+                || offerHandoffCapacity < 1 || residencyHandoffCapacity < 1) {
+            throw new IllegalArgumentException("queue, buffer, hand-off and scan sizes must be positive "
                     + "(smallBlocks >= 2 and > recoveryScanDepth; verifierThreads 0..64)");
         }
     }

@@ -40,11 +40,12 @@ public final class SsdVerticle extends VerticleBase {
         LocalCodec.register(vertx, SsdCommands.MESSAGE_TYPES.toArray(Class<?>[]::new));
         RoleLoop loop = RoleLoop.ofCurrentContext();
         BoundedHandoff<SsdResidencyChange> residency = BoundedHandoff.create(vertx, SsdProxy.RESIDENCY,
-                SsdProxy.RESIDENCY_HANDOFF_CAPACITY, registry);
+                settings.residencyHandoffCapacity(), registry);
         return Future.fromCompletionStage(SsdStore.open(settings, loop, residency::offer, registry), context)
                 .onSuccess(opened -> {
                     store = opened;
-                    offers = BoundedHandoff.create(vertx, SsdProxy.OFFER_WRITE, SsdProxy.OFFER_HANDOFF_CAPACITY, registry);
+                    offers = BoundedHandoff.create(vertx, SsdProxy.OFFER_WRITE,
+                            settings.offerHandoffCapacity(), registry);
                     offers.open(context, this::onOffer);
                     serve(bus);
                 })

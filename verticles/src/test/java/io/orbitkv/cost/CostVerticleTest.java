@@ -1,5 +1,6 @@
 package io.orbitkv.cost;
 
+import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.vertx.core.Vertx;
 import io.vertx.core.eventbus.DeliveryOptions;
@@ -10,10 +11,15 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.StreamSupport;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
@@ -232,5 +238,95 @@ class CostVerticleTest {
         // Drained means handled: every report is counted by the time the future completes, none dropped.
         assertThat(count("orbitkv.cost.operations", "outcome", "succeeded")).isEqualTo(reports);
         assertThat(verticle.intake().inFlight()).isZero();
+    }
+
+    /**
+     * The intake hands records over in batches, and from a thread other than the cost loop lazily (no wake-up per
+     * batch): the role must still see exactly the records reported, in order. The same seeded sequence of
+     * observations and shadow records goes once through the intake from a foreign thread (interleaved with bursts
+     * reported on the cost loop itself) and once straight into a {@link CostRole}: every meter and every estimate
+     * must come out identical, nothing dropped, nothing left queued.
+     */
+    @Test
+    void batchedAndLazyHandOverRecordsExactlyTheSamplesReported() throws Exception {
+        CostVerticle verticle = deploy(CostSettings.observing(1 << 16));
+        CostProxy proxy = verticle.proxy();
+        long seed = 20261201L;
+        Random random = new Random(seed);
+        List<CostMessage> sequence = new ArrayList<>();
+        CostEstimateKey[] keys = {TestKeys.ssdRead(4096), TestKeys.ssdRead(1 << 20),
+                TestKeys.restore(CostPath.SSD_RESTORE_ROUTE, TestKeys.GPU0),
+                TestKeys.restore(CostPath.SSD_CUFILE_RESTORE_ROUTE, TestKeys.GPU0)};
+        ObservationOutcome[] outcomes = ObservationOutcome.values();
+        for (int i = 0; i < 3_000; i++) {
+            CostEstimateKey key = keys[random.nextInt(keys.length)];
+            if (random.nextInt(8) == 0) {
+                sequence.add(new ShadowRequest(keys[2], List.of(new ShadowAlternative(keys[3], random.nextBoolean()))));
+            } else {
+                ObservationOutcome outcome = random.nextInt(10) == 0 ? outcomes[random.nextInt(outcomes.length)]
+                        : ObservationOutcome.SUCCEEDED;
+                sequence.add(TestKeys.outcome(key, outcome, 1_000 + random.nextInt(1_000_000)));
+            }
+        }
+        // One producer at a time keeps the order defined: bursts alternate between a foreign thread and the loop.
+        int burst = 0;
+        for (int from = 0; from < sequence.size(); from += 100, burst++) {
+            List<CostMessage> part = sequence.subList(from, Math.min(sequence.size(), from + 100));
+            CompletableFuture<Void> sent = new CompletableFuture<>();
+            Runnable send = () -> {
+                for (CostMessage message : part) {
+                    switch (message) {
+                        case ObservationRecord record -> proxy.report(record);
+                        case ShadowRequest request -> proxy.recordShadow(request);
+                        case EstimateQuery query -> throw new AssertionError(query);
+                    }
+                }
+                sent.complete(null);
+            };
+            if (burst % 2 == 0) {
+                Thread.ofPlatform().start(send);
+            } else {
+                verticle.runOnCostLoop(send);
+            }
+            sent.get(WAIT_S, TimeUnit.SECONDS);
+        }
+        join(proxy.drained());
+        assertThat(verticle.intake().inFlight()).as("seed %d", seed).isZero();
+
+        SimpleMeterRegistry direct = new SimpleMeterRegistry();
+        CostRole reference = new CostRole(clock, new CostMetrics(direct));
+        for (CostMessage message : sequence) {
+            switch (message) {
+                case ObservationRecord record -> reference.onObservation(record);
+                case ShadowRequest request -> reference.onShadow(request);
+                case EstimateQuery query -> throw new AssertionError(query);
+            }
+        }
+        assertThat(meters(registry)).as("seed %d", seed).isEqualTo(meters(direct));
+        for (CostEstimateKey key : keys) {
+            assertThat(join(proxy.estimate(key))).as("seed %d", seed)
+                    .isEqualTo(reference.onEstimate(new EstimateQuery(key)));
+        }
+        assertThat(count("orbitkv.cost.updates.dropped")).isZero();
+    }
+
+    @Test
+    void aReportFromAnotherThreadReachesAnIdleLoopWithoutAnyOtherWork() throws Exception {
+        CostVerticle verticle = deploy(CostSettings.observing(64));
+        // Nothing else runs on the cost loop: the lazily queued drain must still run (the periodic backstop).
+        Thread.ofPlatform().start(() -> verticle.proxy().report(TestKeys.succeeded(TestKeys.ssdRead(4096), 1_000)))
+                .join();
+        await().atMost(WAIT_S, TimeUnit.SECONDS).untilAsserted(() ->
+                assertThat(count("orbitkv.cost.operations", "path", "ssd_read", "outcome", "succeeded")).isEqualTo(1));
+        assertThat(verticle.intake().inFlight()).isZero();
+    }
+
+    /** Every meter's id and measurements, for comparing two registries fed the same records. */
+    private static Map<String, List<String>> meters(MeterRegistry registry) {
+        Map<String, List<String>> all = new TreeMap<>();
+        registry.getMeters().forEach(meter -> all.put(meter.getId().toString(),
+                StreamSupport.stream(meter.measure().spliterator(), false)
+                        .map(m -> m.getStatistic() + "=" + m.getValue()).toList()));
+        return all;
     }
 }

@@ -91,6 +91,24 @@ class ManagerConfigTest {
     }
 
     @Test
+    void ssdHandOffCapacitiesAreConfigKeysWithTypedErrors() {
+        ManagerConfig defaults = ManagerConfig.from(Map.of());
+        assertThat(defaults.ssd().settings().offerHandoffCapacity()).isEqualTo(4096);
+        assertThat(defaults.ssd().settings().residencyHandoffCapacity()).isEqualTo(16384);
+        ManagerConfig custom = ManagerConfig.from(Map.of("ssd.offer-handoff-capacity", "64",
+                "ssd.residency-handoff-capacity", "128"));
+        assertThat(custom.ssd().settings().offerHandoffCapacity()).isEqualTo(64);
+        assertThat(custom.ssd().settings().residencyHandoffCapacity()).isEqualTo(128);
+        for (String key : new String[] {"ssd.offer-handoff-capacity", "ssd.residency-handoff-capacity"}) {
+            for (String bad : new String[] {"0", "-1", "lots", "16777217"}) {
+                assertThatThrownBy(() -> ManagerConfig.from(Map.of(key, bad)))
+                        .isInstanceOfSatisfying(ConfigException.class, ex -> assertThat(ex.key()).isEqualTo(key))
+                        .hasMessageContaining(key);
+            }
+        }
+    }
+
+    @Test
     void theEventBusBridgeIsOffUnlessAPortIsSetAndItsLimitsAreChecked() {
         ManagerConfig defaults = ManagerConfig.from(Map.of());
         assertThat(defaults.bridge().enabled()).isFalse();
