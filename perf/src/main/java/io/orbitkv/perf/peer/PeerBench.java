@@ -34,7 +34,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -142,26 +141,9 @@ public final class PeerBench {
 
     private static Mode runMode(LocalCluster cluster, LocalCluster.Node source, Path dir, String transport, long poolBytes,
                                 int pages, int rounds, int singles) throws Exception {
-        Map<String, String> s = new LinkedHashMap<>();
-        s.put("data-dir", dir.resolve("requester-" + transport).toString());
-        s.put("grpc.tcp-port", "0");
-        s.put("metrics.port", "0");
-        s.put("pool.size", String.valueOf(poolBytes));
-        s.put("publish.budget-fraction", "0.9");
-        s.put("ssd.enabled", "false");
-        s.put("cluster.enabled", "true");
-        s.put("cluster.member-id", "manager-2");
-        s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
-        s.put("cluster.prefix", "/orbitkv-peer-bench");
-        s.put("cluster.lease-ttl-s", "3");
-        s.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
-        s.put("cluster.tls.ca", dir.resolve("certs/ca.pem").toString());
-        s.put("cluster.tls.cert", dir.resolve("certs/manager-2.pem").toString());
-        s.put("cluster.tls.key", dir.resolve("certs/manager-2.key").toString());
-        s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
-        s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
-        s.put("peer.transport", transport);
-        Files.createDirectories(dir.resolve("requester-" + transport));
+        Map<String, String> s = cluster.inProcessMember(2).peer(transport).set("pool.size", String.valueOf(poolBytes))
+                .set("publish.budget-fraction", "0.9").set("data-dir", dir.resolve("requester-" + transport).toString())
+                .settings();
         Manager requester = Manager.start(ManagerConfig.from(s)).await(120, TimeUnit.SECONDS);
         try {
             waitUntil(() -> requester.membershipRole().orElseThrow().members().containsKey(source.memberId()), 30);
