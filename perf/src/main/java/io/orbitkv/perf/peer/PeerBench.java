@@ -47,8 +47,9 @@ import java.util.concurrent.atomic.AtomicReference;
  * {@code iperf3} on loopback in the same run. The source Manager is a process (started by pid, with etcd), the
  * requester a Manager in this JVM whose peer role fetches; both run twice: plaintext (sendfile from the pool file)
  * then mutual TLS. Each fetch is one lease of {@code --pages} 2 MiB pages into fresh local slots, verified against
- * the source's CRC32C before READY; the measured rounds keep {@code --in-flight} fetches going at once. Reports transfer_ratio (plaintext vs iperf3), tls_transfer_ratio and per-fetch
- * latency percentiles (single-page fetches).
+ * the source's CRC32C before READY; the measured rounds keep {@code --in-flight} fetches going at once. Reports
+ * transfer_ratio (plaintext vs iperf3), tls_transfer_ratio and per-fetch latency percentiles (single-page fetches,
+ * one at a time).
  *
  * <p>Design note (ownership): the bench owns etcd and the source process through {@link LocalCluster} (closed, by pid,
  * in every outcome), each requester Manager (closed in a finally), the iperf3 server it starts (destroyed after its one
