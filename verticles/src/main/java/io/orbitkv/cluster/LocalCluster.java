@@ -202,6 +202,72 @@ public final class LocalCluster implements AutoCloseable {
         return s;
     }
 
+    /**
+     * Settings for a Manager that runs in the caller's JVM (a requester the caller drives directly) and joins this
+     * cluster as member {@code manager-INDEX}: its own data directory under the cluster's, ephemeral gRPC and metrics
+     * ports, a free Hazelcast port, the cluster's etcd, every {@code cluster.*} setting the processes share, and its
+     * certificate from {@link #certificates()} (which must hold one for that member: {@link ClusterCertificates#create}
+     * with enough members). The caller owns the Manager it starts with them.
+     */
+    public MemberConfig inProcessMember(int index) throws IOException {
+        String memberId = "manager-" + index;
+        if (!Files.isReadable(certs.resolve(memberId + ".key"))) {
+            throw new IllegalStateException("no certificate for " + memberId + " in " + certs
+                    + ": create the cluster's certificates for at least " + index + " members first");
+        }
+        return new MemberConfig(memberId);
+    }
+
+    /** A builder of one in-process member's settings ({@link #inProcessMember}); {@link #settings} answers them. */
+    public final class MemberConfig {
+        private final String memberId;
+        private final Map<String, String> settings = new LinkedHashMap<>();
+
+        private MemberConfig(String memberId) throws IOException {
+            this.memberId = memberId;
+            settings.put("data-dir", options.dir().resolve(memberId).toString());
+            settings.put("grpc.tcp-port", "0");
+            settings.put("metrics.port", "0");
+            settings.put("pool.size", "64MiB");
+            settings.put("ssd.enabled", "false");
+            options.settings().forEach((k, v) -> {
+                if (k.startsWith("cluster.")) {
+                    settings.put(k, v);
+                }
+            });
+            settings.put("cluster.enabled", "true");
+            settings.put("cluster.member-id", memberId);
+            settings.put("cluster.etcd-endpoints", etcd.endpoint());
+            settings.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
+            settings.put("cluster.tls.ca", certs.resolve("ca.pem").toString());
+            settings.put("cluster.tls.cert", certs.resolve(memberId + ".pem").toString());
+            settings.put("cluster.tls.key", certs.resolve(memberId + ".key").toString());
+        }
+
+        public String memberId() {
+            return memberId;
+        }
+
+        /** Serves the peer role on free ports, with {@code transport} ({@code tls} or {@code plaintext}). */
+        public MemberConfig peer(String transport) throws IOException {
+            settings.put("peer.port", String.valueOf(LocalEtcd.freePort()));
+            settings.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
+            settings.put("peer.transport", transport);
+            return this;
+        }
+
+        public MemberConfig set(String key, String value) {
+            settings.put(key, value);
+            return this;
+        }
+
+        /** The settings (for {@code ManagerConfig.from}); creates the data directory. */
+        public Map<String, String> settings() throws IOException {
+            Files.createDirectories(Path.of(settings.get("data-dir")));
+            return Map.copyOf(settings);
+        }
+    }
+
     /** Starts (or restarts) a node's Manager and waits for its ready line (60 s at most). */
     public void launch(Node node, Map<String, String> extra) throws Exception {
         spawn(node, extra);

@@ -442,6 +442,11 @@ public final class PeerVerticle extends VerticleBase {
         }
     }
 
+    /** Transfer connections this Manager opened as a requester (reused ones count once; tests). */
+    public long transferConnectionsOpened() {
+        return transport.connectionsOpened();
+    }
+
     /** Source leases holding pins now (tests). */
     public Future<Integer> sourceLeases() {
         Promise<Integer> p = Promise.promise();

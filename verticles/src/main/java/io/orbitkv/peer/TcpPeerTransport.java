@@ -1,8 +1,14 @@
 package io.orbitkv.peer;
 
+import com.google.protobuf.ByteString;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
 import io.netty.channel.DefaultFileRegion;
+import io.netty.channel.DefaultMaxMessagesRecvByteBufAllocator;
+import io.netty.channel.epoll.EpollSocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
 import io.orbitkv.protocol.peer.TransferHeader;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
@@ -11,44 +17,75 @@ import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.ClientAuth;
 import io.vertx.core.internal.net.NetSocketInternal;
+import io.vertx.core.net.JdkSSLEngineOptions;
 import io.vertx.core.net.NetClient;
 import io.vertx.core.net.NetClientOptions;
 import io.vertx.core.net.NetServer;
 import io.vertx.core.net.NetServerOptions;
 import io.vertx.core.net.NetSocket;
+import io.vertx.core.net.OpenSSLEngineOptions;
 import io.vertx.core.net.PemKeyCertOptions;
 import io.vertx.core.net.PemTrustOptions;
+import io.vertx.core.net.SSLEngineOptions;
+import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.security.MessageDigest;
 import java.security.cert.Certificate;
 import java.security.cert.X509Certificate;
 import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import javax.net.ssl.SSLPeerUnverifiedException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
- * The built-in transport: one TCP connection per lease, mutual TLS with the cluster's certificates by default.
+ * The built-in transport: TCP transfer connections, mutual TLS with the cluster's certificates by default (OpenSSL
+ * through netty-tcnative when it loads, else the JDK's engine), plaintext only by explicit configuration.
  *
- * <p>Design note (zero copy, ownership): the source wraps the pinned pool slices in netty buffers
- * ({@link Unpooled#wrappedBuffer(ByteBuffer)}: no copy) and hands them to the channel; with TLS the engine encrypts
- * straight from the pool, with plaintext (explicit configuration only) the page is sent from the shared-memory file
- * as a netty {@link DefaultFileRegion} (sendfile: the kernel copies file → socket). The requester takes netty's raw (pooled, direct) buffers from
- * the channel ({@link NetSocketInternal#messageHandler}) and copies them once into its destination slots
- * (direct → pool); nothing passes through the Java heap. The source keeps its pins until every write of the lease has
- * completed (the {@link Source} is told {@code finished}), so a pin released meanwhile (release, expiry) is deferred,
- * never leaving netty reading a slot that was reused.
+ * <p>Wire protocol of a transfer connection: the requester sends a header (4-byte big-endian length, then a
+ * {@link TransferHeader}: lease id and the lease's transfer token); the source checks it against the lease (token,
+ * and with TLS the connection's certificate must name the lease's requester) and answers with the lease's pages' raw
+ * bytes in grant order, or closes without sending a byte. The connection then stays open for the next header: the
+ * requester keeps idle connections per source (at most {@value #MAX_IDLE_PER_ENDPOINT}, closed after
+ * {@value #CLIENT_IDLE_SECONDS} s idle) so that a lease costs no connect or TLS handshake. Every transfer is proved by
+ * its own lease token (and certificate), never by the connection having carried an earlier one.
  *
- * <p>Cancel and crash: a requester that gives up fences: its receive stops writing before {@link Receive#fence}
- * completes (the flag is set on the connection's context, where every write into a slot happens) and the socket is
- * closed. A source that dies closes the connection (or stops answering: the requester's timeout fences). The server
- * closes a connection whose header is bad without sending a byte.
+ * <p>Design note (zero copy, ownership). Source: the pinned pool slices go to the channel without a copy: with TLS
+ * wrapped in netty buffers ({@link Unpooled#wrappedBuffer(ByteBuffer)}), encrypted straight from the pool; with
+ * plaintext as {@link DefaultFileRegion}s of the shared-memory file (sendfile: the kernel moves file pages to the
+ * socket), over one file channel opened by {@link #serve} and closed by {@link #close}. The source keeps its pins until
+ * every write of the lease completed ({@link Source#finished}), so a release meanwhile is deferred by the owner, never
+ * leaving netty reading a slot that was reused. Requester, plaintext: the connection's receive allocator hands the
+ * socket reads buffers that wrap the destination slots themselves ({@link SlotAllocator}): recv(2) writes straight into
+ * the pool slot, no intermediate buffer, no copy, no heap. Requester, TLS: the decrypted netty (pooled, direct) buffers
+ * are copied once into the slots (direct → pool). Reads happen on the connection's event loop only (epoll or NIO: a
+ * read is synchronous on that thread), which is also the receive's context; the straight-to-slot path is used only on
+ * those transports.
+ *
+ * <p>Cancel and crash: a requester that gives up fences: on the receive's context the receive is marked fenced (the
+ * allocator hands out scratch buffers from then on and nothing is copied into a slot) and the connection is closed,
+ * never pooled again, before {@link Receive#fence} completes. A connection is pooled again only after a transfer that
+ * received exactly its granted bytes. A pooled connection that turns out closed before any byte of a new transfer
+ * arrived is replaced once by a fresh connection (the source may have closed it idle). A source that dies closes the
+ * connection (or stops answering: the requester's timeout fences). The server closes a connection whose header is bad
+ * without sending a byte, and closes idle connections after {@value #SERVER_IDLE_SECONDS} s.
  */
 public final class TcpPeerTransport implements PeerTransport {
+    private static final Logger LOG = LoggerFactory.getLogger(TcpPeerTransport.class);
+
     /** What the transfer server asks its owner (the peer source role), on the server's context. */
     public interface Source {
         /** The pages of a lease to send, or null to refuse (unknown lease, bad token, another member's lease). */
@@ -62,124 +99,217 @@ public final class TcpPeerTransport implements PeerTransport {
     public record PageSlice(long offset, long length) {}
 
     static final int MAX_HEADER_BYTES = 256;
+    static final int MAX_IDLE_PER_ENDPOINT = 4;
+    static final int CLIENT_IDLE_SECONDS = 30;
+    static final int SERVER_IDLE_SECONDS = 60;
+    static final int SOCKET_BUFFER_BYTES = 4 << 20;
+    private static final int SCRATCH_READ_BYTES = 64 << 10;
+
+    private static final AtomicLong RECEIVED_BYTES = new AtomicLong();
+    private static final AtomicLong RECEIVED_IN_PLACE_BYTES = new AtomicLong();
 
     private final Vertx vertx;
     private final PeerSettings settings;
     private final NetClient client;
+    private final PemKeyCertOptions tls;
+    private final PemTrustOptions trust;
+    private final String tlsEngine;
     private final AtomicLong pagesSent = new AtomicLong();
-    private static final AtomicLong RECEIVED_BYTES = new AtomicLong();
+    private final AtomicLong connectionsOpened = new AtomicLong();
+    private final Map<String, ArrayDeque<Connection>> idle = new HashMap<>();
+    private NetServer server;
+    private FileChannel poolFile;
 
-    /** Payload bytes this JVM's receives copied into destinations (tests await a transfer in progress with it). */
+    /** Payload bytes this JVM's receives placed into destinations (tests await a transfer in progress with it). */
     public static long receivedBytes() {
         return RECEIVED_BYTES.get();
     }
-    private NetServer server;
+
+    /** Of {@link #receivedBytes}, those the socket wrote straight into their slots (plaintext: no copy at all). */
+    public static long receivedInPlaceBytes() {
+        return RECEIVED_IN_PLACE_BYTES.get();
+    }
 
     public TcpPeerTransport(Vertx vertx, PeerSettings settings, Path ca, Path cert, Path key) {
         this.vertx = vertx;
         this.settings = settings;
-        NetClientOptions options = new NetClientOptions().setConnectTimeout(5_000).setTcpNoDelay(true)
-                .setReceiveBufferSize(4 << 20).setSendBufferSize(4 << 20);
-        if (!settings.plaintext()) {
-            options.setSsl(true).setHostnameVerificationAlgorithm("HTTPS")
-                    .setKeyCertOptions(new PemKeyCertOptions().setCertPath(cert.toString()).setKeyPath(key.toString()))
-                    .setTrustOptions(new PemTrustOptions().addCertPath(ca.toString()));
-        }
-        this.client = vertx.createNetClient(options);
         this.tls = new PemKeyCertOptions().setCertPath(cert.toString()).setKeyPath(key.toString());
         this.trust = new PemTrustOptions().addCertPath(ca.toString());
+        SSLEngineOptions engine = OpenSSLEngineOptions.isAvailable() ? new OpenSSLEngineOptions() : new JdkSSLEngineOptions();
+        this.tlsEngine = settings.plaintext() ? "none" : engine instanceof OpenSSLEngineOptions ? "openssl" : "jdk";
+        NetClientOptions options = new NetClientOptions().setConnectTimeout(5_000).setTcpNoDelay(true)
+                .setReceiveBufferSize(SOCKET_BUFFER_BYTES).setSendBufferSize(SOCKET_BUFFER_BYTES)
+                .setIdleTimeout(CLIENT_IDLE_SECONDS).setIdleTimeoutUnit(TimeUnit.SECONDS);
+        if (!settings.plaintext()) {
+            options.setSsl(true).setHostnameVerificationAlgorithm("HTTPS").setSslEngineOptions(engine)
+                    .setKeyCertOptions(tls).setTrustOptions(trust);
+        }
+        this.client = vertx.createNetClient(options);
     }
 
-    private final PemKeyCertOptions tls;
-    private final PemTrustOptions trust;
+    /** {@code openssl} (netty-tcnative), {@code jdk}, or {@code none} (plaintext). */
+    public String tlsEngine() {
+        return tlsEngine;
+    }
+
+    /** Transfer connections this transport opened as a requester (reused ones count once). */
+    public long connectionsOpened() {
+        return connectionsOpened.get();
+    }
+
+    // ---------------------------------------------------------------- source side
 
     /** Starts the transfer server (source side) on {@code host:port}, serving from the pool file at {@code poolPath}. */
     public Future<Integer> serve(String host, int port, Path poolPath, MemorySegment pool, Source source) {
         NetServerOptions options = new NetServerOptions().setHost(host).setPort(port).setTcpNoDelay(true)
-                .setReceiveBufferSize(4 << 20).setSendBufferSize(4 << 20);
+                .setReceiveBufferSize(SOCKET_BUFFER_BYTES).setSendBufferSize(SOCKET_BUFFER_BYTES)
+                .setIdleTimeout(SERVER_IDLE_SECONDS).setIdleTimeoutUnit(TimeUnit.SECONDS);
         if (!settings.plaintext()) {
-            options.setSsl(true).setClientAuth(ClientAuth.REQUIRED).setKeyCertOptions(tls).setTrustOptions(trust);
+            options.setSsl(true).setClientAuth(ClientAuth.REQUIRED).setKeyCertOptions(tls).setTrustOptions(trust)
+                    .setSslEngineOptions(tlsEngine.equals("openssl") ? new OpenSSLEngineOptions() : new JdkSSLEngineOptions());
         }
+        try {
+            poolFile = settings.plaintext() ? FileChannel.open(poolPath, StandardOpenOption.READ) : null;
+        } catch (IOException e) {
+            return Future.failedFuture(e);
+        }
+        LOG.info("peer transfer port {}:{}: {}", host, port, settings.plaintext()
+                ? "plaintext (explicitly configured), sendfile from the pool file" : "mutual TLS, " + tlsEngine + " engine");
         server = vertx.createNetServer(options);
-        server.connectHandler(socket -> onConnection((NetSocketInternal) socket, poolPath, pool, source));
+        server.connectHandler(socket -> new Serving((NetSocketInternal) socket, pool, source));
         return server.listen().map(NetServer::actualPort);
     }
 
-    private void onConnection(NetSocketInternal socket, Path poolPath, MemorySegment pool, Source source) {
+    /** One accepted transfer connection: header, pages, header, pages… on the server's context. */
+    private final class Serving {
+        final NetSocketInternal socket;
+        final MemorySegment pool;
+        final Source source;
+        final String member;
         Buffer header = Buffer.buffer();
-        boolean[] started = {false};
-        socket.messageHandler(msg -> {
-            ByteBuf b = (ByteBuf) msg;
-            try {
-                if (started[0]) {
-                    return; // the requester sends nothing after its header
-                }
-                byte[] bytes = new byte[b.readableBytes()];
-                b.getBytes(b.readerIndex(), bytes);
-                header.appendBytes(bytes);
-            } finally {
-                b.release();
+        boolean sending;
+        boolean closed;
+        Promise<Void> stalled;
+
+        Serving(NetSocketInternal socket, MemorySegment pool, Source source) {
+            this.socket = socket;
+            this.pool = pool;
+            this.source = source;
+            this.member = settings.plaintext() ? null : memberOf(socket);
+            if (!settings.plaintext() && member == null) {
+                close();
+                return;
             }
-            if (header.length() < 4) {
+            socket.closeHandler(v -> {
+                closed = true;
+                if (stalled != null) {
+                    stalled.tryComplete(); // the pins go when the requester gives up
+                }
+            });
+            socket.messageHandler(msg -> {
+                ByteBuf b = (ByteBuf) msg;
+                try {
+                    if (closed) {
+                        return;
+                    }
+                    if (header.length() + b.readableBytes() > 4 + MAX_HEADER_BYTES) {
+                        close(); // headers are small, and the requester sends nothing while pages flow
+                        return;
+                    }
+                    byte[] bytes = new byte[b.readableBytes()];
+                    b.getBytes(b.readerIndex(), bytes);
+                    header.appendBytes(bytes);
+                } finally {
+                    b.release();
+                }
+                if (!sending) {
+                    next();
+                }
+            });
+        }
+
+        void close() {
+            closed = true;
+            socket.close();
+        }
+
+        /** Parses the next complete header, if any, and sends its lease's pages. */
+        void next() {
+            if (closed || header.length() < 4) {
                 return;
             }
             int len = header.getInt(0);
             if (len <= 0 || len > MAX_HEADER_BYTES) {
-                socket.close();
-                started[0] = true;
+                close();
                 return;
             }
             if (header.length() < 4 + len) {
                 return;
             }
-            started[0] = true;
             TransferHeader h;
             try {
                 h = TransferHeader.parseFrom(header.getBytes(4, 4 + len));
             } catch (Exception e) {
-                socket.close();
+                close();
                 return;
             }
-            String member = settings.plaintext() ? null : memberOf(socket);
+            header = header.getBuffer(4 + len, header.length());
             List<PageSlice> pages = source.begin(h.getLeaseId(), h.getTransferToken().toByteArray(), member);
             if (pages == null) {
-                socket.close();
+                close();
                 return;
             }
-            send(socket, poolPath, pool, pages).onComplete(ar -> {
+            sending = true;
+            send(pages).onComplete(ar -> {
                 source.finished(h.getLeaseId(), ar.succeeded());
-                socket.close();
+                sending = false;
+                if (ar.failed()) {
+                    close();
+                } else {
+                    next();
+                }
             });
-        });
+        }
+
+        Future<Void> send(List<PageSlice> pages) {
+            List<Future<Void>> writes = new ArrayList<>(pages.size());
+            if (settings.testStallLeasePages() > 0 && pages.size() >= settings.testStallLeasePages()) {
+                // Test hook: half the pages go, then the source stalls with the connection open (a hung peer).
+                pages = pages.subList(0, pages.size() / 2);
+                stalled = Promise.promise();
+                writes.add(stalled.future());
+            }
+            for (PageSlice page : pages) {
+                long n = pagesSent.incrementAndGet();
+                if (settings.testFlipPage() > 0 && n == settings.testFlipPage()) {
+                    // Test hook: this page's bytes are changed in flight (a copy; the pool is never written).
+                    ByteBuf copy = Unpooled.directBuffer((int) page.length());
+                    copy.writeBytes(pool.asSlice(page.offset(), page.length()).asByteBuffer());
+                    copy.setByte(0, copy.getByte(0) ^ 0x5A);
+                    writes.add(socket.writeMessage(copy));
+                } else if (settings.plaintext()) {
+                    // sendfile(2) from the shared-memory file, queued in order on the channel (Vert.x's sendFile
+                    // opens the file on a worker and could reorder pages)
+                    writes.add(socket.writeMessage(new PoolFileRegion(poolFile, page.offset(), page.length())));
+                } else {
+                    writes.add(socket.writeMessage(Unpooled.wrappedBuffer(
+                            pool.asSlice(page.offset(), page.length()).asByteBuffer())));
+                }
+            }
+            return Future.join(writes).mapEmpty();
+        }
     }
 
-    private Future<Void> send(NetSocketInternal socket, Path poolPath, MemorySegment pool, List<PageSlice> pages) {
-        List<Future<Void>> writes = new ArrayList<>(pages.size());
-        boolean stall = settings.testStallLeasePages() > 0 && pages.size() >= settings.testStallLeasePages();
-        if (stall) {
-            // Test hook: half the pages go, then the source stalls with the connection open (a hung peer).
-            pages = pages.subList(0, pages.size() / 2);
-            Promise<Void> stalled = Promise.promise();
-            socket.closeHandler(v -> stalled.tryComplete()); // the pins go when the requester gives up
-            writes.add(stalled.future());
+    /** A region of the pool file on the transport's shared file channel: releasing it leaves the channel open. */
+    private static final class PoolFileRegion extends DefaultFileRegion {
+        PoolFileRegion(FileChannel file, long position, long count) {
+            super(file, position, count);
         }
-        for (PageSlice page : pages) {
-            long n = pagesSent.incrementAndGet();
-            if (settings.testFlipPage() > 0 && n == settings.testFlipPage()) {
-                // Test hook: this page's bytes are changed in flight (a copy; the pool is never written).
-                ByteBuf copy = Unpooled.directBuffer((int) page.length());
-                copy.writeBytes(pool.asSlice(page.offset(), page.length()).asByteBuffer());
-                copy.setByte(0, copy.getByte(0) ^ 0x5A);
-                writes.add(socket.writeMessage(copy));
-            } else if (settings.plaintext()) {
-                // sendfile(2) from the shared-memory file, queued in order on the channel (Vert.x's sendFile opens
-                // the file on a worker and could reorder pages)
-                writes.add(socket.writeMessage(new DefaultFileRegion(poolPath.toFile(), page.offset(), page.length())));
-            } else {
-                writes.add(socket.writeMessage(Unpooled.wrappedBuffer(pool.asSlice(page.offset(), page.length()).asByteBuffer())));
-            }
+
+        @Override
+        protected void deallocate() {
+            // the channel belongs to the transport (closed in close()), not to this region
         }
-        return Future.join(writes).mapEmpty();
     }
 
     /** The member id (certificate CN) of the TLS peer; null without a verified certificate. */
@@ -204,100 +334,303 @@ public final class TcpPeerTransport implements PeerTransport {
         return null;
     }
 
+    // ---------------------------------------------------------------- requester side
+
     @Override
     public Receive receive(String endpoint, long leaseId, byte[] token, List<Destination> destinations, Duration timeout) {
-        int colon = endpoint.lastIndexOf(':');
-        TcpReceive receive = new TcpReceive(vertx.getOrCreateContext(), destinations);
+        TcpReceive receive = new TcpReceive(vertx.getOrCreateContext(), endpoint, TransferHeader.newBuilder()
+                .setLeaseId(leaseId).setTransferToken(ByteString.copyFrom(token)).build(), destinations);
         long timer = vertx.setTimer(Math.max(1, timeout.toMillis()), t -> receive.fail(new PeerException(
                 PeerException.Kind.TIMEOUT, "the transfer did not complete within its budget")));
         receive.result.future().onComplete(ar -> vertx.cancelTimer(timer));
-        client.connect(Integer.parseInt(endpoint.substring(colon + 1)), endpoint.substring(0, colon))
-                .onComplete(ar -> {
-                    if (ar.failed()) {
-                        receive.fail(new PeerException(PeerException.Kind.TRANSFER_FAILED, "cannot connect to the source: "
-                                + ar.cause().getMessage()));
-                        return;
-                    }
-                    receive.attach((NetSocketInternal) ar.result(), TransferHeader.newBuilder().setLeaseId(leaseId)
-                            .setTransferToken(com.google.protobuf.ByteString.copyFrom(token)).build());
-                });
+        receive.start(true);
         return receive;
     }
 
-    /** One receive: writes happen only on {@code context}; the fence flag is set there too. */
-    private static final class TcpReceive implements Receive {
-        final Context context;
-        final List<Destination> destinations;
-        final Promise<Void> result = Promise.promise();
-        NetSocketInternal socket;
-        boolean fenced;
-        int page;
-        long inPage;
-
-        TcpReceive(Context context, List<Destination> destinations) {
-            this.context = context;
-            this.destinations = destinations;
+    private Connection takeIdle(String endpoint, Context context) {
+        synchronized (idle) {
+            ArrayDeque<Connection> pooled = idle.get(endpoint);
+            while (pooled != null && !pooled.isEmpty()) {
+                Connection c = pooled.pollLast();
+                if (!c.closed && c.context == context) {
+                    return c;
+                }
+                c.socket.close();
+            }
+            return null;
         }
+    }
 
-        void attach(NetSocketInternal s, TransferHeader header) {
-            if (fenced || result.future().isComplete()) {
-                s.close();
+    private void offerIdle(Connection c) {
+        synchronized (idle) {
+            ArrayDeque<Connection> pooled = idle.computeIfAbsent(c.endpoint, k -> new ArrayDeque<>());
+            if (!c.closed && pooled.size() < MAX_IDLE_PER_ENDPOINT) {
+                pooled.addLast(c);
                 return;
             }
-            socket = s;
-            s.messageHandler(msg -> {
+        }
+        c.socket.close();
+    }
+
+    private void forget(Connection c) {
+        synchronized (idle) {
+            ArrayDeque<Connection> pooled = idle.get(c.endpoint);
+            if (pooled != null) {
+                pooled.remove(c);
+            }
+        }
+    }
+
+    /** One requester-side transfer connection; carries one receive at a time, then may be pooled. */
+    private final class Connection {
+        final String endpoint;
+        final Context context;
+        final NetSocketInternal socket;
+        final boolean direct;
+        TcpReceive current;
+        boolean closed;
+
+        Connection(String endpoint, Context context, NetSocketInternal socket) {
+            this.endpoint = endpoint;
+            this.context = context;
+            this.socket = socket;
+            Channel channel = socket.channelHandlerContext().channel();
+            // Straight into the slots: plaintext on a transport whose reads are synchronous on the event loop.
+            this.direct = settings.plaintext() && (channel instanceof EpollSocketChannel || channel instanceof NioSocketChannel);
+            if (direct) {
+                channel.config().setRecvByteBufAllocator(new SlotAllocator(this));
+            }
+            socket.messageHandler(msg -> {
                 ByteBuf b = (ByteBuf) msg;
                 try {
-                    if (!fenced) {
-                        take(b);
+                    TcpReceive r = current;
+                    if (r != null) {
+                        r.take(this, b);
+                    } else {
+                        close(); // bytes nobody asked for
                     }
                 } finally {
                     b.release();
                 }
             });
-            s.closeHandler(v -> fail(new PeerException(PeerException.Kind.TRANSFER_FAILED,
-                    "the source closed the transfer before every page arrived")));
-            s.exceptionHandler(e -> fail(new PeerException(PeerException.Kind.TRANSFER_FAILED,
-                    "transfer failed: " + e.getMessage())));
-            byte[] bytes = header.toByteArray();
-            s.write(Buffer.buffer().appendInt(bytes.length).appendBytes(bytes));
-            if (destinations.isEmpty()) {
-                result.tryComplete();
+            socket.closeHandler(v -> lost("the source closed the transfer before every page arrived"));
+            socket.exceptionHandler(e -> {
+                lost("transfer failed: " + e.getMessage());
+                close();
+            });
+        }
+
+        void lost(String why) {
+            closed = true;
+            forget(this);
+            TcpReceive r = current;
+            if (r != null) {
+                r.connectionLost(this, why);
             }
         }
 
-        /** Copies one received buffer into the destination slots (direct → pool). */
-        private void take(ByteBuf b) {
-            int index = b.readerIndex();
-            int left = b.readableBytes();
-            while (left > 0) {
-                if (page >= destinations.size()) {
-                    fail(new PeerException(PeerException.Kind.TRANSFER_FAILED, "the source sent more bytes than granted"));
+        void close() {
+            closed = true;
+            forget(this);
+            socket.close();
+        }
+    }
+
+    /**
+     * The receive allocator of a plaintext connection: while a receive is on it, each socket read gets a buffer that
+     * wraps the next unfilled part of the current destination slot (so recv(2) lands the bytes in the slot); the
+     * cursor moves by the bytes actually read ({@code lastBytesRead}, before the buffer is passed on). Without a
+     * receive, or once fenced or full, reads get ordinary scratch buffers (whose bytes never reach a slot).
+     */
+    private static final class SlotAllocator extends DefaultMaxMessagesRecvByteBufAllocator {
+        final Connection connection;
+
+        SlotAllocator(Connection connection) {
+            super(16);
+            this.connection = connection;
+        }
+
+        @Override
+        public Handle newHandle() {
+            return new MaxMessageHandle() {
+                @Override
+                public ByteBuf allocate(ByteBufAllocator alloc) {
+                    TcpReceive r = connection.current;
+                    ByteBuf target = r == null ? null : r.nextTarget();
+                    return target != null ? target : alloc.ioBuffer(SCRATCH_READ_BYTES);
+                }
+
+                @Override
+                public int guess() {
+                    return SCRATCH_READ_BYTES;
+                }
+
+                @Override
+                public void lastBytesRead(int bytes) {
+                    super.lastBytesRead(bytes);
+                    TcpReceive r = connection.current;
+                    if (r != null) {
+                        r.landed(bytes);
+                    }
+                }
+            };
+        }
+    }
+
+    /** One receive: every write into a slot happens on {@code context} (the connection's loop); so does the fence. */
+    private final class TcpReceive implements Receive {
+        final Context context;
+        final String endpoint;
+        final TransferHeader header;
+        final List<Destination> destinations;
+        final long total;
+        final Promise<Void> result = Promise.promise();
+        /** Slot buffers handed to a read that got bytes, not yet passed to {@link #take}. */
+        final Set<ByteBuf> landedTargets = Collections.newSetFromMap(new IdentityHashMap<>());
+        Connection connection;
+        ByteBuf pendingTarget;
+        boolean fenced;
+        boolean retried;
+        int page;
+        long inPage;
+        long received;
+
+        TcpReceive(Context context, String endpoint, TransferHeader header, List<Destination> destinations) {
+            this.context = context;
+            this.endpoint = endpoint;
+            this.header = header;
+            this.destinations = destinations;
+            this.total = destinations.stream().mapToLong(d -> d.slot().byteSize()).sum();
+        }
+
+        /** Sends the header on a pooled connection of this context, or on a new one. */
+        void start(boolean pooledAllowed) {
+            Connection pooled = pooledAllowed ? takeIdle(endpoint, context) : null;
+            if (pooled != null) {
+                attach(pooled, true);
+                return;
+            }
+            int colon = endpoint.lastIndexOf(':');
+            client.connect(Integer.parseInt(endpoint.substring(colon + 1)), endpoint.substring(0, colon)).onComplete(ar -> {
+                if (ar.failed()) {
+                    fail(new PeerException(PeerException.Kind.TRANSFER_FAILED, "cannot connect to the source: "
+                            + ar.cause().getMessage()));
                     return;
                 }
-                MemorySegment slot = destinations.get(page).slot();
-                int n = (int) Math.min(left, slot.byteSize() - inPage);
-                ByteBuffer target = slot.asSlice(inPage, n).asByteBuffer();
-                b.getBytes(index, target);
+                connectionsOpened.incrementAndGet();
+                attach(new Connection(endpoint, context, (NetSocketInternal) ar.result()), false);
+            });
+        }
+
+        private boolean retryable;
+
+        void attach(Connection c, boolean reused) {
+            if (fenced || result.future().isComplete()) {
+                offerIdle(c); // unused: still clean
+                return;
+            }
+            connection = c;
+            retryable = reused && !retried;
+            c.current = this;
+            byte[] bytes = header.toByteArray();
+            c.socket.write(Buffer.buffer(4 + bytes.length).appendInt(bytes.length).appendBytes(bytes));
+            if (destinations.isEmpty()) {
+                finish();
+            }
+        }
+
+        /** The allocator's next read target: the unfilled rest of the current slot (plaintext), or null. */
+        ByteBuf nextTarget() {
+            if (fenced || result.future().isComplete() || page >= destinations.size()) {
+                return null;
+            }
+            MemorySegment slot = destinations.get(page).slot();
+            pendingTarget = Unpooled.wrappedBuffer(slot.asSlice(inPage, slot.byteSize() - inPage).asByteBuffer()).clear();
+            return pendingTarget;
+        }
+
+        /** A read into the last target got {@code bytes}: they are in the slot, the cursor moves past them. */
+        void landed(int bytes) {
+            ByteBuf target = pendingTarget;
+            pendingTarget = null;
+            if (target == null || bytes <= 0) {
+                return;
+            }
+            landedTargets.add(target);
+            advance(bytes);
+        }
+
+        private void advance(long n) {
+            inPage += n;
+            if (inPage == destinations.get(page).slot().byteSize()) {
+                page++;
+                inPage = 0;
+            }
+        }
+
+        /** One received buffer: already in its slot (plaintext target), else copied in (direct → pool). */
+        void take(Connection c, ByteBuf b) {
+            if (c != connection || fenced || result.future().isComplete()) {
+                return;
+            }
+            retryable = false;
+            int n = b.readableBytes();
+            if (landedTargets.remove(b)) {
+                received += n;
                 RECEIVED_BYTES.addAndGet(n);
-                index += n;
-                left -= n;
-                inPage += n;
-                if (inPage == slot.byteSize()) {
-                    page++;
-                    inPage = 0;
+                RECEIVED_IN_PLACE_BYTES.addAndGet(n);
+            } else {
+                int index = b.readerIndex();
+                int left = n;
+                while (left > 0) {
+                    if (page >= destinations.size()) {
+                        fail(new PeerException(PeerException.Kind.TRANSFER_FAILED, "the source sent more bytes than granted"));
+                        return;
+                    }
+                    MemorySegment slot = destinations.get(page).slot();
+                    int chunk = (int) Math.min(left, slot.byteSize() - inPage);
+                    b.getBytes(index, slot.asSlice(inPage, chunk).asByteBuffer());
+                    RECEIVED_BYTES.addAndGet(chunk);
+                    received += chunk;
+                    index += chunk;
+                    left -= chunk;
+                    advance(chunk);
                 }
             }
-            if (page == destinations.size()) {
-                result.tryComplete();
+            if (received == total) {
+                finish();
             }
+        }
+
+        private void finish() {
+            if (result.tryComplete()) {
+                Connection c = connection;
+                c.current = null;
+                offerIdle(c); // exactly the granted bytes arrived: the connection is clean
+            }
+        }
+
+        void connectionLost(Connection c, String why) {
+            if (c != connection || result.future().isComplete()) {
+                return;
+            }
+            c.current = null;
+            if (retryable && !fenced) {
+                // a pooled connection the source had closed before any byte of this transfer: once on a fresh one
+                retried = true;
+                retryable = false;
+                connection = null;
+                start(false);
+                return;
+            }
+            fail(new PeerException(PeerException.Kind.TRANSFER_FAILED, why));
         }
 
         void fail(Throwable cause) {
             if (result.tryFail(cause)) {
                 fenced = true;
-                if (socket != null) {
-                    socket.close();
+                if (connection != null) {
+                    connection.close();
                 }
             }
         }
@@ -313,8 +646,8 @@ public final class TcpPeerTransport implements PeerTransport {
             context.runOnContext(v -> {
                 fenced = true;
                 result.tryFail(new PeerException(PeerException.Kind.TIMEOUT, "fenced"));
-                if (socket != null) {
-                    socket.close();
+                if (connection != null && connection.current == this) {
+                    connection.close();
                 }
                 fencedNow.complete();
             });
@@ -324,15 +657,23 @@ public final class TcpPeerTransport implements PeerTransport {
 
     @Override
     public Future<Void> close() {
+        synchronized (idle) {
+            idle.values().forEach(pooled -> pooled.forEach(c -> c.socket.close()));
+            idle.clear();
+        }
         Future<Void> s = server == null ? Future.succeededFuture() : server.close();
-        return s.compose(v -> client.close());
+        return s.compose(v -> client.close()).andThen(v -> {
+            try {
+                if (poolFile != null) {
+                    poolFile.close();
+                }
+            } catch (IOException e) {
+                LOG.warn("closing the pool file of the transfer port failed: {}", e.getMessage());
+            }
+        });
     }
 
     static boolean tokenEquals(byte[] a, byte[] b) {
         return MessageDigest.isEqual(a, b);
-    }
-
-    static long seconds(Duration d) {
-        return TimeUnit.MILLISECONDS.toSeconds(d.toMillis());
     }
 }

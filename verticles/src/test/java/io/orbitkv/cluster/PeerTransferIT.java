@@ -20,6 +20,8 @@ import io.orbitkv.cost.CompletionTarget;
 import io.orbitkv.cost.CostEstimateResult;
 import io.orbitkv.cost.CostPath;
 import io.orbitkv.peer.PeerExecutionOwner;
+import io.orbitkv.peer.PeerSettings;
+import io.orbitkv.peer.PeerTransport;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.planning.PlannedPage;
 import io.orbitkv.planning.PlannedSegment;
@@ -38,7 +40,9 @@ import io.orbitkv.protocol.engine.PageKey;
 import io.orbitkv.protocol.engine.PublishSlot;
 import io.orbitkv.protocol.engine.Representation;
 import io.orbitkv.protocol.engine.SlotStatus;
+import io.orbitkv.protocol.peer.PeerGrant;
 import io.orbitkv.protocol.peer.PeerKey;
+import io.orbitkv.protocol.peer.PeerReleaseRequest;
 import io.orbitkv.protocol.peer.PeerRejection;
 import io.orbitkv.protocol.peer.PeerReserveReply;
 import io.orbitkv.protocol.peer.PeerReserveRequest;
@@ -47,6 +51,7 @@ import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.orbitkv.storage.StorageCommands;
 import io.orbitkv.storage.StorageProxy;
+import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientOptions;
@@ -61,7 +66,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
@@ -105,25 +109,7 @@ class PeerTransferIT {
                 "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.test-flip-page", "5",
                 "peer.test-stall-lease-pages", "16")));
         source = cluster.node(1);
-        Map<String, String> s = new LinkedHashMap<>();
-        s.put("data-dir", dir.resolve("manager-2").toString());
-        s.put("grpc.tcp-port", "0");
-        s.put("metrics.port", "0");
-        s.put("pool.size", "64MiB");
-        s.put("ssd.enabled", "false");
-        s.put("cluster.enabled", "true");
-        s.put("cluster.member-id", "manager-2");
-        s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
-        s.put("cluster.prefix", "/orbitkv-peer-test");
-        s.put("cluster.lease-ttl-s", "2");
-        s.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
-        s.put("cluster.tls.ca", dir.resolve("certs/ca.pem").toString());
-        s.put("cluster.tls.cert", dir.resolve("certs/manager-2.pem").toString());
-        s.put("cluster.tls.key", dir.resolve("certs/manager-2.key").toString());
-        s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
-        s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
-        s.put("cost.observations", "true");
-        Files.createDirectories(dir.resolve("manager-2"));
+        Map<String, String> s = cluster.inProcessMember(2).peer("tls").set("cost.observations", "true").settings();
         requester = Manager.start(ManagerConfig.from(s)).await(120, TimeUnit.SECONDS);
         requesterPool = SharedMemoryFile.map(requester.poolPath(), 64L << 20);
         namespace = Namespaces.derive(identity());
@@ -451,6 +437,66 @@ class PeerTransferIT {
             await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
             assertThat(sourceMetric("orbitkv_peer_leases_departed_total")).isEqualTo(departedBefore + 1);
         } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    @Order(4)
+    void aReusedTransferConnectionCannotReadAnotherMembersLeaseEvenWithItsToken() throws Exception {
+        List<StateKey> mine = publish("iota", 2);
+        List<StateKey> theirs = publish("kappa", 2);
+        List<Long> mineGenerations = generations(mine);
+        List<Long> theirGenerations = generations(theirs);
+        ClusterSettings settings = new ClusterSettings("manager-3", List.of(java.net.URI.create(cluster.etcd().endpoint())),
+                "/orbitkv-peer-test", 2, "127.0.0.1", 0, LocalEtcd.freePort(), List.of(),
+                dir.resolve("certs/ca.pem"), dir.resolve("certs/manager-3.pem"), dir.resolve("certs/manager-3.key"),
+                50, 1024, 1024, 0);
+        long incarnation = MemberRecord.newIncarnation(System.currentTimeMillis(), 23456);
+        Vertx vertx = Vertx.vertx();
+        // manager-2's transfer transport (its certificate), driven directly on one context so it pools connections
+        TcpPeerTransport transport = new TcpPeerTransport(vertx, new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096,
+                0, 0), dir.resolve("certs/ca.pem"), dir.resolve("certs/manager-2.pem"), dir.resolve("certs/manager-2.key"));
+        try {
+            MembershipRole third = new MembershipRole(settings, incarnation, Map.of(), List.of(),
+                    new io.micrometer.core.instrument.simple.SimpleMeterRegistry());
+            String deployment = vertx.deployVerticle(third).await(30, TimeUnit.SECONDS);
+            await().atMost(SOON).until(() -> sourceMetric("orbitkv_cluster_members") == 3.0);
+            PeerTransferGrpcClient asManager2 = rawClient(vertx);
+            PeerGrant a = PeerTransferITSupport.grant(asManager2, mine, mineGenerations);
+            PeerGrant b = PeerTransferITSupport.grant(rawClient(vertx, "manager-3"), incarnation, theirs, theirGenerations);
+            Context context = vertx.getOrCreateContext();
+            List<PeerTransport.Destination> forA = PeerTransferITSupport.destinations(2, PAGE);
+            PeerPlaintextTransferIT.onContext(context, () -> transport.receive(a.getTransferEndpoint(), a.getLeaseId(),
+                    a.getTransferToken().toByteArray(), forA, Duration.ofSeconds(10)).completion()).await(20, TimeUnit.SECONDS);
+            MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(PAGE);
+            for (int i = 0; i < 2; i++) {
+                fill(expected, "iota", i);
+                assertThat(forA.get(i).slot().mismatch(expected)).isEqualTo(-1);
+            }
+            assertThat(transport.connectionsOpened()).isEqualTo(1);
+            // manager-3's lease, with manager-3's own token, over manager-2's reused connection: the certificate
+            // names another member, so the source refuses it without sending a byte.
+            List<PeerTransport.Destination> forB = PeerTransferITSupport.destinations(2, PAGE);
+            ExecutionException e = assertThrows(ExecutionException.class, () -> PeerPlaintextTransferIT.onContext(context,
+                    () -> transport.receive(b.getTransferEndpoint(), b.getLeaseId(), b.getTransferToken().toByteArray(),
+                            forB, Duration.ofSeconds(10)).completion()).toCompletionStage().toCompletableFuture()
+                    .get(20, TimeUnit.SECONDS));
+            assertThat(e.getCause()).isInstanceOf(PeerException.class);
+            assertThat(((PeerException) e.getCause()).kind()).isEqualTo(PeerException.Kind.TRANSFER_FAILED);
+            for (PeerTransport.Destination d : forB) {
+                assertThat(PeerTransferITSupport.allZero(d.slot())).isTrue();
+            }
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isEqualTo(2.0); // b is intact, a not yet released
+            assertThat(asManager2.release(PeerReleaseRequest.newBuilder().setLeaseId(a.getLeaseId()).build())
+                    .await(10, TimeUnit.SECONDS).getReleased()).isTrue();
+            // manager-2 cannot release manager-3's lease either; manager-3 leaving membership drops it.
+            assertThat(asManager2.release(PeerReleaseRequest.newBuilder().setLeaseId(b.getLeaseId()).build())
+                    .await(10, TimeUnit.SECONDS).getReleased()).isFalse();
+            vertx.undeploy(deployment).await(30, TimeUnit.SECONDS);
+            await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+        } finally {
+            transport.close().await(10, TimeUnit.SECONDS);
             vertx.close().await(10, TimeUnit.SECONDS);
         }
     }

@@ -34,19 +34,22 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * {@code orbitkv bench peer}: restore throughput between two Managers on 127.0.0.1 through the peer transport, against
  * {@code iperf3} on loopback in the same run. The source Manager is a process (started by pid, with etcd), the
  * requester a Manager in this JVM whose peer role fetches; both run twice: plaintext (sendfile from the pool file)
  * then mutual TLS. Each fetch is one lease of {@code --pages} 2 MiB pages into fresh local slots, verified against
- * the source's CRC32C before READY. Reports transfer_ratio (plaintext vs iperf3), tls_transfer_ratio and per-fetch
- * latency percentiles (single-page fetches).
+ * the source's CRC32C before READY; the measured rounds keep {@code --in-flight} fetches going at once. Reports
+ * transfer_ratio (plaintext vs iperf3), tls_transfer_ratio and per-fetch latency percentiles (single-page fetches,
+ * one at a time).
  *
  * <p>Design note (ownership): the bench owns etcd and the source process through {@link LocalCluster} (closed, by pid,
  * in every outcome), each requester Manager (closed in a finally), the iperf3 server it starts (destroyed after its one
@@ -67,12 +70,14 @@ public final class PeerBench {
         int rounds = args.integer("rounds", 4);
         int singles = args.integer("single-fetches", 24);
         int iperfSeconds = args.integer("iperf-seconds", 3);
+        int inFlight = args.integer("in-flight", 2);
         args.requireAllUsed();
-        if (pages < 1 || rounds < 1 || singles < 1 || iperfSeconds < 1) {
-            throw new IllegalArgumentException("--pages, --rounds, --single-fetches and --iperf-seconds must be >= 1");
+        if (pages < 1 || rounds < 1 || singles < 1 || iperfSeconds < 1 || inFlight < 1) {
+            throw new IllegalArgumentException(
+                    "--pages, --rounds, --single-fetches, --iperf-seconds and --in-flight must be >= 1");
         }
         try {
-            return measure(pages, rounds, singles, iperfSeconds);
+            return measure(pages, rounds, singles, iperfSeconds, inFlight);
         } catch (RuntimeException e) {
             throw e;
         } catch (Exception e) {
@@ -82,8 +87,9 @@ public final class PeerBench {
 
     record Mode(String name, double bytesPerSecond, double[] latenciesMs, long fetchedBytes, double mismatches) {}
 
-    private static JsonObject measure(int pages, int rounds, int singles, int iperfSeconds) throws Exception {
+    private static JsonObject measure(int pages, int rounds, int singles, int iperfSeconds, int inFlight) throws Exception {
         BenchReport.Builder report = BenchReport.builder("peer").config("page_bytes", PAGE).config("pages_per_fetch", pages)
+                .config("fetches_in_flight", inFlight)
                 .config("rounds", rounds).config("single_fetches", singles).config("iperf_seconds", iperfSeconds);
         if (!LocalEtcd.installed()) {
             throw new IllegalStateException("etcd is not installed (/usr/bin/etcd): apt-get install etcd-server");
@@ -111,7 +117,7 @@ public final class PeerBench {
                     cluster.stop(source);
                     cluster.launch(source, Map.of("peer.transport", "tls"));
                 }
-                modes.add(runMode(cluster, source, dir, transport, poolBytes, pages, rounds, singles));
+                modes.add(runMode(cluster, source, dir, transport, poolBytes, pages, rounds, singles, inFlight));
             }
         } finally {
             deleteTree(dir);
@@ -141,27 +147,10 @@ public final class PeerBench {
     }
 
     private static Mode runMode(LocalCluster cluster, LocalCluster.Node source, Path dir, String transport, long poolBytes,
-                                int pages, int rounds, int singles) throws Exception {
-        Map<String, String> s = new LinkedHashMap<>();
-        s.put("data-dir", dir.resolve("requester-" + transport).toString());
-        s.put("grpc.tcp-port", "0");
-        s.put("metrics.port", "0");
-        s.put("pool.size", String.valueOf(poolBytes));
-        s.put("publish.budget-fraction", "0.9");
-        s.put("ssd.enabled", "false");
-        s.put("cluster.enabled", "true");
-        s.put("cluster.member-id", "manager-2");
-        s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
-        s.put("cluster.prefix", "/orbitkv-peer-bench");
-        s.put("cluster.lease-ttl-s", "3");
-        s.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
-        s.put("cluster.tls.ca", dir.resolve("certs/ca.pem").toString());
-        s.put("cluster.tls.cert", dir.resolve("certs/manager-2.pem").toString());
-        s.put("cluster.tls.key", dir.resolve("certs/manager-2.key").toString());
-        s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
-        s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
-        s.put("peer.transport", transport);
-        Files.createDirectories(dir.resolve("requester-" + transport));
+                                int pages, int rounds, int singles, int inFlight) throws Exception {
+        Map<String, String> s = cluster.inProcessMember(2).peer(transport).set("pool.size", String.valueOf(poolBytes))
+                .set("publish.budget-fraction", "0.9").set("data-dir", dir.resolve("requester-" + transport).toString())
+                .settings();
         Manager requester = Manager.start(ManagerConfig.from(s)).await(120, TimeUnit.SECONDS);
         try {
             waitUntil(() -> requester.membershipRole().orElseThrow().members().containsKey(source.memberId()), 30);
@@ -185,17 +174,35 @@ public final class PeerBench {
             // Warm-up (not measured): connections, TLS sessions, JIT.
             List<StateKey> warm = batches.getLast();
             peer.fetch(owner, namespace, warm, generations(requester, warm), Duration.ofSeconds(60)).await(90, TimeUnit.SECONDS);
-            long bytes = 0;
-            long nanos = 0;
+            // Measured rounds: --in-flight fetches at a time (each its own lease), timed from the first start to the
+            // last completion, so one fetch's reserve and verifying seal overlap another's stream.
+            List<List<Long>> roundGenerations = new ArrayList<>();
             for (int r = 0; r < rounds; r++) {
-                List<StateKey> keys = batches.get(r);
-                List<Long> generations = generations(requester, keys);
-                long t0 = System.nanoTime();
-                PeerVerticle.Fetched fetched = peer.fetch(owner, namespace, keys, generations, Duration.ofSeconds(60))
-                        .await(90, TimeUnit.SECONDS);
-                nanos += System.nanoTime() - t0;
-                bytes += fetched.bytes();
+                roundGenerations.add(generations(requester, batches.get(r)));
             }
+            Semaphore window = new Semaphore(inFlight);
+            AtomicLong fetchedBytes = new AtomicLong();
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            long started = System.nanoTime();
+            for (int r = 0; r < rounds && failure.get() == null; r++) {
+                window.acquire();
+                peer.fetch(owner, namespace, batches.get(r), roundGenerations.get(r), Duration.ofSeconds(60)).onComplete(ar -> {
+                    if (ar.succeeded()) {
+                        fetchedBytes.addAndGet(ar.result().bytes());
+                    } else {
+                        failure.compareAndSet(null, ar.cause());
+                    }
+                    window.release();
+                });
+            }
+            if (!window.tryAcquire(inFlight, 120, TimeUnit.SECONDS)) {
+                throw new IllegalStateException("the measured fetches did not end within 120 s");
+            }
+            long nanos = System.nanoTime() - started;
+            if (failure.get() != null) {
+                throw new IllegalStateException("a measured fetch failed: " + failure.get().getMessage(), failure.get());
+            }
+            long bytes = fetchedBytes.get();
             double[] latencies = new double[singles];
             for (int i = 0; i < singles; i++) {
                 List<StateKey> keys = batches.get(rounds + i);
