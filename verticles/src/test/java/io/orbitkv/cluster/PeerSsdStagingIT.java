@@ -380,6 +380,29 @@ class PeerSsdStagingIT {
 
     @Test
     @Order(4)
+    void oneLeaseMixesADramPageAndAStagedPageInRequestOrder() throws Exception {
+        int last = POOL_PAGES - SSD_PAGES - 1; // the newest filler page: still in the source's DRAM
+        StateKey inDram = StateKey.of(namespace, 0, RunningManager.chain("filler", last + 1).get(last).toByteArray());
+        long dramGeneration = ((ReplicaEvidence.PeerDram) peers(inDram).stream()
+                .filter(e -> e instanceof ReplicaEvidence.PeerDram).findFirst().orElseThrow()).ownerGeneration();
+        List<StateKey> keys = List.of(onSsd.get(5), inDram);
+        PeerVerticle.Acquired acquired = peer().acquire(owner(), namespace, keys,
+                List.of(ssdGenerations.get(5), dramGeneration), List.of(true, false),
+                System.nanoTime() + TimeUnit.SECONDS.toNanos(20)).await(30, TimeUnit.SECONDS);
+        assertThat(acquired.stagedPages()).isEqualTo(1);
+        PeerVerticle.Fetched fetched = peer().submit(acquired).await(30, TimeUnit.SECONDS);
+        MemorySegment expected = Arena.ofAuto().allocate(PAGE);
+        fill(expected, SEED, 5);
+        assertThat(fetched.local().get(0).key()).isEqualTo(onSsd.get(5));
+        assertThat(requesterPool.segment().asSlice(fetched.local().get(0).offset(), PAGE).mismatch(expected)).isEqualTo(-1);
+        fill(expected, "filler", last);
+        assertThat(fetched.local().get(1).key()).isEqualTo(inDram);
+        assertThat(requesterPool.segment().asSlice(fetched.local().get(1).offset(), PAGE).mismatch(expected)).isEqualTo(-1);
+        awaitSourceAtBaseline(); // the staged page left the pool, the DRAM page stays (unpinned)
+    }
+
+    @Test
+    @Order(5)
     void aCorruptedExtentOnTheSourcesSsdIsNeverServed() throws Exception {
         int victim = 6;
         corruptOnSourceSsd(marker(SEED, victim));
