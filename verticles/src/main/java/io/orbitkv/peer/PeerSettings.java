@@ -12,10 +12,12 @@ package io.orbitkv.peer;
  * @param maxKeys           keys per reserve at most
  * @param testFlipPage      test hook: the source flips one byte of the N-th page it sends (0 = never)
  * @param testStallLeasePages test hook: a lease of at least N pages sends half of them, then stalls (0 = never)
+ * @param stagingBytes      peer SSD staging: pool bytes (allocator-rounded) this source may hold at once for pages it
+ *                          read back from its SSD for peer leases, all requesters together; 0 = no peer SSD staging
  */
 public record PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes,
-                           int maxKeys, long testFlipPage, int testStallLeasePages) {
-    public static final PeerSettings OFF = new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096, 0, 0);
+                           int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes) {
+    public static final PeerSettings OFF = new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096, 0, 0, 64L << 20);
 
     public boolean enabled() {
         return port > 0 && transferPort > 0;

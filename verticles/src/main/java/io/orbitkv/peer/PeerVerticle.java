@@ -58,8 +58,10 @@ import java.security.cert.X509Certificate;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32C;
 import javax.net.ssl.SSLPeerUnverifiedException;
@@ -78,6 +80,13 @@ import javax.net.ssl.SSLPeerUnverifiedException;
  * storage role verifies the source's CRC32C: a mismatch aborts the publish, is counted and never served) or aborted —
  * and a transfer that failed after submission is fenced (the transport writes nothing more) before the slots are
  * aborted, so the segment never moves to another medium while bytes may still land in it.
+ *
+ * <p>Peer SSD (design note): a reserve naming SSD evidence ({@code PeerKey.from_ssd}) is served from staging in this
+ * Manager's own pool: {@link PeerSsdStaging} owns the order (exact extent generations checked, credits and the
+ * {@code peer.staging-bytes} bound charged before any slot is allocated, then a verified io_uring read through the
+ * storage role) and the lease that receives the staged pages owns them until it ends by the same four causes as any
+ * lease; its end frees the staged slots. The transfer sends them like DRAM pages, with the verified read's CRC32C,
+ * and the grant marks them ({@code PeerPage.staged}). A read that fails verification serves nothing (SSD_READ_FAILED).
  *
  * <p>Budget: one waiting budget spans CANDIDATE → RESERVED → RESIDENT → READY; each stage gets what is left of it.
  *
@@ -111,6 +120,8 @@ public final class PeerVerticle extends VerticleBase {
 
     private Context context;
     private StorageProxy storage;
+    private PeerSsdStaging staging;
+    private boolean stopping;
     private SharedMemoryFile pool;
     private TcpPeerTransport transport;
     private HttpServer grpcServer;
@@ -146,17 +157,25 @@ public final class PeerVerticle extends VerticleBase {
         final byte[] token;
         final List<ImageStore.ImageRef> refs;
         final long bytes;
+        /** Peer SSD staging: what the staging owner holds for this lease (null: DRAM pins only, in {@code refs}). */
+        final PeerSsdStaging.Held staged;
         long timer = -1;
         boolean sending;
         boolean released;
 
         Lease(long id, String requester, long requesterIncarnation, byte[] token, List<ImageStore.ImageRef> refs, long bytes) {
+            this(id, requester, requesterIncarnation, token, refs, bytes, null);
+        }
+
+        Lease(long id, String requester, long requesterIncarnation, byte[] token, List<ImageStore.ImageRef> refs, long bytes,
+              PeerSsdStaging.Held staged) {
             this.id = id;
             this.requester = requester;
             this.requesterIncarnation = requesterIncarnation;
             this.token = token;
             this.refs = refs;
             this.bytes = bytes;
+            this.staged = staged;
         }
     }
 
@@ -164,6 +183,7 @@ public final class PeerVerticle extends VerticleBase {
     public Future<?> start() {
         context = vertx.getOrCreateContext();
         storage = new StorageProxy(vertx);
+        staging = new PeerSsdStaging(storage, settings.stagingBytes(), registry);
         mismatches = Counter.builder("orbitkv_peer_checksum_mismatches_total")
                 .description("Fetched peer pages whose bytes did not match the source's CRC32C (never served)").register(registry);
         rejections = Counter.builder("orbitkv_peer_rejections_total")
@@ -213,6 +233,7 @@ public final class PeerVerticle extends VerticleBase {
 
     @Override
     public Future<?> stop() {
+        stopping = true;
         for (Lease lease : List.copyOf(leases.values())) {
             drop(lease);
         }
@@ -284,6 +305,9 @@ public final class PeerVerticle extends VerticleBase {
             keys.add(key);
             probed.add(new ImageStore.PositionedKey(i, key));
         }
+        if (r.getKeysList().stream().anyMatch(PeerKey::getFromSsd)) {
+            return reserveStaged(member, record, r, keys);
+        }
         return storage.probe(List.of(new ImageStore.GroupProbe(0, probed))).compose(presence -> {
             if (presence.groups().getFirst().sealed().isEmpty()) {
                 rejections.increment();
@@ -329,6 +353,73 @@ public final class PeerVerticle extends VerticleBase {
                     }
                     return PeerReserveReply.newBuilder().setGrant(grant).build();
                 });
+            });
+        });
+    }
+
+    /**
+     * A reserve naming SSD evidence ({@code PeerKey.from_ssd}): the staging owner ({@link PeerSsdStaging}) charges the
+     * credits and the staging bound, pins the DRAM pages and stages the SSD ones (a verified read into this pool); the
+     * lease then owns all of it. The lease time counts from the receipt of the request, staging included.
+     */
+    private Future<PeerReserveReply> reserveStaged(String member, MemberRecord record, PeerReserveRequest r,
+                                                   List<StateKey> keys) {
+        long receivedNanos = System.nanoTime();
+        long leaseMs = Math.max(1, Math.min(r.getLeaseMs() <= 0 ? settings.maxLeaseMillis() : r.getLeaseMs(),
+                settings.maxLeaseMillis()));
+        List<Long> generations = r.getKeysList().stream().map(PeerKey::getGeneration).toList();
+        List<Boolean> fromSsd = r.getKeysList().stream().map(PeerKey::getFromSsd).toList();
+        PeerSsdStaging.Credits credits = new PeerSsdStaging.Credits() {
+            @Override
+            public boolean charge(long bytes) {
+                long used = creditsInUse.getOrDefault(member, 0L);
+                if (used + bytes > settings.creditBytes()) {
+                    return false;
+                }
+                creditsInUse.merge(member, bytes, Long::sum);
+                return true;
+            }
+
+            @Override
+            public void refund(long bytes) {
+                creditsInUse.computeIfPresent(member, (k, v) -> v - bytes <= 0 ? null : v - bytes);
+            }
+        };
+        return staging.acquire(keys, generations, fromSsd, credits).compose(outcome -> {
+            if (outcome.held() == null) {
+                rejections.increment();
+                return Future.succeededFuture(reject(outcome.rejection(), outcome.keyIndex()));
+            }
+            PeerSsdStaging.Held held = outcome.held();
+            MemberRecord now = membership.members().get(member);
+            if (stopping || now == null || now.incarnation() != record.incarnation()) {
+                // the requester left (or this role stops) while the pages were staged: nobody will take them
+                credits.refund(held.bytes());
+                rejections.increment();
+                return staging.release(held).map(v -> reject(PeerRejection.NOT_A_MEMBER, -1));
+            }
+            byte[] token = new byte[16];
+            random.nextBytes(token);
+            Lease lease = new Lease(nextLease++, member, record.incarnation(), token, held.refs(), held.bytes(), held);
+            leases.put(lease.id, lease);
+            long remainingMs = leaseMs - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - receivedNanos);
+            lease.timer = vertx.setTimer(Math.max(1, remainingMs), t -> {
+                if (leases.get(lease.id) == lease) {
+                    expired.increment();
+                    drop(lease);
+                }
+            });
+            Set<ImageStore.ImageRef> stagedRefs = new HashSet<>(held.staged());
+            return checksums(held.refs()).map(crcs -> {
+                PeerGrant.Builder grant = PeerGrant.newBuilder().setLeaseId(lease.id).setLeaseMs(leaseMs)
+                        .setTransferToken(ByteString.copyFrom(token)).setPlaintext(settings.plaintext())
+                        .setTransferEndpoint(cluster.host() + ":" + settings.transferPort());
+                for (int i = 0; i < held.refs().size(); i++) {
+                    ImageStore.ImageRef ref = held.refs().get(i);
+                    grant.addPages(PeerPage.newBuilder().setGeneration(ref.generation()).setLengthBytes(ref.lengthBytes())
+                            .setCrc32C(crcs.get(i).intValue()).setStaged(stagedRefs.contains(ref)));
+                }
+                return PeerReserveReply.newBuilder().setGrant(grant).build();
             });
         });
     }
@@ -391,7 +482,11 @@ public final class PeerVerticle extends VerticleBase {
 
     private void unpin(Lease lease) {
         creditsInUse.computeIfPresent(lease.requester, (k, v) -> v - lease.bytes <= 0 ? null : v - lease.bytes);
-        storage.unpin(List.of(lease.refs));
+        if (lease.staged != null) {
+            staging.release(lease.staged);
+        } else {
+            storage.unpin(List.of(lease.refs));
+        }
     }
 
     private void dropDeparted() {
@@ -463,8 +558,18 @@ public final class PeerVerticle extends VerticleBase {
      */
     public Future<Fetched> fetch(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
                                  Duration budget) {
+        return fetch(owner, namespace, keys, generations, List.of(), budget);
+    }
+
+    /**
+     * As {@link #fetch(PeerOwner, byte[], List, List, Duration)}, where {@code fromSsd.get(i)} says that generation i
+     * is the owner's committed SSD extent generation (peer SSD evidence): the owner stages that page from its SSD
+     * before granting. An empty list: every generation is a DRAM slot generation.
+     */
+    public Future<Fetched> fetch(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
+                                 List<Boolean> fromSsd, Duration budget) {
         long deadline = System.nanoTime() + budget.toNanos();
-        return acquire(owner, namespace, keys, generations, deadline).compose(this::submit);
+        return acquire(owner, namespace, keys, generations, fromSsd, deadline).compose(this::submit);
     }
 
     /**
@@ -503,20 +608,34 @@ public final class PeerVerticle extends VerticleBase {
         public List<StateKey> keys() {
             return keys;
         }
+
+        /** Pages the source staged from its SSD for this lease (peer SSD evidence), as its grant says. */
+        public int stagedPages() {
+            return (int) grant.getPagesList().stream().filter(PeerPage::getStaged).count();
+        }
     }
 
     /** CANDIDATE → RESERVED: the source lease, then the local slots; no payload moves. All or nothing. */
     public Future<Acquired> acquire(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
                                     long deadline) {
+        return acquire(owner, namespace, keys, generations, List.of(), deadline);
+    }
+
+    /** As above; {@code fromSsd}: which generations are the owner's SSD extent generations (empty: none). */
+    public Future<Acquired> acquire(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
+                                    List<Boolean> fromSsd, long deadline) {
+        if (!fromSsd.isEmpty() && fromSsd.size() != keys.size()) {
+            return Future.failedFuture(new IllegalArgumentException("one fromSsd flag per key, or none"));
+        }
         Promise<Acquired> answer = Promise.promise();
-        context.runOnContext(v -> doAcquire(owner, namespace, keys, generations, deadline).onComplete(answer));
+        context.runOnContext(v -> doAcquire(owner, namespace, keys, generations, fromSsd, deadline).onComplete(answer));
         return answer.future();
     }
 
     private Future<Acquired> doAcquire(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
-                                       long deadline) {
+                                       List<Boolean> fromSsd, long deadline) {
         long started = System.nanoTime();
-        return doAcquire0(owner, namespace, keys, generations, deadline).map(a -> {
+        return doAcquire0(owner, namespace, keys, generations, fromSsd, deadline).map(a -> {
             a.owner = owner;
             a.startedNanos = started;
             return a;
@@ -524,7 +643,7 @@ public final class PeerVerticle extends VerticleBase {
     }
 
     private Future<Acquired> doAcquire0(PeerOwner owner, byte[] namespace, List<StateKey> keys, List<Long> generations,
-                                        long deadline) {
+                                        List<Boolean> fromSsd, long deadline) {
         List<Stage> stages = new ArrayList<>(List.of(Stage.CANDIDATE));
         MemberRecord record = membership.members().get(owner.memberId());
         if (record == null || record.incarnation() != owner.incarnation()) {
@@ -540,7 +659,8 @@ public final class PeerVerticle extends VerticleBase {
                 .setLeaseMs(remainingMillis(deadline));
         for (int i = 0; i < keys.size(); i++) {
             request.addKeys(PeerKey.newBuilder().setGroupId(keys.get(i).groupId())
-                    .setBlockHash(ByteString.copyFrom(keys.get(i).blockHash())).setGeneration(generations.get(i)));
+                    .setBlockHash(ByteString.copyFrom(keys.get(i).blockHash())).setGeneration(generations.get(i))
+                    .setFromSsd(!fromSsd.isEmpty() && fromSsd.get(i)));
         }
         int colon = endpoint.lastIndexOf(':');
         PeerTransferGrpcClient client = PeerTransferGrpcClient.create(grpcClient,

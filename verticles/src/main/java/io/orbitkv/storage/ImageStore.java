@@ -831,6 +831,27 @@ public final class ImageStore {
         }
     }
 
+    /**
+     * Ends a peer source's staging (pages read back from SSD for one peer lease): drops one pin per reference, all or
+     * nothing as {@link #unpin}, then frees each image that was read back from SSD and is now unpinned and unheld, so
+     * the staging leaves the pool; its committed SSD extent stays and is advertised again. An image someone else
+     * pinned or held meanwhile stays resident as an ordinary cached image (its bytes are verified). Answers how many
+     * images were freed.
+     */
+    public int releaseStaged(List<ImageRef> staged) {
+        unpin(List.of(staged));
+        int freed = 0;
+        for (ImageRef ref : staged) {
+            Image image = images.get(ref.key());
+            if (image != null && image.fromSsd && image.slot.generation() == ref.generation() && image.evictable()
+                    && tryRetire(image)) {
+                evict(image);
+                freed++;
+            }
+        }
+        return freed;
+    }
+
     private Image pinnedImage(ImageRef ref) {
         Image image = images.get(ref.key());
         if (image == null || image.slot.generation() != ref.generation() || image.pins == 0) {

@@ -65,6 +65,9 @@ public final class StorageCommands {
 
     public record ReleaseSsdHold(long hold) {}
 
+    /** Ends a peer source's staging: unpin, then free the pages read back from SSD that nobody else holds. */
+    public record ReleaseStaged(List<ImageStore.ImageRef> staged) {}
+
     /** Residency events after {@code after}, at most {@code max} (the cluster role's inventory publisher). */
     public record ResidencySince(long after, int max) {}
 
@@ -76,5 +79,6 @@ public final class StorageCommands {
             Unpin.class, UnpinIntoQuarantine.class, ReleaseInstance.class, GetStats.class, Materialize.class, StorageStats.class, ImageStore.AllocateResult.class,
             ImageStore.SealResult.class, Integer.class, Probe.class, PinExact.class, Presence.class,
             ImageStore.ExactPin.class, Discover.class, Discovery.class, PinGenerations.class, UnpinRefs.class,
-            AcquireFromSsd.class, SsdHold.class, ReadFromSsd.class, ReadPages.class, ReleaseSsdHold.class);
+            AcquireFromSsd.class, SsdHold.class, ReadFromSsd.class, ReadPages.class, ReleaseSsdHold.class,
+            ReleaseStaged.class);
 }

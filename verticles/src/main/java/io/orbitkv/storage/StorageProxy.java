@@ -25,6 +25,7 @@ public final class StorageProxy {
     static final String ACQUIRE_FROM_SSD = "orbitkv.storage.acquire-from-ssd";
     static final String READ_FROM_SSD = "orbitkv.storage.read-from-ssd";
     static final String RELEASE_SSD_HOLD = "orbitkv.storage.release-ssd-hold";
+    static final String RELEASE_STAGED = "orbitkv.storage.release-staged";
     static final String RESIDENCY_SINCE = "orbitkv.storage.residency-since";
     static final String RESIDENCY_SNAPSHOT = "orbitkv.storage.residency-snapshot";
 
@@ -107,6 +108,14 @@ public final class StorageProxy {
     /** Ends a hold that was never read: frees its slots and its SSD leases. */
     public Future<Boolean> releaseSsdHold(long hold) {
         return RoleProxies.request(bus, RELEASE_SSD_HOLD, new StorageCommands.ReleaseSsdHold(hold), options);
+    }
+
+    /**
+     * Ends a peer source's staging of pages {@link #readFromSsd} pinned: unpins them and frees those nobody else pins
+     * (see {@link ImageStore#releaseStaged}); answers how many were freed.
+     */
+    public Future<Integer> releaseStaged(List<ImageStore.ImageRef> staged) {
+        return RoleProxies.request(bus, RELEASE_STAGED, new StorageCommands.ReleaseStaged(staged), options);
     }
 
     /** Residency-stream events after {@code after} (metadata only); {@code gap} when the ring lost some. */

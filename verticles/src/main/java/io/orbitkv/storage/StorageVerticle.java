@@ -198,6 +198,8 @@ public final class StorageVerticle extends VerticleBase {
                 c -> readFromSsd(c.hold()));
         RoleProxies.<StorageCommands.ReleaseSsdHold, Boolean>serve(bus, StorageProxy.RELEASE_SSD_HOLD,
                 c -> releaseSsdHold(c.hold()));
+        RoleProxies.<StorageCommands.ReleaseStaged, Integer>serve(bus, StorageProxy.RELEASE_STAGED,
+                c -> changed(store.releaseStaged(c.staged())));
         RoleProxies.<StorageCommands.ResidencySince, ResidencyStream.Page>serve(bus, StorageProxy.RESIDENCY_SINCE,
                 c -> Future.succeededFuture(store.residency().since(c.after(), c.max())));
         RoleProxies.<StorageCommands.ResidencySnapshotOf, ImageStore.ResidencySnapshot>serve(bus,

@@ -261,4 +261,35 @@ class ImageStoreTest {
         assertThat(recent.gap()).isFalse();
         assertThat(recent.events()).extracting(ResidencyStream.Event::sequence).containsExactly(9L, 10L);
     }
+
+    @Test
+    void releasingAPeerStagingFreesTheReadBackPagesNobodyElseHoldsAndKeepsTheirSsdEvidence() {
+        store.ssdAdded(key(1), 21, PAGE);
+        store.ssdAdded(key(2), 22, PAGE);
+        ImageStore.SsdReservation reserved = store.reserveFromSsd(List.of(new ImageStore.KeyGeneration(key(1), 21),
+                new ImageStore.KeyGeneration(key(2), 22)));
+        assertThat(reserved.complete()).isTrue();
+        List<ImageStore.ImageRef> staged = new ArrayList<>();
+        for (ImageStore.Materialization m : reserved.reserved()) {
+            staged.add(store.finishMaterializationPinned(m.image(), 7));
+        }
+        assertThat(store.pinnedImages()).isEqualTo(2);
+        // Someone else (a local query) pins key 2 meanwhile: it stays, as an ordinary cached image.
+        ImageStore.ExactPin other = store.pinExact(List.of(keys(2, 3)));
+        assertThat(store.releaseStaged(staged)).isEqualTo(1);
+        assertThat(store.stateOf(key(1))).isNull();
+        assertThat(store.stateOf(key(2))).isEqualTo(ImageStore.ImageState.SEALED);
+        assertThat(store.ssdCopyOf(key(1))).isEqualTo(new ImageStore.SsdCopy(21, PAGE));
+        assertThat(store.pinnedImages()).isEqualTo(1);
+        // A second release of the same staging is refused and changes nothing.
+        assertThatThrownBy(() -> store.releaseStaged(staged)).isInstanceOf(IllegalStateException.class);
+        assertThat(store.stateOf(key(2))).isEqualTo(ImageStore.ImageState.SEALED);
+        store.unpin(other.pinned());
+        assertThat(store.pinnedImages()).isZero();
+        // A published (not read-back) image is never freed by a staging release.
+        publish(5, 6);
+        List<ImageStore.ImageRef> published = store.pinExact(List.of(keys(5, 6))).pinned().getFirst();
+        assertThat(store.releaseStaged(published)).isZero();
+        assertThat(store.stateOf(key(5))).isEqualTo(ImageStore.ImageState.SEALED);
+    }
 }

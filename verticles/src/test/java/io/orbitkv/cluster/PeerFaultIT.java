@@ -1,0 +1,294 @@
+package io.orbitkv.cluster;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import com.google.protobuf.ByteString;
+import io.orbitkv.client.EngineSession;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.engine.Namespaces;
+import io.orbitkv.it.RunningManager;
+import io.orbitkv.manager.Manager;
+import io.orbitkv.peer.PeerException;
+import io.orbitkv.peer.PeerVerticle;
+import io.orbitkv.peer.TcpPeerTransport;
+import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.planning.ReplicaEvidence;
+import io.orbitkv.protocol.engine.AllocatePublishReply;
+import io.orbitkv.protocol.engine.GroupKind;
+import io.orbitkv.protocol.engine.GroupSpec;
+import io.orbitkv.protocol.engine.InstanceIdentity;
+import io.orbitkv.protocol.engine.InstanceRole;
+import io.orbitkv.protocol.engine.PageKey;
+import io.orbitkv.protocol.engine.PublishSlot;
+import io.orbitkv.protocol.engine.Representation;
+import io.orbitkv.protocol.engine.SlotStatus;
+import io.orbitkv.storage.ImageStore;
+import io.orbitkv.storage.StateKey;
+import io.orbitkv.storage.StorageCommands;
+import io.orbitkv.storage.StorageProxy;
+import io.vertx.core.Future;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Peer faults with real processes, beside {@link PeerTransferIT}: etcd and the source Manager (manager-1) as
+ * processes; a requester Manager in this JVM (manager-3: the test reads its pool and calls its peer role); and, for
+ * the requester-killed fault, a second requester Manager as a process (manager-2, {@link PeerHolderProcessMain}) that
+ * acquires a source lease and is SIGKILLed while holding it. The source's test hook stalls leases of 16+ pages half
+ * way, so a transfer is reliably in the middle of its payload when the fault is injected.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+@Timeout(value = 150, unit = TimeUnit.SECONDS)
+class PeerFaultIT {
+    static final int PAGE = 256 << 10;
+    static final Duration SOON = Duration.ofSeconds(20);
+    static final String PREFIX = "/orbitkv-peer-fault-test";
+    /** The member-key ttl: longer than the SIGSTOP window, so the stopped source stays a member. */
+    static final String TTL_S = "5";
+
+    @TempDir
+    static Path dir;
+    static LocalCluster cluster;
+    static LocalCluster.Node source;
+    static Manager requester;
+    static byte[] namespace;
+
+    @BeforeAll
+    static void start() throws Exception {
+        assumeTrue(LocalEtcd.installed(), "etcd is not installed (/usr/bin/etcd): install Debian's etcd-server");
+        ClusterCertificates.create(dir.resolve("certs"), 3, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
+        cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
+                "cluster.lease-ttl-s", TTL_S, "cluster.prefix", PREFIX, "ssd.enabled", "false",
+                "session.ttl-ms", "60000", "pool.size", "16MiB", "peer.port", String.valueOf(LocalEtcd.freePort()),
+                "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.test-stall-lease-pages", "16",
+                "peer.max-lease-ms", "30000")));
+        source = cluster.node(1);
+        requester = Manager.start(RunningManager.config(requesterSettings("manager-3"))).await(120, TimeUnit.SECONDS);
+        namespace = Namespaces.derive(identity());
+        await().atMost(Duration.ofSeconds(30)).until(() -> requester.membershipRole().orElseThrow().members()
+                .containsKey(source.memberId()));
+    }
+
+    static Map<String, String> requesterSettings(String member) throws Exception {
+        Map<String, String> s = new LinkedHashMap<>();
+        s.put("data-dir", dir.resolve(member).toString());
+        s.put("grpc.tcp-port", "0");
+        s.put("metrics.port", "0");
+        s.put("pool.size", "16MiB");
+        s.put("ssd.enabled", "false");
+        s.put("cluster.enabled", "true");
+        s.put("cluster.member-id", member);
+        s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
+        s.put("cluster.prefix", PREFIX);
+        s.put("cluster.lease-ttl-s", TTL_S);
+        s.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
+        s.put("cluster.tls.ca", dir.resolve("certs/ca.pem").toString());
+        s.put("cluster.tls.cert", dir.resolve("certs/" + member + ".pem").toString());
+        s.put("cluster.tls.key", dir.resolve("certs/" + member + ".key").toString());
+        s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
+        s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
+        Files.createDirectories(dir.resolve(member));
+        return s;
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (requester != null) {
+            requester.close();
+        }
+        if (cluster != null) {
+            List<Long> pids = cluster.nodes().stream().filter(LocalCluster.Node::alive).map(LocalCluster.Node::pid).toList();
+            cluster.close();
+            for (long pid : pids) {
+                assertThat(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)).as("pid " + pid).isFalse();
+            }
+        }
+    }
+
+    static InstanceIdentity identity() {
+        return InstanceIdentity.newBuilder().setModelFingerprint("peer-fault-test")
+                .setRepresentation(Representation.RAW).setLayout("test:NHD").setGeometry("layers=2")
+                .setPageSizeTokens(16).setTpRank(0).setTpSize(1).setPpRank(0).setPpSize(1)
+                .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(PAGE))
+                .build();
+    }
+
+    static List<StateKey> publish(String seed, int n) throws Exception {
+        try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
+                OrbitKvClient.readToken(source.tokenFile()))) {
+            EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+            List<ByteString> hashes = RunningManager.chain(seed, n);
+            AllocatePublishReply allocated = session.allocate(hashes.stream()
+                    .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
+            int i = 0;
+            for (PublishSlot slot : allocated.getSlotsList()) {
+                assertThat(slot.getStatus()).isEqualTo(SlotStatus.ALLOCATED);
+                MemorySegment target = session.slot(slot.getSlot());
+                target.fill((byte) (seed.hashCode() + i));
+                target.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, seed.hashCode() * 31L + i++);
+            }
+            session.seal(allocated.getPublishId(), List.of()).await(10, TimeUnit.SECONDS);
+            session.close();
+            return hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
+        }
+    }
+
+    static List<Long> generations(List<StateKey> keys) {
+        List<Long> found = new ArrayList<>();
+        await().atMost(SOON).until(() -> {
+            found.clear();
+            for (StateKey key : keys) {
+                List<ReplicaEvidence> peers = requester.inventoryRole().orElseThrow().replicas(key)
+                        .await(5, TimeUnit.SECONDS).peers();
+                if (peers.isEmpty() || !(peers.getFirst() instanceof ReplicaEvidence.PeerDram dram)) {
+                    return false;
+                }
+                found.add(dram.ownerGeneration());
+            }
+            return true;
+        });
+        return List.copyOf(found);
+    }
+
+    static PeerOwner owner() {
+        return new PeerOwner(source.memberId(), source.incarnation());
+    }
+
+    static double sourceMetric(String name) {
+        return cluster.metric(source, name, null).orElse(-1);
+    }
+
+    /** The source holds nothing for peers any more: no lease (granted or with a deferred unpin), no pin. */
+    static void awaitSourceHoldsNothing() {
+        await().atMost(SOON).untilAsserted(() -> {
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+            assertThat(sourceMetric("orbitkv_images_pinned")).isZero();
+        });
+    }
+
+    static int residentHere(List<StateKey> keys) throws Exception {
+        List<ImageStore.PositionedKey> probed = new ArrayList<>();
+        for (int i = 0; i < keys.size(); i++) {
+            probed.add(new ImageStore.PositionedKey(i, keys.get(i)));
+        }
+        return new StorageProxy(requester.vertx()).probe(List.of(new ImageStore.GroupProbe(0, probed)))
+                .await(5, TimeUnit.SECONDS).groups().getFirst().sealed().cardinality();
+    }
+
+    static void signal(String name) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + name, String.valueOf(source.pid())).inheritIO().start();
+        assertThat(kill.waitFor(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(kill.exitValue()).isZero();
+    }
+
+    @Test
+    @Order(1)
+    void aSourceStoppedWithSigstopMidTransferTimesOutWithinTheBudgetAndReleasesItsPinsOnceResumed() throws Exception {
+        List<StateKey> keys = publish("sigstop", 16); // a 16-page lease: the source sends 8 pages, then stalls
+        List<Long> generations = generations(keys);
+        double pinnedBefore = sourceMetric("orbitkv_images_pinned");
+        assertThat(pinnedBefore).isZero();
+        long before = TcpPeerTransport.receivedBytes();
+        Duration budget = Duration.ofSeconds(3);
+        long started = System.nanoTime();
+        Future<PeerVerticle.Fetched> fetch = requester.peer().orElseThrow().fetch(owner(), namespace, keys, generations,
+                budget);
+        await().atMost(SOON).until(() -> TcpPeerTransport.receivedBytes() - before >= 8L * PAGE);
+        assertThat(fetch.isComplete()).isFalse();
+        assertThat(sourceMetric("orbitkv_images_pinned")).isEqualTo(16.0); // the source's lease pins them
+        signal("STOP"); // mid-transfer: the payload has started
+        PeerException e;
+        try {
+            ExecutionException failed = assertThrows(ExecutionException.class,
+                    () -> fetch.toCompletionStage().toCompletableFuture().get(30, TimeUnit.SECONDS));
+            assertThat(failed.getCause()).isInstanceOf(PeerException.class);
+            e = (PeerException) failed.getCause();
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(budget.plusSeconds(2));
+            // The requester's slots are fenced and freed while the source is still stopped: nothing was served.
+            StorageCommands.StorageStats stats = new StorageProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
+            assertThat(stats.unsealedImages()).isZero();
+            assertThat(stats.openPublishes()).isZero();
+            assertThat(residentHere(keys)).isZero();
+        } finally {
+            signal("CONT");
+        }
+        assertThat(e.kind()).isEqualTo(PeerException.Kind.TIMEOUT);
+        assertThat(e.beforePayload()).isFalse(); // after submission: the same segment is not retried elsewhere unfenced
+        // Resumed, the source ends the lease (its expiry has passed; the requester's Release was queued meanwhile) and,
+        // once its stalled send sees the requester's connection closed, drops the pins.
+        awaitSourceHoldsNothing();
+        assertThat(requester.membershipRole().orElseThrow().members()).containsKey(source.memberId());
+    }
+
+    @Test
+    @Order(2)
+    void aRequesterProcessKilledWhileHoldingASourceLeaseLosesItsPinsWhenMembershipSaysItLeft() throws Exception {
+        List<StateKey> keys = publish("holder", 2);
+        List<Long> generations = generations(keys);
+        double departedBefore = sourceMetric("orbitkv_peer_leases_departed_total");
+        double expiredBefore = sourceMetric("orbitkv_peer_leases_expired_total");
+        Path holdFile = dir.resolve("hold");
+        Path log = dir.resolve("manager-2.log");
+        List<String> command = new ArrayList<>(PeerHolderProcessMain.command(holdFile));
+        requesterSettings("manager-2").forEach((k, v) -> {
+            command.add("--set");
+            command.add(k + "=" + v);
+        });
+        Process holder = new ProcessBuilder(command).redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
+        try {
+            await().atMost(Duration.ofSeconds(60)).until(() -> requester.membershipRole().orElseThrow().members()
+                    .containsKey("manager-2") && sourceMetric("orbitkv_cluster_members") == 3.0);
+            StringBuilder file = new StringBuilder(source.memberId() + " " + source.incarnation() + "\n"
+                    + HexFormat.of().formatHex(namespace) + "\n");
+            for (int i = 0; i < keys.size(); i++) {
+                file.append("0 ").append(HexFormat.of().formatHex(keys.get(i).blockHash())).append(' ')
+                        .append(generations.get(i)).append('\n');
+            }
+            Path partial = dir.resolve("hold.tmp");
+            Files.writeString(partial, file);
+            Files.move(partial, holdFile);
+            await().atMost(SOON).until(() -> Files.readString(log).contains("PEER HELD 2"));
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isEqualTo(1.0);
+            assertThat(sourceMetric("orbitkv_images_pinned")).isEqualTo(2.0);
+            holder.destroyForcibly(); // SIGKILL: no Release, no clean leave
+            assertThat(holder.waitFor(20, TimeUnit.SECONDS)).isTrue();
+            // Its member key lapses (ttl 5 s, long before the 30 s lease expiry): the source drops the lease and its pins.
+            awaitSourceHoldsNothing();
+            assertThat(sourceMetric("orbitkv_peer_leases_departed_total")).isEqualTo(departedBefore + 1);
+            assertThat(sourceMetric("orbitkv_peer_leases_expired_total")).isEqualTo(expiredBefore);
+        } finally {
+            holder.destroyForcibly();
+            holder.waitFor(20, TimeUnit.SECONDS);
+            // A killed Manager cannot remove its pool file: the test does (owner-only, named by its pid).
+            try (var pools = Files.list(Path.of("/dev/shm"))) {
+                for (Path pool : pools.filter(p -> p.getFileName().toString().startsWith("orbitkv-pool-" + holder.pid() + "-"))
+                        .toList()) {
+                    Files.deleteIfExists(pool);
+                }
+            }
+        }
+        assertThat(holder.isAlive()).isFalse();
+    }
+}

@@ -1,0 +1,449 @@
+package io.orbitkv.cluster;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import com.google.protobuf.ByteString;
+import io.orbitkv.client.EngineSession;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.engine.Namespaces;
+import io.orbitkv.it.RunningManager;
+import io.orbitkv.manager.Manager;
+import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.orbitkv.peer.PeerException;
+import io.orbitkv.peer.PeerVerticle;
+import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.planning.ReplicaEvidence;
+import io.orbitkv.protocol.engine.AllocatePublishReply;
+import io.orbitkv.protocol.engine.GroupKind;
+import io.orbitkv.protocol.engine.GroupSpec;
+import io.orbitkv.protocol.engine.InstanceIdentity;
+import io.orbitkv.protocol.engine.InstanceRole;
+import io.orbitkv.protocol.engine.PageKey;
+import io.orbitkv.protocol.engine.PublishSlot;
+import io.orbitkv.protocol.engine.Representation;
+import io.orbitkv.protocol.engine.SlotStatus;
+import io.orbitkv.protocol.peer.PeerKey;
+import io.orbitkv.protocol.peer.PeerPage;
+import io.orbitkv.protocol.peer.PeerRejection;
+import io.orbitkv.protocol.peer.PeerReserveReply;
+import io.orbitkv.protocol.peer.PeerReserveRequest;
+import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
+import io.orbitkv.storage.ImageStore;
+import io.orbitkv.storage.StateKey;
+import io.orbitkv.storage.StorageProxy;
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpClientOptions;
+import io.vertx.core.http.HttpVersion;
+import io.vertx.core.net.PemKeyCertOptions;
+import io.vertx.core.net.PemTrustOptions;
+import io.vertx.core.net.SocketAddress;
+import io.vertx.grpc.client.GrpcClient;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Peer SSD staging with real processes: etcd and the source Manager (manager-1, SSD tier on, a 16 MiB pool, at most
+ * 1 MiB of peer staging) as processes, the requester (manager-2) a Manager in this JVM. Set-up publishes 7 pages on
+ * the source, waits until they are committed to its SSD (the requester's inventory shows peer SSD evidence), then
+ * fills the source's pool so that those 7 are evicted from its DRAM and live only on its SSD, and frees the filler's
+ * last allocation again so that staging needs no eviction: the source's pool bytes at that point are the baseline
+ * every test returns to.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+@Timeout(value = 150, unit = TimeUnit.SECONDS)
+class PeerSsdStagingIT {
+    static final int PAGE = 256 << 10;
+    static final int POOL_PAGES = 64;
+    static final int SSD_PAGES = 7;
+    static final Duration SOON = Duration.ofSeconds(20);
+    static final String SEED = "staged";
+
+    @TempDir
+    static Path dir;
+    static LocalCluster cluster;
+    static LocalCluster.Node source;
+    static Manager requester;
+    static SharedMemoryFile requesterPool;
+    static byte[] namespace;
+    static List<StateKey> onSsd;
+    static List<Long> ssdGenerations;
+    static double baselineRequestedBytes;
+    static double baselineImages;
+
+    @BeforeAll
+    static void start() throws Exception {
+        assumeTrue(LocalEtcd.installed(), "etcd is not installed (/usr/bin/etcd): install Debian's etcd-server");
+        ClusterCertificates.create(dir.resolve("certs"), 3, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
+        cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.ofEntries(
+                Map.entry("cluster.lease-ttl-s", "2"), Map.entry("cluster.prefix", "/orbitkv-peer-ssd-test"),
+                Map.entry("pool.size", (POOL_PAGES * PAGE / (1 << 20)) + "MiB"), Map.entry("ssd.enabled", "true"),
+                Map.entry("ssd.extent", "256KiB"), Map.entry("ssd.capacity", "64MiB"),
+                Map.entry("session.ttl-ms", "60000"), Map.entry("peer.port", String.valueOf(LocalEtcd.freePort())),
+                Map.entry("peer.transfer-port", String.valueOf(LocalEtcd.freePort())),
+                Map.entry("peer.staging-bytes", "1MiB"))));
+        source = cluster.node(1);
+        Map<String, String> s = new LinkedHashMap<>();
+        s.put("data-dir", dir.resolve("manager-2").toString());
+        s.put("grpc.tcp-port", "0");
+        s.put("metrics.port", "0");
+        s.put("pool.size", "64MiB");
+        s.put("ssd.enabled", "false");
+        s.put("cluster.enabled", "true");
+        s.put("cluster.member-id", "manager-2");
+        s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
+        s.put("cluster.prefix", "/orbitkv-peer-ssd-test");
+        s.put("cluster.lease-ttl-s", "2");
+        s.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
+        s.put("cluster.tls.ca", dir.resolve("certs/ca.pem").toString());
+        s.put("cluster.tls.cert", dir.resolve("certs/manager-2.pem").toString());
+        s.put("cluster.tls.key", dir.resolve("certs/manager-2.key").toString());
+        s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
+        s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
+        Files.createDirectories(dir.resolve("manager-2"));
+        requester = Manager.start(RunningManager.config(s)).await(120, TimeUnit.SECONDS);
+        requesterPool = SharedMemoryFile.map(requester.poolPath(), 64L << 20);
+        namespace = Namespaces.derive(identity());
+        await().atMost(Duration.ofSeconds(30)).until(() -> requester.membershipRole().orElseThrow().members()
+                .containsKey(source.memberId()));
+
+        try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
+                OrbitKvClient.readToken(source.tokenFile()))) {
+            EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+            onSsd = publish(session, SEED, RunningManager.chain(SEED, SSD_PAGES), 0);
+            ssdGenerations = ssdGenerations(onSsd); // committed on the source's SSD
+            List<ByteString> filler = RunningManager.chain("filler", POOL_PAGES - SSD_PAGES);
+            for (int from = 0; from < filler.size(); from += 16) {
+                publish(session, "filler", filler.subList(from, Math.min(filler.size(), from + 16)), from);
+            }
+            // The pool is full: this allocation evicts the eldest images (the 7 on SSD); aborting it frees their room.
+            AllocatePublishReply last = session.allocate(RunningManager.chain("evictor", SSD_PAGES).stream()
+                    .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
+            session.abort(last.getPublishId()).await(10, TimeUnit.SECONDS);
+            session.close();
+        }
+        await().atMost(SOON).until(() -> onlyOnPeerSsd(onSsd));
+        baselineRequestedBytes = sourceMetric("orbitkv_pool_requested_bytes");
+        baselineImages = sourceMetric("orbitkv_images");
+        assertThat(baselineImages).isEqualTo(POOL_PAGES - SSD_PAGES);
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (requesterPool != null) {
+            requesterPool.close();
+        }
+        if (requester != null) {
+            requester.close();
+        }
+        if (cluster != null) {
+            List<Long> pids = cluster.nodes().stream().filter(LocalCluster.Node::alive).map(LocalCluster.Node::pid).toList();
+            cluster.close();
+            for (long pid : pids) {
+                assertThat(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)).as("pid " + pid).isFalse();
+            }
+        }
+    }
+
+    static InstanceIdentity identity() {
+        return InstanceIdentity.newBuilder().setModelFingerprint("peer-ssd-test")
+                .setRepresentation(Representation.RAW).setLayout("test:NHD").setGeometry("layers=2")
+                .setPageSizeTokens(16).setTpRank(0).setTpSize(1).setPpRank(0).setPpSize(1)
+                .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(PAGE))
+                .build();
+    }
+
+    /** The first 8 bytes of page {@code i} of {@code seed} (how the corruption test finds its extent on disk). */
+    static long marker(String seed, int i) {
+        return seed.hashCode() * 31L + i;
+    }
+
+    static void fill(MemorySegment target, String seed, int i) {
+        target.fill((byte) (seed.hashCode() + i));
+        target.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, marker(seed, i));
+        target.set(ValueLayout.JAVA_LONG_UNALIGNED, target.byteSize() - 8, i);
+    }
+
+    static List<StateKey> publish(EngineSession session, String seed, List<ByteString> hashes, int first) throws Exception {
+        AllocatePublishReply allocated = session.allocate(hashes.stream()
+                .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
+        int i = first;
+        for (PublishSlot slot : allocated.getSlotsList()) {
+            assertThat(slot.getStatus()).isEqualTo(SlotStatus.ALLOCATED);
+            fill(session.slot(slot.getSlot()), seed, i++);
+        }
+        session.seal(allocated.getPublishId(), List.of()).await(10, TimeUnit.SECONDS);
+        return hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
+    }
+
+    static List<ReplicaEvidence> peers(StateKey key) throws Exception {
+        return requester.inventoryRole().orElseThrow().replicas(key).await(5, TimeUnit.SECONDS).peers();
+    }
+
+    /** The source's committed SSD extent generations of {@code keys}, once the requester's inventory shows them. */
+    static List<Long> ssdGenerations(List<StateKey> keys) {
+        List<Long> found = new ArrayList<>();
+        await().atMost(SOON).until(() -> {
+            found.clear();
+            for (StateKey key : keys) {
+                ReplicaEvidence.PeerSsd ssd = peers(key).stream().filter(e -> e instanceof ReplicaEvidence.PeerSsd)
+                        .map(e -> (ReplicaEvidence.PeerSsd) e).findFirst().orElse(null);
+                if (ssd == null) {
+                    return false;
+                }
+                found.add(ssd.ownerGeneration());
+            }
+            return true;
+        });
+        return List.copyOf(found);
+    }
+
+    static boolean onlyOnPeerSsd(List<StateKey> keys) throws Exception {
+        for (StateKey k : keys) {
+            List<ReplicaEvidence> p = peers(k);
+            if (p.size() != 1 || !(p.getFirst() instanceof ReplicaEvidence.PeerSsd)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    static PeerOwner owner() {
+        return new PeerOwner(source.memberId(), source.incarnation());
+    }
+
+    static PeerVerticle peer() {
+        return requester.peer().orElseThrow();
+    }
+
+    static double sourceMetric(String name) {
+        return cluster.metric(source, name, null).orElse(-1);
+    }
+
+    /** The source holds nothing for peers: no lease, no staging, no pin, its pool back at the baseline. */
+    static void awaitSourceAtBaseline() {
+        await().atMost(SOON).untilAsserted(() -> {
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+            assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isZero();
+            assertThat(sourceMetric("orbitkv_images_pinned")).isZero();
+            assertThat(sourceMetric("orbitkv_pool_requested_bytes")).isEqualTo(baselineRequestedBytes);
+            assertThat(sourceMetric("orbitkv_images")).isEqualTo(baselineImages);
+        });
+    }
+
+    static List<Boolean> allFromSsd(int n) {
+        return Collections.nCopies(n, true);
+    }
+
+    static PeerException failure(Future<?> fetch) {
+        ExecutionException e = assertThrows(ExecutionException.class,
+                () -> fetch.toCompletionStage().toCompletableFuture().get(60, TimeUnit.SECONDS));
+        assertThat(e.getCause()).isInstanceOf(PeerException.class);
+        return (PeerException) e.getCause();
+    }
+
+    static int residentHere(List<StateKey> keys) throws Exception {
+        List<ImageStore.PositionedKey> probed = new ArrayList<>();
+        for (int i = 0; i < keys.size(); i++) {
+            probed.add(new ImageStore.PositionedKey(i, keys.get(i)));
+        }
+        return new StorageProxy(requester.vertx()).probe(List.of(new ImageStore.GroupProbe(0, probed)))
+                .await(5, TimeUnit.SECONDS).groups().getFirst().sealed().cardinality();
+    }
+
+    static PeerTransferGrpcClient rawClient(Vertx vertx) {
+        GrpcClient grpc = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
+                .setProtocolVersion(HttpVersion.HTTP_2).setVerifyHost(true)
+                .setKeyCertOptions(new PemKeyCertOptions().setCertPath(dir.resolve("certs/manager-2.pem").toString())
+                        .setKeyPath(dir.resolve("certs/manager-2.key").toString()))
+                .setTrustOptions(new PemTrustOptions().addCertPath(dir.resolve("certs/ca.pem").toString())));
+        String endpoint = requester.membershipRole().orElseThrow().members().get(source.memberId()).endpoints().get("peer");
+        return PeerTransferGrpcClient.create(grpc, SocketAddress.inetSocketAddress(
+                Integer.parseInt(endpoint.substring(endpoint.lastIndexOf(':') + 1)), "127.0.0.1"));
+    }
+
+    /** A reserve of SSD evidence over the source's real mutual-TLS port, as manager-2; never released. */
+    static PeerReserveReply reserveFromSsd(PeerTransferGrpcClient client, List<StateKey> keys, List<Long> generations,
+                                           long leaseMs) throws Exception {
+        PeerReserveRequest.Builder r = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(namespace))
+                .setSourceIncarnation(source.incarnation())
+                .setRequesterIncarnation(requester.membershipRole().orElseThrow().incarnation()).setLeaseMs(leaseMs);
+        for (int i = 0; i < keys.size(); i++) {
+            r.addKeys(PeerKey.newBuilder().setGroupId(0).setBlockHash(ByteString.copyFrom(keys.get(i).blockHash()))
+                    .setGeneration(generations.get(i)).setFromSsd(true));
+        }
+        return client.reserve(r.build()).await(20, TimeUnit.SECONDS);
+    }
+
+    @Test
+    @Order(1)
+    void pagesTheSourceHoldsOnlyOnItsSsdAreStagedVerifiedServedAndTheStagingEndsWithTheLease() throws Exception {
+        List<StateKey> keys = onSsd.subList(0, 4);
+        double stagedBefore = sourceMetric("orbitkv_peer_staged_pages_total");
+        PeerVerticle.Acquired acquired = peer().acquire(owner(), namespace, keys, ssdGenerations.subList(0, 4),
+                allFromSsd(4), System.nanoTime() + TimeUnit.SECONDS.toNanos(20)).await(30, TimeUnit.SECONDS);
+        assertThat(acquired.stagedPages()).as("the grant says the source staged them").isEqualTo(4);
+        // While the lease holds them, the staged pages are in the source's pool (bounded: 4 pages = the 1 MiB bound).
+        assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isEqualTo(4.0 * PAGE);
+        assertThat(sourceMetric("orbitkv_pool_requested_bytes")).isEqualTo(baselineRequestedBytes + 4.0 * PAGE);
+        PeerVerticle.Fetched fetched = peer().submit(acquired).await(30, TimeUnit.SECONDS);
+        assertThat(fetched.stages()).containsExactly(PeerVerticle.Stage.CANDIDATE, PeerVerticle.Stage.RESERVED,
+                PeerVerticle.Stage.RESIDENT, PeerVerticle.Stage.READY);
+        MemorySegment expected = Arena.ofAuto().allocate(PAGE);
+        for (int i = 0; i < 4; i++) {
+            ImageStore.ImageRef ref = fetched.local().get(i);
+            assertThat(ref.key()).isEqualTo(keys.get(i));
+            fill(expected, SEED, i);
+            assertThat(requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected)).as("page " + i).isEqualTo(-1);
+        }
+        assertThat(sourceMetric("orbitkv_peer_staged_pages_total")).isEqualTo(stagedBefore + 4);
+        // Released by the requester: the staging leaves the source's pool, the extents stay advertised on its SSD.
+        awaitSourceAtBaseline();
+        await().atMost(SOON).until(() -> onlyOnPeerSsd(onSsd));
+        assertThat(ssdGenerations(keys)).isEqualTo(ssdGenerations.subList(0, 4));
+    }
+
+    @Test
+    @Order(2)
+    void aChangedExtentGenerationIsRejectedBeforeAnyStaging() throws Exception {
+        Vertx vertx = Vertx.vertx();
+        try {
+            PeerReserveReply reply = reserveFromSsd(rawClient(vertx), onSsd.subList(4, 6),
+                    List.of(ssdGenerations.get(4), ssdGenerations.get(5) + 1), 5_000);
+            assertThat(reply.hasReject()).isTrue();
+            assertThat(reply.getReject().getReason()).isEqualTo(PeerRejection.CHANGED_GENERATION);
+            assertThat(reply.getReject().getKeyIndex()).isEqualTo(1);
+            awaitSourceAtBaseline();
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    @Order(3)
+    void stagingIsBoundedAndALeaseNeverReleasedFreesItsStagingAtExpiry() throws Exception {
+        double expiredBefore = sourceMetric("orbitkv_peer_leases_expired_total");
+        double rejectedBefore = sourceMetric("orbitkv_peer_rejections_total");
+        Vertx vertx = Vertx.vertx();
+        try {
+            PeerTransferGrpcClient client = rawClient(vertx);
+            PeerReserveReply held = reserveFromSsd(client, onSsd.subList(0, 4), ssdGenerations.subList(0, 4), 1_500);
+            assertThat(held.hasGrant()).isTrue();
+            assertThat(held.getGrant().getPagesList()).hasSize(4).allMatch(PeerPage::getStaged);
+            assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isEqualTo(4.0 * PAGE);
+            // The bound (1 MiB) is spent: one more staged page is NO_CREDIT before any slot is allocated.
+            PeerReserveReply beyond = reserveFromSsd(client, onSsd.subList(4, 5), ssdGenerations.subList(4, 5), 5_000);
+            assertThat(beyond.hasReject()).isTrue();
+            assertThat(beyond.getReject().getReason()).isEqualTo(PeerRejection.NO_CREDIT);
+            assertThat(sourceMetric("orbitkv_peer_rejections_total")).isEqualTo(rejectedBefore + 1);
+            assertThat(sourceMetric("orbitkv_pool_requested_bytes")).isEqualTo(baselineRequestedBytes + 4.0 * PAGE);
+            assertThat(sourceMetric("orbitkv_images_pinned")).isEqualTo(4.0);
+            // Never released: at the lease's expiry the source frees the staging on its own.
+            await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_leases_expired_total") == expiredBefore + 1);
+            awaitSourceAtBaseline();
+            // With the staging free again, the page that did not fit is staged.
+            PeerReserveReply fits = reserveFromSsd(client, onSsd.subList(4, 5), ssdGenerations.subList(4, 5), 300);
+            assertThat(fits.hasGrant()).isTrue();
+            await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_leases_expired_total") == expiredBefore + 2);
+            awaitSourceAtBaseline();
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    @Order(4)
+    void oneLeaseMixesADramPageAndAStagedPageInRequestOrder() throws Exception {
+        int last = POOL_PAGES - SSD_PAGES - 1; // the newest filler page: still in the source's DRAM
+        StateKey inDram = StateKey.of(namespace, 0, RunningManager.chain("filler", last + 1).get(last).toByteArray());
+        long dramGeneration = ((ReplicaEvidence.PeerDram) peers(inDram).stream()
+                .filter(e -> e instanceof ReplicaEvidence.PeerDram).findFirst().orElseThrow()).ownerGeneration();
+        List<StateKey> keys = List.of(onSsd.get(5), inDram);
+        PeerVerticle.Acquired acquired = peer().acquire(owner(), namespace, keys,
+                List.of(ssdGenerations.get(5), dramGeneration), List.of(true, false),
+                System.nanoTime() + TimeUnit.SECONDS.toNanos(20)).await(30, TimeUnit.SECONDS);
+        assertThat(acquired.stagedPages()).isEqualTo(1);
+        PeerVerticle.Fetched fetched = peer().submit(acquired).await(30, TimeUnit.SECONDS);
+        MemorySegment expected = Arena.ofAuto().allocate(PAGE);
+        fill(expected, SEED, 5);
+        assertThat(fetched.local().get(0).key()).isEqualTo(onSsd.get(5));
+        assertThat(requesterPool.segment().asSlice(fetched.local().get(0).offset(), PAGE).mismatch(expected)).isEqualTo(-1);
+        fill(expected, "filler", last);
+        assertThat(fetched.local().get(1).key()).isEqualTo(inDram);
+        assertThat(requesterPool.segment().asSlice(fetched.local().get(1).offset(), PAGE).mismatch(expected)).isEqualTo(-1);
+        awaitSourceAtBaseline(); // the staged page left the pool, the DRAM page stays (unpinned)
+    }
+
+    @Test
+    @Order(5)
+    void aCorruptedExtentOnTheSourcesSsdIsNeverServed() throws Exception {
+        int victim = 6;
+        corruptOnSourceSsd(marker(SEED, victim));
+        double failuresBefore = sourceMetric("orbitkv_peer_staging_failures_total");
+        List<StateKey> keys = onSsd.subList(victim, victim + 1);
+        PeerException e = failure(peer().fetch(owner(), namespace, keys, ssdGenerations.subList(victim, victim + 1),
+                allFromSsd(1), Duration.ofSeconds(20)));
+        assertThat(e.kind()).isEqualTo(PeerException.Kind.REJECTED);
+        assertThat(e.rejection()).isEqualTo(PeerRejection.SSD_READ_FAILED);
+        assertThat(e.beforePayload()).isTrue(); // nothing moved: the requester may replan
+        assertThat(sourceMetric("orbitkv_peer_staging_failures_total")).isEqualTo(failuresBefore + 1);
+        assertThat(residentHere(keys)).isZero();
+        var stats = new StorageProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
+        assertThat(stats.unsealedImages()).isZero();
+        assertThat(stats.openPublishes()).isZero();
+        awaitSourceAtBaseline();
+    }
+
+    /** Flips one payload byte of the source's SSD extent whose payload starts with {@code marker}, behind its back. */
+    static void corruptOnSourceSsd(long marker) throws Exception {
+        long stride = PAGE + 4096L; // one extent slot: its 4 KiB header, then the payload (ssd.extent = 256 KiB)
+        List<Path> shards;
+        try (Stream<Path> files = Files.list(source.dataDir().resolve("ssd"))) {
+            shards = files.filter(p -> p.getFileName().toString().startsWith("shard-")).toList();
+        }
+        ByteBuffer head = ByteBuffer.allocate(8).order(ByteOrder.nativeOrder());
+        for (Path shard : shards) {
+            try (FileChannel channel = FileChannel.open(shard, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+                for (long slot = 0; slot + 4096 + 8 <= channel.size(); slot += stride) {
+                    head.clear();
+                    channel.read(head, slot + 4096);
+                    if (head.getLong(0) == marker) {
+                        ByteBuffer one = ByteBuffer.allocate(1);
+                        channel.read(one, slot + 4096 + 1000);
+                        channel.write(ByteBuffer.wrap(new byte[] {(byte) (one.get(0) ^ 0x5a)}), slot + 4096 + 1000);
+                        channel.force(true);
+                        return;
+                    }
+                }
+            }
+        }
+        throw new AssertionError("no extent starts with the marker in " + shards);
+    }
+}
