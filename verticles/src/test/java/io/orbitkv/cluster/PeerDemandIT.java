@@ -89,8 +89,11 @@ class PeerDemandIT {
         s.put("data-dir", dir.resolve("manager-2").toString());
         s.put("grpc.tcp-port", "0");
         s.put("metrics.port", "0");
-        s.put("pool.size", "64MiB");
-        s.put("ssd.enabled", "false");
+        s.put("pool.size", "16MiB");
+        s.put("ssd.enabled", "true");
+        s.put("ssd.capacity", "96MiB");
+        s.put("ssd.extent", "256KiB"); // one page per extent: the ring holds every page this class publishes
+        s.put("cost.observations", "true");
         s.put("query.wait-budget-ms", String.valueOf(WAIT_BUDGET_MS));
         s.put("cluster.enabled", "true");
         s.put("cluster.member-id", "manager-2");
@@ -151,18 +154,35 @@ class PeerDemandIT {
         try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
                 OrbitKvClient.readToken(source.tokenFile()))) {
             EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
-            List<ByteString> hashes = RunningManager.chain(seed, n);
-            AllocatePublishReply allocated = session.allocate(hashes.stream()
-                    .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
-            int i = 0;
-            for (PublishSlot slot : allocated.getSlotsList()) {
-                assertThat(slot.getStatus()).isEqualTo(SlotStatus.ALLOCATED);
-                fill(session.slot(slot.getSlot()), seed, i++);
-            }
-            session.seal(allocated.getPublishId(), List.of()).await(10, TimeUnit.SECONDS);
+            List<ByteString> hashes = publish(session, seed, n);
             session.close();
             return hashes;
         }
+    }
+
+    /** Publishes {@code n} chained pages of {@code seed} through {@code session}; answers their hashes. */
+    static List<ByteString> publish(EngineSession session, String seed, int n) throws Exception {
+        List<ByteString> hashes = RunningManager.chain(seed, n);
+        AllocatePublishReply allocated = session.allocate(hashes.stream()
+                .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
+        int i = 0;
+        for (PublishSlot slot : allocated.getSlotsList()) {
+            assertThat(slot.getStatus()).isEqualTo(SlotStatus.ALLOCATED);
+            fill(session.slot(slot.getSlot()), seed, i++);
+        }
+        session.seal(allocated.getPublishId(), List.of()).await(10, TimeUnit.SECONDS);
+        return hashes;
+    }
+
+    /** The sum of every sample of {@code name} carrying all of {@code labels} (Prometheus text of the requester). */
+    static double requesterSum(String name, String... labels) {
+        double sum = 0;
+        for (String line : requester.registry().scrape().split("\n")) {
+            if (line.startsWith(name + "{") && java.util.Arrays.stream(labels).allMatch(line::contains)) {
+                sum += Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+            }
+        }
+        return sum;
     }
 
     static List<StateKey> keys(List<ByteString> hashes) {
@@ -280,6 +300,44 @@ class PeerDemandIT {
         assertThat(again.getStatus()).isEqualTo(QueryStatus.READY);
         assertThat(requesterMetric("orbitkv_peer_fetched_pages_total") - fetchedBefore).isEqualTo(6.0);
         engine.release(again.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+        assertNothingHeld();
+    }
+
+    @Test
+    @Order(2)
+    void withLocalSsdOfEqualCoverageTheDefaultPeerRouteStandsAndShadowComparesTheTwo() throws Exception {
+        // The same pages on the source (DRAM) and here on SSD only: published here, committed to SSD, evicted.
+        List<ByteString> hashes = publishOnSource("beta", 4);
+        assertThat(publish(engine, "beta", 4)).isEqualTo(hashes);
+        List<StateKey> keys = keys(hashes);
+        await().atMost(SOON).until(() -> new StorageProxy(requester.vertx()).discover(keys).await(5, TimeUnit.SECONDS)
+                .stream().allMatch(e -> e.ssdGeneration() >= 0));
+        for (int i = 0; i < 4; i++) {
+            publish(engine, "filler-" + i, 20); // 20 MiB through a 16 MiB pool
+        }
+        assertThat(residentHere(keys)).as("evicted from this Manager's pool").isZero();
+        assertThat(new StorageProxy(requester.vertx()).discover(keys).await(5, TimeUnit.SECONDS))
+                .as("still on this Manager's SSD").allMatch(e -> e.ssdGeneration() >= 0);
+        awaitPeerEvidence(keys);
+        double fetchedBefore = requesterMetric("orbitkv_peer_fetched_pages_total");
+        double comparedBefore = requesterSum("orbitkv_cost_shadow_decisions_total", "path=\"peer_host_ready_route\"");
+        double choicesBefore = requesterSum("orbitkv_planning_route_choices_total", "outcome=\"default_selection_off\"");
+
+        QueryReply ready = settle(engine.submit(List.of(chain(hashes)), 0).await(10, TimeUnit.SECONDS), new ArrayList<>());
+        assertThat(ready.getStatus()).isEqualTo(QueryStatus.READY);
+        MemorySegment expected = Arena.ofAuto().allocate(PAGE);
+        for (LeasedPage page : ready.getLease().getPagesList()) {
+            fill(expected, "beta", page.getPosition());
+            assertThat(engine.slot(page.getSlot()).mismatch(expected)).as("page " + page.getPosition()).isEqualTo(-1);
+        }
+        // Peer DRAM comes before local SSD in the default order; selection is off, so it stands (fetched from the
+        // peer) and the equal-coverage comparison with local SSD goes to the cost role's shadow.
+        assertThat(requesterMetric("orbitkv_peer_fetched_pages_total") - fetchedBefore).isEqualTo(4.0);
+        assertThat(requesterSum("orbitkv_planning_route_choices_total", "outcome=\"default_selection_off\"")
+                - choicesBefore).isGreaterThanOrEqualTo(1.0);
+        await().atMost(SOON).until(() -> requesterSum("orbitkv_cost_shadow_decisions_total",
+                "path=\"peer_host_ready_route\"") > comparedBefore);
+        engine.release(ready.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
         assertNothingHeld();
     }
 
