@@ -6,6 +6,11 @@ import com.hazelcast.config.NetworkConfig;
 import io.etcd.jetcd.ByteSequence;
 import io.etcd.jetcd.Client;
 import io.etcd.jetcd.KeyValue;
+import io.etcd.jetcd.kv.TxnResponse;
+import io.etcd.jetcd.op.Cmp;
+import io.etcd.jetcd.op.CmpTarget;
+import io.etcd.jetcd.op.Op;
+import io.etcd.jetcd.options.PutOption;
 import io.etcd.jetcd.options.GetOption;
 import io.vertx.core.Vertx;
 import io.vertx.core.VertxBuilder;
@@ -41,22 +46,37 @@ import org.slf4j.LoggerFactory;
  * payload nor inventory, and a rogue node that joins it still gets no message (its event-bus handshake fails).
  *
  * <p>Design note (seeding): Hazelcast's TCP/IP join needs member addresses before the Vertx exists, so they are read
- * from etcd once with a short-lived client (bounded by a deadline). Newcomers join the members they are seeded with;
- * the first Manager (no seeds) forms the cluster alone and is joined by the next. If etcd is down at start, only
+ * from etcd once with a short-lived client (bounded by a deadline). Newcomers join the members they are seeded with.
+ * With no member yet, the Manager that wins {@code prefix/founder} (an etcd transaction) forms the cluster and the
+ * others, started at the same instant, seed from it (see {@link #seedsFromEtcd}). If etcd is down at start, only
  * {@code cluster.hazelcast-seeds} are used.
  */
 public final class ClusterVertx {
     private static final Logger LOG = LoggerFactory.getLogger(ClusterVertx.class);
 
+    /** How long the founder key outlives the seeding client: the founder registers as a member well within it. */
+    static final long FOUNDER_TTL_SECONDS = 30;
+
+    /** The whole seeding (members read, founder transaction) is bounded by this at start. */
+    static final Duration SEEDING_DEADLINE = Duration.ofSeconds(6);
+
     private ClusterVertx() {}
 
-    /** The Hazelcast addresses of the members etcd lists now ({@code host:port}), bounded by {@code deadline}. */
+    /**
+     * The Hazelcast addresses to join ({@code host:port}), bounded by {@code deadline}: the members etcd lists now;
+     * with none, the founder's. Managers started at the same instant all see no member yet, so each would form an
+     * event-bus cluster of its own and never learn of the others: instead the first to create {@code prefix/founder}
+     * (an etcd transaction, under a short lease) forms the cluster, and the others seed from its address. A founder
+     * that dies before it registers leaves a dead seed; Hazelcast then forms alone, as without the key.
+     */
     public static List<String> seedsFromEtcd(ClusterSettings settings, Duration deadline) {
         List<String> seeds = new ArrayList<>();
+        String self = settings.host() + ":" + settings.hazelcastPort();
         try (Client client = Client.builder().endpoints(settings.etcdEndpoints().toArray(URI[]::new))
                 .connectTimeout(deadline).retryMaxAttempts(1).retryMaxDuration(deadline).build()) {
-            for (KeyValue kv : client.getKVClient().get(ByteSequence.from(settings.membersPrefix(), StandardCharsets.UTF_8),
-                    GetOption.builder().isPrefix(true).build()).get(deadline.toMillis(), TimeUnit.MILLISECONDS).getKvs()) {
+            long until = System.nanoTime() + deadline.toNanos();
+            for (KeyValue kv : client.getKVClient().get(bytes(settings.membersPrefix()),
+                    GetOption.builder().isPrefix(true).build()).get(left(until), TimeUnit.NANOSECONDS).getKvs()) {
                 try {
                     MemberRecord member = MemberRecord.parse(kv.getValue().getBytes());
                     String hz = member.endpoints().get("hazelcast");
@@ -67,11 +87,48 @@ public final class ClusterVertx {
                     LOG.warn("cluster: skipped a malformed member key while seeding ({})", malformed.getMessage());
                 }
             }
+            if (seeds.isEmpty()) {
+                String founder = claimFounder(client, settings, self, until);
+                if (!founder.equals(self)) {
+                    seeds.add(founder);
+                }
+            }
         } catch (Exception e) {
             LOG.warn("cluster: etcd could not be read to seed the event-bus cluster ({}); using cluster.hazelcast-seeds only",
                     e.toString());
         }
         return seeds;
+    }
+
+    /**
+     * Creates {@code prefix/founder} = {@code self} unless it exists (one transaction), and answers the founder's
+     * address. The key lives for {@link #FOUNDER_TTL_SECONDS}: long enough for the founder to register as a member,
+     * after which newcomers seed from the members.
+     */
+    private static String claimFounder(Client client, ClusterSettings settings, String self, long until)
+            throws Exception {
+        ByteSequence key = bytes(settings.prefix() + "/founder");
+        long lease = client.getLeaseClient().grant(FOUNDER_TTL_SECONDS).get(left(until), TimeUnit.NANOSECONDS).getID();
+        TxnResponse txn = client.getKVClient().txn()
+                .If(new Cmp(key, Cmp.Op.EQUAL, CmpTarget.createRevision(0)))
+                .Then(Op.put(key, bytes(self), PutOption.builder().withLeaseId(lease).build()))
+                .Else(Op.get(key, GetOption.DEFAULT))
+                .commit().get(left(until), TimeUnit.NANOSECONDS);
+        if (txn.isSucceeded()) {
+            LOG.info("cluster member {}: no member yet; founding the event-bus cluster", settings.memberId());
+            return self;
+        }
+        client.getLeaseClient().revoke(lease);
+        List<KeyValue> existing = txn.getGetResponses().isEmpty() ? List.of() : txn.getGetResponses().getFirst().getKvs();
+        return existing.isEmpty() ? self : existing.getFirst().getValue().toString(StandardCharsets.UTF_8);
+    }
+
+    private static long left(long untilNanos) {
+        return Math.max(1, untilNanos - System.nanoTime());
+    }
+
+    private static ByteSequence bytes(String text) {
+        return ByteSequence.from(text, StandardCharsets.UTF_8);
     }
 
     /** The Hazelcast configuration: TCP/IP join to {@code seeds}, nothing discovered or reported otherwise. */
@@ -134,7 +191,9 @@ public final class ClusterVertx {
      */
     public static Vertx start(VertxBuilder builder, VertxOptions options, ClusterSettings settings, int eventBusPort,
                               Duration timeout) throws Exception {
-        List<String> seeds = seedsFromEtcd(settings, Duration.ofSeconds(2));
+        // A cold JVM's first etcd call (class loading, connection) can take seconds on a loaded host; a seeding that
+        // gives up too early makes a Manager form an event-bus cluster of its own.
+        List<String> seeds = seedsFromEtcd(settings, SEEDING_DEADLINE);
         options.setEventBusOptions(eventBusOptions(settings, eventBusPort));
         HazelcastClusterManager manager = new HazelcastClusterManager(hazelcastConfig(settings, seeds));
         LOG.info("cluster member {}: joining the event-bus cluster on {}:{} (seeds {})", settings.memberId(),

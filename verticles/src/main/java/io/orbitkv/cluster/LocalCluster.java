@@ -138,6 +138,14 @@ public final class LocalCluster implements AutoCloseable {
 
     /** Makes certificates (unless DIR/certs has them), starts etcd and every Manager; all or nothing. */
     public static LocalCluster start(Options options) throws Exception {
+        return start(options, false);
+    }
+
+    /**
+     * As {@link #start(Options)}; with {@code together}, every Manager process is started before any is awaited (they
+     * all find no member in etcd yet), otherwise one after the other.
+     */
+    public static LocalCluster start(Options options, boolean together) throws Exception {
         LocalCluster cluster = new LocalCluster(options);
         try {
             Files.createDirectories(options.dir());
@@ -149,8 +157,17 @@ public final class LocalCluster implements AutoCloseable {
             for (int i = 1; i <= options.managers(); i++) {
                 cluster.nodes.add(new Node(i, options.dir(), LocalEtcd.freePort()));
             }
-            for (Node node : cluster.nodes) {
-                cluster.launch(node, Map.of());
+            if (together) {
+                for (Node node : cluster.nodes) {
+                    cluster.spawn(node, Map.of());
+                }
+                for (Node node : cluster.nodes) {
+                    cluster.awaitReady(node);
+                }
+            } else {
+                for (Node node : cluster.nodes) {
+                    cluster.launch(node, Map.of());
+                }
             }
             return cluster;
         } catch (Exception e) {
@@ -203,6 +220,11 @@ public final class LocalCluster implements AutoCloseable {
 
     /** Starts (or restarts) a node's Manager and waits for its ready line (60 s at most). */
     public void launch(Node node, Map<String, String> extra) throws Exception {
+        spawn(node, extra);
+        awaitReady(node);
+    }
+
+    private void spawn(Node node, Map<String, String> extra) throws IOException {
         List<String> command = new ArrayList<>(options.managerCommand());
         Map<String, String> settings = settingsOf(node, extra);
         node.peerEndpoint = settings.containsKey("peer.port") ? "127.0.0.1:" + settings.get("peer.port") + " (transfer "
@@ -215,6 +237,9 @@ public final class LocalCluster implements AutoCloseable {
         node.logOffset = Files.exists(node.log) ? Files.size(node.log) : 0;
         node.process = new ProcessBuilder(command).redirectErrorStream(true)
                 .redirectOutput(ProcessBuilder.Redirect.appendTo(node.log.toFile())).start();
+    }
+
+    private void awaitReady(Node node) throws Exception {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (System.nanoTime() < deadline) {
             Matcher ready = readyLine(node);

@@ -19,6 +19,9 @@ import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import io.vertx.core.VerticleBase;
+import io.vertx.core.Vertx;
+import io.vertx.core.internal.VertxInternal;
+import io.vertx.core.internal.VertxWrapper;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -151,9 +154,9 @@ public final class MembershipRole extends VerticleBase implements MembershipView
     @Override
     public Future<?> start() {
         context = vertx.getOrCreateContext();
-        // jetcd gets its own Vertx: its close() closes the Vertx it was given, which must not be the Manager's (an
-        // ordered stop would lose every role after this one). Every answer hops to this role's context anyway.
-        client = Client.builder().endpoints(settings.etcdEndpoints().toArray(URI[]::new))
+        // jetcd runs on the Manager's Vertx through a view whose close() does nothing: jetcd's Client.close() closes
+        // the Vertx it was given, and the Manager's must outlive this role (the ordered stop goes on after it).
+        client = Client.builder().vertx(new BorrowedVertx(vertx)).endpoints(settings.etcdEndpoints().toArray(URI[]::new))
                 .connectTimeout(Duration.ofMillis(stepDeadlineMillis()))
                 .retryMaxAttempts(1).retryDelay(100).retryMaxDelay(500)
                 .retryMaxDuration(Duration.ofMillis(stepDeadlineMillis()))
@@ -397,5 +400,20 @@ public final class MembershipRole extends VerticleBase implements MembershipView
     /** An etcd call with this role's deadline, completing on this role's context. */
     private <T> Future<T> etcd(CompletableFuture<T> call) {
         return Future.fromCompletionStage(call, context).timeout(stepDeadlineMillis(), TimeUnit.MILLISECONDS);
+    }
+
+    /**
+     * The Manager's Vertx lent to jetcd: everything is the Manager's, except {@code close()}, which leaves it running
+     * (jetcd closes the Vertx it was given when its client closes). The client's channel is still shut down.
+     */
+    static final class BorrowedVertx extends VertxWrapper {
+        BorrowedVertx(Vertx vertx) {
+            super((VertxInternal) vertx);
+        }
+
+        @Override
+        public Future<Void> close() {
+            return Future.succeededFuture();
+        }
     }
 }
