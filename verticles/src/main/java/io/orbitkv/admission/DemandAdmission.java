@@ -19,6 +19,7 @@ import io.orbitkv.cost.CompletionTarget;
 import io.orbitkv.planning.BoundaryReason;
 import io.orbitkv.planning.DemandView;
 import io.orbitkv.planning.Plan;
+import io.orbitkv.planning.PlannedPage;
 import io.orbitkv.planning.PlannedSegment;
 import io.orbitkv.planning.PrefetchPolicy;
 import io.orbitkv.planning.PlanningCommands;
@@ -31,6 +32,7 @@ import io.orbitkv.planning.SegmentLease;
 import io.orbitkv.restore.RestoreCommands.Restored;
 import io.orbitkv.restore.RestoreTarget;
 import io.orbitkv.storage.ImageStore;
+import io.orbitkv.storage.StateKey;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.util.ArrayList;
@@ -40,6 +42,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.OptionalDouble;
 import java.util.OptionalLong;
 import java.util.concurrent.TimeUnit;
@@ -71,8 +74,18 @@ import java.util.concurrent.TimeUnit;
  * equal revision with the identical demand gets the same answer, with another demand DUPLICATE_OPERATION (as does an
  * operation id held by another request). An evaluation in flight captures the ticket's generation; if the ticket is
  * revised or cancelled meanwhile, it drains (its pins are released when they arrive) instead of answering.
- * Cancel revokes scheduling interest at once (the ticket leaves every table), waits for in-flight work to drain, then
- * releases the ticket's lease. A lease ends exactly once: by release, cancel, revision, or the end of its session.
+ * Cancel revokes scheduling interest at once (the ticket leaves every table, queued transfers of its execution are
+ * dropped), waits for in-flight work to drain, then releases the ticket's lease. A lease ends exactly once: by release,
+ * cancel, revision, or the end of its session.
+ *
+ * <h2>Take-over of a hint</h2>
+ * A revision that turns a speculative hint into the real demand ({@link #takesOver} states the rule) does not end the
+ * hint's preparation: the hint's lease ends (leaving the lease table and the speculative budget) and its prepared plan
+ * is handed to the revision's evaluation, which answers READY on it under a new lease charged to the demand's budgets,
+ * without planning, pinning or reading again. A hint still executing is joined: planning promotes its transfers to
+ * demand reads, and when it completes (stale by then) its prepared plan is handed over instead of released. Whoever
+ * holds a hand-over holds planning's execution: the evaluation that takes it over (or releases it when the rule no
+ * longer holds or the budgets refuse), else cancel, session end or stop, which release it after draining.
  *
  * <h2>Budgets and bounds</h2>
  * Waiting: a PENDING ticket waits at most its budget (the demand's max wait, capped by the configured one, default
@@ -99,6 +112,12 @@ final class DemandAdmission {
 
         Future<Integer> release(long id, boolean quarantine);
 
+        /** A real demand took over speculative execution {@code id}: its transfers become demand reads. */
+        Future<Boolean> promote(long id);
+
+        /** Revokes interest in execution {@code id}: queued transfers are dropped, submitted ones drain. */
+        Future<Boolean> cancel(long id);
+
         /** The planning role's handlers, called directly (tests, and one-loop deployments without the bus). */
         static PlanningPort of(PlanningHandlers handlers) {
             return new PlanningPort() {
@@ -115,6 +134,16 @@ final class DemandAdmission {
                 @Override
                 public Future<Integer> release(long id, boolean quarantine) {
                     return handlers.release(id, quarantine);
+                }
+
+                @Override
+                public Future<Boolean> promote(long id) {
+                    return handlers.promote(id);
+                }
+
+                @Override
+                public Future<Boolean> cancel(long id) {
+                    return handlers.cancel(id);
                 }
             };
         }
@@ -135,6 +164,16 @@ final class DemandAdmission {
                 @Override
                 public Future<Integer> release(long id, boolean quarantine) {
                     return proxy.release(id, quarantine);
+                }
+
+                @Override
+                public Future<Boolean> promote(long id) {
+                    return proxy.promote(id);
+                }
+
+                @Override
+                public Future<Boolean> cancel(long id) {
+                    return proxy.cancel(id);
                 }
             };
         }
@@ -176,6 +215,14 @@ final class DemandAdmission {
         Future<Void> restoreDone;
         /** A restore that failed: the next poll answers it (and forgets the ticket). */
         Throwable restoreFailure;
+        /** The execution this ticket's evaluation has in flight (0: none), the revision it serves, and its plan. */
+        long executing;
+        DemandPlan executingFor;
+        Plan executingPlan;
+        /** A real demand joined the in-flight hint execution {@code joining}: it is handed over, not released. */
+        long joining;
+        /** What a hint prepared, waiting for this ticket's next evaluation to take it over (released if not). */
+        Handover handover;
 
         Ticket(long id, long instance, DemandPlan plan, long now) {
             this.id = id;
@@ -187,7 +234,17 @@ final class DemandAdmission {
 
     /** An engine's lease: the prepared plan planning holds under {@code execution}, and what it charged. */
     private record Lease(long id, long instance, Ticket ticket, String tenant, boolean speculative, long execution,
-                         long bytes, int pages) {}
+                         long bytes, int pages, Plan plan, List<LeasedGroup> leased) {}
+
+    /** Where a take-over found what the hint prepared (metric label). */
+    enum TakeOver { RESIDENT, IN_FLIGHT }
+
+    /**
+     * What a speculative hint prepared, no longer under any lease, on its way to the real demand that takes it over:
+     * planning still holds it under {@code execution}; charged to no budget meanwhile.
+     */
+    private record Handover(long execution, DemandPlan hint, Plan plan, List<LeasedGroup> leased, long bytes,
+                            int pages, TakeOver from) {}
 
     private final AdmissionVerticle.Settings settings;
     private final Ticker ticker;
@@ -203,6 +260,7 @@ final class DemandAdmission {
     private final Counter restoredBytes;
     private final Counter replans;
     private final Counter speculationRefused;
+    private final Map<TakeOver, Counter> takeOvers = new EnumMap<>(TakeOver.class);
     private final io.orbitkv.cost.CostProxy cost;
     private final io.orbitkv.cost.ResourceId dramPool;
     private final Map<Long, io.orbitkv.cost.CostEstimateKey> hostReadyKeys = new HashMap<>();
@@ -241,6 +299,11 @@ final class DemandAdmission {
         speculationRefused = Counter.builder("orbitkv.queries.speculation.refused")
                 .description("Speculative demands answered MISS because their confidence did not cover their bytes")
                 .register(registry);
+        for (TakeOver from : TakeOver.values()) {
+            takeOvers.put(from, Counter.builder("orbitkv.queries.takeovers").tag("from", from.name().toLowerCase())
+                    .description("Real demands answered with what their speculative hint prepared, without planning"
+                            + " or reading again").register(registry));
+        }
         replans = Counter.builder("orbitkv.queries.replans")
                 .description("Plans whose pages were lost between evidence and pinning").register(registry);
     }
@@ -300,6 +363,7 @@ final class DemandAdmission {
             requireOutstandingRoom(ticket.instance);
         }
         budgets.requireHeadroom(ticket.instance, plan.tenant(), plan.speculative());
+        DemandPlan previous = ticket.plan;
         ticket.plan = plan;
         ticket.generation++;
         ticket.revisedNanos = ticker.nanos();
@@ -310,8 +374,23 @@ final class DemandAdmission {
         // A restore copying from the old lease drains first: its sources are released only once nothing reads them.
         Lease old = ticket.lease;
         cancelRestore(ticket);
-        Future<Integer> released = old == null ? Future.succeededFuture(0)
-                : ticket.restoring ? drained(ticket).compose(v -> endLease(old)) : endLease(old);
+        Future<Integer> released;
+        if (old != null && !ticket.restoring && old.speculative() && takesOver(previous, plan, old.plan())) {
+            // The hint's lease ends here; what it pinned waits for this revision's evaluation (below) to take it over.
+            handOver(old, previous);
+            released = Future.succeededFuture(0);
+        } else {
+            if (ticket.executing != 0 && takesOver(ticket.executingFor, plan, ticket.executingPlan)) {
+                // Join the hint still being prepared: its result is handed over when it completes, and from now on its
+                // transfers are demand reads (queued ones stop waiting for their start and can no longer be dropped).
+                ticket.joining = ticket.executing;
+                planning.promote(ticket.executing);
+            } else {
+                revokeExecution(ticket);
+            }
+            released = old == null ? Future.succeededFuture(0)
+                    : ticket.restoring ? drained(ticket).compose(v -> endLease(old)) : endLease(old);
+        }
         return released.compose(n -> drained(ticket)).compose(v -> {
             if (ticket.cancelled) {
                 return Future.succeededFuture(pending(ticket));
@@ -345,8 +424,10 @@ final class DemandAdmission {
         ticket.cancelled = true;
         ticket.generation++;
         cancelRestore(ticket);
-        return drained(ticket).compose(v -> ticket.lease != null ? endLease(ticket.lease) : Future.succeededFuture(0))
-                .map(n -> n + ticket.drainedPages);
+        revokeExecution(ticket);
+        return drained(ticket).compose(v -> dropHandover(ticket, false))
+                .compose(dropped -> (ticket.lease != null ? endLease(ticket.lease) : Future.succeededFuture(0))
+                        .map(n -> n + dropped + ticket.drainedPages));
     }
 
     Future<Integer> release(long instance, long leaseId) {
@@ -393,7 +474,8 @@ final class DemandAdmission {
                 forget(ticket);
                 ticket.cancelled = true;
                 ticket.generation++;
-                waits.add(drained(ticket));
+                revokeExecution(ticket);
+                waits.add(drained(ticket).compose(v -> dropHandover(ticket, true)));
             }
         }
         int cancelled = queries;
@@ -412,7 +494,8 @@ final class DemandAdmission {
             ticket.cancelled = true;
             ticket.generation++;
             cancelRestore(ticket);
-            waits.add(drained(ticket));
+            revokeExecution(ticket);
+            waits.add(drained(ticket).compose(v -> dropHandover(ticket, false)));
         }
         for (Lease lease : List.copyOf(leases.values())) {
             // A lease a restore still copies from ends once its copies drained.
@@ -490,7 +573,10 @@ final class DemandAdmission {
         Promise<Outcome> reply = Promise.promise();
         Future<Outcome> result;
         try {
-            result = attempt(ticket, generation, MAX_PLAN_ATTEMPTS, reply);
+            Handover handover = ticket.handover;
+            ticket.handover = null;
+            result = handover != null ? takeOver(ticket, generation, handover, reply)
+                    : attempt(ticket, generation, MAX_PLAN_ATTEMPTS, reply);
         } catch (RuntimeException e) {
             result = Future.failedFuture(e);
         }
@@ -565,6 +651,9 @@ final class DemandAdmission {
         budgets.check(ticket.instance, plan.tenant(), plan.speculative(), reserved);
         budgets.charge(ticket.instance, plan.tenant(), plan.speculative(), reserved);
         long execution = nextExecution++;
+        ticket.executing = execution;
+        ticket.executingFor = plan;
+        ticket.executingPlan = chosen;
         Future<PlanningCommands.PreparedPlan> executed = planning.execute(execution, view, chosen);
         if (chosen.movesPayload()) {
             // A peer segment's source lease is asked of another Manager: nothing is reserved until its execution ends.
@@ -573,8 +662,15 @@ final class DemandAdmission {
             reply.tryComplete(pending(ticket));
         }
         return executed.compose(prepared -> {
+            boolean joined = executionEnded(ticket, execution);
             if (stale(ticket, generation)) {
                 budgets.refund(ticket.instance, plan.tenant(), plan.speculative(), reserved);
+                if (joined) {
+                    // A real demand joined this hint: its next evaluation takes over what was prepared.
+                    ticket.handover = new Handover(execution, plan, chosen, leasedGroups(prepared), reserved,
+                            chosen.pages(), TakeOver.IN_FLIGHT);
+                    return Future.succeededFuture(current(ticket));
+                }
                 return planning.release(execution, false).map(n -> {
                     ticket.drainedPages += chosen.pages();
                     return current(ticket);
@@ -596,7 +692,7 @@ final class DemandAdmission {
             }
             ticket.lastDetail = DemandState.RESIDENT;
             Lease lease = new Lease(nextLease++, ticket.instance, ticket, plan.tenant(), plan.speculative(), execution,
-                    reserved, chosen.pages());
+                    reserved, chosen.pages(), chosen, leased);
             leases.put(lease.id(), lease);
             leasedBytes += lease.bytes();
             ticket.lease = lease;
@@ -612,6 +708,7 @@ final class DemandAdmission {
             return Future.succeededFuture(answer(ticket, Status.READY, DemandState.READY, chosen.boundaryTokens(),
                     leased, chosen.reason()));
         }, failure -> {
+            executionEnded(ticket, execution);
             budgets.refund(ticket.instance, plan.tenant(), plan.speculative(), reserved);
             PlanningFailure cause = PlanningException.failureOf(failure);
             if (cause == null) {
@@ -647,6 +744,144 @@ final class DemandAdmission {
                 }
             }
         });
+    }
+
+    // ---- take-over of a hint ----
+
+    /**
+     * The take-over rule: whether the real demand {@code demand} may be answered with what its speculative hint
+     * {@code hint} prepared under {@code prepared}, instead of planning and reading again. Only along one request's
+     * revisions (same session, request id and operation id: the engine's own statement that the demand follows the
+     * hint; a hint of another request is that request's and is never taken from it), when:
+     * <ul>
+     *   <li>the hint was speculative and the demand is not, and the demand restores engine-local (host-ready);</li>
+     *   <li>tenant, recovery rules, valid prefix, requested route and prefill rate are the same, so the hint's
+     *       boundary is legal for the demand and its required ranges are the same ranges;</li>
+     *   <li>the hint's boundary lies within the demand's selected end and is not a recompute;</li>
+     *   <li>every page the hint prepared is, in the demand, the same key at the same position of the same group, with
+     *       the same registered page size.</li>
+     * </ul>
+     * The demand then gets the hint's boundary and reason, even if a page published since would allow a longer one:
+     * the wait saved is the point, and the engine can raise the revision again to have it planned afresh.
+     */
+    static boolean takesOver(DemandPlan hint, DemandPlan demand, Plan prepared) {
+        if (hint == null || prepared == null || !hint.speculative() || demand.speculative()
+                || demand.engineRestore() != null || prepared.isRecompute()
+                || !Objects.equals(hint.tenant(), demand.tenant()) || !hint.rules().equals(demand.rules())
+                || hint.validPrefixTokens() != demand.validPrefixTokens()
+                || prepared.boundaryTokens() > demand.selectedEndTokens()
+                || !hint.requestedRoute().equals(demand.requestedRoute())
+                || Double.compare(hint.prefillTokensPerSecond(), demand.prefillTokensPerSecond()) != 0) {
+            return false;
+        }
+        Map<Integer, GroupPlan> hintGroups = new HashMap<>();
+        hint.groups().forEach(g -> hintGroups.put(g.groupId(), g));
+        Map<Integer, Map<Integer, StateKey>> demandKeys = new HashMap<>();
+        Map<Integer, Long> demandPageBytes = new HashMap<>();
+        for (GroupPlan group : demand.groups()) {
+            Map<Integer, StateKey> at = new HashMap<>();
+            group.keys().forEach(k -> at.put(k.position(), k.key()));
+            demandKeys.put(group.groupId(), at);
+            demandPageBytes.put(group.groupId(), group.bytesPerPage());
+        }
+        for (PlannedSegment segment : prepared.segments()) {
+            GroupPlan hintGroup = hintGroups.get(segment.groupId());
+            Map<Integer, StateKey> at = demandKeys.get(segment.groupId());
+            if (hintGroup == null || at == null
+                    || demandPageBytes.get(segment.groupId()) != hintGroup.bytesPerPage()) {
+                return false;
+            }
+            for (PlannedPage page : segment.pages()) {
+                if (!page.key().equals(at.get(page.position()))) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+
+    /**
+     * Ends the hint's lease {@code lease} for a revision that takes it over: it leaves the lease table and the
+     * speculative budget now (it ended, once), while planning keeps its pages pinned under the same execution for the
+     * ticket's next evaluation ({@link #takeOver}).
+     */
+    private void handOver(Lease lease, DemandPlan hint) {
+        leases.remove(lease.id());
+        leasedBytes -= lease.bytes();
+        budgets.refund(lease.instance(), lease.tenant(), lease.speculative(), lease.bytes());
+        lease.ticket().lease = null;
+        lease.ticket().handover = new Handover(lease.execution(), hint, lease.plan(), lease.leased(), lease.bytes(),
+                lease.pages(), TakeOver.RESIDENT);
+    }
+
+    /**
+     * The real demand takes over what its hint prepared: READY at once on the hint's pages, under a new lease charged
+     * to the demand's budgets. If the demand changed meanwhile so that the rule no longer holds, or its budgets
+     * cannot hold the bytes, the prepared plan is released and the demand is planned as any other. No complete-route
+     * sample is reported: the route's time was spent under the hint, not this revision.
+     */
+    private Future<Outcome> takeOver(Ticket ticket, int generation, Handover handover, Promise<Outcome> reply) {
+        DemandPlan plan = ticket.plan;
+        boolean fits = takesOver(handover.hint(), plan, handover.plan());
+        if (fits) {
+            try {
+                budgets.check(ticket.instance, plan.tenant(), false, handover.bytes());
+            } catch (OrbitException refused) {
+                fits = false;
+            }
+        }
+        if (!fits) {
+            return planning.release(handover.execution(), false).compose(n -> stale(ticket, generation)
+                    ? Future.succeededFuture(current(ticket)) : attempt(ticket, generation, MAX_PLAN_ATTEMPTS, reply));
+        }
+        budgets.charge(ticket.instance, plan.tenant(), false, handover.bytes());
+        Lease lease = new Lease(nextLease++, ticket.instance, ticket, plan.tenant(), false, handover.execution(),
+                handover.bytes(), handover.pages(), handover.plan(), handover.leased());
+        leases.put(lease.id(), lease);
+        leasedBytes += lease.bytes();
+        ticket.lease = lease;
+        takeOvers.get(handover.from()).increment();
+        restoredBytes.increment(lease.bytes());
+        return Future.succeededFuture(answer(ticket, Status.READY, DemandState.READY,
+                handover.plan().boundaryTokens(), handover.leased(), handover.plan().reason()));
+    }
+
+    /** Releases a handed-over preparation nobody took over (cancel, session end, stop); answers its pages. */
+    private Future<Integer> dropHandover(Ticket ticket, boolean quarantine) {
+        Handover handover = ticket.handover;
+        if (handover == null) {
+            return Future.succeededFuture(0);
+        }
+        ticket.handover = null;
+        return planning.release(handover.execution(), quarantine).map(n -> handover.pages());
+    }
+
+    /**
+     * The ticket no longer wants its execution in flight (cancel, a revision that does not take it over, session end,
+     * stop): if it moves payload, its queued transfers are dropped at once instead of waiting for their start (a hint
+     * may wait for seconds), submitted ones drain. The evaluation that started it still completes (failed CANCELLED,
+     * or with a plan it then releases), and that is what callers wait for. A plan that only pins DRAM completes at once
+     * anyway and is left to drain (its pins then count in the cancel's released pages).
+     */
+    private void revokeExecution(Ticket ticket) {
+        if (ticket.executing != 0 && ticket.executingPlan.movesPayload()) {
+            ticket.joining = 0;
+            planning.cancel(ticket.executing);
+        }
+    }
+
+    /** Execution {@code execution} of the ticket completed; answers whether a real demand joined it (and still wants it). */
+    private static boolean executionEnded(Ticket ticket, long execution) {
+        if (ticket.executing == execution) {
+            ticket.executing = 0;
+            ticket.executingFor = null;
+            ticket.executingPlan = null;
+        }
+        boolean joined = ticket.joining == execution;
+        if (joined) {
+            ticket.joining = 0;
+        }
+        return joined && !ticket.cancelled;
     }
 
     /** Planning refusals the engine must see typed: an unavailable explicit route or target fails closed. */

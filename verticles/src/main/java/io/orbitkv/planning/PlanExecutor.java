@@ -148,7 +148,8 @@ public final class PlanExecutor {
     /** One plan being prepared. */
     public final class Preparation {
         private final Plan plan;
-        private final Schedule schedule;
+        /** How its transfers are queued; a take-over by a real demand turns it into a demand read once. */
+        private Schedule schedule;
         private final List<Slot> slots = new ArrayList<>();
         private final Promise<Prepared> result = Promise.promise();
         private Throwable failure;
@@ -183,6 +184,27 @@ public final class PlanExecutor {
                 finishIfQuiet();
             }
             return result.future().<Void>mapEmpty().otherwiseEmpty();
+        }
+
+        /**
+         * A real demand took over this speculative preparation: from now on it is a demand read due by {@code demand}'s
+         * latest start. Its queued transfers move to the demand queue (no longer droppable, no longer waiting for a
+         * start time); those not yet queued are queued as demand reads; submitted ones run on. No-op once finished or
+         * when it already is a demand read.
+         */
+        public void promote(Schedule demand) {
+            if (result.future().isComplete() || stopping()
+                    || schedule.transferClass() == TransferScheduler.TransferClass.DEMAND) {
+                return;
+            }
+            schedule = demand;
+            for (Slot slot : slots) {
+                if (slot.phase == Phase.QUEUED) {
+                    scheduler.promote(slot.transfer.entry, demand.latestStartNanos())
+                            .ifPresent(entry -> slot.transfer.entry = entry);
+                }
+            }
+            pump();
         }
 
         private void start() {

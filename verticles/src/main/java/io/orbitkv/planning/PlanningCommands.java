@@ -19,6 +19,9 @@ public final class PlanningCommands {
     /** Revokes interest in execution {@code id}; answered once its submitted work drained and its leases ended. */
     public record Cancel(long id) {}
 
+    /** A real demand took over speculative execution {@code id}: its transfers become demand reads due now. */
+    public record Promote(long id) {}
+
     /** Ends the leases of a prepared plan; {@code quarantine}: the engine holding them lost its session. */
     public record Release(long id, boolean quarantine) {}
 
@@ -31,5 +34,5 @@ public final class PlanningCommands {
     public record PlanningStats(int executing, int prepared, long heldLeases) {}
 
     static final List<Class<?>> MESSAGE_TYPES = List.of(MakePlan.class, PlanningRole.Planned.class, Execute.class,
-            Cancel.class, Release.class, PreparedPlan.class, GetStats.class, PlanningStats.class);
+            Cancel.class, Promote.class, Release.class, PreparedPlan.class, GetStats.class, PlanningStats.class);
 }

@@ -3,9 +3,11 @@ package io.orbitkv.planning;
 import io.vertx.core.Future;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.function.Supplier;
 
 /**
@@ -25,6 +27,9 @@ public final class PlanningHandlers {
     private final Supplier<Future<Boolean>> dramTight;
     private final Map<Long, PlanExecutor.Preparation> executing = new HashMap<>();
     private final Map<Long, PlanExecutor.Prepared> prepared = new HashMap<>();
+    /** Executions asking whether DRAM is tight before they start, and which of them were promoted meanwhile. */
+    private final Set<Long> starting = new HashSet<>();
+    private final Set<Long> promotedBeforeStart = new HashSet<>();
 
     /** @param dramTight whether the pool is short of free space now (asked for speculative demands only) */
     public PlanningHandlers(PlanningRole role, Supplier<Future<Boolean>> dramTight) {
@@ -42,9 +47,15 @@ public final class PlanningHandlers {
                     + " is live already"));
         }
         Future<Boolean> tight = demand.speculative() ? dramTight.get().otherwise(false) : Future.succeededFuture(false);
+        starting.add(id);
         return tight.compose(isTight -> {
+            starting.remove(id);
+            boolean promoted = promotedBeforeStart.remove(id);
             PlanExecutor.Preparation preparation = role.execute(demand, plan, isTight);
             executing.put(id, preparation);
+            if (promoted) {
+                role.promote(preparation);
+            }
             return preparation.result().transform(ar -> {
                 executing.remove(id, preparation);
                 if (ar.failed()) {
@@ -55,6 +66,24 @@ public final class PlanningHandlers {
                         ar.result().leases()));
             });
         });
+    }
+
+    /**
+     * A real demand took over speculative execution {@code id}: its transfers become demand reads due now (see
+     * {@link PlanExecutor.Preparation#promote}). Answers whether it was still running (false: it already finished, or
+     * there is no such execution; nothing to do then).
+     */
+    public Future<Boolean> promote(long id) {
+        PlanExecutor.Preparation preparation = executing.get(id);
+        if (preparation != null) {
+            role.promote(preparation);
+            return Future.succeededFuture(true);
+        }
+        if (starting.contains(id)) {
+            promotedBeforeStart.add(id);
+            return Future.succeededFuture(true);
+        }
+        return Future.succeededFuture(false);
     }
 
     /** Revokes interest; completes after the execution drained, or after a prepared plan's leases ended. */

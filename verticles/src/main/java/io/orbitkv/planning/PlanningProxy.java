@@ -16,6 +16,7 @@ public final class PlanningProxy {
     static final String PLAN = "orbitkv.planning.plan";
     static final String EXECUTE = "orbitkv.planning.execute";
     static final String CANCEL = "orbitkv.planning.cancel";
+    static final String PROMOTE = "orbitkv.planning.promote";
     static final String RELEASE = "orbitkv.planning.release";
     static final String STATS = "orbitkv.planning.stats";
 
@@ -39,6 +40,11 @@ public final class PlanningProxy {
     /** Revokes interest in execution {@code id}; completes after it drained (true when it was live). */
     public Future<Boolean> cancel(long id) {
         return request(CANCEL, new PlanningCommands.Cancel(id));
+    }
+
+    /** A real demand took over speculative execution {@code id}; true when it was still running. */
+    public Future<Boolean> promote(long id) {
+        return request(PROMOTE, new PlanningCommands.Promote(id));
     }
 
     /** Ends a prepared plan's leases once; answers how many leases this call ended (0 when already ended). */

@@ -330,6 +330,11 @@ public final class PlanningRole {
                 Long.MIN_VALUE, demand.priority());
     }
 
+    /** A real demand took over a speculative preparation: its transfers are demand reads due now from here on. */
+    public void promote(PlanExecutor.Preparation preparation) {
+        preparation.promote(PlanExecutor.Schedule.demandNow(ticker.nanos()));
+    }
+
     public PlanExecutor executor() {
         return executor;
     }

@@ -125,6 +125,7 @@ public final class PlanningVerticle extends VerticleBase {
         serve(bus, PlanningProxy.EXECUTE,
                 (PlanningCommands.Execute c) -> handlers.execute(c.id(), c.demand(), c.plan()));
         serve(bus, PlanningProxy.CANCEL, (PlanningCommands.Cancel c) -> handlers.cancel(c.id()));
+        serve(bus, PlanningProxy.PROMOTE, (PlanningCommands.Promote c) -> handlers.promote(c.id()));
         serve(bus, PlanningProxy.RELEASE, (PlanningCommands.Release c) -> handlers.release(c.id(), c.quarantine()));
         serve(bus, PlanningProxy.STATS, (PlanningCommands.GetStats c) -> Future.succeededFuture(handlers.stats()));
         return Future.succeededFuture();

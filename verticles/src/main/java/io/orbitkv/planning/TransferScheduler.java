@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.PriorityQueue;
 import java.util.concurrent.TimeUnit;
@@ -329,6 +330,29 @@ public final class TransferScheduler<T> {
             dropped.get(DropReason.CANCELLED).increment();
         }
         return true;
+    }
+
+    /**
+     * Turns a queued speculative transfer into a demand read due by {@code latestStartNanos} (a real demand took over
+     * the hint that queued it): it leaves the speculative queue, keeps its arrival (its queue wait counts from then) and
+     * from now on is ordered, bounded and protected like any demand read. Empty when it is not a queued speculative
+     * transfer (already dispatched, completed or dropped, or a demand read already).
+     */
+    public Optional<Entry<T>> promote(Entry<T> entry, long latestStartNanos) {
+        if (entry.state != Entry.State.QUEUED || entry.request.transferClass() != TransferClass.SPECULATIVE) {
+            return Optional.empty();
+        }
+        MediumQueue queue = queues.get(entry.request.medium());
+        if (!queue.speculative.remove(entry)) {
+            throw new IllegalStateException("a queued entry is missing from its queue");
+        }
+        entry.state = Entry.State.DROPPED;
+        Request<T> request = entry.request;
+        Entry<T> promoted = new Entry<>(new Request<>(request.medium(), request.bytes(), TransferClass.DEMAND,
+                latestStartNanos, Long.MIN_VALUE, request.priority(), request.work()), nextSequence++,
+                entry.enqueuedNanos);
+        queue.demand.add(promoted);
+        return Optional.of(promoted);
     }
 
     /**

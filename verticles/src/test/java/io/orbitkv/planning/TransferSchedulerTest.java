@@ -49,6 +49,29 @@ class TransferSchedulerTest {
     }
 
     @Test
+    void aPromotedSpeculativeReadStopsWaitingForItsStartAndCanNoLongerBeDropped() {
+        TransferScheduler<String> s = scheduler(4 * MB, 0.25, 2);
+        long later = ticker.nanos() + 10_000;
+        var hint = s.enqueue(speculative("hint", MB, later, later));
+        assertThat(s.dispatch()).as("waiting for its start time").isEmpty();
+        var promoted = s.promote(hint, ticker.nanos()).orElseThrow();
+        assertThat(promoted.request().transferClass()).isEqualTo(DEMAND);
+        assertThat(s.promote(hint, 0)).as("the old entry is gone").isEmpty();
+        assertThat(s.promote(promoted, 0)).as("already a demand read").isEmpty();
+        assertThat(s.queued(Medium.LOCAL_SSD)).isEqualTo(1);
+        // A demand read at a full queue finds nothing speculative to drop.
+        s.enqueue(demand("other", MB, later, 0));
+        assertThatThrownBy(() -> s.enqueue(demand("third", MB, later, 0))).isInstanceOf(PlanningException.class);
+        assertThat(droppedWork).isEmpty();
+        assertThat(s.dispatch()).containsExactly("hint", "other");
+        assertThat(s.speculativeOutstandingBytes(Medium.LOCAL_SSD)).isZero();
+        s.completed(promoted);
+        assertThat(s.outstandingBytes(Medium.LOCAL_SSD)).isEqualTo(MB);
+        assertThat(registry.get("orbitkv.planning.speculation.dropped").tag("reason", "cancelled").counter().count())
+                .as("a promotion is not a dropped speculation").isZero();
+    }
+
+    @Test
     void outstandingBytesStayWithinTheMediumLimitAndAnOversizedTransferRunsAlone() {
         TransferScheduler<String> s = scheduler(MB, 0.5, 16);
         List<TransferScheduler.Entry<String>> entries = new ArrayList<>();
