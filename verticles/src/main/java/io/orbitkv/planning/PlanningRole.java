@@ -280,7 +280,8 @@ public final class PlanningRole {
         }
         Map<List<Object>, List<PlannedSegment>> batches = new LinkedHashMap<>();
         for (PlannedSegment segment : plan.segments()) {
-            if (segment.movesPayload()) {
+            // A peer route's complete-route sample (same key) is the peer role's own (reserve to READY): not twice.
+            if (segment.movesPayload() && !segment.route().medium().isPeer()) {
                 batches.computeIfAbsent(List.of(segment.route(), segment.owner()), k -> new ArrayList<>()).add(segment);
             }
         }

@@ -106,10 +106,14 @@ public final class ClusterReplay {
                 s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
                 started.add(InProcessManager.start("orbitkv-replay-m" + m + "-", chunks * chunk, chunk, s));
             }
-            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-            while (!started.stream().allMatch(p -> p.manager().membershipRole().orElseThrow().members().size() == managers)) {
+            // Members, then inventory: each Manager follows every other's stream (from its first snapshot on) before
+            // the first request, so a peer's pages are visible with the stream's lag only, not the cluster's start-up.
+            long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
+            while (!started.stream().allMatch(p -> p.manager().membershipRole().orElseThrow().members().size() == managers
+                    && following(p, started))) {
                 if (System.nanoTime() > deadline) {
-                    throw new IllegalStateException("the " + managers + " Managers did not see each other within 60 s");
+                    throw new IllegalStateException("the " + managers + " Managers did not follow each other's inventory "
+                            + "within 90 s");
                 }
                 Thread.sleep(50);
             }
@@ -131,6 +135,18 @@ public final class ClusterReplay {
                 progress.accept("replay --managers: a Manager failed to stop cleanly: " + failures.getFirst());
             }
         }
+    }
+
+    /** Whether {@code on} follows the inventory of every other Manager (its evidence gauge for it exists). */
+    private static boolean following(InProcessManager on, List<InProcessManager> all) {
+        for (InProcessManager of : all) {
+            String member = of.config().cluster().orElseThrow().memberId();
+            if (of != on && on.manager().registry().find("orbitkv.cluster.peer.evidence.keys").tag("member", member)
+                    .gauge() == null) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private static TraceReplayer.Options withOut(TraceReplayer.Options o, Path out) {
