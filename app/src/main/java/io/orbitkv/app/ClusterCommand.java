@@ -93,6 +93,7 @@ final class ClusterCommand implements Callable<Integer> {
             Map<String, String> settings = new LinkedHashMap<>();
             settings.put("pool.size", poolSize);
             settings.put("ssd.capacity", "256MiB");
+            settings.put("peer.port", LocalCluster.AUTO_PORT); // peer fetches between the Managers
             for (String set : sets) {
                 int eq = set.indexOf('=');
                 if (eq <= 0) {

@@ -5,12 +5,16 @@ import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.cluster.LocalCluster;
 import io.orbitkv.protocol.engine.AllocatePublishReply;
+import io.orbitkv.protocol.engine.GroupChain;
 import io.orbitkv.protocol.engine.GroupKind;
 import io.orbitkv.protocol.engine.GroupSpec;
 import io.orbitkv.protocol.engine.InstanceIdentity;
 import io.orbitkv.protocol.engine.InstanceRole;
+import io.orbitkv.protocol.engine.LeasedPage;
 import io.orbitkv.protocol.engine.PageKey;
 import io.orbitkv.protocol.engine.PublishSlot;
+import io.orbitkv.protocol.engine.QueryReply;
+import io.orbitkv.protocol.engine.QueryStatus;
 import io.orbitkv.protocol.engine.Representation;
 import io.orbitkv.protocol.engine.SlotStatus;
 import io.vertx.core.json.JsonArray;
@@ -30,7 +34,10 @@ import java.util.function.Consumer;
  * The scripted scenario of {@code orbitkv cluster demo}: a local cluster (etcd and N Manager processes), pages
  * published on manager-1 and observed as peer evidence on every other Manager, pages published on manager-2, manager-2
  * killed (SIGKILL) and its departure observed within its lease (its evidence fenced everywhere), manager-2 restarted (a
- * new incarnation) and only its new inventory observed. Everything it started is stopped before the report is returned.
+ * new incarnation) and only its new inventory observed; finally an engine on every other Manager demands manager-1's
+ * pages, which its Manager fetches from manager-1 through the peer route (every byte checked against what manager-1
+ * published: {@code peer_hits}, {@code peer_bytes_verified}, {@code mismatches}). Everything it started is stopped
+ * before the report is returned.
  *
  * <p>Figures come from the Managers' own meters: inventory lag is each subscriber's
  * {@code orbitkv_cluster_inventory_lag_seconds} quantiles (owner's residency change → delta applied; the worst node is
@@ -55,7 +62,7 @@ final class ClusterDemo {
         long etcdPid;
         LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(managers, dir, managerCommand, Map.of(
                 "cluster.lease-ttl-s", "3", "cluster.prefix", "/orbitkv-demo", "pool.size", "64MiB",
-                "session.ttl-ms", "60000")));
+                "session.ttl-ms", "60000", "peer.port", LocalCluster.AUTO_PORT)));
         try {
             etcdPid = cluster.etcd().pid();
             cluster.nodes().forEach(n -> pids.add(n.pid()));
@@ -71,9 +78,10 @@ final class ClusterDemo {
 
             log.accept("publishing " + pages + " pages on manager-1");
             long published;
+            List<ByteString> m1Hashes = new ArrayList<>();
             try (Engine engine = Engine.connect(m1)) {
                 for (int done = 0; done < pages; done += 8) {
-                    engine.publish("demo-" + done, Math.min(8, pages - done));
+                    m1Hashes.addAll(engine.publish("demo-" + done, Math.min(8, pages - done)));
                 }
                 published = System.nanoTime();
             }
@@ -116,6 +124,22 @@ final class ClusterDemo {
                         return seenOf2.size() == 1 && seenOf2.getFirst() >= 8 && seenOf2.getFirst() <= 16;
                     }));
             check(failures, "manager-2 learned manager-1's keys again", until(() -> evidence(cluster, m2, m1) == pages));
+
+            // Fetch across Managers: an engine on every other Manager demands manager-1's pages (known there only
+            // from the inventory); each READY page's bytes are compared with what manager-1 published.
+            CrossFetch fetched = new CrossFetch();
+            for (LocalCluster.Node n : cluster.nodes()) {
+                if (n != m1) {
+                    fetched.add(fetchAcross(cluster, n, m1Hashes, log));
+                }
+            }
+            check(failures, "every other Manager fetched all of manager-1's pages from it, every byte verified",
+                    fetched.hits == (long) pages * (managers - 1) && fetched.verifiedBytes == fetched.hits * PAGE_BYTES);
+            check(failures, "no fetched page differed from what manager-1 published", fetched.mismatches == 0);
+            json.put("peer_hits", fetched.hits);
+            json.put("peer_bytes_verified", fetched.verifiedBytes);
+            json.put("mismatches", fetched.mismatches);
+            json.put("peer_fetch_ms_max", fetched.maxMillis);
 
             double p50 = 0;
             double p99 = 0;
@@ -205,6 +229,73 @@ final class ClusterDemo {
         return cluster.metric(on, "orbitkv_cluster_peer_evidence_keys", "member=\"" + of.memberId() + "\"").orElse(0);
     }
 
+    /** A page's contents: derived from its hash, so any Manager can check a copy of it. */
+    static void fill(MemorySegment target, ByteString hash) {
+        byte[] pattern = hash.toByteArray();
+        for (long at = 0; at < target.byteSize(); at += pattern.length) {
+            MemorySegment.copy(MemorySegment.ofArray(pattern), 0, target, at,
+                    Math.min(pattern.length, target.byteSize() - at));
+        }
+    }
+
+    /** What the cross-Manager fetches found. */
+    private static final class CrossFetch {
+        long hits;
+        long verifiedBytes;
+        long mismatches;
+        long maxMillis;
+
+        void add(CrossFetch other) {
+            hits += other.hits;
+            verifiedBytes += other.verifiedBytes;
+            mismatches += other.mismatches;
+            maxMillis = Math.max(maxMillis, other.maxMillis);
+        }
+    }
+
+    /**
+     * An engine on {@code on} demands {@code hashes} (published on another Manager only) and polls until the answer
+     * settles; READY pages are compared byte for byte with {@link #fill}. Hits are the pages {@code on}'s peer role
+     * fetched and sealed for it; mismatches add the checksum mismatches its peer role counted (never served).
+     */
+    private static CrossFetch fetchAcross(LocalCluster cluster, LocalCluster.Node on, List<ByteString> hashes,
+                                          Consumer<String> log) throws Exception {
+        CrossFetch found = new CrossFetch();
+        double fetchedBefore = cluster.metric(on, "orbitkv_peer_fetched_pages_total", "").orElse(0);
+        double mismatchedBefore = cluster.metric(on, "orbitkv_peer_checksum_mismatches_total", "").orElse(0);
+        long started = System.nanoTime();
+        try (Engine engine = Engine.connect(on)) {
+            QueryReply reply = engine.session.submit(List.of(GroupChain.newBuilder().setGroupId(0)
+                    .addAllBlockHashes(hashes).build()), 0).await(10, TimeUnit.SECONDS);
+            long deadline = System.nanoTime() + WAIT.toNanos();
+            while (reply.getStatus() == QueryStatus.PENDING && System.nanoTime() < deadline) {
+                Thread.sleep(Math.max(1, reply.getRetryAfterMicros() / 1000));
+                reply = engine.session.poll(reply.getTicket()).await(10, TimeUnit.SECONDS);
+            }
+            found.maxMillis = (System.nanoTime() - started) / 1_000_000;
+            log.accept(on.memberId() + " demanded " + hashes.size() + " pages of another Manager: " + reply.getStatus()
+                    + " after " + found.maxMillis + " ms");
+            if (reply.getStatus() == QueryStatus.READY) {
+                MemorySegment expected = MemorySegment.ofArray(new byte[(int) PAGE_BYTES]);
+                for (LeasedPage page : reply.getLease().getPagesList()) {
+                    fill(expected, hashes.get(page.getPosition()));
+                    if (engine.session.slot(page.getSlot()).mismatch(expected) == -1) {
+                        found.verifiedBytes += PAGE_BYTES;
+                    } else {
+                        found.mismatches++;
+                    }
+                }
+                engine.session.release(reply.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+            } else if (reply.getStatus() == QueryStatus.PENDING) {
+                engine.session.cancel(reply.getTicket()).await(10, TimeUnit.SECONDS);
+            }
+        }
+        found.hits = (long) (cluster.metric(on, "orbitkv_peer_fetched_pages_total", "").orElse(0) - fetchedBefore);
+        found.mismatches += (long) (cluster.metric(on, "orbitkv_peer_checksum_mismatches_total", "").orElse(0)
+                - mismatchedBefore);
+        return found;
+    }
+
     /** An engine session on a node over TCP, publishing synthetic pages of group 0. */
     private record Engine(OrbitKvClient client, EngineSession session) implements AutoCloseable {
         static Engine connect(LocalCluster.Node node) throws Exception {
@@ -218,20 +309,22 @@ final class ClusterDemo {
             return new Engine(client, client.register(identity, InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS));
         }
 
-        void publish(String seed, int n) throws Exception {
+        /** Publishes {@code n} pages (hashes of {@code seed:i}, contents {@link #fill}); answers their hashes. */
+        List<ByteString> publish(String seed, int n) throws Exception {
             List<PageKey> keys = new ArrayList<>();
             for (int i = 0; i < n; i++) {
                 byte[] hash = MessageDigest.getInstance("SHA-256").digest((seed + ":" + i).getBytes());
                 keys.add(PageKey.newBuilder().setGroupId(0).setBlockHash(ByteString.copyFrom(hash)).build());
             }
             AllocatePublishReply allocated = session.allocate(keys).await(10, TimeUnit.SECONDS);
-            for (PublishSlot slot : allocated.getSlotsList()) {
+            for (int i = 0; i < allocated.getSlotsCount(); i++) {
+                PublishSlot slot = allocated.getSlots(i);
                 if (slot.getStatus() == SlotStatus.ALLOCATED) {
-                    MemorySegment target = session.slot(slot.getSlot());
-                    target.fill((byte) seed.hashCode());
+                    fill(session.slot(slot.getSlot()), keys.get(i).getBlockHash());
                 }
             }
             session.seal(allocated.getPublishId(), List.of()).await(10, TimeUnit.SECONDS);
+            return keys.stream().map(PageKey::getBlockHash).toList();
         }
 
         @Override

@@ -44,5 +44,9 @@ class ClusterDemoIT {
         assertThat(report.getLong("resyncs")).isPositive();
         assertThat(report.getLong("fenced_evidence")).as("manager-2's departure fenced its evidence").isPositive();
         assertThat(report.getLong("processes_left")).isZero();
+        // Engines on manager-2 and manager-3 demanded manager-1's 32 pages: fetched across Managers, every byte checked.
+        assertThat(report.getLong("peer_hits")).isEqualTo(2L * 32);
+        assertThat(report.getLong("peer_bytes_verified")).isEqualTo(2L * 32 * (64 << 10));
+        assertThat(report.getLong("mismatches")).isZero();
     }
 }

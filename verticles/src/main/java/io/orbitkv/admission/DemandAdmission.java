@@ -572,7 +572,9 @@ final class DemandAdmission {
         ticket.executingPlan = chosen;
         Future<PlanningCommands.PreparedPlan> executed = planning.execute(execution, view, chosen);
         if (chosen.movesPayloadToHost()) {
-            ticket.lastDetail = DemandState.RESERVED;
+            // A peer segment's source lease is asked of another Manager: nothing is reserved until its execution ends.
+            ticket.lastDetail = chosen.segments().stream().anyMatch(s -> s.route().medium().isPeer())
+                    ? DemandState.CANDIDATE : DemandState.RESERVED;
             reply.tryComplete(pending(ticket));
         }
         return executed.compose(prepared -> {
@@ -636,6 +638,11 @@ final class DemandAdmission {
                     replans.increment();
                     if (attemptsLeft > 1) {
                         return attempt(ticket, generation, attemptsLeft - 1, reply);
+                    }
+                    if (!waitLeft(ticket)) {
+                        // Sources kept refusing or failing until the waiting budget ran out: recompute.
+                        return Future.succeededFuture(answer(ticket, Status.MISS, DemandState.MISS, 0, null,
+                                chosen.reason()));
                     }
                     ticket.lastDetail = DemandState.CANDIDATE;
                     return Future.succeededFuture(pending(ticket));

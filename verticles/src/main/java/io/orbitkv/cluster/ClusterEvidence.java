@@ -40,6 +40,7 @@ public final class ClusterEvidence {
                 byKey.put(positioned.key(), set);
             }
         }
-        return DemandEvidence.of(byKey);
+        // The local keys being written stay known: a publish in progress may still allow a later boundary here.
+        return DemandEvidence.of(byKey).withWriting(local.writingKeys());
     }
 }

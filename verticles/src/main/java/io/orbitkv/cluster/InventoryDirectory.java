@@ -1,5 +1,6 @@
 package io.orbitkv.cluster;
 
+import io.orbitkv.cost.RepresentationFamily;
 import io.orbitkv.planning.ByteCount;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.planning.ReplicaEvidence;
@@ -222,17 +223,21 @@ final class InventoryDirectory {
                 continue;
             }
             PeerOwner owner = new PeerOwner(e.getKey(), e.getValue().incarnation);
+            // The key's namespace binds its representation (derived from the registered identity, representation
+            // included), so a peer's image of the key holds the same registered representation as a local one.
             if (held.dramGeneration >= 0) {
                 set = set.withPeer(new ReplicaEvidence.PeerDram(owner, held.dramSequence, held.dramGeneration,
-                        bytes(held.dramBytes), Optional.empty()));
+                        bytes(held.dramBytes), RAW));
             }
             if (held.ssdGeneration >= 0) {
                 set = set.withPeer(new ReplicaEvidence.PeerSsd(owner, held.ssdSequence, held.ssdGeneration,
-                        bytes(held.ssdBytes), Optional.empty()));
+                        bytes(held.ssdBytes), RAW));
             }
         }
         return set;
     }
+
+    private static final Optional<RepresentationFamily> RAW = Optional.of(RepresentationFamily.RAW);
 
     private static ByteCount bytes(long n) {
         return n >= 0 ? ByteCount.of(n) : ByteCount.UNKNOWN;

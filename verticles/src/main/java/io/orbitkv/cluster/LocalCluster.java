@@ -50,19 +50,24 @@ public final class LocalCluster implements AutoCloseable {
         private final Path dataDir;
         private final Path log;
         private final int hazelcastPort;
+        private final int peerPort;
+        private final int peerTransferPort;
         private Process process;
+        private String peerEndpoint;
         private int grpcPort;
         private int metricsPort;
         private long incarnation;
         private Path socket;
         private long logOffset;
 
-        Node(int index, Path dir, int hazelcastPort) {
+        Node(int index, Path dir, int hazelcastPort) throws IOException {
             this.index = index;
             this.memberId = "manager-" + index;
             this.dataDir = dir.resolve(memberId);
             this.log = dir.resolve(memberId + ".log");
             this.hazelcastPort = hazelcastPort;
+            this.peerPort = LocalEtcd.freePort();
+            this.peerTransferPort = LocalEtcd.freePort();
         }
 
         public String memberId() {
@@ -109,9 +114,15 @@ public final class LocalCluster implements AutoCloseable {
         public String toString() {
             return memberId + " (pid " + (process == null ? "-" : process.pid()) + ", grpc tcp 127.0.0.1:" + grpcPort
                     + ", unix " + socket + ", metrics http://127.0.0.1:" + metricsPort + "/metrics, hazelcast 127.0.0.1:"
-                    + hazelcastPort + ", incarnation " + incarnation + ", log " + log + ")";
+                    + hazelcastPort + (peerEndpoint == null ? "" : ", peer " + peerEndpoint) + ", incarnation " + incarnation + ", log " + log + ")";
         }
     }
+
+    /**
+     * {@code peer.port=auto} in the shared settings: every node runs the peer role on ports of its own (kept across its
+     * restarts), for peer fetches between the Managers.
+     */
+    public static final String AUTO_PORT = "auto";
 
     private final Options options;
     private final Path certs;
@@ -199,6 +210,11 @@ public final class LocalCluster implements AutoCloseable {
         s.put("cluster.tls.key", certs.resolve(node.memberId + ".key").toString());
         s.putAll(options.settings());
         s.putAll(extra);
+        if (AUTO_PORT.equals(s.get("peer.port"))) {
+            // Each node its own peer ports, the same across its restarts.
+            s.put("peer.port", String.valueOf(node.peerPort));
+            s.put("peer.transfer-port", String.valueOf(node.peerTransferPort));
+        }
         return s;
     }
 
@@ -276,7 +292,10 @@ public final class LocalCluster implements AutoCloseable {
 
     private void spawn(Node node, Map<String, String> extra) throws IOException {
         List<String> command = new ArrayList<>(options.managerCommand());
-        settingsOf(node, extra).forEach((k, v) -> {
+        Map<String, String> settings = settingsOf(node, extra);
+        node.peerEndpoint = settings.containsKey("peer.port") ? "127.0.0.1:" + settings.get("peer.port") + " (transfer "
+                + settings.get("peer.transfer-port") + ")" : null;
+        settings.forEach((k, v) -> {
             command.add("--set");
             command.add(k + "=" + v);
         });

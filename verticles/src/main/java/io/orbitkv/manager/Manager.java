@@ -4,6 +4,7 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.orbitkv.admission.AdmissionVerticle;
+import io.orbitkv.cluster.ClusterEvidence;
 import io.orbitkv.cluster.ClusterRoles;
 import io.orbitkv.cluster.ClusterVertx;
 import io.orbitkv.cluster.InventoryRole;
@@ -21,7 +22,9 @@ import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.planning.DemandEvidence;
 import io.orbitkv.planning.EvidenceSource;
 import io.orbitkv.planning.MembershipView;
+import io.orbitkv.peer.PeerExecutionOwner;
 import io.orbitkv.planning.PlanningVerticle;
+import io.orbitkv.planning.RouteTemplate;
 import io.orbitkv.planning.RouteResources;
 import io.orbitkv.restore.RestoreVerticle;
 import io.orbitkv.ssd.SsdProxy;
@@ -47,6 +50,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.EnumSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -259,12 +263,22 @@ public final class Manager implements AutoCloseable {
             io.orbitkv.peer.PeerVerticle peer = cluster == null || !config.peer().enabled() ? null
                     : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
                             poolBytes, registry, cost.proxy());
-            // Peer evidence counts only for current members; peer routes are not executed by planning yet (the peer role
-            // fetches on its own API; wiring its PeerExecutionOwner into planning is the next step).
-            PlanningVerticle planning = new PlanningVerticle(PlanningVerticle.Settings.localOnly(config.ssd().enabled(),
-                    planningResources).withRestoreRole().withTransfers(config.planningTransfers()), registry,
-                    Ticker.SYSTEM, cost.proxy())
+            // Peer evidence counts only for current members. With the cluster on, discovery merges the inventory's
+            // peer records with local evidence; with the peer role too, peer DRAM is executable through it.
+            PlanningVerticle.Settings planningSettings = PlanningVerticle.Settings.localOnly(config.ssd().enabled(),
+                    planningResources).withRestoreRole().withTransfers(config.planningTransfers());
+            if (peer != null) {
+                planningSettings = new PlanningVerticle.Settings(
+                        planningSettings.capabilities().with(RouteTemplate.HOST_FROM_PEER_DRAM),
+                        planningSettings.transfers(), planningSettings.resources());
+            }
+            PlanningVerticle planning = new PlanningVerticle(planningSettings, registry, Ticker.SYSTEM, cost.proxy())
                     .members(cluster == null ? MembershipView.NONE : cluster.membership());
+            if (cluster != null) {
+                planning.peers(local -> ClusterEvidence.merged(local, cluster.inventory()), peer == null ? Map.of()
+                        : Map.of(RouteTemplate.HOST_FROM_PEER_DRAM, new PeerExecutionOwner(vertx, peer,
+                                Duration.ofMillis(config.queryWaitBudgetMillis()))));
+            }
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             Deployments deployments = new Deployments();
             return vertx.deployVerticle(cost).onSuccess(id -> deployments.cost = id)

@@ -16,6 +16,7 @@ import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -31,8 +32,9 @@ import java.util.concurrent.atomic.AtomicLong;
  *
  * <p>Design note (ownership): this object owns one entry per granted lease until its release; a submit that failed
  * has already fenced its transfer and freed its slots (the peer role's contract), so release then only forgets it.
- * Futures complete on the caller's context (the planning role's loop). Not yet called by admission: the planning
- * branch wires execution owners per route template (left in the notes).
+ * Futures complete on the caller's context (the planning role's loop). The Manager registers it with the planning
+ * role for {@link RouteTemplate#HOST_FROM_PEER_DRAM} when the peer role runs; one budget (the query waiting budget)
+ * spans a segment from its acquisition to READY, so a stalled source ends the segment within it.
  */
 public final class PeerExecutionOwner implements ExecutionOwner {
     private enum State { ACQUIRED, SUBMITTING, SUBMITTED, FAILED }
@@ -52,9 +54,21 @@ public final class PeerExecutionOwner implements ExecutionOwner {
     private final AtomicLong nextLease = new AtomicLong(1);
     private final Map<Long, Held> held = new ConcurrentHashMap<>();
 
+    private final long budgetMillis;
+
+    /** With the peer role's longest lease as the budget of each acquired segment. */
     public PeerExecutionOwner(Vertx vertx, PeerVerticle peer) {
+        this(vertx, peer, Duration.ofMillis(peer.leaseMillis()));
+    }
+
+    /**
+     * @param budget the waiting budget a segment's whole fetch spans, from its acquisition to READY (source lease,
+     *               local slots, transfer, checksum-verified seal); capped by the peer role's longest lease
+     */
+    public PeerExecutionOwner(Vertx vertx, PeerVerticle peer, Duration budget) {
         this.peer = peer;
         this.storage = new StorageProxy(vertx);
+        this.budgetMillis = Math.max(1, Math.min(budget.toMillis(), peer.leaseMillis()));
     }
 
     private static <T> Future<T> onCaller(Future<T> future) {
@@ -79,7 +93,7 @@ public final class PeerExecutionOwner implements ExecutionOwner {
             keys.add(page.key());
             generations.add(((ReplicaEvidence.PeerDram) page.evidence()).ownerGeneration());
         }
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(peer.leaseMillis());
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(budgetMillis);
         Future<SegmentLease> lease = peer.acquire(segment.owner().get(), keys.getFirst().namespace(), keys, generations,
                 deadline).transform(ar -> {
                     if (ar.succeeded()) {
@@ -96,13 +110,15 @@ public final class PeerExecutionOwner implements ExecutionOwner {
         if (cause instanceof PeerException e) {
             boolean stale = e.rejection() == PeerRejection.STALE_INCARNATION
                     || e.rejection() == PeerRejection.CHANGED_GENERATION || e.rejection() == PeerRejection.UNKNOWN_NAMESPACE;
+            // Every failure names the segment's first page: its evidence names the owner the planner avoids next.
             if (e.beforePayload()) {
                 return stale ? new PlanningException(PlanningFailure.STALE_EVIDENCE, e.getMessage(), segment.pages().getFirst())
-                        : new PlanningException(PlanningFailure.SOURCE_REJECTED, e.getMessage());
+                        : new PlanningException(PlanningFailure.SOURCE_REJECTED, e.getMessage(), segment.pages().getFirst());
             }
-            return new PlanningException(PlanningFailure.TRANSFER_FAILED, e.getMessage());
+            return new PlanningException(PlanningFailure.TRANSFER_FAILED, e.getMessage(), segment.pages().getFirst());
         }
-        return new PlanningException(PlanningFailure.SOURCE_REJECTED, String.valueOf(cause.getMessage()));
+        return new PlanningException(PlanningFailure.SOURCE_REJECTED, String.valueOf(cause.getMessage()),
+                segment.pages().getFirst());
     }
 
     @Override
@@ -125,7 +141,7 @@ public final class PeerExecutionOwner implements ExecutionOwner {
                     h.state = ar.succeeded() ? State.SUBMITTED : State.FAILED;
                     return ar.succeeded() ? Future.succeededFuture(ar.result())
                             : Future.failedFuture(new PlanningException(PlanningFailure.TRANSFER_FAILED,
-                                    String.valueOf(ar.cause().getMessage())));
+                                    String.valueOf(ar.cause().getMessage()), lease.segment().pages().getFirst()));
                 });
         return onCaller(done);
     }

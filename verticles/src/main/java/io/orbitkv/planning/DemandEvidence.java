@@ -47,6 +47,11 @@ public final class DemandEvidence {
         return writing.contains(key);
     }
 
+    /** The keys being written locally now (see {@link #writing}). */
+    public Set<StateKey> writingKeys() {
+        return writing;
+    }
+
     public ReplicaSet replicas(StateKey key) {
         return byKey.getOrDefault(key, ReplicaSet.empty());
     }

@@ -20,6 +20,7 @@ import io.orbitkv.storage.ImageStore;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.EnumMap;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -29,6 +30,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 
 /**
  * The planning role's handlers: discovery → estimates → {@link Planner} → {@link PlanExecutor}, with bounded replans.
@@ -45,6 +47,14 @@ import java.util.Set;
  */
 public final class PlanningRole {
     public static final int MAX_PLAN_ATTEMPTS = 3;
+    /**
+     * How long a peer owner whose segment was refused or whose transfer failed is left out of plans: long enough for
+     * the replans of the same demand (and the demands behind it) to take another peer, local SSD, or recompute, short
+     * against the membership lease ttl that removes a dead peer for good.
+     */
+    public static final long PEER_AVOID_NANOS = TimeUnit.SECONDS.toNanos(2);
+    /** Bound on avoided owners held at once (members are few; expired entries go first). */
+    static final int MAX_AVOIDED_PEERS = 64;
 
     private static final CostEstimateResult UNKNOWN =
             new CostEstimateResult.Unavailable(CostEstimateResult.Reason.NO_ENTRY, 0);
@@ -60,6 +70,11 @@ public final class PlanningRole {
     private final Map<PlanningFailure, Counter> replans = new EnumMap<>(PlanningFailure.class);
     private final Map<RouteChoice.Outcome, Counter> routeChoices = new EnumMap<>(RouteChoice.Outcome.class);
     private final Counter routeSamples;
+    private final Counter peersAvoided;
+    /** Peer owners left out of plans until the time here (see {@link #PEER_AVOID_NANOS}). */
+    private final Map<PeerOwner, Long> avoidedUntil = new HashMap<>();
+    /** Membership as plans see it: current members, less the owners avoided now. */
+    private final MembershipView available;
 
     public PlanningRole(RouteCapabilities capabilities, MembershipView members, RouteResources resources,
                         EvidenceSource evidence, EstimateSource estimates, PlanExecutor executor, Ticker ticker,
@@ -79,6 +94,10 @@ public final class PlanningRole {
             replans.put(failure, Counter.builder("orbitkv.planning.replans").tag("cause", label(failure))
                     .description("Plans made again after a preparation failed").register(registry));
         }
+        available = owner -> this.members.isCurrent(owner) && !avoided(owner);
+        peersAvoided = Counter.builder("orbitkv.planning.peers.avoided")
+                .description("Peer owners left out of plans for a while after a refused or failed segment")
+                .register(registry);
         routeSamples = Counter.builder("orbitkv.planning.route.samples")
                 .description("Complete-route samples reported to the cost role by executed plans").register(registry);
         for (RouteChoice.Outcome outcome : RouteChoice.Outcome.values()) {
@@ -98,7 +117,7 @@ public final class PlanningRole {
     }
 
     private Future<Planner.Result> planOn(DemandView demand, DemandEvidence found) {
-        Planner.Context context = new Planner.Context(capabilities, members, resources, estimates.mode());
+        Planner.Context context = new Planner.Context(capabilities, available, resources, estimates.mode());
         long now = ticker.nanos();
         try {
             Set<CostEstimateKey> asked = new LinkedHashSet<>();
@@ -191,7 +210,9 @@ public final class PlanningRole {
             return true;
         }
         for (ReplicaEvidence peer : replicas.peers()) {
-            if (peer.peerOwner().map(members::isCurrent).orElse(false)) {
+            RouteTemplate route = peer.medium() == Medium.PEER_DRAM ? RouteTemplate.HOST_FROM_PEER_DRAM
+                    : RouteTemplate.HOST_FROM_PEER_SSD;
+            if (capabilities.executable(route) && peer.peerOwner().map(available::isCurrent).orElse(false)) {
                 return true;
             }
         }
@@ -205,8 +226,47 @@ public final class PlanningRole {
     public PlanExecutor.Preparation execute(DemandView demand, Plan plan, boolean dramTight) {
         long startNanos = ticker.nanos();
         PlanExecutor.Preparation preparation = executor.prepare(plan, schedule(demand, plan, dramTight));
-        preparation.result().onSuccess(prepared -> observe(plan, ticker.nanos() - startNanos));
+        preparation.result().onSuccess(prepared -> observe(plan, ticker.nanos() - startNanos))
+                .onFailure(this::avoidFailedPeer);
         return preparation;
+    }
+
+    /**
+     * A peer segment refused before payload (unreachable, no credit, not a member) or whose transfer failed (fenced by
+     * now) leaves its owner out of plans for {@link #PEER_AVOID_NANOS}, so the replan takes another peer, local SSD or
+     * recomputation instead of asking the same source again. Stale evidence is not the owner's fault: its record alone
+     * is dropped by the next discovery.
+     */
+    private void avoidFailedPeer(Throwable failure) {
+        PlanningFailure cause = PlanningException.failureOf(failure);
+        if (cause != PlanningFailure.SOURCE_REJECTED && cause != PlanningFailure.TRANSFER_FAILED) {
+            return;
+        }
+        Optional<PeerOwner> owner = ((PlanningException) failure).page().flatMap(p -> p.evidence().peerOwner());
+        if (owner.isEmpty()) {
+            return;
+        }
+        long now = ticker.nanos();
+        if (avoidedUntil.size() >= MAX_AVOIDED_PEERS) {
+            avoidedUntil.values().removeIf(until -> until - now <= 0);
+            if (avoidedUntil.size() >= MAX_AVOIDED_PEERS) {
+                return; // bounded: without room the owner is simply planned again
+            }
+        }
+        avoidedUntil.put(owner.get(), now + PEER_AVOID_NANOS);
+        peersAvoided.increment();
+    }
+
+    private boolean avoided(PeerOwner owner) {
+        Long until = avoidedUntil.get(owner);
+        if (until == null) {
+            return false;
+        }
+        if (until - ticker.nanos() <= 0) {
+            avoidedUntil.remove(owner);
+            return false;
+        }
+        return true;
     }
 
     /**
@@ -223,7 +283,8 @@ public final class PlanningRole {
         }
         Map<List<Object>, List<PlannedSegment>> batches = new LinkedHashMap<>();
         for (PlannedSegment segment : plan.segments()) {
-            if (segment.movesPayload()) {
+            // A peer route's complete-route sample (same key) is the peer role's own (reserve to READY): not twice.
+            if (segment.movesPayload() && !segment.route().medium().isPeer()) {
                 batches.computeIfAbsent(List.of(segment.route(), segment.owner()), k -> new ArrayList<>()).add(segment);
             }
         }

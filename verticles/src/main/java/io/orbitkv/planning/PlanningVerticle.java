@@ -14,12 +14,14 @@ import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.EventBus;
+import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
+import java.util.function.UnaryOperator;
 
 /**
  * The planning role: discovery → replica sets → eligible routes → boundary → immutable plan ({@link Planner}), and
@@ -78,6 +80,8 @@ public final class PlanningVerticle extends VerticleBase {
     private final Ticker ticker;
     private final CostProxy cost;
     private MembershipView members = MembershipView.NONE;
+    private UnaryOperator<EvidenceSource> discovery = UnaryOperator.identity();
+    private final Map<RouteTemplate, ExecutionOwner> peerOwners = new EnumMap<>(RouteTemplate.class);
     private PlanningHandlers handlers;
 
     /** @param cost the cost role (estimates and shadow); null: nothing observed, nothing selected */
@@ -94,17 +98,37 @@ public final class PlanningVerticle extends VerticleBase {
         return this;
     }
 
+    /**
+     * Peers (the cluster and peer roles; before start only): {@code discovery} wraps the local evidence source (the
+     * cluster merges its inventory's peer records in), and {@code owners} execute the peer route templates. A
+     * template gets an owner here only when {@link Settings#capabilities()} also marks it executable.
+     */
+    public PlanningVerticle peers(UnaryOperator<EvidenceSource> discovery, Map<RouteTemplate, ExecutionOwner> owners) {
+        this.discovery = Objects.requireNonNull(discovery, "discovery");
+        owners.forEach((route, owner) -> {
+            if (!route.medium().isPeer()) {
+                throw new IllegalArgumentException(route + " is not a peer route");
+            }
+            peerOwners.put(route, Objects.requireNonNull(owner, "owner"));
+        });
+        return this;
+    }
+
     @Override
     public Future<?> start() {
         StorageProxy storage = new StorageProxy(vertx);
         LocalOwners local = new LocalOwners(replicaPort(storage));
         RestoreOwner restore = settings.capabilities().engineRestoreCause().isEmpty()
                 ? restoreOwner(new RestoreProxy(vertx)) : null;
-        PlanExecutor executor = new PlanExecutor(Map.of(RouteTemplate.LOCAL_DRAM, local.dram(),
-                RouteTemplate.HOST_FROM_LOCAL_SSD, local.ssd()), restore, settings.transfers(), ticker, registry,
+        Map<RouteTemplate, ExecutionOwner> owners = new EnumMap<>(RouteTemplate.class);
+        owners.put(RouteTemplate.LOCAL_DRAM, local.dram());
+        owners.put(RouteTemplate.HOST_FROM_LOCAL_SSD, local.ssd());
+        owners.putAll(peerOwners);
+        PlanExecutor executor = new PlanExecutor(owners, restore, settings.transfers(), ticker, registry,
                 (delayNanos, task) -> vertx.setTimer(Math.max(1, TimeUnit.NANOSECONDS.toMillis(delayNanos)),
                         id -> task.run()));
-        PlanningRole role = new PlanningRole(settings.capabilities(), members, settings.resources(), local.evidence(),
+        PlanningRole role = new PlanningRole(settings.capabilities(), members, settings.resources(),
+                discovery.apply(local.evidence()),
                 cost == null ? EstimateSource.NONE : EstimateSource.of(cost), executor, ticker, registry);
         handlers = new PlanningHandlers(role, () -> storage.stats()
                 .map(s -> s.freeBytes() < s.poolBytes() / 10));

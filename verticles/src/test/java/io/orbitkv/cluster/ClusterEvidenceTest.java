@@ -47,4 +47,18 @@ class ClusterEvidenceTest {
         assertThat(merged.replicas(key(2)).isEmpty()).isTrue();
         assertThat(ClusterEvidence.merge(demand, mine, DemandEvidence.none())).isSameAs(mine);
     }
+
+    @Test
+    void localKeysBeingWrittenStayKnownAfterTheMerge() {
+        DemandView demand = DemandView.hostReady(RecoveryRules.of(16, GroupRule.fullAttention(0)), 0, 32,
+                List.of(new DemandView.GroupKeys(0, 4096, List.of(new ImageStore.PositionedKey(0, key(0)),
+                        new ImageStore.PositionedKey(1, key(1))))));
+        DemandEvidence mine = DemandEvidence.none().withWriting(java.util.Set.of(key(1)));
+        DemandEvidence theirs = DemandEvidence.of(Map.of(key(0), ReplicaSet.empty().withPeer(
+                new ReplicaEvidence.PeerDram(new PeerOwner("manager-2", 77), 3, 11, ByteCount.of(4096), Optional.empty()))));
+        DemandEvidence merged = ClusterEvidence.merge(demand, mine, theirs);
+        assertThat(merged.writing(key(1))).isTrue();
+        assertThat(merged.writing(key(0))).isFalse();
+        assertThat(merged.replicas(key(0)).ofMedium(Medium.PEER_DRAM)).hasSize(1);
+    }
 }

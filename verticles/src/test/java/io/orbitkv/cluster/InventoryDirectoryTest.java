@@ -80,9 +80,9 @@ class InventoryDirectoryTest {
         ReplicaSet set = d.replicas(key(1), ReplicaSet.empty());
         assertThat(set.localDram()).isEmpty();
         assertThat(set.ofMedium(Medium.PEER_DRAM)).singleElement().isEqualTo(new ReplicaEvidence.PeerDram(B, 0, 1001,
-                io.orbitkv.planning.ByteCount.of(4096), java.util.Optional.empty()));
+                io.orbitkv.planning.ByteCount.of(4096), java.util.Optional.of(io.orbitkv.cost.RepresentationFamily.RAW)));
         assertThat(set.ofMedium(Medium.PEER_SSD)).singleElement().isEqualTo(new ReplicaEvidence.PeerSsd(B, 2, 77,
-                io.orbitkv.planning.ByteCount.of(8192), java.util.Optional.empty()));
+                io.orbitkv.planning.ByteCount.of(8192), java.util.Optional.of(io.orbitkv.cost.RepresentationFamily.RAW)));
         assertThat(d.replicas(key(2), ReplicaSet.empty()).isEmpty()).isTrue();
     }
 

@@ -149,7 +149,7 @@ class PeerPlaintextTransferIT {
         List<StateKey> theirs = PeerTransferIT.publish("plain-theirs", 2);
         Vertx vertx = Vertx.vertx();
         TcpPeerTransport transport = new TcpPeerTransport(vertx, new PeerSettings(-1, -1, true, 10_000, 256L << 20, 4096,
-                0, 0), dir.resolve("certs/ca.pem"), dir.resolve("certs/manager-2.pem"), dir.resolve("certs/manager-2.key"));
+                0, 0, 64L << 20), dir.resolve("certs/ca.pem"), dir.resolve("certs/manager-2.pem"), dir.resolve("certs/manager-2.key"));
         PeerTransferGrpcClient grpc = PeerTransferIT.rawClient(vertx);
         try {
             PeerGrant a = PeerTransferITSupport.grant(grpc, mine, PeerTransferIT.generations(mine));

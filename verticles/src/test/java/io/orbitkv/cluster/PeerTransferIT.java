@@ -456,7 +456,7 @@ class PeerTransferIT {
         Vertx vertx = Vertx.vertx();
         // manager-2's transfer transport (its certificate), driven directly on one context so it pools connections
         TcpPeerTransport transport = new TcpPeerTransport(vertx, new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096,
-                0, 0), dir.resolve("certs/ca.pem"), dir.resolve("certs/manager-2.pem"), dir.resolve("certs/manager-2.key"));
+                0, 0, 64L << 20), dir.resolve("certs/ca.pem"), dir.resolve("certs/manager-2.pem"), dir.resolve("certs/manager-2.key"));
         try {
             MembershipRole third = new MembershipRole(settings, incarnation, Map.of(), List.of(),
                     new io.micrometer.core.instrument.simple.SimpleMeterRegistry());

@@ -154,4 +154,51 @@ class PlanningRoleTest {
         assertThat(registry.find("orbitkv.planning.replans").counters()).allMatch(c -> c.count() == 0);
         assertThat(replicas.granted).isEqualTo(List.of());
     }
+
+    @Test
+    void aPeerThatRefusedIsLeftOutOfPlansForAWhileSoTheReplanTakesLocalSsd() {
+        DemandEvidence both = Fixtures.evidence().add(0, 0, PAGES, Fixtures.peerDram(PEER_A, 1))
+                .add(0, 0, PAGES, Fixtures.ssd(2)).build();
+        ExecutionOwner refusing = new ExecutionOwner() {
+            @Override
+            public Future<SegmentLease> acquire(PlannedSegment segment) {
+                return Future.failedFuture(new PlanningException(PlanningFailure.SOURCE_REJECTED, "unreachable",
+                        segment.pages().getFirst()));
+            }
+
+            @Override
+            public Future<SegmentLease> submit(SegmentLease lease) {
+                throw new AssertionError("never acquired");
+            }
+
+            @Override
+            public Future<Boolean> release(SegmentLease lease) {
+                throw new AssertionError("never acquired");
+            }
+        };
+        Map<RouteTemplate, ExecutionOwner> owners = new EnumMap<>(RouteTemplate.class);
+        for (RouteTemplate route : RouteTemplate.values()) {
+            owners.put(route, route == RouteTemplate.HOST_FROM_PEER_DRAM ? refusing : replicas);
+        }
+        PlanExecutor executor = new PlanExecutor(owners, TransferScheduler.Settings.uniform(1 << 30, 0.5, 64), ticker,
+                registry, new ManualTimers(ticker));
+        PlanningRole role = new PlanningRole(RouteCapabilities.all(), owner -> owner.equals(PEER_A), Fixtures.RESOURCES,
+                demand -> Future.succeededFuture(both), EstimateSource.NONE, executor, ticker, registry);
+        DemandView demand = demand(fullAttention(), PAGES);
+
+        Plan first = role.plan(demand).result().plan();
+        assertThat(first.segments()).allMatch(s -> s.route() == RouteTemplate.HOST_FROM_PEER_DRAM);
+        Future<PlanExecutor.Prepared> refused = role.execute(demand, first, false).result();
+        assertThat(PlanningException.failureOf(refused.cause())).isEqualTo(PlanningFailure.SOURCE_REJECTED);
+        assertThat(registry.counter("orbitkv.planning.peers.avoided").count()).isEqualTo(1);
+
+        // The replan does not ask the same source again: local SSD covers the demand.
+        assertThat(role.plan(demand).result().plan().segments())
+                .allMatch(s -> s.route() == RouteTemplate.HOST_FROM_LOCAL_SSD);
+        // Once the avoidance ends, the default order (peer DRAM first) stands again.
+        ticker.advance(PlanningRole.PEER_AVOID_NANOS);
+        assertThat(role.plan(demand).result().plan().segments())
+                .allMatch(s -> s.route() == RouteTemplate.HOST_FROM_PEER_DRAM);
+        assertThat(executor.heldLeases()).isZero();
+    }
 }

@@ -12,6 +12,8 @@ import picocli.CommandLine.Unmatched;
 /**
  * {@code orbitkv replay --trace FILE --out DIR [...]} (also {@code orbitkv bench replay}): see {@link TraceReplayer}.
  * With {@code --hint-lead-ms L} (and {@code --ssd-capacity}), the prefetch replay instead: see {@link HintedReplay}.
+ * With {@code --managers N} (2..8), the requests spread over N clustered Managers beside the single-Manager run: see
+ * {@link ClusterReplay}.
  * Its options go through the one bench parser ({@link BenchArgs}), so a misspelt option is refused as in every bench;
  * {@code --help} lists them with their defaults. The last stdout line is the report; the exit code is non-zero when the
  * run restored wrong bytes or left a lease behind.
@@ -42,8 +44,15 @@ public final class ReplayCommand implements Callable<Integer> {
                 a.decimal("h2d-bytes-per-second", TraceReplayer.Options.DEFAULT_H2D_BYTES_PER_SECOND),
                 a.decimal("ssd-read-bytes-per-second", 0));
         long hintLeadMs = a.longValue("hint-lead-ms", -1);
+        int managers = a.integer("managers", 1);
         a.requireAllUsed();
+        if (managers != 1 && hintLeadMs >= 0) {
+            throw new IllegalArgumentException("--managers and --hint-lead-ms are separate replays: pass one of them");
+        }
         try {
+            if (managers != 1) {
+                return ClusterReplay.run(options, managers, System.err::println);
+            }
             if (hintLeadMs >= 0) {
                 return HintedReplay.run(options, hintLeadMs, System.err::println);
             }

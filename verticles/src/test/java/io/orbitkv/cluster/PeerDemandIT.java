@@ -1,0 +1,368 @@
+package io.orbitkv.cluster;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import com.google.protobuf.ByteString;
+import io.orbitkv.client.EngineSession;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.engine.Namespaces;
+import io.orbitkv.it.RunningManager;
+import io.orbitkv.manager.Manager;
+import io.orbitkv.peer.TcpPeerTransport;
+import io.orbitkv.planning.PlanningCommands;
+import io.orbitkv.planning.PlanningProxy;
+import io.orbitkv.planning.ReplicaEvidence;
+import io.orbitkv.protocol.engine.AllocatePublishReply;
+import io.orbitkv.protocol.engine.GroupChain;
+import io.orbitkv.protocol.engine.GroupKind;
+import io.orbitkv.protocol.engine.GroupSpec;
+import io.orbitkv.protocol.engine.InstanceIdentity;
+import io.orbitkv.protocol.engine.InstanceRole;
+import io.orbitkv.protocol.engine.LeasedPage;
+import io.orbitkv.protocol.engine.PageKey;
+import io.orbitkv.protocol.engine.PublishSlot;
+import io.orbitkv.protocol.engine.QueryReply;
+import io.orbitkv.protocol.engine.QueryStatus;
+import io.orbitkv.protocol.engine.Representation;
+import io.orbitkv.protocol.engine.SlotStatus;
+import io.orbitkv.storage.ImageStore;
+import io.orbitkv.storage.StateKey;
+import io.orbitkv.storage.StorageCommands;
+import io.orbitkv.storage.StorageProxy;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.zip.CRC32C;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Peer routes end to end through the engine API, with real processes: etcd and the source Manager (manager-1) run as
+ * processes; the requester (manager-2) is a Manager in this JVM whose engine door a real gRPC client uses. An engine on
+ * the requester demands pages published only on the source: discovery finds them in the inventory (CANDIDATE), the
+ * planner picks the peer DRAM route, the peer role reserves, transfers and seals them with the source's CRC32C, and
+ * the engine gets READY with every byte equal to what the source published. The last test SIGKILLs the source while
+ * a demand's transfer is in flight (the source's test hook stalls leases of 16+ pages half way).
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+@Timeout(value = 150, unit = TimeUnit.SECONDS)
+class PeerDemandIT {
+    static final int PAGE = 256 << 10;
+    static final int PAGE_TOKENS = 16;
+    static final long WAIT_BUDGET_MS = 8000;
+    static final Duration SOON = Duration.ofSeconds(20);
+
+    @TempDir
+    static Path dir;
+    static LocalCluster cluster;
+    static LocalCluster.Node source;
+    static Manager requester;
+    static OrbitKvClient engineClient;
+    static EngineSession engine;
+
+    @BeforeAll
+    static void start() throws Exception {
+        assumeTrue(LocalEtcd.installed(), "etcd is not installed (/usr/bin/etcd): install Debian's etcd-server");
+        ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
+        cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
+                "cluster.lease-ttl-s", "2", "cluster.prefix", "/orbitkv-peer-demand", "ssd.enabled", "false",
+                "session.ttl-ms", "60000", "peer.port", String.valueOf(LocalEtcd.freePort()),
+                "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.test-stall-lease-pages", "16")));
+        source = cluster.node(1);
+        Map<String, String> s = new LinkedHashMap<>();
+        s.put("data-dir", dir.resolve("manager-2").toString());
+        s.put("grpc.tcp-port", "0");
+        s.put("metrics.port", "0");
+        s.put("pool.size", "16MiB");
+        s.put("ssd.enabled", "true");
+        s.put("ssd.capacity", "96MiB");
+        s.put("ssd.extent", "256KiB"); // one page per extent: the ring holds every page this class publishes
+        s.put("cost.observations", "true");
+        s.put("query.wait-budget-ms", String.valueOf(WAIT_BUDGET_MS));
+        s.put("cluster.enabled", "true");
+        s.put("cluster.member-id", "manager-2");
+        s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
+        s.put("cluster.prefix", "/orbitkv-peer-demand");
+        s.put("cluster.lease-ttl-s", "2");
+        s.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
+        s.put("cluster.tls.ca", dir.resolve("certs/ca.pem").toString());
+        s.put("cluster.tls.cert", dir.resolve("certs/manager-2.pem").toString());
+        s.put("cluster.tls.key", dir.resolve("certs/manager-2.key").toString());
+        s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
+        s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
+        Files.createDirectories(dir.resolve("manager-2"));
+        requester = Manager.start(RunningManager.config(s)).await(120, TimeUnit.SECONDS);
+        await().atMost(Duration.ofSeconds(30)).until(() -> requester.membershipRole().orElseThrow().members()
+                .containsKey(source.memberId()));
+        engineClient = OrbitKvClient.connectTcp("127.0.0.1", requester.grpcTcpPort(), requester.token());
+        engine = engineClient.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (engine != null) {
+            engine.close();
+        }
+        if (engineClient != null) {
+            engineClient.close();
+        }
+        if (requester != null) {
+            requester.close();
+        }
+        if (cluster != null) {
+            List<Long> pids = cluster.nodes().stream().filter(LocalCluster.Node::alive).map(LocalCluster.Node::pid).toList();
+            cluster.close();
+            for (long pid : pids) {
+                assertThat(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)).as("pid " + pid).isFalse();
+            }
+        }
+    }
+
+    static InstanceIdentity identity() {
+        return InstanceIdentity.newBuilder().setModelFingerprint("peer-demand-test")
+                .setRepresentation(Representation.RAW).setLayout("test:NHD").setGeometry("layers=2")
+                .setPageSizeTokens(PAGE_TOKENS).setTpRank(0).setTpSize(1).setPpRank(0).setPpSize(1)
+                .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(PAGE))
+                .build();
+    }
+
+    /** The bytes page {@code i} of {@code seed} was published with. */
+    static void fill(MemorySegment target, String seed, int i) {
+        target.fill((byte) (seed.hashCode() + 3 * i));
+        target.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, seed.hashCode() * 31L + i);
+        target.set(ValueLayout.JAVA_LONG_UNALIGNED, target.byteSize() - 8, i);
+    }
+
+    /** Publishes {@code n} chained pages on the source (only there) over its engine door; answers their hashes. */
+    static List<ByteString> publishOnSource(String seed, int n) throws Exception {
+        try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
+                OrbitKvClient.readToken(source.tokenFile()))) {
+            EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+            List<ByteString> hashes = publish(session, seed, n);
+            session.close();
+            return hashes;
+        }
+    }
+
+    /** Publishes {@code n} chained pages of {@code seed} through {@code session}; answers their hashes. */
+    static List<ByteString> publish(EngineSession session, String seed, int n) throws Exception {
+        List<ByteString> hashes = RunningManager.chain(seed, n);
+        AllocatePublishReply allocated = session.allocate(hashes.stream()
+                .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
+        int i = 0;
+        for (PublishSlot slot : allocated.getSlotsList()) {
+            assertThat(slot.getStatus()).isEqualTo(SlotStatus.ALLOCATED);
+            fill(session.slot(slot.getSlot()), seed, i++);
+        }
+        session.seal(allocated.getPublishId(), List.of()).await(10, TimeUnit.SECONDS);
+        return hashes;
+    }
+
+    /** The sum of every sample of {@code name} carrying all of {@code labels} (Prometheus text of the requester). */
+    static double requesterSum(String name, String... labels) {
+        double sum = 0;
+        for (String line : requester.registry().scrape().split("\n")) {
+            if (line.startsWith(name + "{") && java.util.Arrays.stream(labels).allMatch(line::contains)) {
+                sum += Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+            }
+        }
+        return sum;
+    }
+
+    static List<StateKey> keys(List<ByteString> hashes) {
+        byte[] namespace = Namespaces.derive(identity());
+        return hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
+    }
+
+    /** Waits until the requester's inventory holds a peer DRAM record of every key. */
+    static void awaitPeerEvidence(List<StateKey> keys) {
+        await().atMost(SOON).until(() -> {
+            for (StateKey key : keys) {
+                List<ReplicaEvidence> peers = requester.inventoryRole().orElseThrow().replicas(key)
+                        .await(5, TimeUnit.SECONDS).peers();
+                if (peers.stream().noneMatch(p -> p instanceof ReplicaEvidence.PeerDram)) {
+                    return false;
+                }
+            }
+            return true;
+        });
+    }
+
+    static GroupChain chain(List<ByteString> hashes) {
+        return GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hashes).build();
+    }
+
+    /** Polls (as an engine scheduler would) until the ticket is no longer PENDING; every answer seen lands in {@code seen}. */
+    static QueryReply settle(QueryReply first, List<QueryReply> seen) {
+        seen.add(first);
+        if (first.getStatus() != QueryStatus.PENDING) {
+            return first;
+        }
+        await().atMost(Duration.ofMillis(WAIT_BUDGET_MS + 10_000)).pollInterval(Duration.ofMillis(5)).until(() -> {
+            QueryReply next = engine.poll(first.getTicket()).await(10, TimeUnit.SECONDS);
+            seen.add(next);
+            return next.getStatus() != QueryStatus.PENDING;
+        });
+        return seen.getLast();
+    }
+
+    static int residentHere(List<StateKey> keys) throws Exception {
+        List<ImageStore.PositionedKey> probed = new ArrayList<>();
+        for (int i = 0; i < keys.size(); i++) {
+            probed.add(new ImageStore.PositionedKey(i, keys.get(i)));
+        }
+        return new StorageProxy(requester.vertx()).probe(List.of(new ImageStore.GroupProbe(0, probed)))
+                .await(5, TimeUnit.SECONDS).groups().getFirst().sealed().cardinality();
+    }
+
+    static double requesterMetric(String name) {
+        return LocalCluster.sample(requester.registry().scrape(), name, null).orElse(-1);
+    }
+
+    static double sourceMetric(String name) {
+        return cluster.metric(source, name, null).orElse(-1);
+    }
+
+    /** Nothing held on either side: no engine lease, no plan lease, no pin, no open or unsealed publish, no source lease. */
+    static void assertNothingHeld() throws Exception {
+        RunningManager.assertNoLeases(engine);
+        await().atMost(SOON).untilAsserted(() -> {
+            PlanningCommands.PlanningStats planning = new PlanningProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
+            assertThat(planning.executing()).as("executing plans").isZero();
+            assertThat(planning.heldLeases()).as("segment leases").isZero();
+            StorageCommands.StorageStats stats = new StorageProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
+            assertThat(stats.pinnedImages()).as("pinned images here").isZero();
+            assertThat(stats.unsealedImages()).as("unsealed images here").isZero();
+            assertThat(stats.openPublishes()).as("open publishes here").isZero();
+        });
+        if (source.alive()) {
+            await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+            assertThat(sourceMetric("orbitkv_storage_pinned_images")).isIn(0.0, -1.0);
+        }
+    }
+
+    @Test
+    @Order(1)
+    void anEngineDemandForPagesPublishedOnlyOnAPeerGoesCandidateThenReadyWithEveryByteVerified() throws Exception {
+        List<ByteString> hashes = publishOnSource("alpha", 6);
+        List<StateKey> keys = keys(hashes);
+        awaitPeerEvidence(keys);
+        assertThat(residentHere(keys)).as("nothing of it is here before the demand").isZero();
+        double fetchedBefore = requesterMetric("orbitkv_peer_fetched_pages_total");
+
+        List<QueryReply> seen = new ArrayList<>();
+        long started = System.nanoTime();
+        QueryReply ready = settle(engine.submit(List.of(chain(hashes)), 0).await(10, TimeUnit.SECONDS), seen);
+        assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(WAIT_BUDGET_MS));
+
+        // Directory evidence first answers CANDIDATE (PENDING), never READY; READY only once the bytes are sealed here.
+        assertThat(seen.getFirst().getStatus()).isEqualTo(QueryStatus.PENDING);
+        assertThat(seen.getFirst().getDetail()).isEqualTo(QueryStatus.CANDIDATE);
+        assertThat(ready.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.READY);
+        assertThat(ready.getDetail()).isEqualTo(QueryStatus.READY);
+        assertThat(ready.getReadyBlocks()).isEqualTo(6);
+        assertThat(ready.getLease().getPagesCount()).isEqualTo(6);
+        assertThat(requesterMetric("orbitkv_peer_fetched_pages_total") - fetchedBefore).isEqualTo(6.0);
+
+        // Every leased byte is what the source published, and each page's CRC32C is the one the seal verified.
+        MemorySegment expected = Arena.ofAuto().allocate(PAGE);
+        for (LeasedPage page : ready.getLease().getPagesList()) {
+            MemorySegment slot = engine.slot(page.getSlot());
+            assertThat(slot.byteSize()).isEqualTo(PAGE);
+            fill(expected, "alpha", page.getPosition());
+            assertThat(slot.mismatch(expected)).as("page " + page.getPosition()).isEqualTo(-1);
+            CRC32C crc = new CRC32C();
+            crc.update(slot.asByteBuffer());
+            assertThat(page.hasCrc32C()).isTrue();
+            assertThat(Integer.toUnsignedLong(page.getCrc32C())).isEqualTo(crc.getValue());
+        }
+        engine.release(ready.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+        assertNothingHeld();
+
+        // The fetched pages are local DRAM now: the next demand is READY from the pool without another transfer.
+        QueryReply again = settle(engine.submit(List.of(chain(hashes)), 0).await(10, TimeUnit.SECONDS), new ArrayList<>());
+        assertThat(again.getStatus()).isEqualTo(QueryStatus.READY);
+        assertThat(requesterMetric("orbitkv_peer_fetched_pages_total") - fetchedBefore).isEqualTo(6.0);
+        engine.release(again.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+        assertNothingHeld();
+    }
+
+    @Test
+    @Order(2)
+    void withLocalSsdOfEqualCoverageTheDefaultPeerRouteStandsAndShadowComparesTheTwo() throws Exception {
+        // The same pages on the source (DRAM) and here on SSD only: published here, committed to SSD, evicted.
+        List<ByteString> hashes = publishOnSource("beta", 4);
+        assertThat(publish(engine, "beta", 4)).isEqualTo(hashes);
+        List<StateKey> keys = keys(hashes);
+        await().atMost(SOON).until(() -> new StorageProxy(requester.vertx()).discover(keys).await(5, TimeUnit.SECONDS)
+                .stream().allMatch(e -> e.ssdGeneration() >= 0));
+        for (int i = 0; i < 4; i++) {
+            publish(engine, "filler-" + i, 20); // 20 MiB through a 16 MiB pool
+        }
+        assertThat(residentHere(keys)).as("evicted from this Manager's pool").isZero();
+        assertThat(new StorageProxy(requester.vertx()).discover(keys).await(5, TimeUnit.SECONDS))
+                .as("still on this Manager's SSD").allMatch(e -> e.ssdGeneration() >= 0);
+        awaitPeerEvidence(keys);
+        double fetchedBefore = requesterMetric("orbitkv_peer_fetched_pages_total");
+        double comparedBefore = requesterSum("orbitkv_cost_shadow_decisions_total", "path=\"peer_host_ready_route\"");
+        double choicesBefore = requesterSum("orbitkv_planning_route_choices_total", "outcome=\"default_selection_off\"");
+
+        QueryReply ready = settle(engine.submit(List.of(chain(hashes)), 0).await(10, TimeUnit.SECONDS), new ArrayList<>());
+        assertThat(ready.getStatus()).isEqualTo(QueryStatus.READY);
+        MemorySegment expected = Arena.ofAuto().allocate(PAGE);
+        for (LeasedPage page : ready.getLease().getPagesList()) {
+            fill(expected, "beta", page.getPosition());
+            assertThat(engine.slot(page.getSlot()).mismatch(expected)).as("page " + page.getPosition()).isEqualTo(-1);
+        }
+        // Peer DRAM comes before local SSD in the default order; selection is off, so it stands (fetched from the
+        // peer) and the equal-coverage comparison with local SSD goes to the cost role's shadow.
+        assertThat(requesterMetric("orbitkv_peer_fetched_pages_total") - fetchedBefore).isEqualTo(4.0);
+        assertThat(requesterSum("orbitkv_planning_route_choices_total", "outcome=\"default_selection_off\"")
+                - choicesBefore).isGreaterThanOrEqualTo(1.0);
+        await().atMost(SOON).until(() -> requesterSum("orbitkv_cost_shadow_decisions_total",
+                "path=\"peer_host_ready_route\"") > comparedBefore);
+        engine.release(ready.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+        assertNothingHeld();
+    }
+
+    @Test
+    @Order(9)
+    void theSourceKilledDuringTheDemandEndsInMissWithinTheBudgetWithEverySlotReleased() throws Exception {
+        List<ByteString> hashes = publishOnSource("gamma", 16); // a 16-page lease: the source sends 8, then stalls
+        List<StateKey> keys = keys(hashes);
+        awaitPeerEvidence(keys);
+        long before = TcpPeerTransport.receivedBytes();
+        List<QueryReply> seen = new ArrayList<>();
+        long started = System.nanoTime();
+        QueryReply first = engine.submit(List.of(chain(hashes)), 0).await(10, TimeUnit.SECONDS);
+        assertThat(first.getStatus()).isEqualTo(QueryStatus.PENDING);
+        assertThat(first.getDetail()).isEqualTo(QueryStatus.CANDIDATE);
+        await().atMost(SOON).until(() -> TcpPeerTransport.receivedBytes() - before >= 8L * PAGE);
+        cluster.kill(source); // SIGKILL while the transfer is in flight
+
+        QueryReply settled = settle(first, seen);
+        // The failed transfer is fenced, the dead source is left out of the replans: MISS, within the waiting budget.
+        assertThat(settled.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.MISS);
+        assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(WAIT_BUDGET_MS));
+        assertThat(seen).noneMatch(r -> r.getStatus() == QueryStatus.READY);
+        assertThat(residentHere(keys)).as("nothing of the failed transfer is served").isZero();
+        assertThat(source.alive()).isFalse();
+        assertNothingHeld();
+    }
+}
