@@ -97,13 +97,7 @@ class ClusterFaultIT {
     @AfterAll
     static void stopCluster() throws Exception {
         if (cluster != null) {
-            List<Long> pids = cluster.nodes().stream().filter(LocalCluster.Node::alive).map(LocalCluster.Node::pid).toList();
-            long etcdPid = cluster.etcd().pid();
-            cluster.close();
-            for (long pid : pids) {
-                assertThat(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)).as("Manager pid %d left running", pid).isFalse();
-            }
-            assertThat(ProcessHandle.of(etcdPid).map(ProcessHandle::isAlive).orElse(false)).as("etcd left running").isFalse();
+            ClusterProcesses.closeAndAssertNoneLeft(cluster);
         }
     }
 

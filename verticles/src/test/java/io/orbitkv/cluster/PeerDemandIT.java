@@ -126,11 +126,7 @@ class PeerDemandIT {
             requester.close();
         }
         if (cluster != null) {
-            List<Long> pids = cluster.nodes().stream().filter(LocalCluster.Node::alive).map(LocalCluster.Node::pid).toList();
-            cluster.close();
-            for (long pid : pids) {
-                assertThat(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)).as("pid " + pid).isFalse();
-            }
+            ClusterProcesses.closeAndAssertNoneLeft(cluster);
         }
     }
 
