@@ -171,6 +171,8 @@ public final class PlanExecutor {
         private Schedule schedule;
         private final List<Slot> slots = new ArrayList<>();
         private final Promise<Prepared> result = Promise.promise();
+        /** Completes true once every segment's lease is held (before any transfer), false if it stopped first. */
+        private final Promise<Boolean> allAcquired = Promise.promise();
         private Throwable failure;
         private boolean cancelRequested;
         private boolean finishing;
@@ -190,6 +192,15 @@ public final class PlanExecutor {
         /** Completes with the prepared plan, or fails typed ({@link PlanningException}) after everything drained. */
         public Future<Prepared> result() {
             return result.future();
+        }
+
+        /**
+         * Completes true as soon as every segment's lease is held (source leases granted, destinations allocated)
+         * and before any of its transfers is submitted: the plan is RESERVED from then on; false when the
+         * preparation stopped before that. Never fails.
+         */
+        public Future<Boolean> acquired() {
+            return allAcquired.future();
         }
 
         /**
@@ -261,6 +272,7 @@ public final class PlanExecutor {
                         return;
                     }
                     if (!stopping()) {
+                        allAcquired.tryComplete(true);
                         queueTransfers();
                     }
                 } else {
@@ -368,6 +380,7 @@ public final class PlanExecutor {
                     slot.lease = null;
                 }
             }
+            allAcquired.tryComplete(false);
             Throwable cause = failure != null ? failure
                     : new PlanningException(PlanningFailure.CANCELLED, "the preparation was cancelled");
             Future.join(releases).onComplete(ar -> {
@@ -377,6 +390,7 @@ public final class PlanExecutor {
         }
 
         private void succeed() {
+            allAcquired.tryComplete(true);
             finishing = true;
             livePreparations--;
             List<SegmentLease> leases = new ArrayList<>(slots.size());

@@ -70,6 +70,18 @@ public final class PlanningHandlers implements PlanningPort {
     }
 
     /**
+     * Completes true once execution {@code id} holds every segment's lease (before any transfer is submitted), false
+     * when it stopped before that or is not running (it already finished: its result says the rest).
+     */
+    public Future<Boolean> acquired(long id) {
+        PlanExecutor.Preparation preparation = executing.get(id);
+        if (preparation != null) {
+            return preparation.acquired();
+        }
+        return Future.succeededFuture(prepared.containsKey(id));
+    }
+
+    /**
      * A real demand took over speculative execution {@code id}: its transfers become demand reads due now (see
      * {@link PlanExecutor.Preparation#promote}). Answers whether it was still running (false: it already finished, or
      * there is no such execution; nothing to do then).

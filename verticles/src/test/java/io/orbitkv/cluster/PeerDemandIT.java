@@ -58,7 +58,8 @@ import org.junit.jupiter.api.io.TempDir;
  * the requester demands pages published only on the source: discovery finds them in the inventory (CANDIDATE), the
  * planner picks the peer DRAM route, the peer role reserves, transfers and seals them with the source's CRC32C, and
  * the engine gets READY with every byte equal to what the source published. The last test SIGKILLs the source while
- * a demand's transfer is in flight (the source's test hook stalls leases of 16+ pages half way).
+ * a demand's transfer is in flight (the source's test hook stalls leases of 16+ pages half way); while it is held
+ * there, the demand answers PENDING with detail RESERVED (the source lease is held, nothing is sealed here yet).
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
@@ -349,10 +350,21 @@ class PeerDemandIT {
         QueryReply first = engine.submit(List.of(chain(hashes)), 0).await(10, TimeUnit.SECONDS);
         assertThat(first.getStatus()).isEqualTo(QueryStatus.PENDING);
         assertThat(first.getDetail()).isEqualTo(QueryStatus.CANDIDATE);
+        seen.add(first);
         await().atMost(SOON).until(() -> TcpPeerTransport.receivedBytes() - before >= 8L * PAGE);
+        // The source granted the lease and stalls half way (its test hook): the demand is RESERVED (source lease
+        // held, bytes not yet sealed here), never RESIDENT or READY, for as long as the transfer is held.
+        await().atMost(SOON).pollInterval(Duration.ofMillis(5)).until(() -> {
+            QueryReply now = engine.poll(first.getTicket()).await(10, TimeUnit.SECONDS);
+            seen.add(now);
+            return now.getDetail() == QueryStatus.RESERVED;
+        });
+        assertThat(seen.getLast().getStatus()).isEqualTo(QueryStatus.PENDING);
+        assertThat(seen).extracting(QueryReply::getDetail).containsOnly(QueryStatus.CANDIDATE, QueryStatus.RESERVED);
+        assertThat(TcpPeerTransport.receivedBytes() - before).as("still held half way").isLessThan(16L * PAGE);
         cluster.kill(source); // SIGKILL while the transfer is in flight
 
-        QueryReply settled = settle(first, seen);
+        QueryReply settled = settle(seen.getLast(), seen);
         // The failed transfer is fenced, the dead source is left out of the replans: MISS, within the waiting budget.
         assertThat(settled.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.MISS);
         assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(WAIT_BUDGET_MS));

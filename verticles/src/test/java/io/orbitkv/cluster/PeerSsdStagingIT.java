@@ -8,6 +8,9 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import com.google.protobuf.ByteString;
 import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.cost.CostEstimateKey;
+import io.orbitkv.cost.CostEstimateResult;
+import io.orbitkv.cost.CostPath;
 import io.orbitkv.engine.Namespaces;
 import io.orbitkv.it.RunningManager;
 import io.orbitkv.manager.Manager;
@@ -15,14 +18,20 @@ import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.planning.PlanningCommands;
+import io.orbitkv.planning.PlanningProxy;
 import io.orbitkv.planning.ReplicaEvidence;
 import io.orbitkv.protocol.engine.AllocatePublishReply;
+import io.orbitkv.protocol.engine.GroupChain;
 import io.orbitkv.protocol.engine.GroupKind;
 import io.orbitkv.protocol.engine.GroupSpec;
 import io.orbitkv.protocol.engine.InstanceIdentity;
 import io.orbitkv.protocol.engine.InstanceRole;
+import io.orbitkv.protocol.engine.LeasedPage;
 import io.orbitkv.protocol.engine.PageKey;
 import io.orbitkv.protocol.engine.PublishSlot;
+import io.orbitkv.protocol.engine.QueryReply;
+import io.orbitkv.protocol.engine.QueryStatus;
 import io.orbitkv.protocol.engine.Representation;
 import io.orbitkv.protocol.engine.SlotStatus;
 import io.orbitkv.protocol.peer.PeerKey;
@@ -33,6 +42,7 @@ import io.orbitkv.protocol.peer.PeerReserveRequest;
 import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
+import io.orbitkv.storage.StorageCommands;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -60,6 +70,7 @@ import java.util.Map;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
+import java.util.zip.CRC32C;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -83,6 +94,12 @@ class PeerSsdStagingIT {
     static final int PAGE = 256 << 10;
     static final int POOL_PAGES = 64;
     static final int SSD_PAGES = 7;
+    /** A second chain, SSD-only on the source like the first, that an engine on the requester demands. */
+    static final int DEMANDED_PAGES = 4;
+    static final String DEMANDED_SEED = "demanded";
+    /** The filler pages that stay in the source's DRAM. */
+    static final int FILLER_PAGES = POOL_PAGES - SSD_PAGES - DEMANDED_PAGES;
+    static final long WAIT_BUDGET_MS = 8000;
     static final Duration SOON = Duration.ofSeconds(20);
     static final String SEED = "staged";
 
@@ -95,6 +112,8 @@ class PeerSsdStagingIT {
     static byte[] namespace;
     static List<StateKey> onSsd;
     static List<Long> ssdGenerations;
+    static List<ByteString> demandedHashes;
+    static List<StateKey> demanded;
     static double baselineRequestedBytes;
     static double baselineImages;
 
@@ -116,6 +135,8 @@ class PeerSsdStagingIT {
         s.put("metrics.port", "0");
         s.put("pool.size", "64MiB");
         s.put("ssd.enabled", "false");
+        s.put("cost.observations", "true");
+        s.put("query.wait-budget-ms", String.valueOf(WAIT_BUDGET_MS));
         s.put("cluster.enabled", "true");
         s.put("cluster.member-id", "manager-2");
         s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
@@ -138,21 +159,24 @@ class PeerSsdStagingIT {
                 OrbitKvClient.readToken(source.tokenFile()))) {
             EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
             onSsd = publish(session, SEED, RunningManager.chain(SEED, SSD_PAGES), 0);
+            demandedHashes = RunningManager.chain(DEMANDED_SEED, DEMANDED_PAGES);
+            demanded = publish(session, DEMANDED_SEED, demandedHashes, 0);
             ssdGenerations = ssdGenerations(onSsd); // committed on the source's SSD
-            List<ByteString> filler = RunningManager.chain("filler", POOL_PAGES - SSD_PAGES);
+            ssdGenerations(demanded);
+            List<ByteString> filler = RunningManager.chain("filler", FILLER_PAGES);
             for (int from = 0; from < filler.size(); from += 16) {
                 publish(session, "filler", filler.subList(from, Math.min(filler.size(), from + 16)), from);
             }
-            // The pool is full: this allocation evicts the eldest images (the 7 on SSD); aborting it frees their room.
-            AllocatePublishReply last = session.allocate(RunningManager.chain("evictor", SSD_PAGES).stream()
+            // The pool is full: this allocation evicts the eldest images (the 11 on SSD); aborting it frees their room.
+            AllocatePublishReply last = session.allocate(RunningManager.chain("evictor", SSD_PAGES + DEMANDED_PAGES).stream()
                     .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
             session.abort(last.getPublishId()).await(10, TimeUnit.SECONDS);
             session.close();
         }
-        await().atMost(SOON).until(() -> onlyOnPeerSsd(onSsd));
+        await().atMost(SOON).until(() -> onlyOnPeerSsd(onSsd) && onlyOnPeerSsd(demanded));
         baselineRequestedBytes = sourceMetric("orbitkv_pool_requested_bytes");
         baselineImages = sourceMetric("orbitkv_images");
-        assertThat(baselineImages).isEqualTo(POOL_PAGES - SSD_PAGES);
+        assertThat(baselineImages).isEqualTo(FILLER_PAGES);
     }
 
     @AfterAll
@@ -298,6 +322,97 @@ class PeerSsdStagingIT {
         return client.reserve(r.build()).await(20, TimeUnit.SECONDS);
     }
 
+    static double requesterMetric(String name) {
+        return LocalCluster.sample(requester.registry().scrape(), name, null).orElse(-1);
+    }
+
+    static long samples(CostEstimateKey key) throws Exception {
+        return switch (requester.cost().estimate(key).await(10, TimeUnit.SECONDS)) {
+            case CostEstimateResult.Usable u -> Long.MAX_VALUE;
+            case CostEstimateResult.Unavailable u -> u.sampleCount();
+        };
+    }
+
+    /** The requester holds nothing: no engine lease, no plan or segment lease, no pin, no unsealed or open publish. */
+    static void assertRequesterHoldsNothing(EngineSession engine) throws Exception {
+        RunningManager.assertNoLeases(engine);
+        await().atMost(SOON).untilAsserted(() -> {
+            PlanningCommands.PlanningStats planning = new PlanningProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
+            assertThat(planning.executing()).as("executing plans").isZero();
+            assertThat(planning.heldLeases()).as("segment leases").isZero();
+            StorageCommands.StorageStats stats = new StorageProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
+            assertThat(stats.pinnedImages()).as("pinned images here").isZero();
+            assertThat(stats.unsealedImages()).as("unsealed images here").isZero();
+            assertThat(stats.openPublishes()).as("open publishes here").isZero();
+        });
+    }
+
+    /** Submits a demand for {@code hashes} on {@code engine} and polls until it is no longer PENDING. */
+    static QueryReply demand(EngineSession engine, List<ByteString> hashes, List<QueryReply> seen) throws Exception {
+        seen.add(engine.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hashes).build()), 0)
+                .await(10, TimeUnit.SECONDS));
+        await().atMost(Duration.ofMillis(WAIT_BUDGET_MS + 10_000)).pollInterval(Duration.ofMillis(5)).until(() -> {
+            if (seen.getLast().getStatus() != QueryStatus.PENDING) {
+                return true;
+            }
+            seen.add(engine.poll(seen.getFirst().getTicket()).await(10, TimeUnit.SECONDS));
+            return seen.getLast().getStatus() != QueryStatus.PENDING;
+        });
+        return seen.getLast();
+    }
+
+    /** Every leased byte is what {@code seed} was published with, and each page's CRC32C matches its bytes. */
+    static void assertServedBytes(EngineSession engine, QueryReply ready, String seed) {
+        MemorySegment expected = Arena.ofAuto().allocate(PAGE);
+        for (LeasedPage page : ready.getLease().getPagesList()) {
+            MemorySegment slot = engine.slot(page.getSlot());
+            fill(expected, seed, page.getPosition());
+            assertThat(slot.mismatch(expected)).as("page " + page.getPosition()).isEqualTo(-1);
+            CRC32C crc = new CRC32C();
+            crc.update(slot.asByteBuffer());
+            assertThat(page.hasCrc32C()).isTrue();
+            assertThat(Integer.toUnsignedLong(page.getCrc32C())).isEqualTo(crc.getValue());
+        }
+    }
+
+    @Test
+    @Order(0)
+    void anEngineDemandForPagesTheSourceHoldsOnlyOnItsSsdIsPlannedOverPeerSsdAndGoesCandidateThenReady() throws Exception {
+        assertThat(residentHere(demanded)).as("nothing of it is here before the demand").isZero();
+        double stagedBefore = sourceMetric("orbitkv_peer_staged_pages_total");
+        double fetchedBefore = requesterMetric("orbitkv_peer_fetched_pages_total");
+        CostEstimateKey route = PeerVerticle.costKey(CostPath.PEER_SSD_HOST_READY_ROUTE, owner(),
+                (long) DEMANDED_PAGES * PAGE, DEMANDED_PAGES);
+        assertThat(samples(route)).isZero();
+        try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", requester.grpcTcpPort(), requester.token())) {
+            EngineSession engine = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+            List<QueryReply> seen = new ArrayList<>();
+            long started = System.nanoTime();
+            QueryReply ready = demand(engine, demandedHashes, seen);
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(WAIT_BUDGET_MS));
+            // Directory evidence (peer SSD) answers CANDIDATE first; READY only once the staged bytes are sealed here.
+            assertThat(seen.getFirst().getStatus()).isEqualTo(QueryStatus.PENDING);
+            assertThat(seen.getFirst().getDetail()).isEqualTo(QueryStatus.CANDIDATE);
+            assertThat(ready.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.READY);
+            assertThat(ready.getDetail()).isEqualTo(QueryStatus.READY);
+            assertThat(ready.getReadyBlocks()).isEqualTo(DEMANDED_PAGES);
+            assertThat(ready.getLease().getPagesCount()).isEqualTo(DEMANDED_PAGES);
+            assertServedBytes(engine, ready, DEMANDED_SEED);
+            // The source staged them from its SSD for this demand (the peer SSD route, not peer DRAM).
+            assertThat(sourceMetric("orbitkv_peer_staged_pages_total") - stagedBefore).isEqualTo(DEMANDED_PAGES);
+            assertThat(requesterMetric("orbitkv_peer_fetched_pages_total") - fetchedBefore).isEqualTo(DEMANDED_PAGES);
+            engine.release(ready.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+            assertRequesterHoldsNothing(engine);
+            awaitSourceAtBaseline(); // its staging is freed, no lease or pin left
+            // The complete-route sample, keyed by the source Manager at its incarnation (not by any other incarnation).
+            await().atMost(SOON).until(() -> samples(route) >= 1);
+            assertThat(samples(PeerVerticle.costKey(CostPath.PEER_SSD_HOST_READY_ROUTE,
+                    new PeerOwner(source.memberId(), source.incarnation() + 1), (long) DEMANDED_PAGES * PAGE,
+                    DEMANDED_PAGES))).isZero();
+            engine.close();
+        }
+    }
+
     @Test
     @Order(1)
     void pagesTheSourceHoldsOnlyOnItsSsdAreStagedVerifiedServedAndTheStagingEndsWithTheLease() throws Exception {
@@ -377,7 +492,7 @@ class PeerSsdStagingIT {
     @Test
     @Order(4)
     void oneLeaseMixesADramPageAndAStagedPageInRequestOrder() throws Exception {
-        int last = POOL_PAGES - SSD_PAGES - 1; // the newest filler page: still in the source's DRAM
+        int last = FILLER_PAGES - 1; // the newest filler page: still in the source's DRAM
         StateKey inDram = StateKey.of(namespace, 0, RunningManager.chain("filler", last + 1).get(last).toByteArray());
         long dramGeneration = ((ReplicaEvidence.PeerDram) peers(inDram).stream()
                 .filter(e -> e instanceof ReplicaEvidence.PeerDram).findFirst().orElseThrow()).ownerGeneration();
