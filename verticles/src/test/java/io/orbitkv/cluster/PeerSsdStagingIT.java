@@ -17,7 +17,15 @@ import io.orbitkv.manager.Manager;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerVerticle;
+import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.peer.PeerExecutionOwner;
+import io.orbitkv.recovery.BlockRange;
 import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.planning.PlannedPage;
+import io.orbitkv.planning.PlannedSegment;
+import io.orbitkv.planning.PlanningException;
+import io.orbitkv.planning.PlanningFailure;
+import io.orbitkv.planning.RouteTemplate;
 import io.orbitkv.planning.PlanningCommands;
 import io.orbitkv.planning.PlanningProxy;
 import io.orbitkv.planning.ReplicaEvidence;
@@ -37,6 +45,7 @@ import io.orbitkv.protocol.engine.SlotStatus;
 import io.orbitkv.protocol.peer.PeerKey;
 import io.orbitkv.protocol.peer.PeerPage;
 import io.orbitkv.protocol.peer.PeerRejection;
+import io.orbitkv.protocol.peer.PeerReleaseRequest;
 import io.orbitkv.protocol.peer.PeerReserveReply;
 import io.orbitkv.protocol.peer.PeerReserveRequest;
 import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
@@ -83,10 +92,13 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * Peer SSD staging with real processes: etcd and the source Manager (manager-1, SSD tier on, a 16 MiB pool, at most
  * 1 MiB of peer staging) as processes, the requester (manager-2) a Manager in this JVM. Set-up publishes 7 pages on
- * the source, waits until they are committed to its SSD (the requester's inventory shows peer SSD evidence), then
- * fills the source's pool so that those 7 are evicted from its DRAM and live only on its SSD, and frees the filler's
- * last allocation again so that staging needs no eviction: the source's pool bytes at that point are the baseline
- * every test returns to.
+ * the source, and a second chain of 4 that an engine on the requester demands, waits until they are committed to its
+ * SSD (the requester's inventory shows peer SSD evidence), then fills the source's pool so that those 11 are evicted
+ * from its DRAM and live only on its SSD, and frees the filler's last allocation again so that staging needs no
+ * eviction: the source's pool bytes at that point are the baseline every test returns to. The first test is the
+ * requester's planner choosing HOST_FROM_PEER_SSD for an engine demand; the last restarts the source process (a new
+ * incarnation that recovers its SSD): the old incarnation's evidence is rejected before any payload, and what the new
+ * one recovered from its SSD is served over the same route.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
@@ -530,6 +542,163 @@ class PeerSsdStagingIT {
         assertThat(stats.unsealedImages()).isZero();
         assertThat(stats.openPublishes()).isZero();
         awaitSourceAtBaseline();
+    }
+
+    @Test
+    @Order(9)
+    void aRestartedSourceRejectsTheOldIncarnationsEvidenceBeforeAnyPayloadAndServesWhatItRecoveredFromItsSsd()
+            throws Exception {
+        // Four filler pages: in the source's DRAM and committed on its SSD; the requester holds none of them.
+        List<ByteString> hashes = RunningManager.chain("filler", FILLER_PAGES).subList(0, DEMANDED_PAGES);
+        List<StateKey> keys = hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
+        assertThat(residentHere(keys)).isZero();
+        ssdGenerations(keys);
+        PeerOwner old = owner();
+        List<PlannedPage> oldEvidence = new ArrayList<>();
+        for (int i = 0; i < keys.size(); i++) {
+            oldEvidence.add(new PlannedPage(i, keys.get(i), peers(keys.get(i)).stream()
+                    .filter(e -> e instanceof ReplicaEvidence.PeerSsd).findFirst().orElseThrow()));
+        }
+        List<Long> oldGenerations = oldEvidence.stream()
+                .map(p -> ((ReplicaEvidence.PeerSsd) p.evidence()).ownerGeneration()).toList();
+
+        // A real restart of the source Manager process: a new incarnation that recovers its SSD index.
+        cluster.stop(source);
+        cluster.launch(source, Map.of());
+        assertThat(source.incarnation()).isNotEqualTo(old.incarnation());
+        await().atMost(SOON).until(() -> {
+            MemberRecord m = requester.membershipRole().orElseThrow().members().get(source.memberId());
+            return m != null && m.incarnation() == source.incarnation();
+        });
+
+        // The old incarnation's evidence is rejected before any payload, by the requester's check and by the planner's
+        // port (STALE_EVIDENCE: the planner drops the record and replans), nothing held on either side.
+        PeerException local = failure(peer().fetch(old, namespace, keys, oldGenerations, allFromSsd(keys.size()),
+                Duration.ofSeconds(5)));
+        assertThat(local.rejection()).isEqualTo(PeerRejection.STALE_INCARNATION);
+        assertThat(local.beforePayload()).isTrue();
+        PeerExecutionOwner port = new PeerExecutionOwner(requester.vertx(), peer());
+        PlannedSegment stale = new PlannedSegment(0, new BlockRange(0, keys.size()), RouteTemplate.HOST_FROM_PEER_SSD,
+                oldEvidence, (long) keys.size() * PAGE, CompletionTarget.hostReady());
+        ExecutionException e = assertThrows(ExecutionException.class, () -> port.acquire(stale)
+                .toCompletionStage().toCompletableFuture().get(30, TimeUnit.SECONDS));
+        assertThat(PlanningException.failureOf(e.getCause())).isEqualTo(PlanningFailure.STALE_EVIDENCE);
+        assertThat(PlanningFailure.STALE_EVIDENCE.beforePayload()).isTrue();
+        assertThat(port.held()).isZero();
+        // The restarted source itself refuses a reserve naming its old incarnation, over its real mutual-TLS port.
+        Vertx vertx = Vertx.vertx();
+        try {
+            PeerReserveRequest.Builder r = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(namespace))
+                    .setSourceIncarnation(old.incarnation())
+                    .setRequesterIncarnation(requester.membershipRole().orElseThrow().incarnation()).setLeaseMs(5_000);
+            for (int i = 0; i < keys.size(); i++) {
+                r.addKeys(PeerKey.newBuilder().setGroupId(0).setBlockHash(ByteString.copyFrom(keys.get(i).blockHash()))
+                        .setGeneration(oldGenerations.get(i)).setFromSsd(true));
+            }
+            PeerReserveReply reply = rawClient(vertx).reserve(r.build()).await(20, TimeUnit.SECONDS);
+            assertThat(reply.hasReject()).isTrue();
+            assertThat(reply.getReject().getReason()).isEqualTo(PeerRejection.STALE_INCARNATION);
+            assertThat(sourceMetric("orbitkv_peer_rejections_total")).isGreaterThanOrEqualTo(1.0);
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+        assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+        assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isZero();
+
+        // The new incarnation advertises what it recovered from its SSD (peer SSD evidence only, the old records
+        // fenced): an engine demand is planned over peer SSD again and goes CANDIDATE → READY, every byte verified.
+        await().atMost(SOON).until(() -> {
+            for (StateKey key : keys) {
+                List<ReplicaEvidence> p = peers(key);
+                if (p.size() != 1 || !(p.getFirst() instanceof ReplicaEvidence.PeerSsd ssd)
+                        || ssd.owner().incarnation() != source.incarnation()) {
+                    return false;
+                }
+            }
+            return true;
+        });
+        double requested = sourceMetric("orbitkv_pool_requested_bytes");
+        try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", requester.grpcTcpPort(), requester.token())) {
+            EngineSession engine = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+            List<QueryReply> seen = new ArrayList<>();
+            long started = System.nanoTime();
+            QueryReply ready = demand(engine, hashes, seen);
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(WAIT_BUDGET_MS));
+            assertThat(seen.getFirst().getDetail()).isEqualTo(QueryStatus.CANDIDATE);
+            assertThat(ready.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.READY);
+            assertThat(ready.getReadyBlocks()).isEqualTo(keys.size());
+            assertServedBytes(engine, ready, "filler");
+            assertThat(sourceMetric("orbitkv_peer_staged_pages_total")).isEqualTo(keys.size());
+            engine.release(ready.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+            assertRequesterHoldsNothing(engine);
+            engine.close();
+        }
+        await().atMost(SOON).untilAsserted(() -> {
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+            assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isZero();
+            assertThat(sourceMetric("orbitkv_images_pinned")).isZero();
+            assertThat(sourceMetric("orbitkv_pool_requested_bytes")).isEqualTo(requested);
+        });
+    }
+
+    @Test
+    @Order(10)
+    void aSourceThatRefusesThePeerSsdSegmentBeforeAnyPayloadIsReplannedAroundWithinTheBudget() throws Exception {
+        // The restarted source (previous test) holds the whole filler chain only on its SSD; the requester holds its
+        // first 4 pages in DRAM (fetched by the previous test). A demand for 8 pages plans local DRAM for 0..3 and
+        // peer SSD for 4..7; another lease holds the source's whole staging bound, so the source refuses NO_CREDIT.
+        List<ByteString> hashes = RunningManager.chain("filler", FILLER_PAGES).subList(0, 2 * DEMANDED_PAGES);
+        List<StateKey> keys = hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
+        assertThat(residentHere(keys)).isEqualTo(DEMANDED_PAGES);
+        List<StateKey> staged = onSsd.subList(0, 4);
+        List<Long> stagedGenerations = ssdGenerations(staged);
+        await().atMost(SOON).until(() -> {
+            for (StateKey key : keys.subList(DEMANDED_PAGES, keys.size())) {
+                if (peers(key).stream().noneMatch(e -> e instanceof ReplicaEvidence.PeerSsd ssd
+                        && ssd.owner().incarnation() == source.incarnation())) {
+                    return false;
+                }
+            }
+            return true;
+        });
+        double replansBefore = requesterMetric("orbitkv_queries_replans_total");
+        double avoidedBefore = requesterMetric("orbitkv_planning_peers_avoided_total");
+        double sourceRejectedBefore = sourceMetric("orbitkv_peer_rejections_total");
+        Vertx vertx = Vertx.vertx();
+        try {
+            PeerTransferGrpcClient raw = rawClient(vertx);
+            PeerReserveReply held = reserveFromSsd(raw, staged, stagedGenerations, 30_000);
+            assertThat(held.hasGrant()).isTrue();
+            assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isEqualTo(4.0 * PAGE);
+            try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", requester.grpcTcpPort(), requester.token())) {
+                EngineSession engine = client.register(identity(), InstanceRole.PREFILL_AND_DECODE)
+                        .await(10, TimeUnit.SECONDS);
+                List<QueryReply> seen = new ArrayList<>();
+                long started = System.nanoTime();
+                QueryReply ready = demand(engine, hashes, seen);
+                assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(WAIT_BUDGET_MS));
+                // Refused before any payload: the owner is avoided, the replan takes what is here (local DRAM 0..3).
+                assertThat(ready.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.READY);
+                assertThat(ready.getReadyBlocks()).isEqualTo(DEMANDED_PAGES);
+                assertServedBytes(engine, ready, "filler");
+                assertThat(sourceMetric("orbitkv_peer_rejections_total")).isEqualTo(sourceRejectedBefore + 1);
+                assertThat(requesterMetric("orbitkv_planning_peers_avoided_total")).isEqualTo(avoidedBefore + 1);
+                assertThat(requesterMetric("orbitkv_queries_replans_total")).isEqualTo(replansBefore + 1);
+                assertThat(residentHere(keys)).as("nothing of the refused segment landed here").isEqualTo(DEMANDED_PAGES);
+                engine.release(ready.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+                assertRequesterHoldsNothing(engine);
+                engine.close();
+            }
+            raw.release(PeerReleaseRequest.newBuilder().setLeaseId(held.getGrant().getLeaseId()).build())
+                    .await(10, TimeUnit.SECONDS);
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+        await().atMost(SOON).untilAsserted(() -> {
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+            assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isZero();
+            assertThat(sourceMetric("orbitkv_images_pinned")).isZero();
+        });
     }
 
     /** Flips one payload byte of the source's SSD extent whose payload starts with {@code marker}, behind its back. */
