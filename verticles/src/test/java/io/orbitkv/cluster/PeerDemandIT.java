@@ -59,7 +59,8 @@ import org.junit.jupiter.api.io.TempDir;
  * planner picks the peer DRAM route, the peer role reserves, transfers and seals them with the source's CRC32C, and
  * the engine gets READY with every byte equal to what the source published. The last test SIGKILLs the source while
  * a demand's transfer is in flight (the source's test hook stalls leases of 16+ pages half way); while it is held
- * there, the demand answers PENDING with detail RESERVED (the source lease is held, nothing is sealed here yet).
+ * there, the demand answers PENDING with detail RESERVED (the source lease is held, nothing is sealed here yet); after
+ * the kill the transfer is fenced and the demand replanned onto this Manager's SSD copy of the same pages.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
@@ -340,9 +341,21 @@ class PeerDemandIT {
 
     @Test
     @Order(9)
-    void theSourceKilledDuringTheDemandEndsInMissWithinTheBudgetWithEverySlotReleased() throws Exception {
+    void theSourceKilledDuringTheDemandIsFencedThenReplannedOntoLocalSsdWithinTheBudget() throws Exception {
         List<ByteString> hashes = publishOnSource("gamma", 16); // a 16-page lease: the source sends 8, then stalls
+        // The same pages here on SSD only (published, committed, evicted): an alternative of equal coverage, after
+        // peer DRAM in the default order.
+        assertThat(publish(engine, "gamma", 16)).isEqualTo(hashes);
+        await().atMost(SOON).until(() -> new StorageProxy(requester.vertx()).discover(keys(hashes))
+                .await(5, TimeUnit.SECONDS).stream().allMatch(e -> e.ssdGeneration() >= 0));
+        for (int i = 0; i < 4; i++) {
+            publish(engine, "evict-" + i, 20); // 20 MiB through a 16 MiB pool
+        }
+        double fetchedBefore = requesterMetric("orbitkv_peer_fetched_pages_total");
+        double replansBefore = requesterMetric("orbitkv_queries_replans_total");
+        double avoidedBefore = requesterMetric("orbitkv_planning_peers_avoided_total");
         List<StateKey> keys = keys(hashes);
+        assertThat(residentHere(keys)).as("evicted from this Manager's pool").isZero();
         awaitPeerEvidence(keys);
         long before = TcpPeerTransport.receivedBytes();
         List<QueryReply> seen = new ArrayList<>();
@@ -365,12 +378,23 @@ class PeerDemandIT {
         cluster.kill(source); // SIGKILL while the transfer is in flight
 
         QueryReply settled = settle(seen.getLast(), seen);
-        // The failed transfer is fenced, the dead source is left out of the replans: MISS, within the waiting budget.
-        assertThat(settled.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.MISS);
+        // The failed transfer is fenced (nothing more lands in its slots, which are freed) before the segment is
+        // planned again; the dead source is left out of the replan, which reads the same pages from local SSD: READY
+        // within the waiting budget, every byte the published one, none of it from the failed transfer.
+        assertThat(settled.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.READY);
         assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(WAIT_BUDGET_MS));
-        assertThat(seen).noneMatch(r -> r.getStatus() == QueryStatus.READY);
-        assertThat(residentHere(keys)).as("nothing of the failed transfer is served").isZero();
+        assertThat(settled.getReadyBlocks()).isEqualTo(16);
+        MemorySegment expected = Arena.ofAuto().allocate(PAGE);
+        for (LeasedPage page : settled.getLease().getPagesList()) {
+            fill(expected, "gamma", page.getPosition());
+            assertThat(engine.slot(page.getSlot()).mismatch(expected)).as("page " + page.getPosition()).isEqualTo(-1);
+        }
+        assertThat(requesterMetric("orbitkv_peer_fetched_pages_total")).as("no page of the failed transfer sealed")
+                .isEqualTo(fetchedBefore);
+        assertThat(requesterMetric("orbitkv_queries_replans_total")).isEqualTo(replansBefore + 1);
+        assertThat(requesterMetric("orbitkv_planning_peers_avoided_total")).isEqualTo(avoidedBefore + 1);
         assertThat(source.alive()).isFalse();
+        engine.release(settled.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
         assertNothingHeld();
     }
 }
