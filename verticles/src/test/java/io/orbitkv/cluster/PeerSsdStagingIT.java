@@ -26,22 +26,15 @@ import io.orbitkv.planning.PlannedSegment;
 import io.orbitkv.planning.PlanningException;
 import io.orbitkv.planning.PlanningFailure;
 import io.orbitkv.planning.RouteTemplate;
-import io.orbitkv.planning.PlanningCommands;
-import io.orbitkv.planning.PlanningProxy;
 import io.orbitkv.planning.ReplicaEvidence;
 import io.orbitkv.protocol.engine.AllocatePublishReply;
 import io.orbitkv.protocol.engine.GroupChain;
-import io.orbitkv.protocol.engine.GroupKind;
-import io.orbitkv.protocol.engine.GroupSpec;
 import io.orbitkv.protocol.engine.InstanceIdentity;
 import io.orbitkv.protocol.engine.InstanceRole;
 import io.orbitkv.protocol.engine.LeasedPage;
 import io.orbitkv.protocol.engine.PageKey;
-import io.orbitkv.protocol.engine.PublishSlot;
 import io.orbitkv.protocol.engine.QueryReply;
 import io.orbitkv.protocol.engine.QueryStatus;
-import io.orbitkv.protocol.engine.Representation;
-import io.orbitkv.protocol.engine.SlotStatus;
 import io.orbitkv.protocol.peer.PeerKey;
 import io.orbitkv.protocol.peer.PeerPage;
 import io.orbitkv.protocol.peer.PeerRejection;
@@ -51,7 +44,6 @@ import io.orbitkv.protocol.peer.PeerReserveRequest;
 import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
-import io.orbitkv.storage.StorageCommands;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -63,7 +55,6 @@ import io.vertx.core.net.SocketAddress;
 import io.vertx.grpc.client.GrpcClient;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
@@ -73,7 +64,6 @@ import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
@@ -103,7 +93,7 @@ import org.junit.jupiter.api.io.TempDir;
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
 class PeerSsdStagingIT {
-    static final int PAGE = 256 << 10;
+    static final int PAGE = PeerITFixture.PAGE;
     static final int POOL_PAGES = 64;
     static final int SSD_PAGES = 7;
     /** A second chain, SSD-only on the source like the first, that an engine on the requester demands. */
@@ -141,31 +131,13 @@ class PeerSsdStagingIT {
                 Map.entry("peer.transfer-port", String.valueOf(LocalEtcd.freePort())),
                 Map.entry("peer.staging-bytes", "1MiB"))));
         source = cluster.node(1);
-        Map<String, String> s = new LinkedHashMap<>();
-        s.put("data-dir", dir.resolve("manager-2").toString());
-        s.put("grpc.tcp-port", "0");
-        s.put("metrics.port", "0");
+        Map<String, String> s = PeerITFixture.requesterSettings(dir, cluster, "manager-2", "/orbitkv-peer-ssd-test", "2");
         s.put("pool.size", "64MiB");
-        s.put("ssd.enabled", "false");
         s.put("cost.observations", "true");
         s.put("query.wait-budget-ms", String.valueOf(WAIT_BUDGET_MS));
-        s.put("cluster.enabled", "true");
-        s.put("cluster.member-id", "manager-2");
-        s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
-        s.put("cluster.prefix", "/orbitkv-peer-ssd-test");
-        s.put("cluster.lease-ttl-s", "2");
-        s.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
-        s.put("cluster.tls.ca", dir.resolve("certs/ca.pem").toString());
-        s.put("cluster.tls.cert", dir.resolve("certs/manager-2.pem").toString());
-        s.put("cluster.tls.key", dir.resolve("certs/manager-2.key").toString());
-        s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
-        s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
-        Files.createDirectories(dir.resolve("manager-2"));
-        requester = Manager.start(RunningManager.config(s)).await(120, TimeUnit.SECONDS);
+        requester = PeerITFixture.startRequester(s, source);
         requesterPool = SharedMemoryFile.map(requester.poolPath(), 64L << 20);
         namespace = Namespaces.derive(identity());
-        await().atMost(Duration.ofSeconds(30)).until(() -> requester.membershipRole().orElseThrow().members()
-                .containsKey(source.memberId()));
 
         try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
                 OrbitKvClient.readToken(source.tokenFile()))) {
@@ -205,38 +177,25 @@ class PeerSsdStagingIT {
     }
 
     static InstanceIdentity identity() {
-        return InstanceIdentity.newBuilder().setModelFingerprint("peer-ssd-test")
-                .setRepresentation(Representation.RAW).setLayout("test:NHD").setGeometry("layers=2")
-                .setPageSizeTokens(16).setTpRank(0).setTpSize(1).setPpRank(0).setPpSize(1)
-                .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(PAGE))
-                .build();
+        return PeerITFixture.identity("peer-ssd-test");
     }
 
     /** The first 8 bytes of page {@code i} of {@code seed} (how the corruption test finds its extent on disk). */
     static long marker(String seed, int i) {
-        return seed.hashCode() * 31L + i;
+        return PeerITFixture.marker(seed, i);
     }
 
     static void fill(MemorySegment target, String seed, int i) {
-        target.fill((byte) (seed.hashCode() + i));
-        target.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, marker(seed, i));
-        target.set(ValueLayout.JAVA_LONG_UNALIGNED, target.byteSize() - 8, i);
+        PeerITFixture.fill(target, seed, i);
     }
 
     static List<StateKey> publish(EngineSession session, String seed, List<ByteString> hashes, int first) throws Exception {
-        AllocatePublishReply allocated = session.allocate(hashes.stream()
-                .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
-        int i = first;
-        for (PublishSlot slot : allocated.getSlotsList()) {
-            assertThat(slot.getStatus()).isEqualTo(SlotStatus.ALLOCATED);
-            fill(session.slot(slot.getSlot()), seed, i++);
-        }
-        session.seal(allocated.getPublishId(), List.of()).await(10, TimeUnit.SECONDS);
+        PeerITFixture.publish(session, seed, hashes, first);
         return hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
     }
 
     static List<ReplicaEvidence> peers(StateKey key) throws Exception {
-        return requester.inventoryRole().orElseThrow().replicas(key).await(5, TimeUnit.SECONDS).peers();
+        return PeerITFixture.peers(requester, key);
     }
 
     /** The source's committed SSD extent generations of {@code keys}, once the requester's inventory shows them. */
@@ -302,12 +261,7 @@ class PeerSsdStagingIT {
     }
 
     static int residentHere(List<StateKey> keys) throws Exception {
-        List<ImageStore.PositionedKey> probed = new ArrayList<>();
-        for (int i = 0; i < keys.size(); i++) {
-            probed.add(new ImageStore.PositionedKey(i, keys.get(i)));
-        }
-        return new StorageProxy(requester.vertx()).probe(List.of(new ImageStore.GroupProbe(0, probed)))
-                .await(5, TimeUnit.SECONDS).groups().getFirst().sealed().cardinality();
+        return PeerITFixture.residentHere(requester, keys);
     }
 
     static PeerTransferGrpcClient rawClient(Vertx vertx) {
@@ -335,7 +289,7 @@ class PeerSsdStagingIT {
     }
 
     static double requesterMetric(String name) {
-        return LocalCluster.sample(requester.registry().scrape(), name, null).orElse(-1);
+        return PeerITFixture.metric(requester, name);
     }
 
     static long samples(CostEstimateKey key) throws Exception {
@@ -345,18 +299,8 @@ class PeerSsdStagingIT {
         };
     }
 
-    /** The requester holds nothing: no engine lease, no plan or segment lease, no pin, no unsealed or open publish. */
     static void assertRequesterHoldsNothing(EngineSession engine) throws Exception {
-        RunningManager.assertNoLeases(engine);
-        await().atMost(SOON).untilAsserted(() -> {
-            PlanningCommands.PlanningStats planning = new PlanningProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
-            assertThat(planning.executing()).as("executing plans").isZero();
-            assertThat(planning.heldLeases()).as("segment leases").isZero();
-            StorageCommands.StorageStats stats = new StorageProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
-            assertThat(stats.pinnedImages()).as("pinned images here").isZero();
-            assertThat(stats.unsealedImages()).as("unsealed images here").isZero();
-            assertThat(stats.openPublishes()).as("open publishes here").isZero();
-        });
+        PeerITFixture.assertRequesterHoldsNothing(requester, engine);
     }
 
     /** Submits a demand for {@code hashes} on {@code engine} and polls until it is no longer PENDING. */
