@@ -26,7 +26,8 @@ import java.util.OptionalLong;
  * completion), and only then releases every lease it holds; its result completes after those releases. So a failure
  * before any payload moved leaves nothing held, and a submitted segment is fenced before anything else may be tried for
  * its pages. Acquisition is sequential in plan order: a bounded order, and a stale segment stops the rest before they
- * take anything.
+ * take anything. {@link Preparation#acquired()} completes when the last lease is held, before any transfer is queued
+ * (admission reports a peer plan RESERVED from then on); it owns nothing.
  *
  * <p>Engine-restore plans: the route owners take every segment to host-ready (a DRAM segment is host-ready at
  * acquisition, an SSD one after its read); the device copy is the prepared plan's last step ({@link Prepared#restore}),
