@@ -750,7 +750,11 @@ public final class PeerVerticle extends VerticleBase {
                         });
             }
             a.stages.add(Stage.RESIDENT);
-            return storage.seal(PEER_INSTANCE, a.publishId, a.crcs, a.written).transform(sealed -> {
+            List<Integer> received = receive.receivedChecksums();
+            Future<ImageStore.SealResult> seal = received == null
+                    ? storage.seal(PEER_INSTANCE, a.publishId, a.crcs, a.written)
+                    : storage.sealReceived(PEER_INSTANCE, a.publishId, a.crcs, a.written, received);
+            return seal.transform(sealed -> {
                 release(a.client, grant);
                 if (sealed.failed()) {
                     mismatches.increment();

@@ -65,6 +65,7 @@ public final class StorageVerticle extends VerticleBase {
     private Counter residencyResyncs;
     private Counter checksumsOffloaded;
     private Counter backgroundChecksums;
+    private Counter checksumsReceived;
     /** Reads into pool slots still in flight when {@link #stop} unmapped the pool: 0 after an ordered stop. */
     private volatile int readsInFlightAtUnmap = -1;
     /** The one-shot timer that ends the eldest quarantine hold; -1 when none is armed. */
@@ -219,6 +220,15 @@ public final class StorageVerticle extends VerticleBase {
      */
     private Future<ImageStore.SealResult> seal(StorageCommands.Seal c) {
         List<MemorySegment> slots = store.slotsToVerify(c.instance(), c.publishId(), c.crc32c(), c.written());
+        if (c.received() != null) {
+            // the writer's checksums over the bytes it placed (see StorageProxy.sealReceived): compared, not recomputed
+            if (c.crc32c().isEmpty() || c.received().size() != c.crc32c().size()) {
+                return Future.failedFuture(new IllegalArgumentException("a received-checksum seal needs one expected and"
+                        + " one received CRC32C per slot"));
+            }
+            checksumsReceived.increment();
+            return sealVerified(c, c.received());
+        }
         long bytes = 0;
         for (MemorySegment slot : slots) {
             bytes += slot.byteSize();
@@ -611,6 +621,9 @@ public final class StorageVerticle extends VerticleBase {
                 .baseUnit("bytes").description("Bytes read back from SSD into DRAM for queries").register(registry);
         checksumsOffloaded = Counter.builder("orbitkv.seal.checksums.offloaded")
                 .description("Seals whose CRC32C checks ran on a worker (large publishes), not on the storage loop")
+                .register(registry);
+        checksumsReceived = Counter.builder("orbitkv.seal.checksums.received")
+                .description("Seals that compared the writer's checksums over the bytes it placed (peer receives)")
                 .register(registry);
         backgroundChecksums = Counter.builder("orbitkv.seal.checksums.background")
                 .description("Images whose CRC32C a worker computed after a seal without checksums and the store kept")
