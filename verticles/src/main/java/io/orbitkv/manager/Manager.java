@@ -235,7 +235,8 @@ public final class Manager implements AutoCloseable {
                     .publishBudgetBytes((long) (poolBytes * config.publishBudgetFraction()))
                     .incarnation(incarnation)
                     .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
-                    .cost(cost.proxy(), dramPool);
+                    .cost(cost.proxy(), dramPool)
+                    .backgroundChecksums(config.peer().enabled());
             if (ssd != null) {
                 storageSettings.ssd(new SsdProxy(vertx), ssdStore);
             }

@@ -13,7 +13,9 @@ import java.util.List;
  *
  * <p>Contract: {@link Receive#completion} completes once every destination holds its page's bytes, or fails; after
  * {@link Receive#fence} completes, the transport writes nothing more into any destination (the requester may then
- * free or reuse the slots). Checksums are the requester's job (the transport moves bytes only).
+ * free or reuse the slots). Checksums are the requester's job: a transport may compute each destination's CRC32C
+ * over the bytes it placed in the slot, as they land ({@link Receive#receivedChecksums}); the requester's seal then
+ * compares those with the source's instead of reading the slots again, and still refuses a mismatch.
  */
 public interface PeerTransport {
     /** One page's destination: a slice of the requester's pool (its slot), exactly the page's length. */
@@ -25,6 +27,15 @@ public interface PeerTransport {
 
         /** Stops the receive; completes when no byte can be written into the destinations any more. */
         Future<Void> fence();
+
+        /**
+         * After {@link #completion} succeeded: the CRC32C of each destination (grant order), computed by the transport
+         * over exactly the bytes it placed in that slot, right after they landed; null when this transport does not
+         * compute them (the seal then reads the slots).
+         */
+        default List<Integer> receivedChecksums() {
+            return null;
+        }
     }
 
     /**

@@ -128,6 +128,7 @@ public final class PeerVerticle extends VerticleBase {
     private GrpcClient grpcClient;
     private long nextLease = 1;
     private Counter mismatches;
+    private Counter sourceChecksums;
     private Counter rejections;
     private Counter fetchedPages;
     private Counter expired;
@@ -186,6 +187,9 @@ public final class PeerVerticle extends VerticleBase {
         staging = new PeerSsdStaging(storage, settings.stagingBytes(), registry);
         mismatches = Counter.builder("orbitkv_peer_checksum_mismatches_total")
                 .description("Fetched peer pages whose bytes did not match the source's CRC32C (never served)").register(registry);
+        sourceChecksums = Counter.builder("orbitkv_peer_source_checksums_total")
+                .description("Pages whose CRC32C this source computed at reserve (not known from the seal or remembered)")
+                .register(registry);
         rejections = Counter.builder("orbitkv_peer_rejections_total")
                 .description("Peer reserves this source refused").register(registry);
         fetchedPages = Counter.builder("orbitkv_peer_fetched_pages_total")
@@ -433,11 +437,16 @@ public final class PeerVerticle extends VerticleBase {
         return -1;
     }
 
-    /** The source's CRC32C per pinned image: known from the seal, else computed now on a worker (pins hold the slots). */
+    /**
+     * The source's CRC32C per pinned image: known from the seal (or remembered by the storage role's background pass
+     * after a seal without checksums, at the image's exact slot generation), else computed now on a worker (pins hold
+     * the slots; counted by {@code orbitkv_peer_source_checksums_total}).
+     */
     private Future<List<Long>> checksums(List<ImageStore.ImageRef> refs) {
         if (refs.stream().allMatch(ImageStore.ImageRef::crcKnown)) {
             return Future.succeededFuture(refs.stream().map(ImageStore.ImageRef::crc32c).toList());
         }
+        sourceChecksums.increment(refs.stream().filter(r -> !r.crcKnown()).count());
         MemorySegment segment = pool.segment();
         return vertx.executeBlocking(() -> {
             List<Long> crcs = new ArrayList<>(refs.size());
@@ -741,7 +750,11 @@ public final class PeerVerticle extends VerticleBase {
                         });
             }
             a.stages.add(Stage.RESIDENT);
-            return storage.seal(PEER_INSTANCE, a.publishId, a.crcs, a.written).transform(sealed -> {
+            List<Integer> received = receive.receivedChecksums();
+            Future<ImageStore.SealResult> seal = received == null
+                    ? storage.seal(PEER_INSTANCE, a.publishId, a.crcs, a.written)
+                    : storage.sealReceived(PEER_INSTANCE, a.publishId, a.crcs, a.written, received);
+            return seal.transform(sealed -> {
                 release(a.client, grant);
                 if (sealed.failed()) {
                     mismatches.increment();

@@ -47,6 +47,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.zip.CRC32C;
 import javax.net.ssl.SSLPeerUnverifiedException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -74,6 +75,13 @@ import org.slf4j.LoggerFactory;
  * are copied once into the slots (direct → pool). Reads happen on the connection's event loop only (epoll or NIO: a
  * read is synchronous on that thread), which is also the receive's context; the straight-to-slot path is used only on
  * those transports.
+ *
+ * <p>Received checksums (design note): on that same context, right after each read landed bytes in a slot (recv into
+ * the slot, or the copy into it), the receive folds exactly that slot region, read back from the slot while it is
+ * still in cache, into the page's running CRC32C ({@link Receive#receivedChecksums}). So every value is over the bytes
+ * the slot holds (each region once, in order), and the requester's seal compares it with the source's without a
+ * second pass over the pages; a byte changed in flight still fails the seal. Nothing else writes a destination while
+ * the receive is on it, and nothing after the fence.
  *
  * <p>Cancel and crash: a requester that gives up fences: on the receive's context the receive is marked fenced (the
  * allocator hands out scratch buffers from then on and nothing is copied into a slot) and the connection is closed,
@@ -487,6 +495,8 @@ public final class TcpPeerTransport implements PeerTransport {
         final Promise<Void> result = Promise.promise();
         /** Slot buffers handed to a read that got bytes, not yet passed to {@link #take}. */
         final Set<ByteBuf> landedTargets = Collections.newSetFromMap(new IdentityHashMap<>());
+        /** Running CRC32C per destination over the bytes placed in its slot (each region once, as it landed). */
+        final CRC32C[] crcs;
         Connection connection;
         ByteBuf pendingTarget;
         boolean fenced;
@@ -501,6 +511,30 @@ public final class TcpPeerTransport implements PeerTransport {
             this.header = header;
             this.destinations = destinations;
             this.total = destinations.stream().mapToLong(d -> d.slot().byteSize()).sum();
+            this.crcs = new CRC32C[destinations.size()];
+            for (int i = 0; i < crcs.length; i++) {
+                crcs[i] = new CRC32C();
+            }
+        }
+
+        /**
+         * Folds the slot region {@code [from, from + n)} of the current page into its CRC32C: read back from the slot
+         * itself right after the bytes landed there (still in cache), so the value is over what the slot holds.
+         */
+        private void checksum(long from, long n) {
+            crcs[page].update(destinations.get(page).slot().asSlice(from, n).asByteBuffer());
+        }
+
+        @Override
+        public List<Integer> receivedChecksums() {
+            if (!result.future().succeeded()) {
+                return null;
+            }
+            List<Integer> values = new ArrayList<>(crcs.length);
+            for (CRC32C crc : crcs) {
+                values.add((int) crc.getValue());
+            }
+            return values;
         }
 
         /** Sends the header on a pooled connection of this context, or on a new one. */
@@ -557,6 +591,7 @@ public final class TcpPeerTransport implements PeerTransport {
                 return;
             }
             landedTargets.add(target);
+            checksum(inPage, bytes);
             advance(bytes);
         }
 
@@ -590,6 +625,7 @@ public final class TcpPeerTransport implements PeerTransport {
                     MemorySegment slot = destinations.get(page).slot();
                     int chunk = (int) Math.min(left, slot.byteSize() - inPage);
                     b.getBytes(index, slot.asSlice(inPage, chunk).asByteBuffer());
+                    checksum(inPage, chunk);
                     RECEIVED_BYTES.addAndGet(chunk);
                     received += chunk;
                     index += chunk;

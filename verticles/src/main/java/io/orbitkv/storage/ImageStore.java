@@ -509,6 +509,27 @@ public final class ImageStore {
         return new SealResult(publishImages.size(), publish.bytes());
     }
 
+    /**
+     * Remembers a CRC32C computed outside a seal (the storage role's background pass after a seal without
+     * checksums) for the image at exactly {@code ref}'s slot and generation. The memo lives on
+     * the {@link Image}, so it belongs to that one slot generation: an image evicted or freed takes it along, and a
+     * slot reused at a new generation starts with {@link ImageRef#CRC_UNKNOWN}. Ignored (false) when the key is not
+     * sealed at that slot and generation any more, or when the image's checksum is already known.
+     */
+    public boolean rememberChecksum(ImageRef ref, long crc32c) {
+        if (crc32c < 0 || crc32c > 0xFFFF_FFFFL) {
+            throw new IllegalArgumentException("a CRC32C is an unsigned 32-bit value: " + crc32c);
+        }
+        Image image = images.get(ref.key());
+        if (image == null || image.state != ImageState.SEALED || image.slot.offset() != ref.offset()
+                || image.slot.generation() != ref.generation() || image.slot.lengthBytes() != ref.lengthBytes()
+                || image.crc32c != ImageRef.CRC_UNKNOWN) {
+            return false;
+        }
+        image.crc32c = crc32c;
+        return true;
+    }
+
     public void checkInsidePool(long offset, long length) {
         if (offset < 0 || length <= 0 || offset > allocator.poolBytes() - length) {
             throw new OrbitException(ErrorReason.DESCRIPTOR_OUTSIDE_POOL, "descriptor [" + offset + ", +" + length
@@ -532,6 +553,15 @@ public final class ImageStore {
             allocator.free(image.slot);
         }
         return publish.images().size();
+    }
+
+    /** The refs of an open publish's slots, in allocation order; empty when there is no such open publish. */
+    public List<ImageRef> publishRefs(long instance, long publishId) {
+        Publish publish = publishes.get(publishId);
+        if (publish == null || publish.ownerInstance() != instance) {
+            return List.of();
+        }
+        return publish.images().stream().map(Image::ref).toList();
     }
 
     private Publish ownedPublish(long instance, long publishId) {

@@ -8,7 +8,16 @@ public final class StorageCommands {
 
     public record Allocate(long instance, List<StateKey> keys, List<Long> lengths) {}
 
-    public record Seal(long instance, long publishId, List<Integer> crc32c, List<ImageStore.ImageRef> written) {}
+    /**
+     * A seal; {@code received} (null: none) holds one CRC32C per slot that the writer computed over the bytes it placed
+     * in the slots (the peer transport, as they landed): compared with {@code crc32c} instead of reading the slots.
+     */
+    public record Seal(long instance, long publishId, List<Integer> crc32c, List<ImageStore.ImageRef> written,
+                       List<Integer> received) {
+        public Seal(long instance, long publishId, List<Integer> crc32c, List<ImageStore.ImageRef> written) {
+            this(instance, publishId, crc32c, written, null);
+        }
+    }
 
     public record Abort(long instance, long publishId) {}
 

@@ -45,6 +45,16 @@ public final class StorageProxy {
         return RoleProxies.request(bus, SEAL, new StorageCommands.Seal(instance, publishId, crc32c, written), options);
     }
 
+    /**
+     * Seals a publish whose writer computed each slot's CRC32C over the bytes it placed there ({@code received}, one
+     * per slot): the seal compares them with {@code crc32c} (a mismatch aborts the publish) without reading the slots.
+     */
+    public Future<ImageStore.SealResult> sealReceived(long instance, long publishId, List<Integer> crc32c,
+                                                      List<ImageStore.ImageRef> written, List<Integer> received) {
+        return RoleProxies.request(bus, SEAL, new StorageCommands.Seal(instance, publishId, crc32c, written, received),
+                options);
+    }
+
     public Future<Integer> abort(long instance, long publishId) {
         return RoleProxies.request(bus, ABORT, new StorageCommands.Abort(instance, publishId), options);
     }

@@ -26,6 +26,7 @@ public final class StorageSettings {
     private ResourceId ssdStore;
     private CostProxy cost;
     private ResourceId dramPool;
+    private boolean backgroundChecksums;
 
     /** The shared-memory pool file this role creates, reserves and removes, and its size. */
     public StorageSettings pool(Path path, long bytes) {
@@ -79,6 +80,20 @@ public final class StorageSettings {
         this.cost = cost;
         this.dramPool = dramPool;
         return this;
+    }
+
+    /**
+     * After a seal without checksums, compute the images' CRC32C on a worker and remember them at their exact slot
+     * generations (a peer source then grants them without reading the pages again). Off by default; the Manager turns
+     * it on with the peer role.
+     */
+    public StorageSettings backgroundChecksums(boolean backgroundChecksums) {
+        this.backgroundChecksums = backgroundChecksums;
+        return this;
+    }
+
+    boolean backgroundChecksums() {
+        return backgroundChecksums;
     }
 
     /** Checks the required settings; answers this. */

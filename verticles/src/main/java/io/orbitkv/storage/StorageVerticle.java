@@ -64,6 +64,8 @@ public final class StorageVerticle extends VerticleBase {
     private BoundedHandoff<SsdResidencyChange> residencyChanges;
     private Counter residencyResyncs;
     private Counter checksumsOffloaded;
+    private Counter backgroundChecksums;
+    private Counter checksumsReceived;
     /** Reads into pool slots still in flight when {@link #stop} unmapped the pool: 0 after an ordered stop. */
     private volatile int readsInFlightAtUnmap = -1;
     /** The one-shot timer that ends the eldest quarantine hold; -1 when none is armed. */
@@ -218,6 +220,15 @@ public final class StorageVerticle extends VerticleBase {
      */
     private Future<ImageStore.SealResult> seal(StorageCommands.Seal c) {
         List<MemorySegment> slots = store.slotsToVerify(c.instance(), c.publishId(), c.crc32c(), c.written());
+        if (c.received() != null) {
+            // the writer's checksums over the bytes it placed (see StorageProxy.sealReceived): compared, not recomputed
+            if (c.crc32c().isEmpty() || c.received().size() != c.crc32c().size()) {
+                return Future.failedFuture(new IllegalArgumentException("a received-checksum seal needs one expected and"
+                        + " one received CRC32C per slot"));
+            }
+            checksumsReceived.increment();
+            return sealVerified(c, c.received());
+        }
         long bytes = 0;
         for (MemorySegment slot : slots) {
             bytes += slot.byteSize();
@@ -240,12 +251,56 @@ public final class StorageVerticle extends VerticleBase {
 
     /** The last step of a seal; a mismatch aborted the publish, which the gauges show at once too. */
     private Future<ImageStore.SealResult> sealVerified(StorageCommands.Seal c, List<Integer> actual) {
+        List<ImageStore.ImageRef> sealed = c.crc32c().isEmpty() && settings.backgroundChecksums()
+                ? store.publishRefs(c.instance(), c.publishId()) : List.of();
         try {
-            return changed(store.sealVerified(c.instance(), c.publishId(), c.crc32c(), actual));
+            Future<ImageStore.SealResult> result = changed(store.sealVerified(c.instance(), c.publishId(), c.crc32c(), actual));
+            checksumInBackground(sealed);
+            return result;
         } catch (RuntimeException e) {
             refresh();
             return Future.failedFuture(e);
         }
+    }
+
+    /**
+     * Background checksums (design note): after a seal without checksums (with {@code backgroundChecksums}), a worker
+     * computes the sealed images' CRC32C and this loop remembers each at the exact slot generation it was read at
+     * ({@link ImageStore#rememberChecksum}), so a peer source grants them without reading the pages again on the
+     * restore path. The worker only reads; an image evicted (and its slot reused) meanwhile was read at a generation
+     * that no longer holds, so its value is dropped, never attached to the new bytes. The ordered stop waits for the
+     * worker like for a seal's checksums ({@link #quiesce}).
+     */
+    private void checksumInBackground(List<ImageStore.ImageRef> refs) {
+        if (refs.isEmpty() || closing) {
+            return;
+        }
+        List<MemorySegment> slots = new ArrayList<>(refs.size());
+        for (ImageStore.ImageRef ref : refs) {
+            slots.add(poolFile.segment().asSlice(ref.offset(), ref.lengthBytes()));
+        }
+        checksumsInFlight++;
+        vertx.executeBlocking(() -> ImageStore.checksums(slots), false).onComplete(ar -> {
+            checksumsInFlight--;
+            signalDrained();
+            if (ar.succeeded()) {
+                List<Long> crcs = ar.result().stream().map(Integer::toUnsignedLong).toList();
+                backgroundChecksums.increment(remember(refs, crcs));
+            }
+        });
+    }
+
+    private int remember(List<ImageStore.ImageRef> refs, List<Long> crcs) {
+        if (refs.size() != crcs.size()) {
+            throw new IllegalArgumentException(refs.size() + " refs, " + crcs.size() + " checksums");
+        }
+        int taken = 0;
+        for (int i = 0; i < refs.size(); i++) {
+            if (store.rememberChecksum(refs.get(i), crcs.get(i))) {
+                taken++;
+            }
+        }
+        return taken;
     }
 
     /** Mirrors every committed SSD extent; keys the SSD role no longer has leave the mirror. */
@@ -566,6 +621,12 @@ public final class StorageVerticle extends VerticleBase {
                 .baseUnit("bytes").description("Bytes read back from SSD into DRAM for queries").register(registry);
         checksumsOffloaded = Counter.builder("orbitkv.seal.checksums.offloaded")
                 .description("Seals whose CRC32C checks ran on a worker (large publishes), not on the storage loop")
+                .register(registry);
+        checksumsReceived = Counter.builder("orbitkv.seal.checksums.received")
+                .description("Seals that compared the writer's checksums over the bytes it placed (peer receives)")
+                .register(registry);
+        backgroundChecksums = Counter.builder("orbitkv.seal.checksums.background")
+                .description("Images whose CRC32C a worker computed after a seal without checksums and the store kept")
                 .register(registry);
         residencyResyncs = Counter.builder("orbitkv.ssd.residency.resyncs")
                 .description("Times the SSD residency mirror was seeded again after the hand-off refused a change")

@@ -222,6 +222,10 @@ class PeerTransferIT {
             fill(expected, "alpha", i);
             assertThat(requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected)).as("page " + i).isEqualTo(-1);
         }
+        // Verified by comparing the CRC32C the transport computed over each slot's bytes as they landed (the seal did
+        // not read the slots again).
+        assertThat(requester.registry().get("orbitkv.seal.checksums.received").counter().count()).isEqualTo(1.0);
+        assertThat(requester.registry().get("orbitkv.seal.checksums.offloaded").counter().count()).isZero();
         // Sealed here (nothing unsealed or open), and the source's lease is released (pins and credits gone).
         StorageCommands.StorageStats stats = requesterStorage();
         assertThat(stats.unsealedImages()).isZero();
