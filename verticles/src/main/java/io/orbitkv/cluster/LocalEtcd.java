@@ -12,6 +12,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -138,9 +140,21 @@ public final class LocalEtcd implements AutoCloseable {
         }
     }
 
+    /** Ports {@link #freePort} handed out in this JVM: never handed out twice (see there). */
+    private static final Set<Integer> HANDED_OUT = ConcurrentHashMap.newKeySet();
+
+    /**
+     * A port free now, never one this JVM handed out before: callers take several before any is bound (etcd's two,
+     * a Manager's Hazelcast and peer ports), and the kernel may answer the same ephemeral port twice meanwhile.
+     */
     public static int freePort() throws IOException {
-        try (ServerSocket socket = new ServerSocket(0)) {
-            return socket.getLocalPort();
+        for (int attempt = 0; attempt < 256; attempt++) {
+            try (ServerSocket socket = new ServerSocket(0)) {
+                if (HANDED_OUT.add(socket.getLocalPort())) {
+                    return socket.getLocalPort();
+                }
+            }
         }
+        throw new IOException("no port free that was not handed out already (256 tries)");
     }
 }

@@ -9,22 +9,33 @@ import io.orbitkv.admission.AdmissionCommands.DemandState;
 import io.orbitkv.admission.AdmissionCommands.GroupPlan;
 import io.orbitkv.admission.AdmissionCommands.Outcome;
 import io.orbitkv.admission.AdmissionCommands.Status;
+import io.orbitkv.cluster.ClusterEvidence;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.cost.ResourceId;
 import io.orbitkv.cost.ResourceKind;
+import io.orbitkv.cost.RepresentationFamily;
+import io.orbitkv.planning.ByteCount;
+import io.orbitkv.planning.DemandEvidence;
 import io.orbitkv.planning.EstimateSource;
+import io.orbitkv.planning.ExecutionOwner;
 import io.orbitkv.planning.LocalOwners;
 import io.orbitkv.planning.LocalReplicaPort;
 import io.orbitkv.planning.MembershipView;
 import io.orbitkv.planning.PlanExecutor;
+import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.planning.PlannedPage;
+import io.orbitkv.planning.PlannedSegment;
 import io.orbitkv.planning.PlanningCommands;
 import io.orbitkv.planning.PlanningHandlers;
 import io.orbitkv.planning.PlanningPort;
 import io.orbitkv.planning.PlanningRole;
+import io.orbitkv.planning.ReplicaEvidence;
+import io.orbitkv.planning.ReplicaSet;
 import io.orbitkv.planning.RestoreOwner;
 import io.orbitkv.planning.RouteCapabilities;
 import io.orbitkv.planning.RouteResources;
 import io.orbitkv.planning.RouteTemplate;
+import io.orbitkv.planning.SegmentLease;
 import io.orbitkv.planning.TransferScheduler;
 import io.orbitkv.protocol.engine.ErrorReason;
 import io.orbitkv.recovery.GroupRule;
@@ -38,6 +49,7 @@ import io.vertx.core.Promise;
 import java.lang.foreign.Arena;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.Deque;
 import java.util.List;
 import java.util.Map;
@@ -388,6 +400,103 @@ class DemandAdmissionTest {
         Outcome resident = admission.submit(1, likely).await();
         assertThat(resident.status()).isEqualTo(Status.RESIDENT);
         admission.release(1, resident.leaseId()).await();
+        assertNothingHeld(admission);
+    }
+
+    /**
+     * A peer route with a stand-in for the peer role (its real execution runs against other Manager processes in
+     * PeerDemandIT): acquire = the source lease, held until the test grants it; submit = the transfer, held until the
+     * test lets the bytes land (published, sealed and pinned in the store).
+     */
+    @Test
+    void aPeerPlanIsCandidateUntilTheSourceLeaseIsHeldThenReservedUntilItsBytesAreSealedThenReady() {
+        PeerOwner source = new PeerOwner("manager-1", 7);
+        Map<StateKey, ReplicaSet> peerRecords = new HashMap<>();
+        List<StateKey> offered = new ArrayList<>();
+        for (int p = 0; p < 4; p++) {
+            offered.add(key(0, p));
+        }
+        offered.add(key(2, 3));
+        long generation = 100;
+        for (StateKey k : offered) {
+            peerRecords.put(k, ReplicaSet.empty().withPeer(new ReplicaEvidence.PeerDram(source, generation, generation++,
+                    ByteCount.of(PAGE), Optional.of(RepresentationFamily.RAW))));
+        }
+        Deque<Runnable> grants = new ArrayDeque<>();
+        Deque<Runnable> transfers = new ArrayDeque<>();
+        Map<Long, List<ImageStore.ImageRef>> pinned = new HashMap<>();
+        ExecutionOwner peer = new ExecutionOwner() {
+            long nextLease = 1;
+
+            @Override
+            public Future<SegmentLease> acquire(PlannedSegment segment) {
+                Promise<SegmentLease> granted = Promise.promise();
+                grants.add(() -> granted.complete(new SegmentLease(nextLease++, segment, List.of())));
+                return granted.future();
+            }
+
+            @Override
+            public Future<SegmentLease> submit(SegmentLease lease) {
+                Promise<SegmentLease> landed = Promise.promise();
+                transfers.add(() -> {
+                    List<StateKey> keys = lease.segment().pages().stream().map(PlannedPage::key).toList();
+                    ImageStore.AllocateResult slots = store.allocate(9, keys, keys.stream().map(k -> PAGE).toList());
+                    store.seal(9, slots.publishId(), List.of(), List.of());
+                    List<ImageStore.ImageRef> refs = store.pinExact(List.of(keys)).pinned().getFirst();
+                    pinned.put(lease.leaseId(), refs);
+                    landed.complete(lease.withHostPages(refs));
+                });
+                return landed.future();
+            }
+
+            @Override
+            public Future<Boolean> release(SegmentLease lease) {
+                List<ImageStore.ImageRef> refs = pinned.remove(lease.leaseId());
+                if (refs != null) {
+                    store.unpin(List.of(refs));
+                }
+                return Future.succeededFuture(true);
+            }
+        };
+        LocalOwners local = new LocalOwners(port);
+        Deque<Runnable> timers = new ArrayDeque<>();
+        PlanExecutor executor = new PlanExecutor(Map.of(RouteTemplate.LOCAL_DRAM, local.dram(),
+                RouteTemplate.HOST_FROM_PEER_DRAM, peer), null, TransferScheduler.Settings.uniform(1 << 20, 0.25, 64),
+                () -> now, registry, (delay, task) -> timers.add(task));
+        PlanningRole role = new PlanningRole(RouteCapabilities.localOnly(false).with(RouteTemplate.HOST_FROM_PEER_DRAM),
+                source::equals, new RouteResources(new ResourceId(ResourceKind.DRAM_POOL, "dram", 1),
+                        new ResourceId(ResourceKind.SSD_STORE, "ssd", 1)),
+                ClusterEvidence.merged(local.evidence(), demand -> Future.succeededFuture(DemandEvidence.of(peerRecords))),
+                EstimateSource.NONE, executor, () -> now, registry);
+        planning = new PlanningHandlers(role, () -> Future.succeededFuture(false));
+        DemandAdmission admission = new DemandAdmission(settings().maxOutstanding(8, 100).build(), registry, () -> now,
+                planning);
+
+        Outcome first = admission.submit(1, plan("r", 0, 1, 4, 4)).await();
+        assertThat(first.status()).isEqualTo(Status.PENDING);
+        assertThat(first.detail()).as("no source lease yet").isEqualTo(DemandState.CANDIDATE);
+        assertThat(grants).hasSize(1);
+        assertThat(admission.poll(1, first.ticket()).await().detail()).isEqualTo(DemandState.CANDIDATE);
+        // Segments are acquired one after another (one per group): CANDIDATE until the last source lease is held.
+        while (!grants.isEmpty()) {
+            grants.poll().run();
+            if (!grants.isEmpty()) {
+                assertThat(admission.poll(1, first.ticket()).await().detail()).isEqualTo(DemandState.CANDIDATE);
+            }
+        }
+        Outcome reserved = admission.poll(1, first.ticket()).await();
+        assertThat(reserved.status()).isEqualTo(Status.PENDING);
+        assertThat(reserved.detail()).as("every source lease held, no byte landed").isEqualTo(DemandState.RESERVED);
+        assertThat(transfers).isNotEmpty();
+        assertThat(store.pinnedImages()).as("nothing sealed here yet").isZero();
+        while (!transfers.isEmpty()) {
+            transfers.poll().run(); // the bytes land and are sealed: RESIDENT, boundary re-checked, READY
+        }
+        Outcome ready = admission.poll(1, first.ticket()).await();
+        assertThat(ready.status()).isEqualTo(Status.READY);
+        assertThat(ready.detail()).isEqualTo(DemandState.READY);
+        assertThat(ready.boundaryTokens()).isEqualTo(4 * P);
+        admission.release(1, ready.leaseId()).await();
         assertNothingHeld(admission);
     }
 }
