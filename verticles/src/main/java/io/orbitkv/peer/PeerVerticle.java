@@ -227,6 +227,7 @@ public final class PeerVerticle extends VerticleBase {
         return vertx.executeBlocking(() -> SharedMemoryFile.map(poolPath, poolBytes))
                 .compose(mapped -> {
                     pool = mapped;
+                    startPrefault();
                     return transport.serve(cluster.host(), settings.transferPort(), poolPath, pool.segment(), transferSource());
                 })
                 .compose(port -> vertx.createHttpServer(new HttpServerOptions().setHost(cluster.host())
@@ -238,17 +239,53 @@ public final class PeerVerticle extends VerticleBase {
     @Override
     public Future<?> stop() {
         stopping = true;
+        prefaultStop = true;
+        if (pool == null) {
+            prefaulted.tryComplete(); // never mapped: no prefault ran
+        }
         for (Lease lease : List.copyOf(leases.values())) {
             drop(lease);
         }
         Future<Void> servers = grpcServer == null ? Future.succeededFuture() : grpcServer.close();
         return servers.compose(v -> transport.close()).compose(v -> grpcClient.close())
+                .compose(v -> prefaulted.future().otherwiseEmpty()) // the worker stops at its next step
                 .compose(v -> vertx.executeBlocking(() -> {
                     if (pool != null) {
                         pool.close();
                     }
                     return null;
                 }));
+    }
+
+    /**
+     * Prefault (design note): a fresh mapping of the pool costs a page fault per 4 KiB page at its first write, and on
+     * a requester the first write is the receive's recv(2) or copy into a destination slot — on the event loop, in
+     * the middle of a transfer. So at start a worker write-faults the first {@code peer.prefault-bytes} of this role's
+     * mapping once ({@link PoolPrefault}: no value changes, safe while the pool is in use). It stops early when this
+     * role stops ({@link #stop} waits for it before unmapping). Completes {@link #prefaulted()}.
+     */
+    private void startPrefault() {
+        MemorySegment segment = pool.segment();
+        long started = System.nanoTime();
+        vertx.executeBlocking(() -> PoolPrefault.prefault(segment, settings.prefaultBytes(), () -> prefaultStop), false)
+                .onComplete(ar -> {
+                    prefaultNanos = System.nanoTime() - started;
+                    prefaulted.tryComplete();
+                });
+    }
+
+    private final Promise<Void> prefaulted = Promise.promise();
+    private volatile long prefaultNanos = -1;
+    private volatile boolean prefaultStop;
+
+    /** Completes once the start-up prefault of this role's pool mapping ended (see {@link #startPrefault}). */
+    public Future<Void> prefaulted() {
+        return prefaulted.future();
+    }
+
+    /** How long the prefault took (ns), -1 before it ended. */
+    public long prefaultNanos() {
+        return prefaultNanos;
     }
 
     // ---------------------------------------------------------------- source side
