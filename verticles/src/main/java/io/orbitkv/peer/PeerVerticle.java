@@ -93,8 +93,14 @@ import javax.net.ssl.SSLPeerUnverifiedException;
  * <p>Crash: a requester that dies leaves its leases to expire (or to membership departure, sooner with the lease ttl);
  * a source that dies closes or stalls the transfer: the requester fences at its budget and aborts its slots.
  *
- * <p>Concurrency: all lease and fetch state lives on this verticle's context; CRC32C of unchecked source images is
- * computed on a worker (the pins keep the slots stable meanwhile).
+ * <p>Checksums (design note): a source grants each page's CRC32C from the seal, or from the storage role's background
+ * pass after a seal without checksums (remembered for that exact slot generation only); what is still unknown at
+ * reserve is computed on a worker (the pins keep the slots stable meanwhile; counted). A requester's transport computes
+ * each received page's CRC32C as the bytes land in the slot, and the seal compares those with the grant's (a mismatch
+ * aborts the publish, is counted and never served); a transport that computes none leaves the seal to read the slots.
+ *
+ * <p>Concurrency: all lease and fetch state lives on this verticle's context. At start a worker prefaults this role's
+ * pool mapping ({@link #startPrefault}); {@link #stop} waits for it before unmapping.
  */
 public final class PeerVerticle extends VerticleBase {
     /** The storage instance id under which fetched pages are published locally. */
