@@ -639,6 +639,8 @@ public final class PeerVerticle extends VerticleBase {
         final List<StateKey> keys;
         final long deadline;
         final List<Stage> stages;
+        /** Which destinations are local slots (the others: pages already resident here, received into scratch). */
+        final List<Integer> slotDestinations = new ArrayList<>();
         PeerOwner owner;
         long startedNanos;
 
@@ -752,8 +754,14 @@ public final class PeerVerticle extends VerticleBase {
                     destinations.add(new PeerTransport.Destination(Arena.ofAuto().allocate(lengths.get(i), 4096)));
                 }
             }
-            return new Acquired(client, grant, allocated.publishId(), destinations, written, crcs, lengths, keys, deadline,
-                    stages);
+            Acquired acquired = new Acquired(client, grant, allocated.publishId(), destinations, written, crcs, lengths,
+                    keys, deadline, stages);
+            for (int i = 0; i < allocated.slots().size(); i++) {
+                if (allocated.slots().get(i).allocated()) {
+                    acquired.slotDestinations.add(i);
+                }
+            }
+            return acquired;
         });
     }
 
@@ -793,7 +801,7 @@ public final class PeerVerticle extends VerticleBase {
                         });
             }
             a.stages.add(Stage.RESIDENT);
-            List<Integer> received = receive.receivedChecksums();
+            List<Integer> received = slotChecksums(receive.receivedChecksums(), a);
             Future<ImageStore.SealResult> seal = received == null
                     ? storage.seal(PEER_INSTANCE, a.publishId, a.crcs, a.written)
                     : storage.sealReceived(PEER_INSTANCE, a.publishId, a.crcs, a.written, received);
@@ -812,6 +820,21 @@ public final class PeerVerticle extends VerticleBase {
                 return Future.succeededFuture(new Fetched(List.copyOf(a.written), bytes, List.copyOf(a.stages)));
             });
         });
+    }
+
+    /**
+     * The transport's received checksums of the local slots only (grant order), or null when it computed none or no
+     * slot was allocated (the seal then verifies, or has nothing to verify, as before).
+     */
+    private static List<Integer> slotChecksums(List<Integer> received, Acquired a) {
+        if (received == null || a.written.isEmpty() || received.size() != a.destinations.size()) {
+            return null;
+        }
+        List<Integer> slots = new ArrayList<>(a.slotDestinations.size());
+        for (int i : a.slotDestinations) {
+            slots.add(received.get(i));
+        }
+        return slots;
     }
 
     /** The cost key of a peer sample: the peer Manager at its incarnation, the bytes and pages of the lease. */
