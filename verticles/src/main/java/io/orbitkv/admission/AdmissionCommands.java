@@ -24,7 +24,10 @@ public final class AdmissionCommands {
      *   MISS ── evidence ──▶ CANDIDATE ── source leases ──▶ RESERVED ── bytes in local DRAM ──▶ RESIDENT ── legal
      *   boundary re-checked on what was acquired, handed to the engine ──▶ READY
      * </pre>
-     * Evidence alone is never READY. Everything is local DRAM today, so RESERVED and RESIDENT are passed in one step.
+     * Evidence alone is never READY. A local plan is RESERVED as soon as it executes (its owners are this Manager's);
+     * a plan with a peer segment is RESERVED once the source Manager granted its lease and the local slots are
+     * allocated, until its bytes are sealed here (CRC32C checked). RESIDENT and READY are passed in one step for a
+     * host-ready demand; an engine-restore demand stays RESIDENT until its device copy is terminal.
      */
     public enum DemandState { MISS, CANDIDATE, RESERVED, RESIDENT, READY }
 

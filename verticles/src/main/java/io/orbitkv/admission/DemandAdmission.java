@@ -69,7 +69,8 @@ import java.util.concurrent.TimeUnit;
  * (3) check and charge the plan's bytes against the budgets; (4) planning executes the plan: the execution owners
  * acquire and revalidate exactly what it names (DRAM: exact-generation pins; SSD: slots and exact-generation extent
  * leases, then read + seal + pin in one step), all or nothing. A plan that moves payload answers PENDING (RESERVED) at
- * once and its terminal answer becomes the ticket's. Stale evidence or a rejection before any payload moved, or a
+ * once and its terminal answer becomes the ticket's; a plan with a peer segment answers PENDING (CANDIDATE) until
+ * planning says every segment's lease is held (the source Manager granted), PENDING (RESERVED) from then on. Stale evidence or a rejection before any payload moved, or a
  * submitted transfer that failed (fenced by then), re-plans from fresh evidence (at most {@value #MAX_PLAN_ATTEMPTS}
  * plans, then PENDING); (5) re-check the boundary is legal on what was acquired, and only then answer READY (RESIDENT
  * for speculative warming). Evidence alone never answers READY. An explicitly requested route that cannot run here
@@ -572,10 +573,20 @@ final class DemandAdmission {
         ticket.executingPlan = chosen;
         Future<PlanningCommands.PreparedPlan> executed = planning.execute(execution, view, chosen);
         if (chosen.movesPayloadToHost()) {
-            // A peer segment's source lease is asked of another Manager: nothing is reserved until its execution ends.
-            ticket.lastDetail = chosen.segments().stream().anyMatch(s -> s.route().medium().isPeer())
-                    ? DemandState.CANDIDATE : DemandState.RESERVED;
+            // A peer segment's source lease is asked of another Manager: the plan stays CANDIDATE until every
+            // segment's lease is held (the source granted, local slots allocated), then it is RESERVED until its bytes
+            // are sealed here (RESIDENT) and the boundary is re-checked (READY).
+            boolean peerPlan = chosen.segments().stream().anyMatch(s -> s.route().medium().isPeer());
+            ticket.lastDetail = peerPlan ? DemandState.CANDIDATE : DemandState.RESERVED;
             reply.tryComplete(pending(ticket));
+            if (peerPlan) {
+                planning.acquired(execution).onSuccess(held -> {
+                    if (held && ticket.executing == execution && !stale(ticket, generation)
+                            && ticket.lastDetail == DemandState.CANDIDATE) {
+                        ticket.lastDetail = DemandState.RESERVED;
+                    }
+                });
+            }
         }
         return executed.compose(prepared -> {
             boolean joined = executionEnded(ticket, execution);

@@ -265,20 +265,23 @@ public final class Manager implements AutoCloseable {
                     : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
                             poolBytes, registry, cost.proxy());
             // Peer evidence counts only for current members. With the cluster on, discovery merges the inventory's
-            // peer records with local evidence; with the peer role too, peer DRAM is executable through it.
+            // peer records with local evidence; with the peer role too, peer DRAM and peer SSD (the source stages its
+            // own extents) are executable through it, one execution owner for both.
             PlanningVerticle.Settings planningSettings = PlanningVerticle.Settings.localOnly(config.ssd().enabled(),
                     planningResources).withRestoreRole().withTransfers(config.planningTransfers());
             if (peer != null) {
                 planningSettings = new PlanningVerticle.Settings(
-                        planningSettings.capabilities().with(RouteTemplate.HOST_FROM_PEER_DRAM),
+                        planningSettings.capabilities().with(RouteTemplate.HOST_FROM_PEER_DRAM)
+                                .with(RouteTemplate.HOST_FROM_PEER_SSD),
                         planningSettings.transfers(), planningSettings.resources());
             }
             PlanningVerticle planning = new PlanningVerticle(planningSettings, registry, Ticker.SYSTEM, cost.proxy())
                     .members(cluster == null ? MembershipView.NONE : cluster.membership());
             if (cluster != null) {
-                planning.peers(local -> ClusterEvidence.merged(local, cluster.inventory()), peer == null ? Map.of()
-                        : Map.of(RouteTemplate.HOST_FROM_PEER_DRAM, new PeerExecutionOwner(vertx, peer,
-                                Duration.ofMillis(config.queryWaitBudgetMillis()))));
+                PeerExecutionOwner peerOwner = peer == null ? null
+                        : new PeerExecutionOwner(vertx, peer, Duration.ofMillis(config.queryWaitBudgetMillis()));
+                planning.peers(local -> ClusterEvidence.merged(local, cluster.inventory()), peerOwner == null ? Map.of()
+                        : Map.of(RouteTemplate.HOST_FROM_PEER_DRAM, peerOwner, RouteTemplate.HOST_FROM_PEER_SSD, peerOwner));
             }
             HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
             Deployments deployments = new Deployments();

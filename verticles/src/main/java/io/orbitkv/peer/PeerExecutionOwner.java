@@ -25,15 +25,18 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * The planner's port for {@link RouteTemplate#HOST_FROM_PEER_DRAM}, backed by the peer role: acquire = the source lease
- * (exact generations from the segment's peer evidence) and the local slots; submit = transfer, CRC32C-verified seal,
- * then a local pin so the host pages stay resident for the lease; release = the pin, or (never submitted) the slots and
- * the source lease.
+ * The planner's port for the peer routes {@link RouteTemplate#HOST_FROM_PEER_DRAM} and
+ * {@link RouteTemplate#HOST_FROM_PEER_SSD}, backed by the peer role: acquire = the source lease (exact generations from
+ * the segment's peer evidence: DRAM slot generations, or, for peer SSD evidence, the owner's committed extent
+ * generations, flagged so that the source stages those pages from its SSD into bounded staging before it grants) and
+ * the local slots; submit = transfer, CRC32C-verified seal, then a local pin so the host pages stay resident for the
+ * lease; release = the pin, or (never submitted) the slots and the source lease (whose end also frees the source's
+ * staging).
  *
  * <p>Design note (ownership): this object owns one entry per granted lease until its release; a submit that failed
  * has already fenced its transfer and freed its slots (the peer role's contract), so release then only forgets it.
  * Futures complete on the caller's context (the planning role's loop). The Manager registers it with the planning
- * role for {@link RouteTemplate#HOST_FROM_PEER_DRAM} when the peer role runs; one budget (the query waiting budget)
+ * role for both peer templates when the peer role runs; one budget (the query waiting budget)
  * spans a segment from its acquisition to READY, so a stalled source ends the segment within it.
  */
 public final class PeerExecutionOwner implements ExecutionOwner {
@@ -83,19 +86,33 @@ public final class PeerExecutionOwner implements ExecutionOwner {
 
     @Override
     public Future<SegmentLease> acquire(PlannedSegment segment) {
-        if (segment.route() != RouteTemplate.HOST_FROM_PEER_DRAM || segment.owner().isEmpty()) {
+        if (!segment.route().medium().isPeer() || segment.owner().isEmpty()) {
             return Future.failedFuture(new PlanningException(PlanningFailure.REQUESTED_ROUTE_UNAVAILABLE,
-                    "the peer role executes HOST_FROM_PEER_DRAM only"));
+                    "the peer role executes HOST_FROM_PEER_DRAM and HOST_FROM_PEER_SSD only"));
         }
         List<StateKey> keys = new ArrayList<>();
         List<Long> generations = new ArrayList<>();
+        List<Boolean> fromSsd = new ArrayList<>();
         for (PlannedPage page : segment.pages()) {
             keys.add(page.key());
-            generations.add(((ReplicaEvidence.PeerDram) page.evidence()).ownerGeneration());
+            switch (page.evidence()) {
+                case ReplicaEvidence.PeerDram dram -> {
+                    generations.add(dram.ownerGeneration());
+                    fromSsd.add(false);
+                }
+                case ReplicaEvidence.PeerSsd ssd -> {
+                    generations.add(ssd.ownerGeneration());
+                    fromSsd.add(true);
+                }
+                default -> {
+                    return Future.failedFuture(new PlanningException(PlanningFailure.INVALID_INPUT,
+                            "a peer segment holds " + page.evidence().medium() + " evidence"));
+                }
+            }
         }
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(budgetMillis);
         Future<SegmentLease> lease = peer.acquire(segment.owner().get(), keys.getFirst().namespace(), keys, generations,
-                deadline).transform(ar -> {
+                fromSsd, deadline).transform(ar -> {
                     if (ar.succeeded()) {
                         long id = nextLease.getAndIncrement();
                         held.put(id, new Held(ar.result()));

@@ -814,7 +814,8 @@ public final class PeerVerticle extends VerticleBase {
                             "the fetched bytes do not match the source's checksum: " + sealed.cause().getMessage()));
                 }
                 a.stages.add(Stage.READY);
-                observe(a, CostPath.PEER_HOST_READY_ROUTE, true, System.nanoTime() - a.startedNanos);
+                observe(a, a.stagedPages() > 0 ? CostPath.PEER_SSD_HOST_READY_ROUTE : CostPath.PEER_HOST_READY_ROUTE,
+                        true, System.nanoTime() - a.startedNanos);
                 fetchedPages.increment(a.written.size());
                 long bytes = a.lengths.stream().mapToLong(Long::longValue).sum();
                 return Future.succeededFuture(new Fetched(List.copyOf(a.written), bytes, List.copyOf(a.stages)));

@@ -26,7 +26,8 @@ import java.util.OptionalLong;
  * completion), and only then releases every lease it holds; its result completes after those releases. So a failure
  * before any payload moved leaves nothing held, and a submitted segment is fenced before anything else may be tried for
  * its pages. Acquisition is sequential in plan order: a bounded order, and a stale segment stops the rest before they
- * take anything.
+ * take anything. {@link Preparation#acquired()} completes when the last lease is held, before any transfer is queued
+ * (admission reports a peer plan RESERVED from then on); it owns nothing.
  *
  * <p>Engine-restore plans: the route owners take every segment to host-ready (a DRAM segment is host-ready at
  * acquisition, an SSD one after its read); the device copy is the prepared plan's last step ({@link Prepared#restore}),
@@ -171,6 +172,8 @@ public final class PlanExecutor {
         private Schedule schedule;
         private final List<Slot> slots = new ArrayList<>();
         private final Promise<Prepared> result = Promise.promise();
+        /** Completes true once every segment's lease is held (before any transfer), false if it stopped first. */
+        private final Promise<Boolean> allAcquired = Promise.promise();
         private Throwable failure;
         private boolean cancelRequested;
         private boolean finishing;
@@ -190,6 +193,15 @@ public final class PlanExecutor {
         /** Completes with the prepared plan, or fails typed ({@link PlanningException}) after everything drained. */
         public Future<Prepared> result() {
             return result.future();
+        }
+
+        /**
+         * Completes true as soon as every segment's lease is held (source leases granted, destinations allocated)
+         * and before any of its transfers is submitted: the plan is RESERVED from then on; false when the
+         * preparation stopped before that. Never fails.
+         */
+        public Future<Boolean> acquired() {
+            return allAcquired.future();
         }
 
         /**
@@ -261,6 +273,7 @@ public final class PlanExecutor {
                         return;
                     }
                     if (!stopping()) {
+                        allAcquired.tryComplete(true);
                         queueTransfers();
                     }
                 } else {
@@ -368,6 +381,7 @@ public final class PlanExecutor {
                     slot.lease = null;
                 }
             }
+            allAcquired.tryComplete(false);
             Throwable cause = failure != null ? failure
                     : new PlanningException(PlanningFailure.CANCELLED, "the preparation was cancelled");
             Future.join(releases).onComplete(ar -> {
@@ -377,6 +391,7 @@ public final class PlanExecutor {
         }
 
         private void succeed() {
+            allAcquired.tryComplete(true);
             finishing = true;
             livePreparations--;
             List<SegmentLease> leases = new ArrayList<>(slots.size());

@@ -16,6 +16,9 @@ public final class PlanningCommands {
      */
     public record Execute(long id, DemandView demand, Plan plan) {}
 
+    /** Answered true once execution {@code id} holds every segment's lease (before any transfer), else false. */
+    public record Acquired(long id) {}
+
     /** Revokes interest in execution {@code id}; answered once its submitted work drained and its leases ended. */
     public record Cancel(long id) {}
 
@@ -40,5 +43,5 @@ public final class PlanningCommands {
     public record PlanningStats(int executing, int prepared, long heldLeases) {}
 
     static final List<Class<?>> MESSAGE_TYPES = List.of(MakePlan.class, PlanningRole.Planned.class, Execute.class,
-            Cancel.class, Finish.class, CancelFinish.class, Promote.class, Release.class, PreparedPlan.class, GetStats.class, PlanningStats.class);
+            Acquired.class, Cancel.class, Finish.class, CancelFinish.class, Promote.class, Release.class, PreparedPlan.class, GetStats.class, PlanningStats.class);
 }

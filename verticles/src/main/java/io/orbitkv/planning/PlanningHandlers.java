@@ -2,6 +2,7 @@ package io.orbitkv.planning;
 
 import io.orbitkv.restore.RestoreCommands;
 import io.vertx.core.Future;
+import io.vertx.core.Promise;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -31,6 +32,8 @@ public final class PlanningHandlers implements PlanningPort {
     /** Executions asking whether DRAM is tight before they start, and which of them were promoted meanwhile. */
     private final Set<Long> starting = new HashSet<>();
     private final Set<Long> promotedBeforeStart = new HashSet<>();
+    /** {@link #acquired} asked while the execution was still starting: answered once it started (or did not). */
+    private final Map<Long, List<Promise<Boolean>>> acquiredBeforeStart = new HashMap<>();
 
     /** @param dramTight whether the pool is short of free space now (asked for speculative demands only) */
     public PlanningHandlers(PlanningRole role, Supplier<Future<Boolean>> dramTight) {
@@ -52,8 +55,20 @@ public final class PlanningHandlers implements PlanningPort {
         return tight.compose(isTight -> {
             starting.remove(id);
             boolean promoted = promotedBeforeStart.remove(id);
-            PlanExecutor.Preparation preparation = role.execute(demand, plan, isTight);
+            List<Promise<Boolean>> waiting = acquiredBeforeStart.remove(id);
+            PlanExecutor.Preparation preparation;
+            try {
+                preparation = role.execute(demand, plan, isTight);
+            } catch (RuntimeException e) {
+                if (waiting != null) {
+                    waiting.forEach(w -> w.tryComplete(false));
+                }
+                throw e;
+            }
             executing.put(id, preparation);
+            if (waiting != null) {
+                waiting.forEach(w -> preparation.acquired().onComplete(w));
+            }
             if (promoted) {
                 role.promote(preparation);
             }
@@ -67,6 +82,23 @@ public final class PlanningHandlers implements PlanningPort {
                         ar.result().leases()));
             });
         });
+    }
+
+    /**
+     * Completes true once execution {@code id} holds every segment's lease (before any transfer is submitted), false
+     * when it stopped before that or is not running (it already finished: its result says the rest).
+     */
+    public Future<Boolean> acquired(long id) {
+        PlanExecutor.Preparation preparation = executing.get(id);
+        if (preparation != null) {
+            return preparation.acquired();
+        }
+        if (starting.contains(id)) {
+            Promise<Boolean> waiter = Promise.promise();
+            acquiredBeforeStart.computeIfAbsent(id, k -> new ArrayList<>()).add(waiter);
+            return waiter.future();
+        }
+        return Future.succeededFuture(prepared.containsKey(id));
     }
 
     /**

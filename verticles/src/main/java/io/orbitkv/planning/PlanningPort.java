@@ -17,6 +17,12 @@ public interface PlanningPort {
     /** Acquires and prepares {@code plan} under {@code id}; see {@link PlanningCommands.Execute}. */
     Future<PlanningCommands.PreparedPlan> execute(long id, DemandView demand, Plan plan);
 
+    /**
+     * Completes true once execution {@code id} holds every segment's lease and before any of its transfers is
+     * submitted (a peer plan: the source leases are granted), false when it stopped first or is not running.
+     */
+    Future<Boolean> acquired(long id);
+
     /** Ends a prepared plan's leases once; answers how many leases this call ended (0 when already ended). */
     Future<Integer> release(long id, boolean quarantine);
 

@@ -17,6 +17,7 @@ public final class PlanningProxy implements PlanningPort {
     static final String PLAN = "orbitkv.planning.plan";
     static final String EXECUTE = "orbitkv.planning.execute";
     static final String CANCEL = "orbitkv.planning.cancel";
+    static final String ACQUIRED = "orbitkv.planning.acquired";
     static final String PROMOTE = "orbitkv.planning.promote";
     static final String FINISH = "orbitkv.planning.finish";
     static final String CANCEL_FINISH = "orbitkv.planning.cancel-finish";
@@ -40,6 +41,16 @@ public final class PlanningProxy implements PlanningPort {
     /** Acquires and prepares {@code plan} under {@code id}; see {@link PlanningCommands.Execute}. */
     public Future<PlanningCommands.PreparedPlan> execute(long id, DemandView demand, Plan plan) {
         return request(EXECUTE, new PlanningCommands.Execute(id, demand, plan));
+    }
+
+    /**
+     * Completes true once execution {@code id} holds every segment's lease (see {@link PlanningPort#acquired}). No
+     * send timeout: a peer plan's acquisition runs within the query's waiting budget, and the answer comes at the
+     * latest when the execution ends.
+     */
+    public Future<Boolean> acquired(long id) {
+        return RoleProxies.<Boolean>request(bus, ACQUIRED, new PlanningCommands.Acquired(id), finishOptions)
+                .recover(failure -> Future.failedFuture(typed(failure)));
     }
 
     /** Revokes interest in execution {@code id}; completes after it drained (true when it was live). */

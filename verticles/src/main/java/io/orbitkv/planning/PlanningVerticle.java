@@ -142,6 +142,7 @@ public final class PlanningVerticle extends VerticleBase {
         serve(bus, PlanningProxy.PLAN, (PlanningCommands.MakePlan c) -> handlers.plan(c.demand()));
         serve(bus, PlanningProxy.EXECUTE,
                 (PlanningCommands.Execute c) -> handlers.execute(c.id(), c.demand(), c.plan()));
+        serve(bus, PlanningProxy.ACQUIRED, (PlanningCommands.Acquired c) -> handlers.acquired(c.id()));
         serve(bus, PlanningProxy.CANCEL, (PlanningCommands.Cancel c) -> handlers.cancel(c.id()));
         serve(bus, PlanningProxy.FINISH, (PlanningCommands.Finish c) -> handlers.finish(c.id(), c.destination()));
         serve(bus, PlanningProxy.CANCEL_FINISH, (PlanningCommands.CancelFinish c) -> handlers.cancelFinish(c.id()));

@@ -11,34 +11,20 @@ import io.orbitkv.engine.Namespaces;
 import io.orbitkv.it.RunningManager;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.peer.TcpPeerTransport;
-import io.orbitkv.planning.PlanningCommands;
-import io.orbitkv.planning.PlanningProxy;
 import io.orbitkv.planning.ReplicaEvidence;
-import io.orbitkv.protocol.engine.AllocatePublishReply;
 import io.orbitkv.protocol.engine.GroupChain;
-import io.orbitkv.protocol.engine.GroupKind;
-import io.orbitkv.protocol.engine.GroupSpec;
 import io.orbitkv.protocol.engine.InstanceIdentity;
 import io.orbitkv.protocol.engine.InstanceRole;
 import io.orbitkv.protocol.engine.LeasedPage;
-import io.orbitkv.protocol.engine.PageKey;
-import io.orbitkv.protocol.engine.PublishSlot;
 import io.orbitkv.protocol.engine.QueryReply;
 import io.orbitkv.protocol.engine.QueryStatus;
-import io.orbitkv.protocol.engine.Representation;
-import io.orbitkv.protocol.engine.SlotStatus;
-import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
-import io.orbitkv.storage.StorageCommands;
 import io.orbitkv.storage.StorageProxy;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -58,13 +44,14 @@ import org.junit.jupiter.api.io.TempDir;
  * the requester demands pages published only on the source: discovery finds them in the inventory (CANDIDATE), the
  * planner picks the peer DRAM route, the peer role reserves, transfers and seals them with the source's CRC32C, and
  * the engine gets READY with every byte equal to what the source published. The last test SIGKILLs the source while
- * a demand's transfer is in flight (the source's test hook stalls leases of 16+ pages half way).
+ * a demand's transfer is in flight (the source's test hook stalls leases of 16+ pages half way); while it is held
+ * there, the demand answers PENDING with detail RESERVED (the source lease is held, nothing is sealed here yet); after
+ * the kill the transfer is fenced and the demand replanned onto this Manager's SSD copy of the same pages.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
 class PeerDemandIT {
-    static final int PAGE = 256 << 10;
-    static final int PAGE_TOKENS = 16;
+    static final int PAGE = PeerITFixture.PAGE;
     static final long WAIT_BUDGET_MS = 8000;
     static final Duration SOON = Duration.ofSeconds(20);
 
@@ -85,31 +72,13 @@ class PeerDemandIT {
                 "session.ttl-ms", "60000", "peer.port", String.valueOf(LocalEtcd.freePort()),
                 "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.test-stall-lease-pages", "16")));
         source = cluster.node(1);
-        Map<String, String> s = new LinkedHashMap<>();
-        s.put("data-dir", dir.resolve("manager-2").toString());
-        s.put("grpc.tcp-port", "0");
-        s.put("metrics.port", "0");
-        s.put("pool.size", "16MiB");
+        Map<String, String> s = PeerITFixture.requesterSettings(dir, cluster, "manager-2", "/orbitkv-peer-demand", "2");
         s.put("ssd.enabled", "true");
         s.put("ssd.capacity", "96MiB");
         s.put("ssd.extent", "256KiB"); // one page per extent: the ring holds every page this class publishes
         s.put("cost.observations", "true");
         s.put("query.wait-budget-ms", String.valueOf(WAIT_BUDGET_MS));
-        s.put("cluster.enabled", "true");
-        s.put("cluster.member-id", "manager-2");
-        s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
-        s.put("cluster.prefix", "/orbitkv-peer-demand");
-        s.put("cluster.lease-ttl-s", "2");
-        s.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
-        s.put("cluster.tls.ca", dir.resolve("certs/ca.pem").toString());
-        s.put("cluster.tls.cert", dir.resolve("certs/manager-2.pem").toString());
-        s.put("cluster.tls.key", dir.resolve("certs/manager-2.key").toString());
-        s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
-        s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
-        Files.createDirectories(dir.resolve("manager-2"));
-        requester = Manager.start(RunningManager.config(s)).await(120, TimeUnit.SECONDS);
-        await().atMost(Duration.ofSeconds(30)).until(() -> requester.membershipRole().orElseThrow().members()
-                .containsKey(source.memberId()));
+        requester = PeerITFixture.startRequester(s, source);
         engineClient = OrbitKvClient.connectTcp("127.0.0.1", requester.grpcTcpPort(), requester.token());
         engine = engineClient.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
     }
@@ -131,18 +100,12 @@ class PeerDemandIT {
     }
 
     static InstanceIdentity identity() {
-        return InstanceIdentity.newBuilder().setModelFingerprint("peer-demand-test")
-                .setRepresentation(Representation.RAW).setLayout("test:NHD").setGeometry("layers=2")
-                .setPageSizeTokens(PAGE_TOKENS).setTpRank(0).setTpSize(1).setPpRank(0).setPpSize(1)
-                .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(PAGE))
-                .build();
+        return PeerITFixture.identity("peer-demand-test");
     }
 
     /** The bytes page {@code i} of {@code seed} was published with. */
     static void fill(MemorySegment target, String seed, int i) {
-        target.fill((byte) (seed.hashCode() + 3 * i));
-        target.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, seed.hashCode() * 31L + i);
-        target.set(ValueLayout.JAVA_LONG_UNALIGNED, target.byteSize() - 8, i);
+        PeerITFixture.fill(target, seed, i);
     }
 
     /** Publishes {@code n} chained pages on the source (only there) over its engine door; answers their hashes. */
@@ -159,14 +122,7 @@ class PeerDemandIT {
     /** Publishes {@code n} chained pages of {@code seed} through {@code session}; answers their hashes. */
     static List<ByteString> publish(EngineSession session, String seed, int n) throws Exception {
         List<ByteString> hashes = RunningManager.chain(seed, n);
-        AllocatePublishReply allocated = session.allocate(hashes.stream()
-                .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
-        int i = 0;
-        for (PublishSlot slot : allocated.getSlotsList()) {
-            assertThat(slot.getStatus()).isEqualTo(SlotStatus.ALLOCATED);
-            fill(session.slot(slot.getSlot()), seed, i++);
-        }
-        session.seal(allocated.getPublishId(), List.of()).await(10, TimeUnit.SECONDS);
+        PeerITFixture.publish(session, seed, hashes, 0);
         return hashes;
     }
 
@@ -190,9 +146,7 @@ class PeerDemandIT {
     static void awaitPeerEvidence(List<StateKey> keys) {
         await().atMost(SOON).until(() -> {
             for (StateKey key : keys) {
-                List<ReplicaEvidence> peers = requester.inventoryRole().orElseThrow().replicas(key)
-                        .await(5, TimeUnit.SECONDS).peers();
-                if (peers.stream().noneMatch(p -> p instanceof ReplicaEvidence.PeerDram)) {
+                if (PeerITFixture.peers(requester, key).stream().noneMatch(p -> p instanceof ReplicaEvidence.PeerDram)) {
                     return false;
                 }
             }
@@ -219,16 +173,11 @@ class PeerDemandIT {
     }
 
     static int residentHere(List<StateKey> keys) throws Exception {
-        List<ImageStore.PositionedKey> probed = new ArrayList<>();
-        for (int i = 0; i < keys.size(); i++) {
-            probed.add(new ImageStore.PositionedKey(i, keys.get(i)));
-        }
-        return new StorageProxy(requester.vertx()).probe(List.of(new ImageStore.GroupProbe(0, probed)))
-                .await(5, TimeUnit.SECONDS).groups().getFirst().sealed().cardinality();
+        return PeerITFixture.residentHere(requester, keys);
     }
 
     static double requesterMetric(String name) {
-        return LocalCluster.sample(requester.registry().scrape(), name, null).orElse(-1);
+        return PeerITFixture.metric(requester, name);
     }
 
     static double sourceMetric(String name) {
@@ -237,16 +186,7 @@ class PeerDemandIT {
 
     /** Nothing held on either side: no engine lease, no plan lease, no pin, no open or unsealed publish, no source lease. */
     static void assertNothingHeld() throws Exception {
-        RunningManager.assertNoLeases(engine);
-        await().atMost(SOON).untilAsserted(() -> {
-            PlanningCommands.PlanningStats planning = new PlanningProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
-            assertThat(planning.executing()).as("executing plans").isZero();
-            assertThat(planning.heldLeases()).as("segment leases").isZero();
-            StorageCommands.StorageStats stats = new StorageProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
-            assertThat(stats.pinnedImages()).as("pinned images here").isZero();
-            assertThat(stats.unsealedImages()).as("unsealed images here").isZero();
-            assertThat(stats.openPublishes()).as("open publishes here").isZero();
-        });
+        PeerITFixture.assertRequesterHoldsNothing(requester, engine);
         if (source.alive()) {
             await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
             assertThat(sourceMetric("orbitkv_storage_pinned_images")).isIn(0.0, -1.0);
@@ -339,9 +279,21 @@ class PeerDemandIT {
 
     @Test
     @Order(9)
-    void theSourceKilledDuringTheDemandEndsInMissWithinTheBudgetWithEverySlotReleased() throws Exception {
+    void theSourceKilledDuringTheDemandIsFencedThenReplannedOntoLocalSsdWithinTheBudget() throws Exception {
         List<ByteString> hashes = publishOnSource("gamma", 16); // a 16-page lease: the source sends 8, then stalls
+        // The same pages here on SSD only (published, committed, evicted): an alternative of equal coverage, after
+        // peer DRAM in the default order.
+        assertThat(publish(engine, "gamma", 16)).isEqualTo(hashes);
+        await().atMost(SOON).until(() -> new StorageProxy(requester.vertx()).discover(keys(hashes))
+                .await(5, TimeUnit.SECONDS).stream().allMatch(e -> e.ssdGeneration() >= 0));
+        for (int i = 0; i < 4; i++) {
+            publish(engine, "evict-" + i, 20); // 20 MiB through a 16 MiB pool
+        }
+        double fetchedBefore = requesterMetric("orbitkv_peer_fetched_pages_total");
+        double replansBefore = requesterMetric("orbitkv_queries_replans_total");
+        double avoidedBefore = requesterMetric("orbitkv_planning_peers_avoided_total");
         List<StateKey> keys = keys(hashes);
+        assertThat(residentHere(keys)).as("evicted from this Manager's pool").isZero();
         awaitPeerEvidence(keys);
         long before = TcpPeerTransport.receivedBytes();
         List<QueryReply> seen = new ArrayList<>();
@@ -349,16 +301,38 @@ class PeerDemandIT {
         QueryReply first = engine.submit(List.of(chain(hashes)), 0).await(10, TimeUnit.SECONDS);
         assertThat(first.getStatus()).isEqualTo(QueryStatus.PENDING);
         assertThat(first.getDetail()).isEqualTo(QueryStatus.CANDIDATE);
+        seen.add(first);
         await().atMost(SOON).until(() -> TcpPeerTransport.receivedBytes() - before >= 8L * PAGE);
+        // The source granted the lease and stalls half way (its test hook): the demand is RESERVED (source lease
+        // held, bytes not yet sealed here), never RESIDENT or READY, for as long as the transfer is held.
+        await().atMost(SOON).pollInterval(Duration.ofMillis(5)).until(() -> {
+            QueryReply now = engine.poll(first.getTicket()).await(10, TimeUnit.SECONDS);
+            seen.add(now);
+            return now.getDetail() == QueryStatus.RESERVED;
+        });
+        assertThat(seen.getLast().getStatus()).isEqualTo(QueryStatus.PENDING);
+        assertThat(seen).extracting(QueryReply::getDetail).containsOnly(QueryStatus.CANDIDATE, QueryStatus.RESERVED);
+        assertThat(TcpPeerTransport.receivedBytes() - before).as("still held half way").isLessThan(16L * PAGE);
         cluster.kill(source); // SIGKILL while the transfer is in flight
 
-        QueryReply settled = settle(first, seen);
-        // The failed transfer is fenced, the dead source is left out of the replans: MISS, within the waiting budget.
-        assertThat(settled.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.MISS);
+        QueryReply settled = settle(seen.getLast(), seen);
+        // The failed transfer is fenced (nothing more lands in its slots, which are freed) before the segment is
+        // planned again; the dead source is left out of the replan, which reads the same pages from local SSD: READY
+        // within the waiting budget, every byte the published one, none of it from the failed transfer.
+        assertThat(settled.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.READY);
         assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(WAIT_BUDGET_MS));
-        assertThat(seen).noneMatch(r -> r.getStatus() == QueryStatus.READY);
-        assertThat(residentHere(keys)).as("nothing of the failed transfer is served").isZero();
+        assertThat(settled.getReadyBlocks()).isEqualTo(16);
+        MemorySegment expected = Arena.ofAuto().allocate(PAGE);
+        for (LeasedPage page : settled.getLease().getPagesList()) {
+            fill(expected, "gamma", page.getPosition());
+            assertThat(engine.slot(page.getSlot()).mismatch(expected)).as("page " + page.getPosition()).isEqualTo(-1);
+        }
+        assertThat(requesterMetric("orbitkv_peer_fetched_pages_total")).as("no page of the failed transfer sealed")
+                .isEqualTo(fetchedBefore);
+        assertThat(requesterMetric("orbitkv_queries_replans_total")).isEqualTo(replansBefore + 1);
+        assertThat(requesterMetric("orbitkv_planning_peers_avoided_total")).isEqualTo(avoidedBefore + 1);
         assertThat(source.alive()).isFalse();
+        engine.release(settled.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
         assertNothingHeld();
     }
 }

@@ -16,28 +16,17 @@ import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.peer.TcpPeerTransport;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.planning.ReplicaEvidence;
-import io.orbitkv.protocol.engine.AllocatePublishReply;
-import io.orbitkv.protocol.engine.GroupKind;
-import io.orbitkv.protocol.engine.GroupSpec;
 import io.orbitkv.protocol.engine.InstanceIdentity;
 import io.orbitkv.protocol.engine.InstanceRole;
-import io.orbitkv.protocol.engine.PageKey;
-import io.orbitkv.protocol.engine.PublishSlot;
-import io.orbitkv.protocol.engine.Representation;
-import io.orbitkv.protocol.engine.SlotStatus;
-import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.orbitkv.storage.StorageCommands;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HexFormat;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
@@ -61,7 +50,7 @@ import org.junit.jupiter.api.io.TempDir;
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
 class PeerFaultIT {
-    static final int PAGE = 256 << 10;
+    static final int PAGE = PeerITFixture.PAGE;
     static final Duration SOON = Duration.ofSeconds(20);
     static final String PREFIX = "/orbitkv-peer-fault-test";
     /** The member-key ttl: longer than the SIGSTOP window, so the stopped source stays a member. */
@@ -84,32 +73,12 @@ class PeerFaultIT {
                 "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.test-stall-lease-pages", "16",
                 "peer.max-lease-ms", "30000")));
         source = cluster.node(1);
-        requester = Manager.start(RunningManager.config(requesterSettings("manager-3"))).await(120, TimeUnit.SECONDS);
+        requester = PeerITFixture.startRequester(requesterSettings("manager-3"), source);
         namespace = Namespaces.derive(identity());
-        await().atMost(Duration.ofSeconds(30)).until(() -> requester.membershipRole().orElseThrow().members()
-                .containsKey(source.memberId()));
     }
 
     static Map<String, String> requesterSettings(String member) throws Exception {
-        Map<String, String> s = new LinkedHashMap<>();
-        s.put("data-dir", dir.resolve(member).toString());
-        s.put("grpc.tcp-port", "0");
-        s.put("metrics.port", "0");
-        s.put("pool.size", "16MiB");
-        s.put("ssd.enabled", "false");
-        s.put("cluster.enabled", "true");
-        s.put("cluster.member-id", member);
-        s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
-        s.put("cluster.prefix", PREFIX);
-        s.put("cluster.lease-ttl-s", TTL_S);
-        s.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
-        s.put("cluster.tls.ca", dir.resolve("certs/ca.pem").toString());
-        s.put("cluster.tls.cert", dir.resolve("certs/" + member + ".pem").toString());
-        s.put("cluster.tls.key", dir.resolve("certs/" + member + ".key").toString());
-        s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
-        s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
-        Files.createDirectories(dir.resolve(member));
-        return s;
+        return PeerITFixture.requesterSettings(dir, cluster, member, PREFIX, TTL_S);
     }
 
     @AfterAll
@@ -123,11 +92,7 @@ class PeerFaultIT {
     }
 
     static InstanceIdentity identity() {
-        return InstanceIdentity.newBuilder().setModelFingerprint("peer-fault-test")
-                .setRepresentation(Representation.RAW).setLayout("test:NHD").setGeometry("layers=2")
-                .setPageSizeTokens(16).setTpRank(0).setTpSize(1).setPpRank(0).setPpSize(1)
-                .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(PAGE))
-                .build();
+        return PeerITFixture.identity("peer-fault-test");
     }
 
     static List<StateKey> publish(String seed, int n) throws Exception {
@@ -135,16 +100,7 @@ class PeerFaultIT {
                 OrbitKvClient.readToken(source.tokenFile()))) {
             EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
             List<ByteString> hashes = RunningManager.chain(seed, n);
-            AllocatePublishReply allocated = session.allocate(hashes.stream()
-                    .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
-            int i = 0;
-            for (PublishSlot slot : allocated.getSlotsList()) {
-                assertThat(slot.getStatus()).isEqualTo(SlotStatus.ALLOCATED);
-                MemorySegment target = session.slot(slot.getSlot());
-                target.fill((byte) (seed.hashCode() + i));
-                target.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, seed.hashCode() * 31L + i++);
-            }
-            session.seal(allocated.getPublishId(), List.of()).await(10, TimeUnit.SECONDS);
+            PeerITFixture.publish(session, seed, hashes, 0);
             session.close();
             return hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
         }
@@ -155,8 +111,7 @@ class PeerFaultIT {
         await().atMost(SOON).until(() -> {
             found.clear();
             for (StateKey key : keys) {
-                List<ReplicaEvidence> peers = requester.inventoryRole().orElseThrow().replicas(key)
-                        .await(5, TimeUnit.SECONDS).peers();
+                List<ReplicaEvidence> peers = PeerITFixture.peers(requester, key);
                 if (peers.isEmpty() || !(peers.getFirst() instanceof ReplicaEvidence.PeerDram dram)) {
                     return false;
                 }
@@ -184,12 +139,7 @@ class PeerFaultIT {
     }
 
     static int residentHere(List<StateKey> keys) throws Exception {
-        List<ImageStore.PositionedKey> probed = new ArrayList<>();
-        for (int i = 0; i < keys.size(); i++) {
-            probed.add(new ImageStore.PositionedKey(i, keys.get(i)));
-        }
-        return new StorageProxy(requester.vertx()).probe(List.of(new ImageStore.GroupProbe(0, probed)))
-                .await(5, TimeUnit.SECONDS).groups().getFirst().sealed().cardinality();
+        return PeerITFixture.residentHere(requester, keys);
     }
 
     static void signal(String name) throws Exception {

@@ -8,26 +8,37 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import com.google.protobuf.ByteString;
 import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.cost.CostEstimateKey;
+import io.orbitkv.cost.CostEstimateResult;
+import io.orbitkv.cost.CostPath;
 import io.orbitkv.engine.Namespaces;
 import io.orbitkv.it.RunningManager;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerVerticle;
+import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.peer.PeerExecutionOwner;
+import io.orbitkv.recovery.BlockRange;
 import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.planning.PlannedPage;
+import io.orbitkv.planning.PlannedSegment;
+import io.orbitkv.planning.PlanningException;
+import io.orbitkv.planning.PlanningFailure;
+import io.orbitkv.planning.RouteTemplate;
 import io.orbitkv.planning.ReplicaEvidence;
 import io.orbitkv.protocol.engine.AllocatePublishReply;
-import io.orbitkv.protocol.engine.GroupKind;
-import io.orbitkv.protocol.engine.GroupSpec;
+import io.orbitkv.protocol.engine.GroupChain;
 import io.orbitkv.protocol.engine.InstanceIdentity;
 import io.orbitkv.protocol.engine.InstanceRole;
+import io.orbitkv.protocol.engine.LeasedPage;
 import io.orbitkv.protocol.engine.PageKey;
-import io.orbitkv.protocol.engine.PublishSlot;
-import io.orbitkv.protocol.engine.Representation;
-import io.orbitkv.protocol.engine.SlotStatus;
+import io.orbitkv.protocol.engine.QueryReply;
+import io.orbitkv.protocol.engine.QueryStatus;
 import io.orbitkv.protocol.peer.PeerKey;
 import io.orbitkv.protocol.peer.PeerPage;
 import io.orbitkv.protocol.peer.PeerRejection;
+import io.orbitkv.protocol.peer.PeerReleaseRequest;
 import io.orbitkv.protocol.peer.PeerReserveReply;
 import io.orbitkv.protocol.peer.PeerReserveRequest;
 import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
@@ -44,7 +55,6 @@ import io.vertx.core.net.SocketAddress;
 import io.vertx.grpc.client.GrpcClient;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
@@ -54,12 +64,12 @@ import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
+import java.util.zip.CRC32C;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -72,17 +82,26 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * Peer SSD staging with real processes: etcd and the source Manager (manager-1, SSD tier on, a 16 MiB pool, at most
  * 1 MiB of peer staging) as processes, the requester (manager-2) a Manager in this JVM. Set-up publishes 7 pages on
- * the source, waits until they are committed to its SSD (the requester's inventory shows peer SSD evidence), then
- * fills the source's pool so that those 7 are evicted from its DRAM and live only on its SSD, and frees the filler's
- * last allocation again so that staging needs no eviction: the source's pool bytes at that point are the baseline
- * every test returns to.
+ * the source, and a second chain of 4 that an engine on the requester demands, waits until they are committed to its
+ * SSD (the requester's inventory shows peer SSD evidence), then fills the source's pool so that those 11 are evicted
+ * from its DRAM and live only on its SSD, and frees the filler's last allocation again so that staging needs no
+ * eviction: the source's pool bytes at that point are the baseline every test returns to. The first test is the
+ * requester's planner choosing HOST_FROM_PEER_SSD for an engine demand; the last restarts the source process (a new
+ * incarnation that recovers its SSD): the old incarnation's evidence is rejected before any payload, and what the new
+ * one recovered from its SSD is served over the same route.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
 class PeerSsdStagingIT {
-    static final int PAGE = 256 << 10;
+    static final int PAGE = PeerITFixture.PAGE;
     static final int POOL_PAGES = 64;
     static final int SSD_PAGES = 7;
+    /** A second chain, SSD-only on the source like the first, that an engine on the requester demands. */
+    static final int DEMANDED_PAGES = 4;
+    static final String DEMANDED_SEED = "demanded";
+    /** The filler pages that stay in the source's DRAM. */
+    static final int FILLER_PAGES = POOL_PAGES - SSD_PAGES - DEMANDED_PAGES;
+    static final long WAIT_BUDGET_MS = 8000;
     static final Duration SOON = Duration.ofSeconds(20);
     static final String SEED = "staged";
 
@@ -95,6 +114,8 @@ class PeerSsdStagingIT {
     static byte[] namespace;
     static List<StateKey> onSsd;
     static List<Long> ssdGenerations;
+    static List<ByteString> demandedHashes;
+    static List<StateKey> demanded;
     static double baselineRequestedBytes;
     static double baselineImages;
 
@@ -110,49 +131,36 @@ class PeerSsdStagingIT {
                 Map.entry("peer.transfer-port", String.valueOf(LocalEtcd.freePort())),
                 Map.entry("peer.staging-bytes", "1MiB"))));
         source = cluster.node(1);
-        Map<String, String> s = new LinkedHashMap<>();
-        s.put("data-dir", dir.resolve("manager-2").toString());
-        s.put("grpc.tcp-port", "0");
-        s.put("metrics.port", "0");
+        Map<String, String> s = PeerITFixture.requesterSettings(dir, cluster, "manager-2", "/orbitkv-peer-ssd-test", "2");
         s.put("pool.size", "64MiB");
-        s.put("ssd.enabled", "false");
-        s.put("cluster.enabled", "true");
-        s.put("cluster.member-id", "manager-2");
-        s.put("cluster.etcd-endpoints", cluster.etcd().endpoint());
-        s.put("cluster.prefix", "/orbitkv-peer-ssd-test");
-        s.put("cluster.lease-ttl-s", "2");
-        s.put("cluster.hazelcast-port", String.valueOf(LocalEtcd.freePort()));
-        s.put("cluster.tls.ca", dir.resolve("certs/ca.pem").toString());
-        s.put("cluster.tls.cert", dir.resolve("certs/manager-2.pem").toString());
-        s.put("cluster.tls.key", dir.resolve("certs/manager-2.key").toString());
-        s.put("peer.port", String.valueOf(LocalEtcd.freePort()));
-        s.put("peer.transfer-port", String.valueOf(LocalEtcd.freePort()));
-        Files.createDirectories(dir.resolve("manager-2"));
-        requester = Manager.start(RunningManager.config(s)).await(120, TimeUnit.SECONDS);
+        s.put("cost.observations", "true");
+        s.put("query.wait-budget-ms", String.valueOf(WAIT_BUDGET_MS));
+        requester = PeerITFixture.startRequester(s, source);
         requesterPool = SharedMemoryFile.map(requester.poolPath(), 64L << 20);
         namespace = Namespaces.derive(identity());
-        await().atMost(Duration.ofSeconds(30)).until(() -> requester.membershipRole().orElseThrow().members()
-                .containsKey(source.memberId()));
 
         try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
                 OrbitKvClient.readToken(source.tokenFile()))) {
             EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
             onSsd = publish(session, SEED, RunningManager.chain(SEED, SSD_PAGES), 0);
+            demandedHashes = RunningManager.chain(DEMANDED_SEED, DEMANDED_PAGES);
+            demanded = publish(session, DEMANDED_SEED, demandedHashes, 0);
             ssdGenerations = ssdGenerations(onSsd); // committed on the source's SSD
-            List<ByteString> filler = RunningManager.chain("filler", POOL_PAGES - SSD_PAGES);
+            ssdGenerations(demanded);
+            List<ByteString> filler = RunningManager.chain("filler", FILLER_PAGES);
             for (int from = 0; from < filler.size(); from += 16) {
                 publish(session, "filler", filler.subList(from, Math.min(filler.size(), from + 16)), from);
             }
-            // The pool is full: this allocation evicts the eldest images (the 7 on SSD); aborting it frees their room.
-            AllocatePublishReply last = session.allocate(RunningManager.chain("evictor", SSD_PAGES).stream()
+            // The pool is full: this allocation evicts the eldest images (the 11 on SSD); aborting it frees their room.
+            AllocatePublishReply last = session.allocate(RunningManager.chain("evictor", SSD_PAGES + DEMANDED_PAGES).stream()
                     .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
             session.abort(last.getPublishId()).await(10, TimeUnit.SECONDS);
             session.close();
         }
-        await().atMost(SOON).until(() -> onlyOnPeerSsd(onSsd));
+        await().atMost(SOON).until(() -> onlyOnPeerSsd(onSsd) && onlyOnPeerSsd(demanded));
         baselineRequestedBytes = sourceMetric("orbitkv_pool_requested_bytes");
         baselineImages = sourceMetric("orbitkv_images");
-        assertThat(baselineImages).isEqualTo(POOL_PAGES - SSD_PAGES);
+        assertThat(baselineImages).isEqualTo(FILLER_PAGES);
     }
 
     @AfterAll
@@ -169,38 +177,25 @@ class PeerSsdStagingIT {
     }
 
     static InstanceIdentity identity() {
-        return InstanceIdentity.newBuilder().setModelFingerprint("peer-ssd-test")
-                .setRepresentation(Representation.RAW).setLayout("test:NHD").setGeometry("layers=2")
-                .setPageSizeTokens(16).setTpRank(0).setTpSize(1).setPpRank(0).setPpSize(1)
-                .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(PAGE))
-                .build();
+        return PeerITFixture.identity("peer-ssd-test");
     }
 
     /** The first 8 bytes of page {@code i} of {@code seed} (how the corruption test finds its extent on disk). */
     static long marker(String seed, int i) {
-        return seed.hashCode() * 31L + i;
+        return PeerITFixture.marker(seed, i);
     }
 
     static void fill(MemorySegment target, String seed, int i) {
-        target.fill((byte) (seed.hashCode() + i));
-        target.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, marker(seed, i));
-        target.set(ValueLayout.JAVA_LONG_UNALIGNED, target.byteSize() - 8, i);
+        PeerITFixture.fill(target, seed, i);
     }
 
     static List<StateKey> publish(EngineSession session, String seed, List<ByteString> hashes, int first) throws Exception {
-        AllocatePublishReply allocated = session.allocate(hashes.stream()
-                .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
-        int i = first;
-        for (PublishSlot slot : allocated.getSlotsList()) {
-            assertThat(slot.getStatus()).isEqualTo(SlotStatus.ALLOCATED);
-            fill(session.slot(slot.getSlot()), seed, i++);
-        }
-        session.seal(allocated.getPublishId(), List.of()).await(10, TimeUnit.SECONDS);
+        PeerITFixture.publish(session, seed, hashes, first);
         return hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
     }
 
     static List<ReplicaEvidence> peers(StateKey key) throws Exception {
-        return requester.inventoryRole().orElseThrow().replicas(key).await(5, TimeUnit.SECONDS).peers();
+        return PeerITFixture.peers(requester, key);
     }
 
     /** The source's committed SSD extent generations of {@code keys}, once the requester's inventory shows them. */
@@ -266,12 +261,7 @@ class PeerSsdStagingIT {
     }
 
     static int residentHere(List<StateKey> keys) throws Exception {
-        List<ImageStore.PositionedKey> probed = new ArrayList<>();
-        for (int i = 0; i < keys.size(); i++) {
-            probed.add(new ImageStore.PositionedKey(i, keys.get(i)));
-        }
-        return new StorageProxy(requester.vertx()).probe(List.of(new ImageStore.GroupProbe(0, probed)))
-                .await(5, TimeUnit.SECONDS).groups().getFirst().sealed().cardinality();
+        return PeerITFixture.residentHere(requester, keys);
     }
 
     static PeerTransferGrpcClient rawClient(Vertx vertx) {
@@ -296,6 +286,87 @@ class PeerSsdStagingIT {
                     .setGeneration(generations.get(i)).setFromSsd(true));
         }
         return client.reserve(r.build()).await(20, TimeUnit.SECONDS);
+    }
+
+    static double requesterMetric(String name) {
+        return PeerITFixture.metric(requester, name);
+    }
+
+    static long samples(CostEstimateKey key) throws Exception {
+        return switch (requester.cost().estimate(key).await(10, TimeUnit.SECONDS)) {
+            case CostEstimateResult.Usable u -> Long.MAX_VALUE;
+            case CostEstimateResult.Unavailable u -> u.sampleCount();
+        };
+    }
+
+    static void assertRequesterHoldsNothing(EngineSession engine) throws Exception {
+        PeerITFixture.assertRequesterHoldsNothing(requester, engine);
+    }
+
+    /** Submits a demand for {@code hashes} on {@code engine} and polls until it is no longer PENDING. */
+    static QueryReply demand(EngineSession engine, List<ByteString> hashes, List<QueryReply> seen) throws Exception {
+        seen.add(engine.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hashes).build()), 0)
+                .await(10, TimeUnit.SECONDS));
+        await().atMost(Duration.ofMillis(WAIT_BUDGET_MS + 10_000)).pollInterval(Duration.ofMillis(5)).until(() -> {
+            if (seen.getLast().getStatus() != QueryStatus.PENDING) {
+                return true;
+            }
+            seen.add(engine.poll(seen.getFirst().getTicket()).await(10, TimeUnit.SECONDS));
+            return seen.getLast().getStatus() != QueryStatus.PENDING;
+        });
+        return seen.getLast();
+    }
+
+    /** Every leased byte is what {@code seed} was published with, and each page's CRC32C matches its bytes. */
+    static void assertServedBytes(EngineSession engine, QueryReply ready, String seed) {
+        MemorySegment expected = Arena.ofAuto().allocate(PAGE);
+        for (LeasedPage page : ready.getLease().getPagesList()) {
+            MemorySegment slot = engine.slot(page.getSlot());
+            fill(expected, seed, page.getPosition());
+            assertThat(slot.mismatch(expected)).as("page " + page.getPosition()).isEqualTo(-1);
+            CRC32C crc = new CRC32C();
+            crc.update(slot.asByteBuffer());
+            assertThat(page.hasCrc32C()).isTrue();
+            assertThat(Integer.toUnsignedLong(page.getCrc32C())).isEqualTo(crc.getValue());
+        }
+    }
+
+    @Test
+    @Order(0)
+    void anEngineDemandForPagesTheSourceHoldsOnlyOnItsSsdIsPlannedOverPeerSsdAndGoesCandidateThenReady() throws Exception {
+        assertThat(residentHere(demanded)).as("nothing of it is here before the demand").isZero();
+        double stagedBefore = sourceMetric("orbitkv_peer_staged_pages_total");
+        double fetchedBefore = requesterMetric("orbitkv_peer_fetched_pages_total");
+        CostEstimateKey route = PeerVerticle.costKey(CostPath.PEER_SSD_HOST_READY_ROUTE, owner(),
+                (long) DEMANDED_PAGES * PAGE, DEMANDED_PAGES);
+        assertThat(samples(route)).isZero();
+        try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", requester.grpcTcpPort(), requester.token())) {
+            EngineSession engine = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+            List<QueryReply> seen = new ArrayList<>();
+            long started = System.nanoTime();
+            QueryReply ready = demand(engine, demandedHashes, seen);
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(WAIT_BUDGET_MS));
+            // Directory evidence (peer SSD) answers CANDIDATE first; READY only once the staged bytes are sealed here.
+            assertThat(seen.getFirst().getStatus()).isEqualTo(QueryStatus.PENDING);
+            assertThat(seen.getFirst().getDetail()).isEqualTo(QueryStatus.CANDIDATE);
+            assertThat(ready.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.READY);
+            assertThat(ready.getDetail()).isEqualTo(QueryStatus.READY);
+            assertThat(ready.getReadyBlocks()).isEqualTo(DEMANDED_PAGES);
+            assertThat(ready.getLease().getPagesCount()).isEqualTo(DEMANDED_PAGES);
+            assertServedBytes(engine, ready, DEMANDED_SEED);
+            // The source staged them from its SSD for this demand (the peer SSD route, not peer DRAM).
+            assertThat(sourceMetric("orbitkv_peer_staged_pages_total") - stagedBefore).isEqualTo(DEMANDED_PAGES);
+            assertThat(requesterMetric("orbitkv_peer_fetched_pages_total") - fetchedBefore).isEqualTo(DEMANDED_PAGES);
+            engine.release(ready.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+            assertRequesterHoldsNothing(engine);
+            awaitSourceAtBaseline(); // its staging is freed, no lease or pin left
+            // The complete-route sample, keyed by the source Manager at its incarnation (not by any other incarnation).
+            await().atMost(SOON).until(() -> samples(route) >= 1);
+            assertThat(samples(PeerVerticle.costKey(CostPath.PEER_SSD_HOST_READY_ROUTE,
+                    new PeerOwner(source.memberId(), source.incarnation() + 1), (long) DEMANDED_PAGES * PAGE,
+                    DEMANDED_PAGES))).isZero();
+            engine.close();
+        }
     }
 
     @Test
@@ -377,7 +448,7 @@ class PeerSsdStagingIT {
     @Test
     @Order(4)
     void oneLeaseMixesADramPageAndAStagedPageInRequestOrder() throws Exception {
-        int last = POOL_PAGES - SSD_PAGES - 1; // the newest filler page: still in the source's DRAM
+        int last = FILLER_PAGES - 1; // the newest filler page: still in the source's DRAM
         StateKey inDram = StateKey.of(namespace, 0, RunningManager.chain("filler", last + 1).get(last).toByteArray());
         long dramGeneration = ((ReplicaEvidence.PeerDram) peers(inDram).stream()
                 .filter(e -> e instanceof ReplicaEvidence.PeerDram).findFirst().orElseThrow()).ownerGeneration();
@@ -415,6 +486,163 @@ class PeerSsdStagingIT {
         assertThat(stats.unsealedImages()).isZero();
         assertThat(stats.openPublishes()).isZero();
         awaitSourceAtBaseline();
+    }
+
+    @Test
+    @Order(9)
+    void aRestartedSourceRejectsTheOldIncarnationsEvidenceBeforeAnyPayloadAndServesWhatItRecoveredFromItsSsd()
+            throws Exception {
+        // Four filler pages: in the source's DRAM and committed on its SSD; the requester holds none of them.
+        List<ByteString> hashes = RunningManager.chain("filler", FILLER_PAGES).subList(0, DEMANDED_PAGES);
+        List<StateKey> keys = hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
+        assertThat(residentHere(keys)).isZero();
+        ssdGenerations(keys);
+        PeerOwner old = owner();
+        List<PlannedPage> oldEvidence = new ArrayList<>();
+        for (int i = 0; i < keys.size(); i++) {
+            oldEvidence.add(new PlannedPage(i, keys.get(i), peers(keys.get(i)).stream()
+                    .filter(e -> e instanceof ReplicaEvidence.PeerSsd).findFirst().orElseThrow()));
+        }
+        List<Long> oldGenerations = oldEvidence.stream()
+                .map(p -> ((ReplicaEvidence.PeerSsd) p.evidence()).ownerGeneration()).toList();
+
+        // A real restart of the source Manager process: a new incarnation that recovers its SSD index.
+        cluster.stop(source);
+        cluster.launch(source, Map.of());
+        assertThat(source.incarnation()).isNotEqualTo(old.incarnation());
+        await().atMost(SOON).until(() -> {
+            MemberRecord m = requester.membershipRole().orElseThrow().members().get(source.memberId());
+            return m != null && m.incarnation() == source.incarnation();
+        });
+
+        // The old incarnation's evidence is rejected before any payload, by the requester's check and by the planner's
+        // port (STALE_EVIDENCE: the planner drops the record and replans), nothing held on either side.
+        PeerException local = failure(peer().fetch(old, namespace, keys, oldGenerations, allFromSsd(keys.size()),
+                Duration.ofSeconds(5)));
+        assertThat(local.rejection()).isEqualTo(PeerRejection.STALE_INCARNATION);
+        assertThat(local.beforePayload()).isTrue();
+        PeerExecutionOwner port = new PeerExecutionOwner(requester.vertx(), peer());
+        PlannedSegment stale = new PlannedSegment(0, new BlockRange(0, keys.size()), RouteTemplate.HOST_FROM_PEER_SSD,
+                oldEvidence, (long) keys.size() * PAGE, CompletionTarget.hostReady());
+        ExecutionException e = assertThrows(ExecutionException.class, () -> port.acquire(stale)
+                .toCompletionStage().toCompletableFuture().get(30, TimeUnit.SECONDS));
+        assertThat(PlanningException.failureOf(e.getCause())).isEqualTo(PlanningFailure.STALE_EVIDENCE);
+        assertThat(PlanningFailure.STALE_EVIDENCE.beforePayload()).isTrue();
+        assertThat(port.held()).isZero();
+        // The restarted source itself refuses a reserve naming its old incarnation, over its real mutual-TLS port.
+        Vertx vertx = Vertx.vertx();
+        try {
+            PeerReserveRequest.Builder r = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(namespace))
+                    .setSourceIncarnation(old.incarnation())
+                    .setRequesterIncarnation(requester.membershipRole().orElseThrow().incarnation()).setLeaseMs(5_000);
+            for (int i = 0; i < keys.size(); i++) {
+                r.addKeys(PeerKey.newBuilder().setGroupId(0).setBlockHash(ByteString.copyFrom(keys.get(i).blockHash()))
+                        .setGeneration(oldGenerations.get(i)).setFromSsd(true));
+            }
+            PeerReserveReply reply = rawClient(vertx).reserve(r.build()).await(20, TimeUnit.SECONDS);
+            assertThat(reply.hasReject()).isTrue();
+            assertThat(reply.getReject().getReason()).isEqualTo(PeerRejection.STALE_INCARNATION);
+            assertThat(sourceMetric("orbitkv_peer_rejections_total")).isGreaterThanOrEqualTo(1.0);
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+        assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+        assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isZero();
+
+        // The new incarnation advertises what it recovered from its SSD (peer SSD evidence only, the old records
+        // fenced): an engine demand is planned over peer SSD again and goes CANDIDATE → READY, every byte verified.
+        await().atMost(SOON).until(() -> {
+            for (StateKey key : keys) {
+                List<ReplicaEvidence> p = peers(key);
+                if (p.size() != 1 || !(p.getFirst() instanceof ReplicaEvidence.PeerSsd ssd)
+                        || ssd.owner().incarnation() != source.incarnation()) {
+                    return false;
+                }
+            }
+            return true;
+        });
+        double requested = sourceMetric("orbitkv_pool_requested_bytes");
+        try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", requester.grpcTcpPort(), requester.token())) {
+            EngineSession engine = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+            List<QueryReply> seen = new ArrayList<>();
+            long started = System.nanoTime();
+            QueryReply ready = demand(engine, hashes, seen);
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(WAIT_BUDGET_MS));
+            assertThat(seen.getFirst().getDetail()).isEqualTo(QueryStatus.CANDIDATE);
+            assertThat(ready.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.READY);
+            assertThat(ready.getReadyBlocks()).isEqualTo(keys.size());
+            assertServedBytes(engine, ready, "filler");
+            assertThat(sourceMetric("orbitkv_peer_staged_pages_total")).isEqualTo(keys.size());
+            engine.release(ready.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+            assertRequesterHoldsNothing(engine);
+            engine.close();
+        }
+        await().atMost(SOON).untilAsserted(() -> {
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+            assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isZero();
+            assertThat(sourceMetric("orbitkv_images_pinned")).isZero();
+            assertThat(sourceMetric("orbitkv_pool_requested_bytes")).isEqualTo(requested);
+        });
+    }
+
+    @Test
+    @Order(10)
+    void aSourceThatRefusesThePeerSsdSegmentBeforeAnyPayloadIsReplannedAroundWithinTheBudget() throws Exception {
+        // The restarted source (previous test) holds the whole filler chain only on its SSD; the requester holds its
+        // first 4 pages in DRAM (fetched by the previous test). A demand for 8 pages plans local DRAM for 0..3 and
+        // peer SSD for 4..7; another lease holds the source's whole staging bound, so the source refuses NO_CREDIT.
+        List<ByteString> hashes = RunningManager.chain("filler", FILLER_PAGES).subList(0, 2 * DEMANDED_PAGES);
+        List<StateKey> keys = hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
+        assertThat(residentHere(keys)).isEqualTo(DEMANDED_PAGES);
+        List<StateKey> staged = onSsd.subList(0, 4);
+        List<Long> stagedGenerations = ssdGenerations(staged);
+        await().atMost(SOON).until(() -> {
+            for (StateKey key : keys.subList(DEMANDED_PAGES, keys.size())) {
+                if (peers(key).stream().noneMatch(e -> e instanceof ReplicaEvidence.PeerSsd ssd
+                        && ssd.owner().incarnation() == source.incarnation())) {
+                    return false;
+                }
+            }
+            return true;
+        });
+        double replansBefore = requesterMetric("orbitkv_queries_replans_total");
+        double avoidedBefore = requesterMetric("orbitkv_planning_peers_avoided_total");
+        double sourceRejectedBefore = sourceMetric("orbitkv_peer_rejections_total");
+        Vertx vertx = Vertx.vertx();
+        try {
+            PeerTransferGrpcClient raw = rawClient(vertx);
+            PeerReserveReply held = reserveFromSsd(raw, staged, stagedGenerations, 30_000);
+            assertThat(held.hasGrant()).isTrue();
+            assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isEqualTo(4.0 * PAGE);
+            try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", requester.grpcTcpPort(), requester.token())) {
+                EngineSession engine = client.register(identity(), InstanceRole.PREFILL_AND_DECODE)
+                        .await(10, TimeUnit.SECONDS);
+                List<QueryReply> seen = new ArrayList<>();
+                long started = System.nanoTime();
+                QueryReply ready = demand(engine, hashes, seen);
+                assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(WAIT_BUDGET_MS));
+                // Refused before any payload: the owner is avoided, the replan takes what is here (local DRAM 0..3).
+                assertThat(ready.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.READY);
+                assertThat(ready.getReadyBlocks()).isEqualTo(DEMANDED_PAGES);
+                assertServedBytes(engine, ready, "filler");
+                assertThat(sourceMetric("orbitkv_peer_rejections_total")).isEqualTo(sourceRejectedBefore + 1);
+                assertThat(requesterMetric("orbitkv_planning_peers_avoided_total")).isEqualTo(avoidedBefore + 1);
+                assertThat(requesterMetric("orbitkv_queries_replans_total")).isEqualTo(replansBefore + 1);
+                assertThat(residentHere(keys)).as("nothing of the refused segment landed here").isEqualTo(DEMANDED_PAGES);
+                engine.release(ready.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+                assertRequesterHoldsNothing(engine);
+                engine.close();
+            }
+            raw.release(PeerReleaseRequest.newBuilder().setLeaseId(held.getGrant().getLeaseId()).build())
+                    .await(10, TimeUnit.SECONDS);
+        } finally {
+            vertx.close().await(10, TimeUnit.SECONDS);
+        }
+        await().atMost(SOON).untilAsserted(() -> {
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+            assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isZero();
+            assertThat(sourceMetric("orbitkv_images_pinned")).isZero();
+        });
     }
 
     /** Flips one payload byte of the source's SSD extent whose payload starts with {@code marker}, behind its back. */

@@ -186,6 +186,29 @@ class PlanExecutorTest {
     }
 
     @Test
+    void acquiredCompletesOnceEveryLeaseIsHeldAndBeforeAnyTransferFinishes() {
+        replicas.holdSubmissions = true;
+        PlanExecutor.Preparation preparation = prepare(plan(demand(fullAttention(), PAGES)));
+        // Both segments hold their leases; the SSD segment's read is submitted and held: RESERVED, not yet host-ready.
+        assertThat(preparation.acquired().result()).isTrue();
+        assertThat(replicas.active).hasSize(2);
+        assertThat(preparation.result().isComplete()).isFalse();
+        replicas.completeHeld();
+        assertThat(preparation.result().succeeded()).isTrue();
+        assertThat(preparation.result().result().release().result()).isEqualTo(2);
+        assertNothingHeld();
+    }
+
+    @Test
+    void acquiredIsFalseWhenAnAcquisitionIsRefused() {
+        replicas.rejectAcquire = segment -> segment.route() != RouteTemplate.LOCAL_DRAM;
+        PlanExecutor.Preparation preparation = prepare(plan(demand(fullAttention(), PAGES)));
+        assertThat(preparation.acquired().result()).isFalse();
+        assertThat(failureOf(preparation.result())).isEqualTo(PlanningFailure.SOURCE_REJECTED);
+        assertNothingHeld();
+    }
+
+    @Test
     void cancelDrainsSubmittedWorkBeforeReleasing() {
         replicas.holdSubmissions = true;
         PlanExecutor.Preparation preparation = prepare(plan(demand(fullAttention(), PAGES)));
