@@ -190,6 +190,7 @@ public record ManagerConfig(
         d.put("peer.test-flip-page", "0");
         d.put("peer.test-stall-lease-pages", "0");
         d.put("peer.staging-bytes", "64MiB");
+        d.put("peer.prefault-bytes", "4GiB");
         d.put("cluster.member-id", "");
         d.put("cluster.etcd-endpoints", "http://127.0.0.1:2379");
         d.put("cluster.prefix", "/orbitkv");
@@ -290,7 +291,8 @@ public record ManagerConfig(
         return new PeerSettings(port, transferPort, transport.equals("plaintext"),
                 integer(v, "peer.max-lease-ms", 10, 600_000), size(v, "peer.credit-bytes", 4096, 1L << 40),
                 (int) integer(v, "peer.max-keys", 1, 1 << 16), integer(v, "peer.test-flip-page", 0, Long.MAX_VALUE),
-                (int) integer(v, "peer.test-stall-lease-pages", 0, 1 << 16), size(v, "peer.staging-bytes", 0, 1L << 40));
+                (int) integer(v, "peer.test-stall-lease-pages", 0, 1 << 16), size(v, "peer.staging-bytes", 0, 1L << 40),
+                size(v, "peer.prefault-bytes", 0, 1L << 50));
     }
 
     private static Optional<ClusterSettings> cluster(Map<String, String> v) {

@@ -14,10 +14,20 @@ package io.orbitkv.peer;
  * @param testStallLeasePages test hook: a lease of at least N pages sends half of them, then stalls (0 = never)
  * @param stagingBytes      peer SSD staging: pool bytes (allocator-rounded) this source may hold at once for pages it
  *                          read back from its SSD for peer leases, all requesters together; 0 = no peer SSD staging
+ * @param prefaultBytes     requester: at start, a worker write-faults this many bytes of the peer role's pool mapping
+ *                          (every 4 KiB page once, values unchanged), so receives land in mapped pages; 0 = never
  */
 public record PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes,
-                           int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes) {
+                           int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes) {
+    public static final long PREFAULT_DEFAULT = 4L << 30;
     public static final PeerSettings OFF = new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096, 0, 0, 64L << 20);
+
+    /** Without a prefault setting: the default ({@value #PREFAULT_DEFAULT} bytes). */
+    public PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes, int maxKeys,
+                        long testFlipPage, int testStallLeasePages, long stagingBytes) {
+        this(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage, testStallLeasePages,
+                stagingBytes, PREFAULT_DEFAULT);
+    }
 
     public boolean enabled() {
         return port > 0 && transferPort > 0;

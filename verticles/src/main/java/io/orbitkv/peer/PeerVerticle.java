@@ -93,8 +93,14 @@ import javax.net.ssl.SSLPeerUnverifiedException;
  * <p>Crash: a requester that dies leaves its leases to expire (or to membership departure, sooner with the lease ttl);
  * a source that dies closes or stalls the transfer: the requester fences at its budget and aborts its slots.
  *
- * <p>Concurrency: all lease and fetch state lives on this verticle's context; CRC32C of unchecked source images is
- * computed on a worker (the pins keep the slots stable meanwhile).
+ * <p>Checksums (design note): a source grants each page's CRC32C from the seal, or from the storage role's background
+ * pass after a seal without checksums (remembered for that exact slot generation only); what is still unknown at
+ * reserve is computed on a worker (the pins keep the slots stable meanwhile; counted). A requester's transport computes
+ * each received page's CRC32C as the bytes land in the slot, and the seal compares those with the grant's (a mismatch
+ * aborts the publish, is counted and never served); a transport that computes none leaves the seal to read the slots.
+ *
+ * <p>Concurrency: all lease and fetch state lives on this verticle's context. At start a worker prefaults this role's
+ * pool mapping ({@link #startPrefault}); {@link #stop} waits for it before unmapping.
  */
 public final class PeerVerticle extends VerticleBase {
     /** The storage instance id under which fetched pages are published locally. */
@@ -227,6 +233,7 @@ public final class PeerVerticle extends VerticleBase {
         return vertx.executeBlocking(() -> SharedMemoryFile.map(poolPath, poolBytes))
                 .compose(mapped -> {
                     pool = mapped;
+                    startPrefault();
                     return transport.serve(cluster.host(), settings.transferPort(), poolPath, pool.segment(), transferSource());
                 })
                 .compose(port -> vertx.createHttpServer(new HttpServerOptions().setHost(cluster.host())
@@ -238,17 +245,53 @@ public final class PeerVerticle extends VerticleBase {
     @Override
     public Future<?> stop() {
         stopping = true;
+        prefaultStop = true;
+        if (pool == null) {
+            prefaulted.tryComplete(); // never mapped: no prefault ran
+        }
         for (Lease lease : List.copyOf(leases.values())) {
             drop(lease);
         }
         Future<Void> servers = grpcServer == null ? Future.succeededFuture() : grpcServer.close();
         return servers.compose(v -> transport.close()).compose(v -> grpcClient.close())
+                .compose(v -> prefaulted.future().otherwiseEmpty()) // the worker stops at its next step
                 .compose(v -> vertx.executeBlocking(() -> {
                     if (pool != null) {
                         pool.close();
                     }
                     return null;
                 }));
+    }
+
+    /**
+     * Prefault (design note): a fresh mapping of the pool costs a page fault per 4 KiB page at its first write, and on
+     * a requester the first write is the receive's recv(2) or copy into a destination slot — on the event loop, in
+     * the middle of a transfer. So at start a worker write-faults the first {@code peer.prefault-bytes} of this role's
+     * mapping once ({@link PoolPrefault}: no value changes, safe while the pool is in use). It stops early when this
+     * role stops ({@link #stop} waits for it before unmapping). Completes {@link #prefaulted()}.
+     */
+    private void startPrefault() {
+        MemorySegment segment = pool.segment();
+        long started = System.nanoTime();
+        vertx.executeBlocking(() -> PoolPrefault.prefault(segment, settings.prefaultBytes(), () -> prefaultStop), false)
+                .onComplete(ar -> {
+                    prefaultNanos = System.nanoTime() - started;
+                    prefaulted.tryComplete();
+                });
+    }
+
+    private final Promise<Void> prefaulted = Promise.promise();
+    private volatile long prefaultNanos = -1;
+    private volatile boolean prefaultStop;
+
+    /** Completes once the start-up prefault of this role's pool mapping ended (see {@link #startPrefault}). */
+    public Future<Void> prefaulted() {
+        return prefaulted.future();
+    }
+
+    /** How long the prefault took (ns), -1 before it ended. */
+    public long prefaultNanos() {
+        return prefaultNanos;
     }
 
     // ---------------------------------------------------------------- source side
@@ -596,6 +639,8 @@ public final class PeerVerticle extends VerticleBase {
         final List<StateKey> keys;
         final long deadline;
         final List<Stage> stages;
+        /** Which destinations are local slots (the others: pages already resident here, received into scratch). */
+        final List<Integer> slotDestinations = new ArrayList<>();
         PeerOwner owner;
         long startedNanos;
 
@@ -709,8 +754,14 @@ public final class PeerVerticle extends VerticleBase {
                     destinations.add(new PeerTransport.Destination(Arena.ofAuto().allocate(lengths.get(i), 4096)));
                 }
             }
-            return new Acquired(client, grant, allocated.publishId(), destinations, written, crcs, lengths, keys, deadline,
-                    stages);
+            Acquired acquired = new Acquired(client, grant, allocated.publishId(), destinations, written, crcs, lengths,
+                    keys, deadline, stages);
+            for (int i = 0; i < allocated.slots().size(); i++) {
+                if (allocated.slots().get(i).allocated()) {
+                    acquired.slotDestinations.add(i);
+                }
+            }
+            return acquired;
         });
     }
 
@@ -750,7 +801,7 @@ public final class PeerVerticle extends VerticleBase {
                         });
             }
             a.stages.add(Stage.RESIDENT);
-            List<Integer> received = receive.receivedChecksums();
+            List<Integer> received = slotChecksums(receive.receivedChecksums(), a);
             Future<ImageStore.SealResult> seal = received == null
                     ? storage.seal(PEER_INSTANCE, a.publishId, a.crcs, a.written)
                     : storage.sealReceived(PEER_INSTANCE, a.publishId, a.crcs, a.written, received);
@@ -770,6 +821,21 @@ public final class PeerVerticle extends VerticleBase {
                 return Future.succeededFuture(new Fetched(List.copyOf(a.written), bytes, List.copyOf(a.stages)));
             });
         });
+    }
+
+    /**
+     * The transport's received checksums of the local slots only (grant order), or null when it computed none or no
+     * slot was allocated (the seal then verifies, or has nothing to verify, as before).
+     */
+    private static List<Integer> slotChecksums(List<Integer> received, Acquired a) {
+        if (received == null || a.written.isEmpty() || received.size() != a.destinations.size()) {
+            return null;
+        }
+        List<Integer> slots = new ArrayList<>(a.slotDestinations.size());
+        for (int i : a.slotDestinations) {
+            slots.add(received.get(i));
+        }
+        return slots;
     }
 
     /** The cost key of a peer sample: the peer Manager at its incarnation, the bytes and pages of the lease. */

@@ -353,6 +353,27 @@ class PeerTransferIT {
     }
 
     @Test
+    @Order(3)
+    void aFetchWhosePagesArePartlyResidentHereVerifiesOnlyItsNewSlots() throws Exception {
+        List<StateKey> keys = publish("partly-resident", 3);
+        List<Long> generations = generations(keys);
+        double mismatches = requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count();
+        peer().fetch(owner(), namespace, keys.subList(0, 2), generations.subList(0, 2), Duration.ofSeconds(20))
+                .await(30, TimeUnit.SECONDS);
+        // keys 0 and 1 are resident here now: their bytes arrive into scratch, only key 2 gets a slot to verify
+        PeerVerticle.Fetched fetched = peer().fetch(owner(), namespace, keys, generations, Duration.ofSeconds(20))
+                .await(30, TimeUnit.SECONDS);
+        assertThat(fetched.stages()).contains(PeerVerticle.Stage.READY);
+        assertThat(fetched.local()).extracting(ImageStore.ImageRef::key).containsExactly(keys.get(2));
+        MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(PAGE);
+        fill(expected, "partly-resident", 2);
+        assertThat(requesterPool.segment().asSlice(fetched.local().getFirst().offset(), PAGE).mismatch(expected)).isEqualTo(-1);
+        assertThat(residentHere(keys)).isEqualTo(3);
+        assertThat(requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count()).isEqualTo(mismatches);
+        await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+    }
+
+    @Test
     @Order(4)
     void aLeaseTheRequesterNeverReleasesEndsAtItsExpiryAndUnpins() throws Exception {
         List<StateKey> keys = publish("epsilon", 2);

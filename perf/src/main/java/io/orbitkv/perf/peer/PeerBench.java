@@ -85,7 +85,17 @@ public final class PeerBench {
         }
     }
 
-    record Mode(String name, double bytesPerSecond, double[] latenciesMs, long fetchedBytes, double mismatches) {}
+    record Mode(String name, double bytesPerSecond, double[] latenciesMs, long fetchedBytes, double mismatches,
+                double prefaultMs, double sourceReserveChecksums, double acquireMs, double submitMs) {}
+
+    private static double median(List<Double> values) {
+        if (values.isEmpty()) {
+            return -1;
+        }
+        List<Double> sorted = new ArrayList<>(values);
+        sorted.sort(null);
+        return Math.round(sorted.get(sorted.size() / 2) * 1000) / 1000.0;
+    }
 
     private static JsonObject measure(int pages, int rounds, int singles, int iperfSeconds, int inFlight) throws Exception {
         BenchReport.Builder report = BenchReport.builder("peer").config("page_bytes", PAGE).config("pages_per_fetch", pages)
@@ -129,6 +139,10 @@ public final class PeerBench {
                 .figure("plaintext_fetched_bytes", plain.fetchedBytes()).figure("tls_fetched_bytes", tls.fetchedBytes())
                 .figure("checksum_mismatches", plain.mismatches() + tls.mismatches());
         for (Mode m : modes) {
+            report.figure(m.name() + "_requester_prefault_ms", m.prefaultMs())
+                    .figure(m.name() + "_source_reserve_checksum_pages", m.sourceReserveChecksums())
+                    .figure(m.name() + "_fetch_acquire_ms_p50", m.acquireMs())
+                    .figure(m.name() + "_fetch_submit_ms_p50", m.submitMs());
             double[] l = m.latenciesMs();
             Arrays.sort(l);
             report.figure(m.name() + "_single_page_latency_ms_p50", percentile(l, 0.50))
@@ -171,6 +185,10 @@ public final class PeerBench {
             }
             PeerOwner owner = new PeerOwner(source.memberId(), source.incarnation());
             PeerVerticle peer = requester.peer().orElseThrow();
+            // The requester's start-up prefault of its pool mapping (peer.prefault-bytes) ends before measuring: a
+            // Manager that has been up a while receives into mapped pages (reported: requester_prefault_ms).
+            peer.prefaulted().await(300, TimeUnit.SECONDS);
+            double prefaultMs = peer.prefaultNanos() / 1e6;
             // Warm-up (not measured): connections, TLS sessions, JIT.
             List<StateKey> warm = batches.getLast();
             peer.fetch(owner, namespace, warm, generations(requester, warm), Duration.ofSeconds(60)).await(90, TimeUnit.SECONDS);
@@ -180,13 +198,28 @@ public final class PeerBench {
             for (int r = 0; r < rounds; r++) {
                 roundGenerations.add(generations(requester, batches.get(r)));
             }
+            List<Double> acquireMs = new ArrayList<>();
+            List<Double> submitMs = new ArrayList<>();
+            double sourceChecksumsBefore = cluster.metric(source, "orbitkv_peer_source_checksums_total", null).orElse(0);
             Semaphore window = new Semaphore(inFlight);
             AtomicLong fetchedBytes = new AtomicLong();
             AtomicReference<Throwable> failure = new AtomicReference<>();
             long started = System.nanoTime();
             for (int r = 0; r < rounds && failure.get() == null; r++) {
                 window.acquire();
-                peer.fetch(owner, namespace, batches.get(r), roundGenerations.get(r), Duration.ofSeconds(60)).onComplete(ar -> {
+                long fetchStarted = System.nanoTime();
+                long deadline = fetchStarted + TimeUnit.SECONDS.toNanos(60);
+                peer.acquire(owner, namespace, batches.get(r), roundGenerations.get(r), deadline).compose(a -> {
+                    long acquired = System.nanoTime();
+                    synchronized (acquireMs) {
+                        acquireMs.add((acquired - fetchStarted) / 1e6);
+                    }
+                    return peer.submit(a).andThen(x -> {
+                        synchronized (submitMs) {
+                            submitMs.add((System.nanoTime() - acquired) / 1e6);
+                        }
+                    });
+                }).onComplete(ar -> {
                     if (ar.succeeded()) {
                         fetchedBytes.addAndGet(ar.result().bytes());
                     } else {
@@ -203,6 +236,8 @@ public final class PeerBench {
                 throw new IllegalStateException("a measured fetch failed: " + failure.get().getMessage(), failure.get());
             }
             long bytes = fetchedBytes.get();
+            double sourceChecksums = cluster.metric(source, "orbitkv_peer_source_checksums_total", null).orElse(0)
+                    - sourceChecksumsBefore;
             double[] latencies = new double[singles];
             for (int i = 0; i < singles; i++) {
                 List<StateKey> keys = batches.get(rounds + i);
@@ -214,7 +249,13 @@ public final class PeerBench {
             double rate = bytes / (nanos / 1e9);
             double mismatches = requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count();
             progress("%s: %d bytes in %.3f s = %.2f GB/s", transport, bytes, nanos / 1e9, rate / 1e9);
-            return new Mode(transport, rate, latencies, bytes, mismatches);
+            progress("%s: requester prefault %.0f ms; the source computed %.0f CRC32C at reserve in the measured rounds",
+                    transport, prefaultMs, sourceChecksums);
+            double acquire = median(acquireMs);
+            double submit = median(submitMs);
+            progress("%s: per %d-page fetch (medians, %d in flight): acquire (reserve + pins + local slots) %.1f ms, "
+                    + "submit (stream + verifying seal + release) %.1f ms", transport, pages, inFlight, acquire, submit);
+            return new Mode(transport, rate, latencies, bytes, mismatches, prefaultMs, sourceChecksums, acquire, submit);
         } finally {
             requester.close();
         }
