@@ -135,6 +135,10 @@ public final class PeerVerticle extends VerticleBase {
     private long nextLease = 1;
     private Counter mismatches;
     private Counter sourceChecksums;
+    /** The start-up prefault of this role's pool mapping ({@link #startPrefault}): ended, how long, asked to stop. */
+    private final Promise<Void> prefaulted = Promise.promise();
+    private volatile long prefaultNanos = -1;
+    private volatile boolean prefaultStop;
     private Counter rejections;
     private Counter fetchedPages;
     private Counter expired;
@@ -279,10 +283,6 @@ public final class PeerVerticle extends VerticleBase {
                     prefaulted.tryComplete();
                 });
     }
-
-    private final Promise<Void> prefaulted = Promise.promise();
-    private volatile long prefaultNanos = -1;
-    private volatile boolean prefaultStop;
 
     /** Completes once the start-up prefault of this role's pool mapping ended (see {@link #startPrefault}). */
     public Future<Void> prefaulted() {
