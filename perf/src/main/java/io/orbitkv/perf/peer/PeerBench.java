@@ -34,6 +34,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -67,17 +68,19 @@ public final class PeerBench {
 
     public static JsonObject run(BenchArgs args) {
         int pages = args.integer("pages", 32);
-        int rounds = args.integer("rounds", 4);
+        int rounds = args.integer("rounds", 16);
         int singles = args.integer("single-fetches", 24);
         int iperfSeconds = args.integer("iperf-seconds", 3);
-        int inFlight = args.integer("in-flight", 2);
+        int inFlight = args.integer("in-flight", 4);
+        int warmUps = args.integer("warm-up-fetches", 8);
+        String poolDir = args.string("pool-dir", "");
         args.requireAllUsed();
-        if (pages < 1 || rounds < 1 || singles < 1 || iperfSeconds < 1 || inFlight < 1) {
-            throw new IllegalArgumentException(
-                    "--pages, --rounds, --single-fetches, --iperf-seconds and --in-flight must be >= 1");
+        if (pages < 1 || rounds < 1 || singles < 1 || iperfSeconds < 1 || inFlight < 1 || warmUps < 1) {
+            throw new IllegalArgumentException("--pages, --rounds, --single-fetches, --iperf-seconds, --in-flight and "
+                    + "--warm-up-fetches must be >= 1");
         }
         try {
-            return measure(pages, rounds, singles, iperfSeconds, inFlight);
+            return measure(new Shape(pages, rounds, singles, iperfSeconds, inFlight, warmUps), poolDir);
         } catch (RuntimeException e) {
             throw e;
         } catch (Exception e) {
@@ -85,8 +88,17 @@ public final class PeerBench {
         }
     }
 
+    /** What one run measures: fetch size, measured and warm-up fetches, fetches in flight, single-page fetches. */
+    record Shape(int pages, int rounds, int singles, int iperfSeconds, int inFlight, int warmUps) {
+        /** Both pools hold every fetched page (each fetch lands in fresh slots), rounded up to 64 MiB, plus 128 MiB. */
+        long poolBytes() {
+            return ((long) ((rounds + warmUps) * pages + singles) * PAGE / (64L << 20) + 2) * (64L << 20);
+        }
+    }
+
     record Mode(String name, double bytesPerSecond, double[] latenciesMs, long fetchedBytes, double mismatches,
-                double prefaultMs, double sourceReserveChecksums, double acquireMs, double submitMs) {}
+                double prefaultMs, double sourceReserveChecksums, double acquireMs, double submitMs,
+                long hugeMappedBytes) {}
 
     private static double median(List<Double> values) {
         if (values.isEmpty()) {
@@ -97,18 +109,19 @@ public final class PeerBench {
         return Math.round(sorted.get(sorted.size() / 2) * 1000) / 1000.0;
     }
 
-    private static JsonObject measure(int pages, int rounds, int singles, int iperfSeconds, int inFlight) throws Exception {
-        BenchReport.Builder report = BenchReport.builder("peer").config("page_bytes", PAGE).config("pages_per_fetch", pages)
-                .config("fetches_in_flight", inFlight)
-                .config("rounds", rounds).config("single_fetches", singles).config("iperf_seconds", iperfSeconds);
+    private static JsonObject measure(Shape shape, String poolDirArg) throws Exception {
+        BenchReport.Builder report = BenchReport.builder("peer").config("page_bytes", PAGE)
+                .config("pages_per_fetch", shape.pages()).config("fetches_in_flight", shape.inFlight())
+                .config("rounds", shape.rounds()).config("warm_up_fetches", shape.warmUps())
+                .config("single_fetches", shape.singles()).config("iperf_seconds", shape.iperfSeconds());
         if (!LocalEtcd.installed()) {
             throw new IllegalStateException("etcd is not installed (/usr/bin/etcd): apt-get install etcd-server");
         }
         String iperf = iperf3();
-        double iperfRate = iperfLoopback(iperf, iperfSeconds);
-        progress("iperf3 loopback: %.2f GB/s", iperfRate / 1e9);
+        double iperfBefore = iperfLoopback(iperf, shape.iperfSeconds());
+        progress("iperf3 loopback: %.2f GB/s", iperfBefore / 1e9);
         Path dir = Files.createTempDirectory("orbitkv-peer-bench");
-        long poolBytes = ((long) ((rounds + 1) * pages + singles) * PAGE / (64L << 20) + 2) * (64L << 20);
+        long poolBytes = shape.poolBytes();
         ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
         int peerPort = LocalEtcd.freePort();
         int transferPort = LocalEtcd.freePort();
@@ -116,22 +129,36 @@ public final class PeerBench {
         List<String> command = List.of(java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
                 "-Xmx512m", "-cp", System.getProperty("java.class.path"), "io.orbitkv.app.OrbitKv", "manager");
         List<Mode> modes = new ArrayList<>();
-        try (LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, command, Map.of(
-                "cluster.lease-ttl-s", "3", "cluster.prefix", "/orbitkv-peer-bench", "ssd.enabled", "false",
-                "pool.size", String.valueOf(poolBytes), "publish.budget-fraction", "0.9", "session.ttl-ms", "120000",
-                "peer.port", String.valueOf(peerPort), "peer.transfer-port", String.valueOf(transferPort),
-                "peer.transport", "plaintext")))) {
-            for (String transport : List.of("plaintext", "tls")) {
-                LocalCluster.Node source = cluster.node(1);
-                if (transport.equals("tls")) {
-                    cluster.stop(source);
-                    cluster.launch(source, Map.of("peer.transport", "tls"));
+        // Both pools, with room for a restarted source's new pool file while the old one is being removed.
+        try (BenchPoolDir pool = poolDirArg.isEmpty() ? BenchPoolDir.hugeOrShm(dir, 3 * poolBytes + (256L << 20))
+                : BenchPoolDir.given(Path.of(poolDirArg))) {
+            progress("pools in %s", pool.description());
+            report.config("pool_dir", pool.description());
+            Map<String, String> sourceSettings = new HashMap<>(Map.of("cluster.lease-ttl-s", "3",
+                    "cluster.prefix", "/orbitkv-peer-bench", "ssd.enabled", "false", "pool.size", String.valueOf(poolBytes),
+                    "pool.shm-dir", pool.dir().toString(), "publish.budget-fraction", "0.9", "session.ttl-ms", "120000",
+                    "peer.port", String.valueOf(peerPort), "peer.transfer-port", String.valueOf(transferPort),
+                    "peer.transport", "plaintext"));
+            // Source admission sized for the fetches in flight, twice over: a fetch's release reaches the source
+            // after the next fetch's reserve, so the bench measures the transport, not NO_CREDIT refusals.
+            sourceSettings.put("peer.credit-bytes", String.valueOf(2L * shape.inFlight() * shape.pages() * PAGE));
+            try (LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, command, sourceSettings))) {
+                for (String transport : List.of("plaintext", "tls")) {
+                    LocalCluster.Node source = cluster.node(1);
+                    if (transport.equals("tls")) {
+                        cluster.stop(source);
+                        cluster.launch(source, Map.of("peer.transport", "tls"));
+                    }
+                    modes.add(runMode(cluster, source, dir, transport, pool.dir(), shape));
                 }
-                modes.add(runMode(cluster, source, dir, transport, poolBytes, pages, rounds, singles, inFlight));
             }
         } finally {
             deleteTree(dir);
         }
+        double iperfAfter = iperfLoopback(iperf, shape.iperfSeconds());
+        progress("iperf3 loopback after: %.2f GB/s", iperfAfter / 1e9);
+        // The ratios divide by the faster of the two baseline runs: noise on this shared machine never flatters them.
+        double iperfRate = Math.max(iperfBefore, iperfAfter);
         Mode plain = modes.get(0);
         Mode tls = modes.get(1);
         report.figure("plaintext_bytes_per_s", Math.round(plain.bytesPerSecond()))
@@ -142,7 +169,8 @@ public final class PeerBench {
             report.figure(m.name() + "_requester_prefault_ms", m.prefaultMs())
                     .figure(m.name() + "_source_reserve_checksum_pages", m.sourceReserveChecksums())
                     .figure(m.name() + "_fetch_acquire_ms_p50", m.acquireMs())
-                    .figure(m.name() + "_fetch_submit_ms_p50", m.submitMs());
+                    .figure(m.name() + "_fetch_submit_ms_p50", m.submitMs())
+                    .figure(m.name() + "_requester_pool_huge_mapped_bytes", m.hugeMappedBytes());
             double[] l = m.latenciesMs();
             Arrays.sort(l);
             report.figure(m.name() + "_single_page_latency_ms_p50", percentile(l, 0.50))
@@ -150,7 +178,9 @@ public final class PeerBench {
                     .figure(m.name() + "_single_page_latency_ms_p99", percentile(l, 0.99));
         }
         report.baseline("iperf3_bytes_per_s", Math.round(iperfRate))
-                .baseline("iperf3_command", iperf + " -c 127.0.0.1 -t " + iperfSeconds + " -J (server: iperf3 -s -1)")
+                .baseline("iperf3_before_bytes_per_s", Math.round(iperfBefore))
+                .baseline("iperf3_after_bytes_per_s", Math.round(iperfAfter))
+                .baseline("iperf3_command", iperf + " -c 127.0.0.1 -t " + shape.iperfSeconds() + " -J (server: iperf3 -s -1), before and after the Managers; ratios use the faster")
                 .topLevelRatio("transfer_ratio", plain.bytesPerSecond(), iperfRate)
                 .topLevelRatio("tls_transfer_ratio", tls.bytesPerSecond(), iperfRate)
                 .check(plain.mismatches() + tls.mismatches() == 0, "checksum mismatches without a fault")
@@ -160,9 +190,14 @@ public final class PeerBench {
         return built.toJson();
     }
 
-    private static Mode runMode(LocalCluster cluster, LocalCluster.Node source, Path dir, String transport, long poolBytes,
-                                int pages, int rounds, int singles, int inFlight) throws Exception {
-        Map<String, String> s = cluster.inProcessMember(2).peer(transport).set("pool.size", String.valueOf(poolBytes))
+    private static Mode runMode(LocalCluster cluster, LocalCluster.Node source, Path dir, String transport, Path poolDir,
+                                Shape shape) throws Exception {
+        int pages = shape.pages();
+        int rounds = shape.rounds();
+        int singles = shape.singles();
+        int inFlight = shape.inFlight();
+        int warmUps = shape.warmUps();
+        Map<String, String> s = cluster.inProcessMember(2).peer(transport).set("pool.size", String.valueOf(shape.poolBytes())).set("pool.shm-dir", poolDir.toString())
                 .set("publish.budget-fraction", "0.9").set("data-dir", dir.resolve("requester-" + transport).toString())
                 .settings();
         Manager requester = Manager.start(ManagerConfig.from(s)).await(120, TimeUnit.SECONDS);
@@ -180,7 +215,9 @@ public final class PeerBench {
                 for (int i = 0; i < singles; i++) {
                     batches.add(publish(session, namespace, transport + "-single-" + i, 1));
                 }
-                batches.add(publish(session, namespace, transport + "-warm-up", pages));
+                for (int w = 0; w < warmUps; w++) {
+                    batches.add(publish(session, namespace, transport + "-warm-up-" + w, pages));
+                }
                 session.close();
             }
             PeerOwner owner = new PeerOwner(source.memberId(), source.incarnation());
@@ -190,8 +227,11 @@ public final class PeerBench {
             peer.prefaulted().await(300, TimeUnit.SECONDS);
             double prefaultMs = peer.prefaultNanos() / 1e6;
             // Warm-up (not measured): connections, TLS sessions, JIT.
-            List<StateKey> warm = batches.getLast();
-            peer.fetch(owner, namespace, warm, generations(requester, warm), Duration.ofSeconds(60)).await(90, TimeUnit.SECONDS);
+            for (int w = 0; w < warmUps; w++) {
+                List<StateKey> warm = batches.get(rounds + singles + w);
+                peer.fetch(owner, namespace, warm, generations(requester, warm), Duration.ofSeconds(60))
+                        .await(90, TimeUnit.SECONDS);
+            }
             // Measured rounds: --in-flight fetches at a time (each its own lease), timed from the first start to the
             // last completion, so one fetch's reserve and verifying seal overlap another's stream.
             List<List<Long>> roundGenerations = new ArrayList<>();
@@ -204,6 +244,7 @@ public final class PeerBench {
             Semaphore window = new Semaphore(inFlight);
             AtomicLong fetchedBytes = new AtomicLong();
             AtomicReference<Throwable> failure = new AtomicReference<>();
+            progress("%s: measuring %d rounds", transport, rounds);
             long started = System.nanoTime();
             for (int r = 0; r < rounds && failure.get() == null; r++) {
                 window.acquire();
@@ -255,7 +296,10 @@ public final class PeerBench {
             double submit = median(submitMs);
             progress("%s: per %d-page fetch (medians, %d in flight): acquire (reserve + pins + local slots) %.1f ms, "
                     + "submit (stream + verifying seal + release) %.1f ms", transport, pages, inFlight, acquire, submit);
-            return new Mode(transport, rate, latencies, bytes, mismatches, prefaultMs, sourceChecksums, acquire, submit);
+            long huge = BenchPoolDir.hugeMappedBytes(poolDir);
+            progress("%s: requester pool mapped with 2 MiB pages: %d MiB", transport, huge >> 20);
+            return new Mode(transport, rate, latencies, bytes, mismatches, prefaultMs, sourceChecksums, acquire, submit,
+                    huge);
         } finally {
             requester.close();
         }
