@@ -394,23 +394,34 @@ public final class PeerBench {
         Process server = new ProcessBuilder(iperf, "-s", "-1", "-p", String.valueOf(port), "-B", "127.0.0.1")
                 .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
         try {
-            Process client = null;
             String out = "";
             for (int attempt = 0; attempt < 50; attempt++) {
-                client = new ProcessBuilder(iperf, "-c", "127.0.0.1", "-p", String.valueOf(port), "-t",
+                Process client = new ProcessBuilder(iperf, "-c", "127.0.0.1", "-p", String.valueOf(port), "-t",
                         String.valueOf(seconds), "-J").redirectErrorStream(true).start();
                 out = new String(client.getInputStream().readAllBytes());
                 client.waitFor(seconds + 30L, TimeUnit.SECONDS);
-                if (client.exitValue() == 0) {
-                    break;
+                Double received = receivedBytesPerSecond(out);
+                if (client.exitValue() == 0 && received != null) {
+                    return received;
                 }
                 Thread.sleep(100); // the server was not listening yet
             }
-            JsonObject json = new JsonObject(out);
-            return json.getJsonObject("end").getJsonObject("sum_received").getDouble("bits_per_second") / 8;
+            throw new IllegalStateException("iperf3 on loopback gave no result: " + out.strip());
         } finally {
             server.destroy();
             server.waitFor(10, TimeUnit.SECONDS);
+        }
+    }
+
+    /** iperf3's received bytes per second from its JSON, or null when it reports none (an error, a refused run). */
+    static Double receivedBytesPerSecond(String json) {
+        try {
+            JsonObject end = new JsonObject(json).getJsonObject("end");
+            JsonObject received = end == null ? null : end.getJsonObject("sum_received");
+            Double bits = received == null ? null : received.getDouble("bits_per_second");
+            return bits == null ? null : bits / 8;
+        } catch (RuntimeException e) {
+            return null;
         }
     }
 
