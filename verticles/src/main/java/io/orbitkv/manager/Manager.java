@@ -279,7 +279,8 @@ public final class Manager implements AutoCloseable {
                     .members(cluster == null ? MembershipView.NONE : cluster.membership());
             if (cluster != null) {
                 PeerExecutionOwner peerOwner = peer == null ? null
-                        : new PeerExecutionOwner(vertx, peer, Duration.ofMillis(config.queryWaitBudgetMillis()));
+                        : new PeerExecutionOwner(vertx, peer, Duration.ofMillis(config.queryWaitBudgetMillis()),
+                                config.peerAttempts());
                 planning.peers(local -> ClusterEvidence.merged(local, cluster.inventory()), peerOwner == null ? Map.of()
                         : Map.of(RouteTemplate.HOST_FROM_PEER_DRAM, peerOwner, RouteTemplate.HOST_FROM_PEER_SSD, peerOwner));
             }

@@ -4,6 +4,7 @@ import io.orbitkv.admission.TenantShares;
 import io.orbitkv.cluster.ClusterSettings;
 import io.orbitkv.codecs.extent.SsdExtentHeader;
 import io.orbitkv.cost.CostSettings;
+import io.orbitkv.peer.PeerAttemptPolicy;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.planning.TransferScheduler;
 import io.orbitkv.ssd.SsdSettings;
@@ -61,6 +62,7 @@ public record ManagerConfig(
         AnsweredBounds answered,
         Optional<ClusterSettings> cluster,
         PeerSettings peer,
+        PeerAttemptPolicy peerAttempts,
         TransferScheduler.Settings planningTransfers) {
 
     /**
@@ -191,6 +193,8 @@ public record ManagerConfig(
         d.put("peer.test-stall-lease-pages", "0");
         d.put("peer.staging-bytes", "64MiB");
         d.put("peer.prefault-bytes", "4GiB");
+        d.put("peer.attempt-timeout-ms", String.valueOf(PeerAttemptPolicy.CEILING_DEFAULT_MS));
+        d.put("peer.fallback-reserve-ms", String.valueOf(PeerAttemptPolicy.FALLBACK_RESERVE_DEFAULT_MS));
         d.put("cluster.member-id", "");
         d.put("cluster.etcd-endpoints", "http://127.0.0.1:2379");
         d.put("cluster.prefix", "/orbitkv");
@@ -261,6 +265,7 @@ public record ManagerConfig(
                         (int) integer(v, "query.max-answered", 1, 1 << 24)),
                 cluster(v),
                 peer(v),
+                peerAttempts(v),
                 planningTransfers(v));
     }
 
@@ -293,6 +298,24 @@ public record ManagerConfig(
                 (int) integer(v, "peer.max-keys", 1, 1 << 16), integer(v, "peer.test-flip-page", 0, Long.MAX_VALUE),
                 (int) integer(v, "peer.test-stall-lease-pages", 0, 1 << 16), size(v, "peer.staging-bytes", 0, 1L << 40),
                 size(v, "peer.prefault-bytes", 0, 1L << 50));
+    }
+
+    /**
+     * How a requester bounds one peer attempt: a ceiling of its own (0: none; never above {@code peer.max-lease-ms},
+     * which caps it anyway) and the reserve it leaves of a demand's waiting budget for the fallback route.
+     */
+    private static PeerAttemptPolicy peerAttempts(Map<String, String> v) {
+        long ceiling = integer(v, "peer.attempt-timeout-ms", 0, 600_000);
+        long maxLease = integer(v, "peer.max-lease-ms", 10, 600_000);
+        if (ceiling > maxLease) {
+            throw new ConfigException("peer.attempt-timeout-ms", "must not exceed peer.max-lease-ms (" + maxLease
+                    + "): a source lease never lasts longer, got " + ceiling);
+        }
+        if (ceiling > 0 && ceiling < 10) {
+            throw new ConfigException("peer.attempt-timeout-ms", "must be 0 (no ceiling) or at least 10 ms, got "
+                    + ceiling);
+        }
+        return new PeerAttemptPolicy(ceiling, integer(v, "peer.fallback-reserve-ms", 0, 600_000));
     }
 
     private static Optional<ClusterSettings> cluster(Map<String, String> v) {

@@ -57,9 +57,11 @@ import java.security.cert.Certificate;
 import java.security.cert.X509Certificate;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.EnumMap;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
@@ -143,6 +145,8 @@ public final class PeerVerticle extends VerticleBase {
     private Counter fetchedPages;
     private Counter expired;
     private Counter departed;
+    /** Requester fetches that failed, by {@link PeerException.Kind} (a bounded label). */
+    private final Map<PeerException.Kind, Counter> fetchFailures = new EnumMap<>(PeerException.Kind.class);
 
     public PeerVerticle(PeerSettings settings, ClusterSettings cluster, MembershipRole membership, Path poolPath,
                         long poolBytes, MeterRegistry registry) {
@@ -208,6 +212,12 @@ public final class PeerVerticle extends VerticleBase {
                 .description("Source leases whose pins were released at expiry").register(registry);
         departed = Counter.builder("orbitkv_peer_leases_departed_total")
                 .description("Source leases released because their requester left membership").register(registry);
+        for (PeerException.Kind kind : PeerException.Kind.values()) {
+            fetchFailures.put(kind, Counter.builder("orbitkv_peer_fetch_failures_total")
+                    .tag("kind", kind.name().toLowerCase(Locale.ROOT))
+                    .description("Peer fetches this requester gave up, by kind (timeout: the attempt's bound passed, "
+                            + "the transfer was fenced)").register(registry));
+        }
         io.micrometer.core.instrument.Gauge.builder("orbitkv_peer_source_leases", leases, Map::size)
                 .description("Source leases holding pins now").register(registry);
         membership.addListener(new MembershipRole.Listener() {
@@ -682,7 +692,8 @@ public final class PeerVerticle extends VerticleBase {
             return Future.failedFuture(new IllegalArgumentException("one fromSsd flag per key, or none"));
         }
         Promise<Acquired> answer = Promise.promise();
-        context.runOnContext(v -> doAcquire(owner, namespace, keys, generations, fromSsd, deadline).onComplete(answer));
+        context.runOnContext(v -> doAcquire(owner, namespace, keys, generations, fromSsd, deadline)
+                .onFailure(this::countFailure).onComplete(answer));
         return answer.future();
     }
 
@@ -781,8 +792,13 @@ public final class PeerVerticle extends VerticleBase {
      */
     public Future<Fetched> submit(Acquired acquired) {
         Promise<Fetched> answer = Promise.promise();
-        context.runOnContext(v -> doSubmit(acquired).onComplete(answer));
+        context.runOnContext(v -> doSubmit(acquired).onFailure(this::countFailure).onComplete(answer));
         return answer.future();
+    }
+
+    private void countFailure(Throwable failure) {
+        PeerException.Kind kind = failure instanceof PeerException e ? e.kind() : PeerException.Kind.TRANSFER_FAILED;
+        fetchFailures.get(kind).increment();
     }
 
     private Future<Fetched> doSubmit(Acquired a) {
