@@ -63,6 +63,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32C;
@@ -112,6 +113,18 @@ public final class PeerVerticle extends VerticleBase {
     /** The stages of a fetch (the answer's states), in order. */
     public enum Stage { CANDIDATE, RESERVED, RESIDENT, READY }
 
+    /**
+     * Test seam (requester side): consulted before each reserve this role sends, after its own membership check of the
+     * owner passed; the reserve goes out when the answered future completes. A test holds it to restart the source
+     * between that check and the reserve (the source then judges the evidence's incarnation itself).
+     */
+    @FunctionalInterface
+    public interface ReserveGate {
+        ReserveGate OPEN = owner -> Future.succeededFuture();
+
+        Future<Void> beforeReserve(PeerOwner owner);
+    }
+
     /** A completed fetch: the local references (sealed, unpinned) and the bytes moved. */
     public record Fetched(List<ImageStore.ImageRef> local, long bytes, List<Stage> stages) {}
 
@@ -141,6 +154,7 @@ public final class PeerVerticle extends VerticleBase {
     private final Promise<Void> prefaulted = Promise.promise();
     private volatile long prefaultNanos = -1;
     private volatile boolean prefaultStop;
+    private volatile ReserveGate reserveGate = ReserveGate.OPEN;
     private Counter rejections;
     private Counter fetchedPages;
     private Counter expired;
@@ -720,8 +734,7 @@ public final class PeerVerticle extends VerticleBase {
             return Future.failedFuture(new PeerException(PeerException.Kind.UNREACHABLE, "the owner serves no peer port"));
         }
         PeerReserveRequest.Builder request = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(namespace))
-                .setSourceIncarnation(owner.incarnation()).setRequesterIncarnation(membership.incarnation())
-                .setLeaseMs(remainingMillis(deadline));
+                .setSourceIncarnation(owner.incarnation()).setRequesterIncarnation(membership.incarnation());
         for (int i = 0; i < keys.size(); i++) {
             request.addKeys(PeerKey.newBuilder().setGroupId(keys.get(i).groupId())
                     .setBlockHash(ByteString.copyFrom(keys.get(i).blockHash())).setGeneration(generations.get(i))
@@ -730,7 +743,8 @@ public final class PeerVerticle extends VerticleBase {
         int colon = endpoint.lastIndexOf(':');
         PeerTransferGrpcClient client = PeerTransferGrpcClient.create(grpcClient,
                 SocketAddress.inetSocketAddress(Integer.parseInt(endpoint.substring(colon + 1)), endpoint.substring(0, colon)));
-        return client.reserve(request.build()).timeout(remainingMillis(deadline), TimeUnit.MILLISECONDS)
+        return gate(owner).compose(v -> client.reserve(request.setLeaseMs(remainingMillis(deadline)).build()))
+                .timeout(remainingMillis(deadline), TimeUnit.MILLISECONDS)
                 .recover(e -> Future.failedFuture(e instanceof PeerException ? e
                         : new PeerException(PeerException.Kind.UNREACHABLE, "reserve failed: " + e.getMessage())))
                 .compose(reply -> {
@@ -741,6 +755,22 @@ public final class PeerVerticle extends VerticleBase {
                     stages.add(Stage.RESERVED);
                     return slots(client, reply.getGrant(), keys, deadline, stages);
                 });
+    }
+
+    /** The {@link ReserveGate}'s answer for {@code owner}, completed back on this role's context. */
+    private Future<Void> gate(PeerOwner owner) {
+        ReserveGate gate = reserveGate;
+        if (gate == ReserveGate.OPEN) {
+            return Future.succeededFuture();
+        }
+        Promise<Void> passed = Promise.promise();
+        gate.beforeReserve(owner).onComplete(ar -> context.runOnContext(v -> passed.handle(ar)));
+        return passed.future();
+    }
+
+    /** Test seam: installs {@code gate} (see {@link ReserveGate}); {@link ReserveGate#OPEN} removes it. */
+    public void reserveGate(ReserveGate gate) {
+        this.reserveGate = Objects.requireNonNull(gate, "gate");
     }
 
     private Future<Acquired> slots(PeerTransferGrpcClient client, PeerGrant grant, List<StateKey> keys, long deadline,
