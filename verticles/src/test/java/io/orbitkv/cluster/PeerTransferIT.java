@@ -15,6 +15,7 @@ import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.peer.PeerTransport;
 import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.peer.TcpPeerTransport;
+import io.orbitkv.planning.AttemptWindow;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.planning.PlannedPage;
 import io.orbitkv.planning.PlannedSegment;
@@ -23,6 +24,7 @@ import io.orbitkv.planning.PlanningFailure;
 import io.orbitkv.planning.ReplicaEvidence;
 import io.orbitkv.planning.RouteTemplate;
 import io.orbitkv.planning.SegmentLease;
+import io.orbitkv.planning.TimeEstimate;
 import io.orbitkv.protocol.engine.InstanceIdentity;
 import io.orbitkv.protocol.peer.PeerGrant;
 import io.orbitkv.protocol.peer.PeerKey;
@@ -249,6 +251,17 @@ class PeerTransferIT {
 
         PlannedSegment segment = new PlannedSegment(0, new BlockRange(0, 3), RouteTemplate.HOST_FROM_PEER_DRAM, pages,
                 3L * PAGE, CompletionTarget.hostReady());
+        // A demand whose waiting budget is already spent starts no peer attempt: refused before the source is asked
+        // (no page named, so its owner is not avoided), nothing held on either side.
+        double rejectedBefore = rig.sourceMetric("orbitkv_peer_rejections_total");
+        ExecutionException spent = assertThrows(ExecutionException.class, () -> owner.acquire(segment,
+                new AttemptWindow(0, TimeEstimate.UNKNOWN)).toCompletionStage().toCompletableFuture()
+                .get(30, TimeUnit.SECONDS));
+        assertThat(PlanningException.failureOf(spent.getCause())).isEqualTo(PlanningFailure.SOURCE_REJECTED);
+        assertThat(((PlanningException) spent.getCause()).page()).isEmpty();
+        assertThat(owner.held()).isZero();
+        assertThat(rig.sourceMetric("orbitkv_peer_source_leases")).isZero();
+        assertThat(rig.sourceMetric("orbitkv_peer_rejections_total")).isEqualTo(rejectedBefore);
         SegmentLease lease = owner.acquire(segment).await(30, TimeUnit.SECONDS);
         assertThat(lease.hostPages()).isEmpty();
         SegmentLease ready = owner.submit(lease).await(30, TimeUnit.SECONDS);
