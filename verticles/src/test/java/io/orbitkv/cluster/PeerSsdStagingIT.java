@@ -110,6 +110,12 @@ class PeerSsdStagingIT {
      * of the source (a few seconds) still has budget for its replan on a loaded machine.
      */
     static final long QUERY_BUDGET_MS = 20_000;
+    /**
+     * The requester's peer.max-lease-ms, which caps a peer attempt (reserve to READY): above the budget, so that the
+     * reserve held across a real restart (seconds, more on a loaded machine) is bounded by the budget less the fallback
+     * reserve, not by the 10 s default.
+     */
+    static final long REQUESTER_MAX_LEASE_MS = 30_000;
     static final Duration SOON = Duration.ofSeconds(20);
     static final String SEED = "staged";
 
@@ -143,6 +149,7 @@ class PeerSsdStagingIT {
         s.put("pool.size", "64MiB");
         s.put("cost.observations", "true");
         s.put("query.wait-budget-ms", String.valueOf(QUERY_BUDGET_MS));
+        s.put("peer.max-lease-ms", String.valueOf(REQUESTER_MAX_LEASE_MS));
         requester = PeerITFixture.startRequester(s, source);
         requesterPool = SharedMemoryFile.map(requester.poolPath(), 64L << 20);
         namespace = Namespaces.derive(identity());
@@ -523,6 +530,8 @@ class PeerSsdStagingIT {
         double replansBefore = requesterMetric("orbitkv_queries_replans_total");
         double avoidedBefore = requesterMetric("orbitkv_planning_peers_avoided_total");
         double fetchedBefore = requesterMetric("orbitkv_peer_fetched_pages_total");
+        double refusedBefore = requesterFailures("rejected");
+        double unreachableBefore = requesterFailures("unreachable");
 
         // The requester's first reserve is held at its gate: planned (peer DRAM, the old incarnation's evidence), its
         // own membership check passed, not yet sent.
@@ -577,6 +586,9 @@ class PeerSsdStagingIT {
             assertThat(requesterMetric("orbitkv_queries_replans_total")).isEqualTo(replansBefore + 1);
             assertThat(requesterMetric("orbitkv_planning_peers_avoided_total")).isEqualTo(avoidedBefore);
             assertThat(requesterMetric("orbitkv_peer_fetched_pages_total")).isEqualTo(fetchedBefore + DEMANDED_PAGES);
+            // The requester saw a refusal (an answer), not an unreachable source.
+            assertThat(requesterFailures("rejected")).isEqualTo(refusedBefore + 1);
+            assertThat(requesterFailures("unreachable")).isEqualTo(unreachableBefore);
             engine.release(ready.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
             assertRequesterHoldsNothing(engine);
             engine.close();
@@ -588,6 +600,12 @@ class PeerSsdStagingIT {
             assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isZero();
             assertThat(sourceMetric("orbitkv_images_pinned")).isZero();
         });
+    }
+
+    /** The requester's orbitkv_peer_fetch_failures_total of {@code kind}. */
+    static double requesterFailures(String kind) {
+        return LocalCluster.sample(requester.registry().scrape(), "orbitkv_peer_fetch_failures_total",
+                "kind=\"" + kind + "\"").orElse(-1);
     }
 
     /** Polls the ticket of {@code seen}'s first answer until it is no longer PENDING. */
