@@ -80,6 +80,7 @@ public final class SharedMemoryFile implements AutoCloseable {
                 throw new IOException("shared-memory file " + path + " holds " + actual + " bytes, expected " + sizeBytes);
             }
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, sizeBytes, arena);
+            adviseHugePages(path, segment); // this mapping, too, maps the file's huge pages whole (huge=advise)
             return new SharedMemoryFile(path, sizeBytes, false, arena, segment);
         } catch (IOException | RuntimeException e) {
             arena.close();
