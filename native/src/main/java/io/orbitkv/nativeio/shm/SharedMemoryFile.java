@@ -58,8 +58,9 @@ public final class SharedMemoryFile implements AutoCloseable {
         try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
             // Size first, then map and advise, then reserve: tmpfs picks a page's size when it allocates it, and
             // huge=within_size looks at the file size, huge=advise at the mapping's MADV_HUGEPAGE (see PoolPages).
-            channel.truncate(0);
-            channel.write(ByteBuffer.allocate(1), sizeBytes - 1);
+            try (NativeFileDescriptor fd = Libc.open(path, Libc.O_RDWR | Libc.O_CLOEXEC, Libc.MODE_0600)) {
+                fd.truncate(sizeBytes); // sparse: allocates nothing yet
+            }
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, sizeBytes, arena);
             PoolPages.Kind pages = adviseHugePages(path, segment);
             reserve(path, channel, sizeBytes, pages == PoolPages.Kind.ADVISE ? segment : null);
@@ -95,10 +96,12 @@ public final class SharedMemoryFile implements AutoCloseable {
      */
     private static void reserve(Path path, FileChannel channel, long sizeBytes, MemorySegment populate)
             throws IOException {
+        // A full tmpfs: populate stops with EFAULT (the fault it met was SIGBUS; madvise reports it, nobody gets the
+        // signal) and fallocate then fails with ENOSPC, the error the caller sees.
         if (populate != null) {
             // huge=advise: fallocate has no mapping, so it would allocate 4 KiB pages; faulting every page in through
-            // the madvised mapping allocates 2 MiB ones. A failure (full tmpfs: EFAULT) is left to fallocate below,
-            // which reports it as ENOSPC; EINVAL = a kernel before 5.14.
+            // the madvised mapping allocates 2 MiB ones. Any failure is left to fallocate below; EINVAL = a kernel
+            // before 5.14 (then 4 KiB pages on huge=advise).
             try {
                 Libc.madvise(populate, Libc.MADV_POPULATE_WRITE, path);
             } catch (NativeIoException e) {

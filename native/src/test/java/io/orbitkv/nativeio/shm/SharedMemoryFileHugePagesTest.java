@@ -1,6 +1,7 @@
 package io.orbitkv.nativeio.shm;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -73,6 +74,23 @@ class SharedMemoryFileHugePagesTest {
             }
         }
         assertThat(Files.exists(path)).isFalse();
+    }
+
+    @Test
+    void aPoolLargerThanTheHugeMountFailsClearlyAndLeavesNothing() throws Exception {
+        // On huge=advise the pages are faulted in through the mapping first: a full tmpfs there must not be a SIGBUS.
+        for (HugeTmpfs mount : new HugeTmpfs[] {tmpfs, advise}) {
+            Path path = mount.dir.resolve("orbitkv-pool-" + UUID.randomUUID());
+            assertThatThrownBy(() -> SharedMemoryFile.create(path, 512L << 20))
+                    .isInstanceOf(java.io.IOException.class).hasMessageContaining("No space left on device");
+            try (var files = Files.list(mount.dir)) {
+                assertThat(files.toList()).as("nothing left in %s", mount.dir).isEmpty();
+            }
+            // The room is back: a pool that fits is created there at once.
+            try (SharedMemoryFile pool = SharedMemoryFile.create(path, SIZE)) {
+                assertThat(pool.sizeBytes()).isEqualTo(SIZE);
+            }
+        }
     }
 
     @Test
