@@ -36,6 +36,7 @@ public record ManagerConfig(
         long poolSizeBytes,
         long poolChunkBytes,
         Path poolShmDir,
+        HugePages poolHugePages,
         Path grpcUnixSocket,
         String grpcTcpHost,
         int grpcTcpPort,
@@ -64,6 +65,14 @@ public record ManagerConfig(
         PeerSettings peer,
         PeerAttemptPolicy peerAttempts,
         TransferScheduler.Settings planningTransfers) {
+
+    /**
+     * {@code pool.huge-pages}: what the Manager does when {@code pool.shm-dir} does not back the pool with huge pages
+     * (see {@link io.orbitkv.nativeio.shm.PoolPages}): start on 4 KiB pages with one WARN line, or refuse to start.
+     */
+    public enum HugePages {
+        PREFER, REQUIRE
+    }
 
     /**
      * Answered queries kept pollable ({@code query.reply-ttl-ms}): at most {@code perInstance} per engine instance and
@@ -127,6 +136,8 @@ public record ManagerConfig(
         d.put("pool.size", "1GiB");
         d.put("pool.chunk", "2MiB");
         d.put("pool.shm-dir", "/dev/shm");
+        // prefer: huge pages where pool.shm-dir gives them, else 4 KiB pages and a WARN; require: else refuse to start.
+        d.put("pool.huge-pages", "prefer");
         d.put("grpc.unix-socket", "");
         d.put("grpc.tcp-host", "127.0.0.1");
         d.put("grpc.tcp-port", "50055");
@@ -238,6 +249,7 @@ public record ManagerConfig(
                 pool,
                 chunk,
                 path(v, "pool.shm-dir", false),
+                hugePages(v),
                 socket.isBlank() ? dataDir.resolve("engine.sock") : Path.of(socket),
                 host(v, "grpc.tcp-host"),
                 port(v, "grpc.tcp-port"),
@@ -278,6 +290,15 @@ public record ManagerConfig(
         double speculative = fraction(v, "planning.transfers.speculative-fraction");
         int queued = (int) integer(v, "planning.transfers.max-queued-per-medium", 1, 1 << 20);
         return TransferScheduler.Settings.uniform(outstanding, speculative, queued);
+    }
+
+    private static HugePages hugePages(Map<String, String> v) {
+        return switch (v.get("pool.huge-pages").strip().toLowerCase(Locale.ROOT)) {
+            case "prefer" -> HugePages.PREFER;
+            case "require" -> HugePages.REQUIRE;
+            default -> throw new ConfigException("pool.huge-pages", "must be prefer or require, got '"
+                    + v.get("pool.huge-pages") + "'");
+        };
     }
 
     private static PeerSettings peer(Map<String, String> v) {
@@ -463,7 +484,9 @@ public record ManagerConfig(
     public JsonObject toJson() {
         return new JsonObject()
                 .put("data-dir", dataDir.toString()).put("pool.size", poolSizeBytes).put("pool.chunk", poolChunkBytes)
-                .put("pool.shm-dir", poolShmDir.toString()).put("grpc.unix-socket", grpcUnixSocket.toString())
+                .put("pool.shm-dir", poolShmDir.toString())
+                .put("pool.huge-pages", poolHugePages.name().toLowerCase(Locale.ROOT))
+                .put("grpc.unix-socket", grpcUnixSocket.toString())
                 .put("grpc.tcp-host", grpcTcpHost).put("grpc.tcp-port", grpcTcpPort)
                 .put("metrics.host", metricsHost).put("metrics.port", metricsPort);
     }

@@ -292,7 +292,8 @@ public final class PeerVerticle extends VerticleBase {
     }
 
     /**
-     * Prefault (design note): a fresh mapping of the pool costs a page fault per 4 KiB page at its first write, and on
+     * Prefault (design note): a fresh mapping of the pool costs a page fault per page (4 KiB, or 2 MiB on huge pages:
+     * {@link PoolPrefault#pageBytes}) at its first write, and on
      * a requester the first write is the receive's recv(2) or copy into a destination slot — on the event loop, in
      * the middle of a transfer. So at start a worker write-faults the first {@code peer.prefault-bytes} of this role's
      * mapping once ({@link PoolPrefault}: no value changes, safe while the pool is in use). It stops early when this
@@ -301,7 +302,8 @@ public final class PeerVerticle extends VerticleBase {
     private void startPrefault() {
         MemorySegment segment = pool.segment();
         long started = System.nanoTime();
-        vertx.executeBlocking(() -> PoolPrefault.prefault(segment, settings.prefaultBytes(), () -> prefaultStop), false)
+        vertx.executeBlocking(() -> PoolPrefault.prefault(segment, settings.prefaultBytes(),
+                        PoolPrefault.pageBytes(poolPath), () -> prefaultStop), false)
                 .onComplete(ar -> {
                     prefaultNanos = System.nanoTime() - started;
                     prefaulted.tryComplete();

@@ -43,6 +43,20 @@ class ManagerConfigTest {
     }
 
     @Test
+    void poolHugePagesIsPreferOrRequireAndAnythingElseIsATypedError() {
+        assertThat(ManagerConfig.from(Map.of()).poolHugePages()).isEqualTo(ManagerConfig.HugePages.PREFER);
+        assertThat(ManagerConfig.from(Map.of()).toJson().getString("pool.huge-pages")).isEqualTo("prefer");
+        ManagerConfig require = ManagerConfig.from(Map.of("pool.huge-pages", " Require "));
+        assertThat(require.poolHugePages()).isEqualTo(ManagerConfig.HugePages.REQUIRE);
+        assertThat(require.toJson().getString("pool.huge-pages")).isEqualTo("require");
+        for (String bad : new String[] {"always", "", "yes", "huge"}) {
+            assertThatThrownBy(() -> ManagerConfig.from(Map.of("pool.huge-pages", bad)))
+                    .isInstanceOfSatisfying(ConfigException.class, ex -> assertThat(ex.key()).isEqualTo("pool.huge-pages"))
+                    .hasMessageContaining("prefer or require");
+        }
+    }
+
+    @Test
     void ssdAndCostSettingsMapOntoTheirRoles() {
         ManagerConfig defaults = ManagerConfig.from(Map.of("data-dir", "/tmp/okv"));
         assertThat(defaults.ssd().enabled()).isTrue();
