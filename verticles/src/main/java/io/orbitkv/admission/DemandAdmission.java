@@ -857,9 +857,12 @@ final class DemandAdmission {
         // An engine_restore destination makes the plan end at the engine: its execution's last step is the device copy.
         CompletionTarget target = plan.engineRestore() == null ? CompletionTarget.hostReady()
                 : CompletionTarget.engineRestore(plan.engineRestore().device(dramPool == null ? 0 : dramPool.incarnation()));
+        // The waiting budget's end: execution tells each acquisition what is left of it, so a peer attempt that
+        // times out (fenced) still leaves room for a fallback route within the same budget.
         return new DemandView(plan.rules(), plan.validPrefixTokens(), plan.selectedEndTokens(), groups,
                 target, plan.requestedRoute(), rate, firstUse, plan.priority(), plan.confidence(),
-                plan.speculative(), settings.leaseBudgetBytes());
+                plan.speculative(), settings.leaseBudgetBytes(),
+                OptionalLong.of(ticket.revisedNanos + waitBudgetNanos(ticket)));
     }
 
     /**
@@ -930,11 +933,16 @@ final class DemandAdmission {
     }
 
     private boolean waitLeft(Ticket ticket) {
+        return ticker.nanos() - ticket.revisedNanos < waitBudgetNanos(ticket);
+    }
+
+    /** The ticket's waiting budget: the demand's max wait, capped by the configured one. */
+    private long waitBudgetNanos(Ticket ticket) {
         long budget = settings.waitBudgetNanos();
         if (ticket.plan.maxWaitNanos() >= 0) {
             budget = Math.min(budget, ticket.plan.maxWaitNanos());
         }
-        return ticker.nanos() - ticket.revisedNanos < budget;
+        return budget;
     }
 
     private static boolean stale(Ticket ticket, int generation) {

@@ -4,6 +4,7 @@ import io.orbitkv.admission.TenantShares;
 import io.orbitkv.cluster.ClusterSettings;
 import io.orbitkv.codecs.extent.SsdExtentHeader;
 import io.orbitkv.cost.CostSettings;
+import io.orbitkv.peer.PeerAttemptPolicy;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.planning.TransferScheduler;
 import io.orbitkv.ssd.SsdSettings;
@@ -35,6 +36,7 @@ public record ManagerConfig(
         long poolSizeBytes,
         long poolChunkBytes,
         Path poolShmDir,
+        HugePages poolHugePages,
         Path grpcUnixSocket,
         String grpcTcpHost,
         int grpcTcpPort,
@@ -61,7 +63,16 @@ public record ManagerConfig(
         AnsweredBounds answered,
         Optional<ClusterSettings> cluster,
         PeerSettings peer,
+        PeerAttemptPolicy peerAttempts,
         TransferScheduler.Settings planningTransfers) {
+
+    /**
+     * {@code pool.huge-pages}: what the Manager does when {@code pool.shm-dir} does not back the pool with huge pages
+     * (see {@link io.orbitkv.nativeio.shm.PoolPages}): start on 4 KiB pages with one WARN line, or refuse to start.
+     */
+    public enum HugePages {
+        PREFER, REQUIRE
+    }
 
     /**
      * Answered queries kept pollable ({@code query.reply-ttl-ms}): at most {@code perInstance} per engine instance and
@@ -125,6 +136,8 @@ public record ManagerConfig(
         d.put("pool.size", "1GiB");
         d.put("pool.chunk", "2MiB");
         d.put("pool.shm-dir", "/dev/shm");
+        // prefer: huge pages where pool.shm-dir gives them, else 4 KiB pages and a WARN; require: else refuse to start.
+        d.put("pool.huge-pages", "prefer");
         d.put("grpc.unix-socket", "");
         d.put("grpc.tcp-host", "127.0.0.1");
         d.put("grpc.tcp-port", "50055");
@@ -191,6 +204,8 @@ public record ManagerConfig(
         d.put("peer.test-stall-lease-pages", "0");
         d.put("peer.staging-bytes", "64MiB");
         d.put("peer.prefault-bytes", "4GiB");
+        d.put("peer.attempt-timeout-ms", String.valueOf(PeerAttemptPolicy.CEILING_DEFAULT_MS));
+        d.put("peer.fallback-reserve-ms", String.valueOf(PeerAttemptPolicy.FALLBACK_RESERVE_DEFAULT_MS));
         d.put("cluster.member-id", "");
         d.put("cluster.etcd-endpoints", "http://127.0.0.1:2379");
         d.put("cluster.prefix", "/orbitkv");
@@ -234,6 +249,7 @@ public record ManagerConfig(
                 pool,
                 chunk,
                 path(v, "pool.shm-dir", false),
+                hugePages(v),
                 socket.isBlank() ? dataDir.resolve("engine.sock") : Path.of(socket),
                 host(v, "grpc.tcp-host"),
                 port(v, "grpc.tcp-port"),
@@ -261,6 +277,7 @@ public record ManagerConfig(
                         (int) integer(v, "query.max-answered", 1, 1 << 24)),
                 cluster(v),
                 peer(v),
+                peerAttempts(v),
                 planningTransfers(v));
     }
 
@@ -273,6 +290,15 @@ public record ManagerConfig(
         double speculative = fraction(v, "planning.transfers.speculative-fraction");
         int queued = (int) integer(v, "planning.transfers.max-queued-per-medium", 1, 1 << 20);
         return TransferScheduler.Settings.uniform(outstanding, speculative, queued);
+    }
+
+    private static HugePages hugePages(Map<String, String> v) {
+        return switch (v.get("pool.huge-pages").strip().toLowerCase(Locale.ROOT)) {
+            case "prefer" -> HugePages.PREFER;
+            case "require" -> HugePages.REQUIRE;
+            default -> throw new ConfigException("pool.huge-pages", "must be prefer or require, got '"
+                    + v.get("pool.huge-pages") + "'");
+        };
     }
 
     private static PeerSettings peer(Map<String, String> v) {
@@ -293,6 +319,24 @@ public record ManagerConfig(
                 (int) integer(v, "peer.max-keys", 1, 1 << 16), integer(v, "peer.test-flip-page", 0, Long.MAX_VALUE),
                 (int) integer(v, "peer.test-stall-lease-pages", 0, 1 << 16), size(v, "peer.staging-bytes", 0, 1L << 40),
                 size(v, "peer.prefault-bytes", 0, 1L << 50));
+    }
+
+    /**
+     * How a requester bounds one peer attempt: a ceiling of its own (0: none; never above {@code peer.max-lease-ms},
+     * which caps it anyway) and the reserve it leaves of a demand's waiting budget for the fallback route.
+     */
+    private static PeerAttemptPolicy peerAttempts(Map<String, String> v) {
+        long ceiling = integer(v, "peer.attempt-timeout-ms", 0, 600_000);
+        long maxLease = integer(v, "peer.max-lease-ms", 10, 600_000);
+        if (ceiling > maxLease) {
+            throw new ConfigException("peer.attempt-timeout-ms", "must not exceed peer.max-lease-ms (" + maxLease
+                    + "): a source lease never lasts longer, got " + ceiling);
+        }
+        if (ceiling > 0 && ceiling < 10) {
+            throw new ConfigException("peer.attempt-timeout-ms", "must be 0 (no ceiling) or at least 10 ms, got "
+                    + ceiling);
+        }
+        return new PeerAttemptPolicy(ceiling, integer(v, "peer.fallback-reserve-ms", 0, 600_000));
     }
 
     private static Optional<ClusterSettings> cluster(Map<String, String> v) {
@@ -440,7 +484,9 @@ public record ManagerConfig(
     public JsonObject toJson() {
         return new JsonObject()
                 .put("data-dir", dataDir.toString()).put("pool.size", poolSizeBytes).put("pool.chunk", poolChunkBytes)
-                .put("pool.shm-dir", poolShmDir.toString()).put("grpc.unix-socket", grpcUnixSocket.toString())
+                .put("pool.shm-dir", poolShmDir.toString())
+                .put("pool.huge-pages", poolHugePages.name().toLowerCase(Locale.ROOT))
+                .put("grpc.unix-socket", grpcUnixSocket.toString())
                 .put("grpc.tcp-host", grpcTcpHost).put("grpc.tcp-port", grpcTcpPort)
                 .put("metrics.host", metricsHost).put("metrics.port", metricsPort);
     }

@@ -1,5 +1,6 @@
 package io.orbitkv.peer;
 
+import io.orbitkv.planning.AttemptWindow;
 import io.orbitkv.planning.ExecutionOwner;
 import io.orbitkv.planning.PlannedPage;
 import io.orbitkv.planning.PlannedSegment;
@@ -36,8 +37,13 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>Design note (ownership): this object owns one entry per granted lease until its release; a submit that failed
  * has already fenced its transfer and freed its slots (the peer role's contract), so release then only forgets it.
  * Futures complete on the caller's context (the planning role's loop). The Manager registers it with the planning
- * role for both peer templates when the peer role runs; one budget (the query waiting budget)
- * spans a segment from its acquisition to READY, so a stalled source ends the segment within it.
+ * role for both peer templates when the peer role runs.
+ *
+ * <p>Design note (time): each acquisition bounds its attempt, reserve to READY, by {@link PeerAttemptPolicy}: what the
+ * demand has left of its waiting budget ({@link AttemptWindow}) less a reserve for the fallback, the planner's
+ * estimate times a margin, the configured ceiling, the source's longest lease. A stalled (e.g. SIGSTOPped) source
+ * thus ends the segment early enough that, fenced, it can be replanned onto another medium within the same budget.
+ * A demand whose budget is already spent is refused before anything is asked of the source.
  */
 public final class PeerExecutionOwner implements ExecutionOwner {
     private enum State { ACQUIRED, SUBMITTING, SUBMITTED, FAILED }
@@ -58,20 +64,29 @@ public final class PeerExecutionOwner implements ExecutionOwner {
     private final Map<Long, Held> held = new ConcurrentHashMap<>();
 
     private final long budgetMillis;
+    private final PeerAttemptPolicy policy;
 
-    /** With the peer role's longest lease as the budget of each acquired segment. */
+    /** With the peer role's longest lease as the default budget of each acquired segment. */
     public PeerExecutionOwner(Vertx vertx, PeerVerticle peer) {
         this(vertx, peer, Duration.ofMillis(peer.leaseMillis()));
     }
 
-    /**
-     * @param budget the waiting budget a segment's whole fetch spans, from its acquisition to READY (source lease,
-     *               local slots, transfer, checksum-verified seal); capped by the peer role's longest lease
-     */
+    /** With the default {@link PeerAttemptPolicy}. */
     public PeerExecutionOwner(Vertx vertx, PeerVerticle peer, Duration budget) {
+        this(vertx, peer, budget, PeerAttemptPolicy.DEFAULT);
+    }
+
+    /**
+     * @param budget the default budget of a segment's whole fetch, from its acquisition to READY (source lease, local
+     *               slots, transfer, checksum-verified seal), for a caller whose demand names no waiting budget;
+     *               capped by the peer role's longest lease
+     * @param policy how each attempt is bounded within the demand's remaining waiting budget
+     */
+    public PeerExecutionOwner(Vertx vertx, PeerVerticle peer, Duration budget, PeerAttemptPolicy policy) {
         this.peer = peer;
         this.storage = new StorageProxy(vertx);
         this.budgetMillis = Math.max(1, Math.min(budget.toMillis(), peer.leaseMillis()));
+        this.policy = policy;
     }
 
     private static <T> Future<T> onCaller(Future<T> future) {
@@ -86,6 +101,11 @@ public final class PeerExecutionOwner implements ExecutionOwner {
 
     @Override
     public Future<SegmentLease> acquire(PlannedSegment segment) {
+        return acquire(segment, AttemptWindow.UNBOUNDED);
+    }
+
+    @Override
+    public Future<SegmentLease> acquire(PlannedSegment segment, AttemptWindow window) {
         if (!segment.route().medium().isPeer() || segment.owner().isEmpty()) {
             return Future.failedFuture(new PlanningException(PlanningFailure.REQUESTED_ROUTE_UNAVAILABLE,
                     "the peer role executes HOST_FROM_PEER_DRAM and HOST_FROM_PEER_SSD only"));
@@ -110,7 +130,14 @@ public final class PeerExecutionOwner implements ExecutionOwner {
                 }
             }
         }
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(budgetMillis);
+        long attempt = policy.attemptNanos(window.remainingNanos(), window.expected(),
+                TimeUnit.MILLISECONDS.toNanos(window.bounded() ? peer.leaseMillis() : budgetMillis));
+        if (attempt <= 0) {
+            // Nothing asked of the source; no page named, so the owner is not avoided for it.
+            return Future.failedFuture(new PlanningException(PlanningFailure.SOURCE_REJECTED,
+                    "the demand's waiting budget is spent: no peer attempt starts"));
+        }
+        long deadline = System.nanoTime() + attempt;
         Future<SegmentLease> lease = peer.acquire(segment.owner().get(), keys.getFirst().namespace(), keys, generations,
                 fromSsd, deadline).transform(ar -> {
                     if (ar.succeeded()) {

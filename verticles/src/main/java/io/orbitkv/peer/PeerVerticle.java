@@ -57,10 +57,13 @@ import java.security.cert.Certificate;
 import java.security.cert.X509Certificate;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.EnumMap;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32C;
@@ -110,6 +113,18 @@ public final class PeerVerticle extends VerticleBase {
     /** The stages of a fetch (the answer's states), in order. */
     public enum Stage { CANDIDATE, RESERVED, RESIDENT, READY }
 
+    /**
+     * Test seam (requester side): consulted before each reserve this role sends, after its own membership check of the
+     * owner passed; the reserve goes out when the answered future completes. A test holds it to restart the source
+     * between that check and the reserve (the source then judges the evidence's incarnation itself).
+     */
+    @FunctionalInterface
+    public interface ReserveGate {
+        ReserveGate OPEN = owner -> Future.succeededFuture();
+
+        Future<Void> beforeReserve(PeerOwner owner);
+    }
+
     /** A completed fetch: the local references (sealed, unpinned) and the bytes moved. */
     public record Fetched(List<ImageStore.ImageRef> local, long bytes, List<Stage> stages) {}
 
@@ -139,10 +154,13 @@ public final class PeerVerticle extends VerticleBase {
     private final Promise<Void> prefaulted = Promise.promise();
     private volatile long prefaultNanos = -1;
     private volatile boolean prefaultStop;
+    private volatile ReserveGate reserveGate = ReserveGate.OPEN;
     private Counter rejections;
     private Counter fetchedPages;
     private Counter expired;
     private Counter departed;
+    /** Requester fetches that failed, by {@link PeerException.Kind} (a bounded label). */
+    private final Map<PeerException.Kind, Counter> fetchFailures = new EnumMap<>(PeerException.Kind.class);
 
     public PeerVerticle(PeerSettings settings, ClusterSettings cluster, MembershipRole membership, Path poolPath,
                         long poolBytes, MeterRegistry registry) {
@@ -208,6 +226,12 @@ public final class PeerVerticle extends VerticleBase {
                 .description("Source leases whose pins were released at expiry").register(registry);
         departed = Counter.builder("orbitkv_peer_leases_departed_total")
                 .description("Source leases released because their requester left membership").register(registry);
+        for (PeerException.Kind kind : PeerException.Kind.values()) {
+            fetchFailures.put(kind, Counter.builder("orbitkv_peer_fetch_failures_total")
+                    .tag("kind", kind.name().toLowerCase(Locale.ROOT))
+                    .description("Peer fetches this requester gave up, by kind (timeout: the attempt's bound passed, "
+                            + "the transfer was fenced)").register(registry));
+        }
         io.micrometer.core.instrument.Gauge.builder("orbitkv_peer_source_leases", leases, Map::size)
                 .description("Source leases holding pins now").register(registry);
         membership.addListener(new MembershipRole.Listener() {
@@ -268,7 +292,8 @@ public final class PeerVerticle extends VerticleBase {
     }
 
     /**
-     * Prefault (design note): a fresh mapping of the pool costs a page fault per 4 KiB page at its first write, and on
+     * Prefault (design note): a fresh mapping of the pool costs a page fault per page (4 KiB, or 2 MiB on huge pages:
+     * {@link PoolPrefault#pageBytes}) at its first write, and on
      * a requester the first write is the receive's recv(2) or copy into a destination slot — on the event loop, in
      * the middle of a transfer. So at start a worker write-faults the first {@code peer.prefault-bytes} of this role's
      * mapping once ({@link PoolPrefault}: no value changes, safe while the pool is in use). It stops early when this
@@ -277,7 +302,8 @@ public final class PeerVerticle extends VerticleBase {
     private void startPrefault() {
         MemorySegment segment = pool.segment();
         long started = System.nanoTime();
-        vertx.executeBlocking(() -> PoolPrefault.prefault(segment, settings.prefaultBytes(), () -> prefaultStop), false)
+        vertx.executeBlocking(() -> PoolPrefault.prefault(segment, settings.prefaultBytes(),
+                        PoolPrefault.pageBytes(poolPath), () -> prefaultStop), false)
                 .onComplete(ar -> {
                     prefaultNanos = System.nanoTime() - started;
                     prefaulted.tryComplete();
@@ -682,7 +708,8 @@ public final class PeerVerticle extends VerticleBase {
             return Future.failedFuture(new IllegalArgumentException("one fromSsd flag per key, or none"));
         }
         Promise<Acquired> answer = Promise.promise();
-        context.runOnContext(v -> doAcquire(owner, namespace, keys, generations, fromSsd, deadline).onComplete(answer));
+        context.runOnContext(v -> doAcquire(owner, namespace, keys, generations, fromSsd, deadline)
+                .onFailure(this::countFailure).onComplete(answer));
         return answer.future();
     }
 
@@ -709,8 +736,7 @@ public final class PeerVerticle extends VerticleBase {
             return Future.failedFuture(new PeerException(PeerException.Kind.UNREACHABLE, "the owner serves no peer port"));
         }
         PeerReserveRequest.Builder request = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(namespace))
-                .setSourceIncarnation(owner.incarnation()).setRequesterIncarnation(membership.incarnation())
-                .setLeaseMs(remainingMillis(deadline));
+                .setSourceIncarnation(owner.incarnation()).setRequesterIncarnation(membership.incarnation());
         for (int i = 0; i < keys.size(); i++) {
             request.addKeys(PeerKey.newBuilder().setGroupId(keys.get(i).groupId())
                     .setBlockHash(ByteString.copyFrom(keys.get(i).blockHash())).setGeneration(generations.get(i))
@@ -719,7 +745,8 @@ public final class PeerVerticle extends VerticleBase {
         int colon = endpoint.lastIndexOf(':');
         PeerTransferGrpcClient client = PeerTransferGrpcClient.create(grpcClient,
                 SocketAddress.inetSocketAddress(Integer.parseInt(endpoint.substring(colon + 1)), endpoint.substring(0, colon)));
-        return client.reserve(request.build()).timeout(remainingMillis(deadline), TimeUnit.MILLISECONDS)
+        return gate(owner).compose(v -> client.reserve(request.setLeaseMs(remainingMillis(deadline)).build()))
+                .timeout(remainingMillis(deadline), TimeUnit.MILLISECONDS)
                 .recover(e -> Future.failedFuture(e instanceof PeerException ? e
                         : new PeerException(PeerException.Kind.UNREACHABLE, "reserve failed: " + e.getMessage())))
                 .compose(reply -> {
@@ -730,6 +757,22 @@ public final class PeerVerticle extends VerticleBase {
                     stages.add(Stage.RESERVED);
                     return slots(client, reply.getGrant(), keys, deadline, stages);
                 });
+    }
+
+    /** The {@link ReserveGate}'s answer for {@code owner}, completed back on this role's context. */
+    private Future<Void> gate(PeerOwner owner) {
+        ReserveGate gate = reserveGate;
+        if (gate == ReserveGate.OPEN) {
+            return Future.succeededFuture();
+        }
+        Promise<Void> passed = Promise.promise();
+        gate.beforeReserve(owner).onComplete(ar -> context.runOnContext(v -> passed.handle(ar)));
+        return passed.future();
+    }
+
+    /** Test seam: installs {@code gate} (see {@link ReserveGate}); {@link ReserveGate#OPEN} removes it. */
+    public void reserveGate(ReserveGate gate) {
+        this.reserveGate = Objects.requireNonNull(gate, "gate");
     }
 
     private Future<Acquired> slots(PeerTransferGrpcClient client, PeerGrant grant, List<StateKey> keys, long deadline,
@@ -781,8 +824,13 @@ public final class PeerVerticle extends VerticleBase {
      */
     public Future<Fetched> submit(Acquired acquired) {
         Promise<Fetched> answer = Promise.promise();
-        context.runOnContext(v -> doSubmit(acquired).onComplete(answer));
+        context.runOnContext(v -> doSubmit(acquired).onFailure(this::countFailure).onComplete(answer));
         return answer.future();
+    }
+
+    private void countFailure(Throwable failure) {
+        PeerException.Kind kind = failure instanceof PeerException e ? e.kind() : PeerException.Kind.TRANSFER_FAILED;
+        fetchFailures.get(kind).increment();
     }
 
     private Future<Fetched> doSubmit(Acquired a) {

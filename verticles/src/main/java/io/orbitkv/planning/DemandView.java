@@ -22,11 +22,14 @@ import java.util.OptionalLong;
  * @param firstUseNanos          when the engine expects to use the state, on this Manager's ticker; empty: unknown
  * @param confidence             in [0, 1]; 0 means unknown
  * @param byteCapBytes           the most bytes this demand may lease (admission's headroom); {@link Long#MAX_VALUE}: no cap
+ * @param waitDeadlineNanos      when the demand's waiting budget ends, on this Manager's ticker (admission's: its
+ *                               latest revision plus its budget); empty: none. Execution tells each acquisition what
+ *                               is left of it ({@link AttemptWindow}), so a peer attempt leaves room for a fallback
  */
 public record DemandView(RecoveryRules rules, long validPrefixTokens, long selectedEndTokens, List<GroupKeys> groups,
                          CompletionTarget target, Optional<RouteTemplate> requestedRoute,
                          OptionalDouble prefillTokensPerSecond, OptionalLong firstUseNanos, int priority,
-                         float confidence, boolean speculative, long byteCapBytes) {
+                         float confidence, boolean speculative, long byteCapBytes, OptionalLong waitDeadlineNanos) {
 
     /** The keys of one group at their block positions and the registered bytes of one page. */
     public record GroupKeys(int groupId, long bytesPerPage, List<ImageStore.PositionedKey> keys) {
@@ -46,6 +49,7 @@ public record DemandView(RecoveryRules rules, long validPrefixTokens, long selec
         Objects.requireNonNull(requestedRoute, "requestedRoute");
         Objects.requireNonNull(prefillTokensPerSecond, "prefillTokensPerSecond");
         Objects.requireNonNull(firstUseNanos, "firstUseNanos");
+        Objects.requireNonNull(waitDeadlineNanos, "waitDeadlineNanos");
         if (target.intent() != CompletionTarget.Intent.HOST_READY
                 && target.intent() != CompletionTarget.Intent.ENGINE_RESTORE) {
             throw new PlanningException(PlanningFailure.INVALID_INPUT, "a demand ends host-ready or engine-restore, not "
@@ -70,6 +74,15 @@ public record DemandView(RecoveryRules rules, long validPrefixTokens, long selec
         }
     }
 
+    /** Without a waiting deadline (planning-only callers and tests). */
+    public DemandView(RecoveryRules rules, long validPrefixTokens, long selectedEndTokens, List<GroupKeys> groups,
+                      CompletionTarget target, Optional<RouteTemplate> requestedRoute,
+                      OptionalDouble prefillTokensPerSecond, OptionalLong firstUseNanos, int priority,
+                      float confidence, boolean speculative, long byteCapBytes) {
+        this(rules, validPrefixTokens, selectedEndTokens, groups, target, requestedRoute, prefillTokensPerSecond,
+                firstUseNanos, priority, confidence, speculative, byteCapBytes, OptionalLong.empty());
+    }
+
     /** A host-ready demand with no rate, first use, priority, confidence or cap: the shape today's queries have. */
     public static DemandView hostReady(RecoveryRules rules, long validPrefixTokens, long selectedEndTokens,
                                        List<GroupKeys> groups) {
@@ -79,32 +92,44 @@ public record DemandView(RecoveryRules rules, long validPrefixTokens, long selec
 
     public DemandView withTarget(CompletionTarget newTarget) {
         return new DemandView(rules, validPrefixTokens, selectedEndTokens, groups, newTarget, requestedRoute,
-                prefillTokensPerSecond, firstUseNanos, priority, confidence, speculative, byteCapBytes);
+                prefillTokensPerSecond, firstUseNanos, priority, confidence, speculative, byteCapBytes,
+                waitDeadlineNanos);
     }
 
     public DemandView withRequestedRoute(RouteTemplate route) {
         return new DemandView(rules, validPrefixTokens, selectedEndTokens, groups, target, Optional.of(route),
-                prefillTokensPerSecond, firstUseNanos, priority, confidence, speculative, byteCapBytes);
+                prefillTokensPerSecond, firstUseNanos, priority, confidence, speculative, byteCapBytes,
+                waitDeadlineNanos);
     }
 
     public DemandView withPrefillRate(double tokensPerSecond) {
         return new DemandView(rules, validPrefixTokens, selectedEndTokens, groups, target, requestedRoute,
-                OptionalDouble.of(tokensPerSecond), firstUseNanos, priority, confidence, speculative, byteCapBytes);
+                OptionalDouble.of(tokensPerSecond), firstUseNanos, priority, confidence, speculative, byteCapBytes,
+                waitDeadlineNanos);
     }
 
     public DemandView withFirstUse(long nanos) {
         return new DemandView(rules, validPrefixTokens, selectedEndTokens, groups, target, requestedRoute,
-                prefillTokensPerSecond, OptionalLong.of(nanos), priority, confidence, speculative, byteCapBytes);
+                prefillTokensPerSecond, OptionalLong.of(nanos), priority, confidence, speculative, byteCapBytes,
+                waitDeadlineNanos);
     }
 
     public DemandView withByteCap(long bytes) {
         return new DemandView(rules, validPrefixTokens, selectedEndTokens, groups, target, requestedRoute,
-                prefillTokensPerSecond, firstUseNanos, priority, confidence, speculative, bytes);
+                prefillTokensPerSecond, firstUseNanos, priority, confidence, speculative, bytes,
+                waitDeadlineNanos);
     }
 
     public DemandView withSpeculation(boolean isSpeculative, float newConfidence, int newPriority) {
         return new DemandView(rules, validPrefixTokens, selectedEndTokens, groups, target, requestedRoute,
-                prefillTokensPerSecond, firstUseNanos, newPriority, newConfidence, isSpeculative, byteCapBytes);
+                prefillTokensPerSecond, firstUseNanos, newPriority, newConfidence, isSpeculative, byteCapBytes,
+                waitDeadlineNanos);
+    }
+
+    public DemandView withWaitDeadline(long nanos) {
+        return new DemandView(rules, validPrefixTokens, selectedEndTokens, groups, target, requestedRoute,
+                prefillTokensPerSecond, firstUseNanos, priority, confidence, speculative, byteCapBytes,
+                OptionalLong.of(nanos));
     }
 
     /** The group's keys, or null when the demand names no keys for it. */

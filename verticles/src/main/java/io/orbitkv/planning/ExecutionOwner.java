@@ -29,6 +29,15 @@ public interface ExecutionOwner {
 
     Future<SegmentLease> acquire(PlannedSegment segment);
 
+    /**
+     * {@link #acquire} within {@code window}: what is left of the demand's waiting budget and the plan's expected time.
+     * An owner whose submitted work can hang on another host bounds that work with it, so that when it times out (and
+     * is fenced) a fallback route still fits in the same budget; the default ignores it.
+     */
+    default Future<SegmentLease> acquire(PlannedSegment segment, AttemptWindow window) {
+        return acquire(segment);
+    }
+
     Future<SegmentLease> submit(SegmentLease lease);
 
     default void cancel(SegmentLease lease) {

@@ -84,8 +84,19 @@ public final class PlanExecutor {
         this.scheduler = new TransferScheduler<>(settings, ticker, registry, transfer -> transfer.preparation.onDropped(transfer));
     }
 
-    /** Starts preparing {@code plan}; every route it uses must have an owner here. */
+    /** Starts preparing {@code plan} without a waiting deadline; see {@link #prepare(Plan, Schedule, long)}. */
     public Preparation prepare(Plan plan, Schedule schedule) {
+        return prepare(plan, schedule, Long.MAX_VALUE);
+    }
+
+    /**
+     * Starts preparing {@code plan}; every route it uses must have an owner here.
+     *
+     * @param waitDeadlineNanos when the demand's waiting budget ends, on this executor's ticker
+     *                          ({@link Long#MAX_VALUE}: none); each acquisition tells its owner what is left of it
+     *                          ({@link AttemptWindow})
+     */
+    public Preparation prepare(Plan plan, Schedule schedule, long waitDeadlineNanos) {
         for (PlannedSegment segment : plan.segments()) {
             if (!owners.containsKey(segment.route())) {
                 throw new PlanningException(PlanningFailure.INVALID_INPUT, "no execution owner for " + segment.route());
@@ -94,7 +105,7 @@ public final class PlanExecutor {
         if (plan.target().intent() == CompletionTarget.Intent.ENGINE_RESTORE && restoreOwner == null) {
             throw new PlanningException(PlanningFailure.TARGET_UNAVAILABLE, "no restore owner for an engine-restore plan");
         }
-        Preparation preparation = new Preparation(plan, schedule);
+        Preparation preparation = new Preparation(plan, schedule, waitDeadlineNanos);
         livePreparations++;
         preparation.start();
         return preparation;
@@ -170,6 +181,8 @@ public final class PlanExecutor {
         private final Plan plan;
         /** How its transfers are queued; a take-over by a real demand turns it into a demand read once. */
         private Schedule schedule;
+        /** When the demand's waiting budget ends (this executor's ticker); {@link Long#MAX_VALUE}: none. */
+        private final long waitDeadlineNanos;
         private final List<Slot> slots = new ArrayList<>();
         private final Promise<Prepared> result = Promise.promise();
         /** Completes true once every segment's lease is held (before any transfer), false if it stopped first. */
@@ -178,9 +191,10 @@ public final class PlanExecutor {
         private boolean cancelRequested;
         private boolean finishing;
 
-        private Preparation(Plan plan, Schedule schedule) {
+        private Preparation(Plan plan, Schedule schedule, long waitDeadlineNanos) {
             this.plan = plan;
             this.schedule = schedule;
+            this.waitDeadlineNanos = waitDeadlineNanos;
             for (PlannedSegment segment : plan.segments()) {
                 slots.add(new Slot(segment, owners.get(segment.route())));
             }
@@ -259,7 +273,7 @@ public final class PlanExecutor {
             slot.phase = Phase.ACQUIRING;
             Future<SegmentLease> acquired;
             try {
-                acquired = slot.owner.acquire(slot.segment);
+                acquired = slot.owner.acquire(slot.segment, window());
             } catch (RuntimeException e) {
                 acquired = Future.failedFuture(e);
             }
@@ -282,6 +296,15 @@ public final class PlanExecutor {
                 }
                 finishIfQuiet();
             });
+        }
+
+        /** What is left of the demand's waiting budget now, and the plan's expected time, for an acquisition. */
+        private AttemptWindow window() {
+            if (waitDeadlineNanos == Long.MAX_VALUE) {
+                return new AttemptWindow(Long.MAX_VALUE, plan.stateReady());
+            }
+            long remaining = Math.min(Long.MAX_VALUE - 1, waitDeadlineNanos - ticker.nanos());
+            return new AttemptWindow(remaining, plan.stateReady());
         }
 
         private void queueTransfers() {

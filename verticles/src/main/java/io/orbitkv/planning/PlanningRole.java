@@ -225,7 +225,8 @@ public final class PlanningRole {
      */
     public PlanExecutor.Preparation execute(DemandView demand, Plan plan, boolean dramTight) {
         long startNanos = ticker.nanos();
-        PlanExecutor.Preparation preparation = executor.prepare(plan, schedule(demand, plan, dramTight));
+        PlanExecutor.Preparation preparation = executor.prepare(plan, schedule(demand, plan, dramTight),
+                demand.waitDeadlineNanos().orElse(Long.MAX_VALUE));
         preparation.result().onSuccess(prepared -> observe(plan, ticker.nanos() - startNanos))
                 .onFailure(this::avoidFailedPeer);
         return preparation;
@@ -385,7 +386,8 @@ public final class PlanningRole {
                             return;
                         }
                         Plan plan = planned.result().plan();
-                        current = executor.prepare(plan, schedule(plan));
+                        current = executor.prepare(plan, schedule(plan),
+                                demand.waitDeadlineNanos().orElse(Long.MAX_VALUE));
                         current.result().onComplete(prepared -> {
                             current = null;
                             if (prepared.succeeded()) {

@@ -19,6 +19,7 @@ import io.orbitkv.cost.ResourceId;
 import io.orbitkv.cost.ShadowAlternative;
 import io.orbitkv.cost.ShadowRequest;
 import io.orbitkv.cost.SizeBucket;
+import io.orbitkv.nativeio.shm.PoolPages;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.ssd.SsdCommands;
 import io.orbitkv.ssd.SsdEntry;
@@ -54,6 +55,8 @@ public final class StorageVerticle extends VerticleBase {
     private final MeterRegistry registry;
     private final Ticker ticker = Ticker.SYSTEM;
     private SharedMemoryFile poolFile;
+    /** Whether the pool's directory backs it with huge pages ({@link PoolPages}), told by a worker at start. */
+    private volatile boolean hugePages;
     private ImageStore store;
     private Materializer materializer;
     /** Seals whose checksums a worker is computing; loop-confined. */
@@ -97,7 +100,15 @@ public final class StorageVerticle extends VerticleBase {
     @Override
     public Future<?> start() {
         // Reserving the pool touches every page of it: a worker does that, not this role's event loop.
-        return vertx.executeBlocking(() -> SharedMemoryFile.create(settings.poolPath(), settings.poolBytes()))
+        return vertx.executeBlocking(() -> {
+                    SharedMemoryFile created = SharedMemoryFile.create(settings.poolPath(), settings.poolBytes());
+                    try {
+                        hugePages = PoolPages.of(settings.poolPath().toAbsolutePath().getParent()).hugePages();
+                    } catch (IOException e) {
+                        hugePages = false; // the mount cannot be told: reported as 4 KiB pages
+                    }
+                    return created;
+                })
                 .recover(e -> Future.failedFuture(new IllegalStateException("cannot create the shared-memory pool "
                         + settings.poolPath() + " of " + settings.poolBytes() + " bytes: " + e.getMessage(), e)))
                 .compose(created -> {
@@ -594,6 +605,9 @@ public final class StorageVerticle extends VerticleBase {
     private void registerMetrics() {
         Gauge.builder("orbitkv.pool.bytes", () -> snapshot.poolBytes()).baseUnit("bytes")
                 .description("Size of the shared-memory DRAM pool").register(registry);
+        Gauge.builder("orbitkv.pool.huge.pages", () -> hugePages ? 1 : 0)
+                .description("1 when the pool's directory backs it with 2 MiB huge pages (pool.shm-dir), else 0")
+                .register(registry);
         Gauge.builder("orbitkv.pool.used.bytes", () -> snapshot.spanBytes()).baseUnit("bytes")
                 .description("Pool bytes held by allocator spans").register(registry);
         Gauge.builder("orbitkv.pool.free.bytes", () -> snapshot.freeBytes()).baseUnit("bytes")

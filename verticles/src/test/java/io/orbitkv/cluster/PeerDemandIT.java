@@ -12,7 +12,10 @@ import io.orbitkv.it.RunningManager;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.peer.TcpPeerTransport;
 import io.orbitkv.planning.ReplicaEvidence;
+import io.orbitkv.protocol.engine.BlockSpan;
+import io.orbitkv.protocol.engine.Demand;
 import io.orbitkv.protocol.engine.GroupChain;
+import io.orbitkv.protocol.engine.GroupDemand;
 import io.orbitkv.protocol.engine.InstanceIdentity;
 import io.orbitkv.protocol.engine.InstanceRole;
 import io.orbitkv.protocol.engine.LeasedPage;
@@ -46,13 +49,19 @@ import org.junit.jupiter.api.io.TempDir;
  * the engine gets READY with every byte equal to what the source published. The last test SIGKILLs the source while
  * a demand's transfer is in flight (the source's test hook stalls leases of 16+ pages half way); while it is held
  * there, the demand answers PENDING with detail RESERVED (the source lease is held, nothing is sealed here yet); after
- * the kill the transfer is fenced and the demand replanned onto this Manager's SSD copy of the same pages.
+ * the kill the transfer is fenced and the demand replanned onto this Manager's SSD copy of the same pages. The test
+ * before it SIGSTOPs the source at the same point: the peer attempt's bound (what the demand has left, less the
+ * fallback reserve) passes, the transfer is fenced, and the demand is replanned onto local SSD within its budget.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
 class PeerDemandIT {
     static final int PAGE = PeerITFixture.PAGE;
     static final long WAIT_BUDGET_MS = 8000;
+    /** The SIGSTOP test's own demand budget (max_wait): the peer attempt gets it less the 1 s fallback reserve. */
+    static final long STOP_BUDGET_MS = 3000;
+    /** The member-key ttl: longer than the SIGSTOP window, so the stopped source stays a member meanwhile. */
+    static final String TTL_S = "5";
     static final Duration SOON = Duration.ofSeconds(20);
 
     @TempDir
@@ -68,13 +77,13 @@ class PeerDemandIT {
         assumeTrue(LocalEtcd.installed(), "etcd is not installed (/usr/bin/etcd): install Debian's etcd-server");
         ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
         cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
-                "cluster.lease-ttl-s", "2", "cluster.prefix", "/orbitkv-peer-demand", "ssd.enabled", "false",
+                "cluster.lease-ttl-s", TTL_S, "cluster.prefix", "/orbitkv-peer-demand", "ssd.enabled", "false",
                 "session.ttl-ms", "60000", "peer.port", String.valueOf(LocalEtcd.freePort()),
                 "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.test-stall-lease-pages", "16")));
         source = cluster.node(1);
-        Map<String, String> s = PeerITFixture.requesterSettings(dir, cluster, "manager-2", "/orbitkv-peer-demand", "2");
+        Map<String, String> s = PeerITFixture.requesterSettings(dir, cluster, "manager-2", "/orbitkv-peer-demand", TTL_S);
         s.put("ssd.enabled", "true");
-        s.put("ssd.capacity", "96MiB");
+        s.put("ssd.capacity", "128MiB");
         s.put("ssd.extent", "256KiB"); // one page per extent: the ring holds every page this class publishes
         s.put("cost.observations", "true");
         s.put("query.wait-budget-ms", String.valueOf(WAIT_BUDGET_MS));
@@ -188,9 +197,28 @@ class PeerDemandIT {
     static void assertNothingHeld() throws Exception {
         PeerITFixture.assertRequesterHoldsNothing(requester, engine);
         if (source.alive()) {
-            await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
-            assertThat(sourceMetric("orbitkv_storage_pinned_images")).isIn(0.0, -1.0);
+            await().atMost(SOON).untilAsserted(() -> {
+                assertThat(sourceMetric("orbitkv_peer_source_leases")).as("source leases").isZero();
+                assertThat(sourceMetric("orbitkv_images_pinned")).as("images pinned on the source").isZero();
+            });
         }
+    }
+
+    /** Publishes the pages of {@code seed} here too, waits until they are on this Manager's SSD, evicts them from its pool. */
+    static void onLocalSsdOnly(String seed, List<ByteString> hashes, String filler) throws Exception {
+        assertThat(publish(engine, seed, hashes.size())).isEqualTo(hashes);
+        await().atMost(SOON).until(() -> new StorageProxy(requester.vertx()).discover(keys(hashes))
+                .await(5, TimeUnit.SECONDS).stream().allMatch(e -> e.ssdGeneration() >= 0));
+        for (int i = 0; i < 4; i++) {
+            publish(engine, filler + i, 20); // 20 MiB through a 16 MiB pool
+        }
+        assertThat(residentHere(keys(hashes))).as("evicted from this Manager's pool").isZero();
+    }
+
+    static void signalSource(String name) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + name, String.valueOf(source.pid())).inheritIO().start();
+        assertThat(kill.waitFor(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(kill.exitValue()).isZero();
     }
 
     @Test
@@ -274,6 +302,86 @@ class PeerDemandIT {
         await().atMost(SOON).until(() -> requesterSum("orbitkv_cost_shadow_decisions_total",
                 "path=\"peer_host_ready_route\"") > comparedBefore);
         engine.release(ready.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+        assertNothingHeld();
+    }
+
+    @Test
+    @Order(5)
+    void theSourceStoppedWithSigstopTimesOutItsPeerAttemptIsFencedAndTheDemandIsReplannedOntoLocalSsdWithinItsBudget()
+            throws Exception {
+        List<ByteString> hashes = publishOnSource("delta", 16); // a 16-page lease: the source sends 8, then stalls
+        onLocalSsdOnly("delta", hashes, "stop-evict-");
+        List<StateKey> keys = keys(hashes);
+        awaitPeerEvidence(keys);
+        double fetchedBefore = requesterMetric("orbitkv_peer_fetched_pages_total");
+        double replansBefore = requesterMetric("orbitkv_queries_replans_total");
+        double avoidedBefore = requesterMetric("orbitkv_planning_peers_avoided_total");
+        double timeoutsBefore = requesterSum("orbitkv_peer_fetch_failures_total", "kind=\"timeout\"");
+        long before = TcpPeerTransport.receivedBytes();
+        // The engine's own budget for this demand (max_wait), shorter than the configured one: the peer attempt
+        // gets what it has left less the fallback reserve (peer.fallback-reserve-ms, default 1 s).
+        Demand demand = Demand.newBuilder().setRequestId("sigstop").setRevision(0).setOperationId(5)
+                .setPageSizeTokens(PeerITFixture.PAGE_TOKENS).setValidPrefixTokens(0)
+                .setSelectedEndTokens(16L * PeerITFixture.PAGE_TOKENS).setSelectedGroupId(0)
+                .addGroups(GroupDemand.newBuilder().setGroupId(0).addAllBlockHashes(hashes)
+                        .addRanges(BlockSpan.newBuilder().setStart(0).setEnd(16)))
+                .setMaxWaitMicros(TimeUnit.MILLISECONDS.toMicros(STOP_BUDGET_MS)).build();
+        List<QueryReply> seen = new ArrayList<>();
+        long started = System.nanoTime();
+        QueryReply first = engine.submitDemand(demand).await(10, TimeUnit.SECONDS);
+        seen.add(first);
+        assertThat(first.getStatus()).isEqualTo(QueryStatus.PENDING);
+        QueryReply settled;
+        try {
+            await().atMost(SOON).until(() -> TcpPeerTransport.receivedBytes() - before >= 8L * PAGE);
+            await().atMost(SOON).pollInterval(Duration.ofMillis(5)).until(() -> {
+                QueryReply now = engine.poll(first.getTicket()).await(10, TimeUnit.SECONDS);
+                seen.add(now);
+                return now.getDetail() == QueryStatus.RESERVED;
+            });
+            signalSource("STOP"); // mid-transfer: half the pages landed, the source lease is held
+            settled = settle(seen.getLast(), seen);
+            // Settled while the source is still stopped: the attempt's bound passed, the transfer was fenced (its
+            // slots aborted, nothing of it sealed) and the segment was replanned onto this Manager's SSD copy.
+            assertThat(settled.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.READY);
+            assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(STOP_BUDGET_MS));
+            assertThat(TcpPeerTransport.receivedBytes() - before).as("the stopped source sent no more")
+                    .isLessThan(16L * PAGE);
+        } finally {
+            signalSource("CONT");
+        }
+        assertThat(settled.getReadyBlocks()).isEqualTo(16);
+        MemorySegment expected = Arena.ofAuto().allocate(PAGE);
+        for (LeasedPage page : settled.getLease().getPagesList()) {
+            fill(expected, "delta", page.getPosition());
+            assertThat(engine.slot(page.getSlot()).mismatch(expected)).as("page " + page.getPosition()).isEqualTo(-1);
+        }
+        assertThat(requesterSum("orbitkv_peer_fetch_failures_total", "kind=\"timeout\"") - timeoutsBefore)
+                .as("one peer attempt timed out").isEqualTo(1.0);
+        assertThat(requesterMetric("orbitkv_peer_fetched_pages_total")).as("no page of the failed transfer sealed")
+                .isEqualTo(fetchedBefore);
+        assertThat(requesterMetric("orbitkv_queries_replans_total")).isEqualTo(replansBefore + 1);
+        assertThat(requesterMetric("orbitkv_planning_peers_avoided_total")).isEqualTo(avoidedBefore + 1);
+        engine.release(settled.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+        // Resumed, the source ends the lease (expired meanwhile, or the requester's queued Release) and, once its
+        // stalled send sees the fenced connection closed, drops the pins; the requester holds nothing either.
+        assertNothingHeld();
+        assertThat(source.alive()).isTrue();
+        assertThat(requester.membershipRole().orElseThrow().members()).containsKey(source.memberId());
+
+        // Once its avoidance lapses, the resumed source serves a fresh demand again (and the next test starts clean).
+        List<ByteString> after = publishOnSource("delta-after", 2);
+        awaitPeerEvidence(keys(after));
+        await().atMost(SOON).pollInterval(Duration.ofMillis(200)).until(() -> {
+            QueryReply reply = settle(engine.submit(List.of(chain(after)), 0).await(10, TimeUnit.SECONDS),
+                    new ArrayList<>());
+            if (reply.getStatus() == QueryStatus.READY) {
+                engine.release(reply.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+                return true;
+            }
+            return false;
+        });
+        assertThat(requesterMetric("orbitkv_peer_fetched_pages_total")).isEqualTo(fetchedBefore + 2);
         assertNothingHeld();
     }
 

@@ -5,6 +5,31 @@ import static org.awaitility.Awaitility.await;
 
 import com.google.protobuf.ByteString;
 import io.orbitkv.client.EngineSession;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.engine.Namespaces;
+import io.orbitkv.manager.ManagerConfig;
+import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.orbitkv.peer.PeerTransport;
+import io.orbitkv.peer.PeerVerticle;
+import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.protocol.engine.InstanceRole;
+import io.orbitkv.protocol.peer.PeerGrant;
+import io.orbitkv.protocol.peer.PeerKey;
+import io.orbitkv.protocol.peer.PeerReserveReply;
+import io.orbitkv.protocol.peer.PeerReserveRequest;
+import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
+import io.vertx.core.Context;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpClientOptions;
+import io.vertx.core.http.HttpVersion;
+import io.vertx.core.net.PemKeyCertOptions;
+import io.vertx.core.net.PemTrustOptions;
+import io.vertx.core.net.SocketAddress;
+import io.vertx.grpc.client.GrpcClient;
+import java.lang.foreign.Arena;
+import java.util.function.Supplier;
 import io.orbitkv.it.RunningManager;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.planning.PlanningCommands;
@@ -37,7 +62,8 @@ import java.util.concurrent.TimeUnit;
  * What the peer ITs share (one etcd and source Manager processes from {@link LocalCluster}, a requester Manager in the
  * test's JVM): the engine identity, the requester's settings and start-up, the bytes a page is published with, and the
  * checks that nothing is left held on the requester. Each IT keeps its own cluster and requester (static fields of the
- * IT), and passes them in.
+ * IT), and passes them in; the ITs that drive the peer role and the raw protocol themselves hold theirs in a
+ * {@link SourceAndRequester}.
  */
 final class PeerITFixture {
     static final int PAGE = 256 << 10;
@@ -155,5 +181,188 @@ final class PeerITFixture {
             assertThat(stats.unsealedImages()).as("unsealed images here").isZero();
             assertThat(stats.openPublishes()).as("open publishes here").isZero();
         });
+    }
+
+    /** The source's DRAM generations of {@code keys}, once {@code requester}'s inventory holds them all. */
+    static List<Long> generations(Manager requester, List<StateKey> keys) {
+        List<Long> found = new ArrayList<>();
+        await().atMost(SOON).until(() -> {
+            found.clear();
+            for (StateKey key : keys) {
+                List<ReplicaEvidence> peers = peers(requester, key);
+                if (peers.isEmpty() || !(peers.getFirst() instanceof ReplicaEvidence.PeerDram dram)) {
+                    return false;
+                }
+                found.add(dram.ownerGeneration());
+            }
+            return true;
+        });
+        return List.copyOf(found);
+    }
+
+    /** {@code n} zeroed off-heap destinations of {@code bytes} each (owned by an automatic arena). */
+    static List<PeerTransport.Destination> destinations(int n, long bytes) {
+        List<PeerTransport.Destination> out = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            out.add(new PeerTransport.Destination(Arena.ofAuto().allocate(bytes, 4096)));
+        }
+        return out;
+    }
+
+    static boolean allZero(MemorySegment segment) {
+        return segment.mismatch(Arena.ofAuto().allocate(segment.byteSize())) == -1;
+    }
+
+    /** Runs {@code action} on {@code context} (a transport pools connections per context); its result. */
+    static <T> Future<T> onContext(Context context, Supplier<Future<T>> action) {
+        Promise<T> promise = Promise.promise();
+        context.runOnContext(v -> action.get().onComplete(promise));
+        return promise.future();
+    }
+
+    /**
+     * One IT's source process (node 1 of {@code cluster}) and in-JVM requester, with the steps the ITs that drive the
+     * peer role and the raw peer protocol themselves share: publish on the source, wait for the evidence, reserve over
+     * mutual-TLS gRPC, signal the source, read the requester's pool. {@link #close} stops the requester and the
+     * processes and checks none is left.
+     */
+    static final class SourceAndRequester implements AutoCloseable {
+        final Path dir;
+        final LocalCluster cluster;
+        final LocalCluster.Node source;
+        final Manager requester;
+        /** The requester's pool, mapped here so tests read the fetched bytes where they landed. */
+        final SharedMemoryFile requesterPool;
+        final InstanceIdentity identity;
+        final byte[] namespace;
+
+        private SourceAndRequester(Path dir, LocalCluster cluster, Manager requester, SharedMemoryFile requesterPool,
+                                   InstanceIdentity identity) {
+            this.dir = dir;
+            this.cluster = cluster;
+            this.source = cluster.node(1);
+            this.requester = requester;
+            this.requesterPool = requesterPool;
+            this.identity = identity;
+            this.namespace = Namespaces.derive(identity);
+        }
+
+        /**
+         * Starts the requester from {@code settings} in this JVM, maps its pool ({@code poolBytes}) and waits until its
+         * membership shows the source. On failure the requester is closed again (the caller closes the cluster).
+         */
+        static SourceAndRequester start(Path dir, LocalCluster cluster, Map<String, String> settings, long poolBytes,
+                                        InstanceIdentity identity) throws Exception {
+            Manager requester = Manager.start(ManagerConfig.from(settings)).await(120, TimeUnit.SECONDS);
+            try {
+                SharedMemoryFile pool = SharedMemoryFile.map(requester.poolPath(), poolBytes);
+                SourceAndRequester rig = new SourceAndRequester(dir, cluster, requester, pool, identity);
+                await().atMost(Duration.ofSeconds(30)).until(() -> requester.membershipRole().orElseThrow().members()
+                        .containsKey(rig.source.memberId()));
+                return rig;
+            } catch (Exception | Error e) {
+                requester.close();
+                throw e;
+            }
+        }
+
+        /** Publishes {@code n} chained pages of {@code seed} on the source over its engine door; answers their keys. */
+        List<StateKey> publish(String seed, int n) throws Exception {
+            try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
+                    OrbitKvClient.readToken(source.tokenFile()))) {
+                EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE)
+                        .await(10, TimeUnit.SECONDS);
+                List<ByteString> hashes = RunningManager.chain(seed, n);
+                PeerITFixture.publish(session, seed, hashes, 0);
+                session.close();
+                return hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
+            }
+        }
+
+        /** The source's generations of {@code keys}, once the requester's inventory holds them all. */
+        List<Long> generations(List<StateKey> keys) {
+            return PeerITFixture.generations(requester, keys);
+        }
+
+        PeerOwner owner() {
+            return new PeerOwner(source.memberId(), source.incarnation());
+        }
+
+        PeerVerticle peer() {
+            return requester.peer().orElseThrow();
+        }
+
+        StorageCommands.StorageStats requesterStorage() throws Exception {
+            return new StorageProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
+        }
+
+        /** A sample of the source's metrics (-1 when absent or the source is not running). */
+        double sourceMetric(String name) {
+            return cluster.metric(source, name, null).orElse(-1);
+        }
+
+        int residentHere(List<StateKey> keys) throws Exception {
+            return PeerITFixture.residentHere(requester, keys);
+        }
+
+        /** Sends signal {@code name} (STOP, CONT) to the source process by pid. */
+        void signal(String name) throws Exception {
+            Process kill = new ProcessBuilder("kill", "-" + name, String.valueOf(source.pid())).inheritIO().start();
+            assertThat(kill.waitFor(10, TimeUnit.SECONDS)).isTrue();
+            assertThat(kill.exitValue()).isZero();
+        }
+
+        /** A peer-protocol client of the source's gRPC port with manager-2's certificate (the requester's). */
+        PeerTransferGrpcClient rawClient(Vertx vertx) {
+            return rawClient(vertx, "manager-2");
+        }
+
+        /** A peer-protocol client of the source's gRPC port with {@code member}'s certificate. */
+        PeerTransferGrpcClient rawClient(Vertx vertx, String member) {
+            GrpcClient grpc = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
+                    .setProtocolVersion(HttpVersion.HTTP_2).setVerifyHost(true)
+                    .setKeyCertOptions(new PemKeyCertOptions().setCertPath(dir.resolve("certs/" + member + ".pem").toString())
+                            .setKeyPath(dir.resolve("certs/" + member + ".key").toString()))
+                    .setTrustOptions(new PemTrustOptions().addCertPath(dir.resolve("certs/ca.pem").toString())));
+            String endpoint = requester.membershipRole().orElseThrow().members().get(source.memberId()).endpoints()
+                    .get("peer");
+            return PeerTransferGrpcClient.create(grpc, SocketAddress.inetSocketAddress(
+                    Integer.parseInt(endpoint.substring(endpoint.lastIndexOf(':') + 1)), "127.0.0.1"));
+        }
+
+        /** Reserves {@code keys} on the source over {@code grpc} (whose certificate names the requester); the grant. */
+        PeerGrant grant(PeerTransferGrpcClient grpc, long requesterIncarnation, List<StateKey> keys,
+                        List<Long> generations) throws Exception {
+            PeerReserveRequest.Builder r = PeerReserveRequest.newBuilder()
+                    .setNamespace(ByteString.copyFrom(namespace))
+                    .setSourceIncarnation(source.incarnation())
+                    .setRequesterIncarnation(requesterIncarnation).setLeaseMs(30_000);
+            for (int i = 0; i < keys.size(); i++) {
+                r.addKeys(PeerKey.newBuilder().setGroupId(0).setBlockHash(ByteString.copyFrom(keys.get(i).blockHash()))
+                        .setGeneration(generations.get(i)));
+            }
+            PeerReserveReply reply = grpc.reserve(r.build()).await(10, TimeUnit.SECONDS);
+            assertThat(reply.hasGrant()).as("granted: " + reply).isTrue();
+            return reply.getGrant();
+        }
+
+        /** As the in-JVM requester (manager-2). */
+        PeerGrant grant(PeerTransferGrpcClient grpc, List<StateKey> keys, List<Long> generations) throws Exception {
+            return grant(grpc, requester.membershipRole().orElseThrow().incarnation(), keys, generations);
+        }
+
+        /** Unmaps the pool, stops the requester, then the processes (checking none is left). */
+        @Override
+        public void close() throws Exception {
+            try {
+                requesterPool.close();
+            } finally {
+                try {
+                    requester.close();
+                } finally {
+                    ClusterProcesses.closeAndAssertNoneLeft(cluster);
+                }
+            }
+        }
     }
 }

@@ -5,9 +5,6 @@ import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.orbitkv.manager.Manager;
-import io.orbitkv.manager.ManagerConfig;
-import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.peer.PeerTransport;
@@ -20,8 +17,6 @@ import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.orbitkv.storage.StorageCommands;
 import io.vertx.core.Context;
-import io.vertx.core.Future;
-import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -31,7 +26,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -43,81 +37,66 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The plaintext peer transport (explicit {@code peer.transport=plaintext} on both Managers) with real processes: one
- * etcd and the source Manager (manager-1) as processes, the requester (manager-2) in this JVM. Pages go by sendfile from
- * the source's pool file and land by recv straight in the requester's slots; transfer connections are reused across
- * leases, each transfer proved by its own lease token. It drives the same steps as {@link PeerTransferIT} (whose
- * static helpers it points at this class's cluster and requester; the classes run one after the other).
+ * etcd and the source Manager (manager-1) as processes, the requester (manager-2) in this JVM
+ * ({@link PeerITFixture.SourceAndRequester}, this class's own). Pages go by sendfile from the source's pool file and land
+ * by recv straight in the requester's slots; transfer connections are reused across leases, each transfer proved by
+ * its own lease token.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
 class PeerPlaintextTransferIT {
-    static final int PAGE = PeerTransferIT.PAGE;
+    static final int PAGE = PeerITFixture.PAGE;
     static final Duration SOON = Duration.ofSeconds(20);
 
     @TempDir
     static Path dir;
-    static LocalCluster cluster;
-    static Manager requester;
-    static SharedMemoryFile requesterPool;
+    static PeerITFixture.SourceAndRequester rig;
 
     @BeforeAll
     static void start() throws Exception {
         assumeTrue(LocalEtcd.installed(), "etcd is not installed (/usr/bin/etcd): install Debian's etcd-server");
         ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
-        cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
+        LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
                 "cluster.lease-ttl-s", "2", "cluster.prefix", "/orbitkv-peer-plain-test", "ssd.enabled", "false",
                 "session.ttl-ms", "60000", "peer.port", String.valueOf(LocalEtcd.freePort()),
                 "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.transport", "plaintext")));
-        PeerTransferIT.cluster = cluster;
-        PeerTransferIT.source = cluster.node(1);
-        PeerTransferIT.dir = dir;
-        requester = Manager.start(ManagerConfig.from(cluster.inProcessMember(2).peer("plaintext").settings()))
-                .await(120, TimeUnit.SECONDS);
-        PeerTransferIT.requester = requester;
-        requesterPool = SharedMemoryFile.map(requester.poolPath(), 64L << 20);
-        PeerTransferIT.requesterPool = requesterPool;
-        PeerTransferIT.namespace = io.orbitkv.engine.Namespaces.derive(PeerTransferIT.identity());
-        await().atMost(Duration.ofSeconds(30)).until(() -> requester.membershipRole().orElseThrow().members()
-                .containsKey(cluster.node(1).memberId()));
+        try {
+            rig = PeerITFixture.SourceAndRequester.start(dir, cluster,
+                    cluster.inProcessMember(2).peer("plaintext").settings(), 64L << 20, PeerTransferIT.identity());
+        } catch (Exception | Error e) {
+            ClusterProcesses.closeAndAssertNoneLeft(cluster);
+            throw e;
+        }
     }
 
     @AfterAll
     static void stop() throws Exception {
-        if (requesterPool != null) {
-            requesterPool.close();
+        if (rig != null) {
+            rig.close();
         }
-        if (requester != null) {
-            requester.close();
-        }
-        if (cluster != null) {
-            ClusterProcesses.closeAndAssertNoneLeft(cluster);
-        }
-        PeerTransferIT.cluster = null;
-        PeerTransferIT.requester = null;
-        PeerTransferIT.requesterPool = null;
     }
 
     static void assertNothingLeaked() throws Exception {
-        StorageCommands.StorageStats stats = PeerTransferIT.requesterStorage();
+        StorageCommands.StorageStats stats = rig.requesterStorage();
         assertThat(stats.unsealedImages()).isZero();
         assertThat(stats.openPublishes()).isZero();
         assertThat(stats.pinnedImages()).isZero();
-        await().atMost(SOON).until(() -> PeerTransferIT.sourceMetric("orbitkv_peer_source_leases") == 0.0);
-        assertThat(PeerTransferIT.sourceMetric("orbitkv_storage_pinned_images")).isIn(0.0, -1.0);
+        await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_peer_source_leases") == 0.0);
+        await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_images_pinned") == 0.0);
     }
 
     @Test
     @Order(1)
     void plaintextFetchesLandEveryByteStraightInTheSlotsOverOneReusedConnection() throws Exception {
-        PeerVerticle peer = PeerTransferIT.peer();
+        PeerVerticle peer = rig.peer();
         long opened = peer.transferConnectionsOpened();
         long inPlace = TcpPeerTransport.receivedInPlaceBytes();
         int fetchedPages = 0;
         for (String seed : List.of("plain-a", "plain-b", "plain-c")) {
             int n = seed.equals("plain-b") ? 1 : 3;
-            List<StateKey> keys = PeerTransferIT.publish(seed, n);
-            PeerVerticle.Fetched fetched = peer.fetch(PeerTransferIT.owner(), PeerTransferIT.namespace, keys,
-                    PeerTransferIT.generations(keys), Duration.ofSeconds(20)).await(30, TimeUnit.SECONDS);
+            List<StateKey> keys = rig.publish(seed, n);
+            PeerVerticle.Fetched fetched = peer.fetch(rig.owner(), rig.namespace, keys,
+                    rig.generations(keys), Duration.ofSeconds(20)).await(30, TimeUnit.SECONDS);
             assertThat(fetched.stages()).containsExactly(PeerVerticle.Stage.CANDIDATE, PeerVerticle.Stage.RESERVED,
                     PeerVerticle.Stage.RESIDENT, PeerVerticle.Stage.READY);
             assertThat(fetched.bytes()).isEqualTo((long) n * PAGE);
@@ -125,8 +104,8 @@ class PeerPlaintextTransferIT {
             for (int i = 0; i < n; i++) {
                 ImageStore.ImageRef ref = fetched.local().get(i);
                 assertThat(ref.key()).isEqualTo(keys.get(i));
-                PeerTransferIT.fill(expected, seed, i);
-                assertThat(requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected))
+                PeerITFixture.fill(expected, seed, i);
+                assertThat(rig.requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected))
                         .as(seed + " page " + i).isEqualTo(-1);
             }
             fetchedPages += n;
@@ -134,50 +113,50 @@ class PeerPlaintextTransferIT {
         // Received by recv(2) into the slots themselves (no intermediate buffer), over one connection for 3 leases.
         assertThat(TcpPeerTransport.receivedInPlaceBytes() - inPlace).isEqualTo((long) fetchedPages * PAGE);
         assertThat(peer.transferConnectionsOpened() - opened).isEqualTo(1);
-        assertThat(requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count()).isZero();
+        assertThat(rig.requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count()).isZero();
         assertNothingLeaked();
     }
 
     @Test
     @Order(2)
     void aReusedConnectionCannotReadALeaseWhoseTokenItDoesNotHold() throws Exception {
-        List<StateKey> mine = PeerTransferIT.publish("plain-mine", 2);
-        List<StateKey> theirs = PeerTransferIT.publish("plain-theirs", 2);
+        List<StateKey> mine = rig.publish("plain-mine", 2);
+        List<StateKey> theirs = rig.publish("plain-theirs", 2);
         Vertx vertx = Vertx.vertx();
         TcpPeerTransport transport = new TcpPeerTransport(vertx, new PeerSettings(-1, -1, true, 10_000, 256L << 20, 4096,
                 0, 0, 64L << 20), dir.resolve("certs/ca.pem"), dir.resolve("certs/manager-2.pem"), dir.resolve("certs/manager-2.key"));
-        PeerTransferGrpcClient grpc = PeerTransferIT.rawClient(vertx);
+        PeerTransferGrpcClient grpc = rig.rawClient(vertx);
         try {
-            PeerGrant a = PeerTransferITSupport.grant(grpc, mine, PeerTransferIT.generations(mine));
-            PeerGrant b = PeerTransferITSupport.grant(grpc, theirs, PeerTransferIT.generations(theirs));
+            PeerGrant a = rig.grant(grpc, mine, rig.generations(mine));
+            PeerGrant b = rig.grant(grpc, theirs, rig.generations(theirs));
             Context context = vertx.getOrCreateContext();
             // Lease a, with its token: its pages arrive; the connection goes back to the pool.
-            List<PeerTransport.Destination> forA = PeerTransferITSupport.destinations(2, PAGE);
-            onContext(context, () -> transport.receive(a.getTransferEndpoint(), a.getLeaseId(),
+            List<PeerTransport.Destination> forA = PeerITFixture.destinations(2, PAGE);
+            PeerITFixture.onContext(context, () -> transport.receive(a.getTransferEndpoint(), a.getLeaseId(),
                     a.getTransferToken().toByteArray(), forA, Duration.ofSeconds(10)).completion()).await(20, TimeUnit.SECONDS);
             MemorySegment expected = Arena.ofAuto().allocate(PAGE);
             for (int i = 0; i < 2; i++) {
-                PeerTransferIT.fill(expected, "plain-mine", i);
+                PeerITFixture.fill(expected, "plain-mine", i);
                 assertThat(forA.get(i).slot().mismatch(expected)).isEqualTo(-1);
             }
             assertThat(transport.connectionsOpened()).isEqualTo(1);
             // Lease b over the reused connection, with lease a's token (b's is not known here): refused, no byte.
-            List<PeerTransport.Destination> forB = PeerTransferITSupport.destinations(2, PAGE);
-            ExecutionException e = assertThrows(ExecutionException.class, () -> onContext(context, () -> transport.receive(
+            List<PeerTransport.Destination> forB = PeerITFixture.destinations(2, PAGE);
+            ExecutionException e = assertThrows(ExecutionException.class, () -> PeerITFixture.onContext(context, () -> transport.receive(
                     b.getTransferEndpoint(), b.getLeaseId(), a.getTransferToken().toByteArray(), forB, Duration.ofSeconds(10))
                     .completion()).toCompletionStage().toCompletableFuture().get(20, TimeUnit.SECONDS));
             assertThat(e.getCause()).isInstanceOf(PeerException.class);
             assertThat(((PeerException) e.getCause()).kind()).isEqualTo(PeerException.Kind.TRANSFER_FAILED);
             for (PeerTransport.Destination d : forB) {
-                assertThat(PeerTransferITSupport.allZero(d.slot())).isTrue();
+                assertThat(PeerITFixture.allZero(d.slot())).isTrue();
             }
             // the reused connection was refused and closed; its one retry on a fresh connection was refused too
             assertThat(transport.connectionsOpened()).isEqualTo(2);
             // Lease b is untouched by the attempt: its owner still transfers it, with its own token.
-            onContext(context, () -> transport.receive(b.getTransferEndpoint(), b.getLeaseId(),
+            PeerITFixture.onContext(context, () -> transport.receive(b.getTransferEndpoint(), b.getLeaseId(),
                     b.getTransferToken().toByteArray(), forB, Duration.ofSeconds(10)).completion()).await(20, TimeUnit.SECONDS);
             for (int i = 0; i < 2; i++) {
-                PeerTransferIT.fill(expected, "plain-theirs", i);
+                PeerITFixture.fill(expected, "plain-theirs", i);
                 assertThat(forB.get(i).slot().mismatch(expected)).isEqualTo(-1);
             }
             for (PeerGrant g : List.of(a, b)) {
@@ -189,11 +168,5 @@ class PeerPlaintextTransferIT {
             transport.close().await(10, TimeUnit.SECONDS);
             vertx.close().await(10, TimeUnit.SECONDS);
         }
-    }
-
-    static <T> Future<T> onContext(Context context, Supplier<Future<T>> action) {
-        Promise<T> promise = Promise.promise();
-        context.runOnContext(v -> action.get().onComplete(promise));
-        return promise.future();
     }
 }

@@ -46,6 +46,7 @@ import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
+import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpClientOptions;
 import io.vertx.core.http.HttpVersion;
@@ -68,6 +69,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Stream;
 import java.util.zip.CRC32C;
 import org.junit.jupiter.api.AfterAll;
@@ -101,7 +103,19 @@ class PeerSsdStagingIT {
     static final String DEMANDED_SEED = "demanded";
     /** The filler pages that stay in the source's DRAM. */
     static final int FILLER_PAGES = POOL_PAGES - SSD_PAGES - DEMANDED_PAGES;
+    /** Demands here settle within this (asserted), well inside the configured budget below. */
     static final long WAIT_BUDGET_MS = 8000;
+    /**
+     * The requester's query.wait-budget-ms: roomy enough that a demand held at the reserve gate across a real restart
+     * of the source (a few seconds) still has budget for its replan on a loaded machine.
+     */
+    static final long QUERY_BUDGET_MS = 20_000;
+    /**
+     * The requester's peer.max-lease-ms, which caps a peer attempt (reserve to READY): above the budget, so that the
+     * reserve held across a real restart (seconds, more on a loaded machine) is bounded by the budget less the fallback
+     * reserve, not by the 10 s default.
+     */
+    static final long REQUESTER_MAX_LEASE_MS = 30_000;
     static final Duration SOON = Duration.ofSeconds(20);
     static final String SEED = "staged";
 
@@ -134,7 +148,8 @@ class PeerSsdStagingIT {
         Map<String, String> s = PeerITFixture.requesterSettings(dir, cluster, "manager-2", "/orbitkv-peer-ssd-test", "2");
         s.put("pool.size", "64MiB");
         s.put("cost.observations", "true");
-        s.put("query.wait-budget-ms", String.valueOf(WAIT_BUDGET_MS));
+        s.put("query.wait-budget-ms", String.valueOf(QUERY_BUDGET_MS));
+        s.put("peer.max-lease-ms", String.valueOf(REQUESTER_MAX_LEASE_MS));
         requester = PeerITFixture.startRequester(s, source);
         requesterPool = SharedMemoryFile.map(requester.poolPath(), 64L << 20);
         namespace = Namespaces.derive(identity());
@@ -486,6 +501,123 @@ class PeerSsdStagingIT {
         assertThat(stats.unsealedImages()).isZero();
         assertThat(stats.openPublishes()).isZero();
         awaitSourceAtBaseline();
+    }
+
+    @Test
+    @Order(8)
+    void anEngineDemandPlannedOnTheOldIncarnationsEvidenceIsRefusedByTheRestartedSourceAndReplannedOntoWhatItRecovered()
+            throws Exception {
+        // Four fresh pages on the source: in its DRAM and committed to its SSD; the requester holds none of them.
+        List<ByteString> hashes = RunningManager.chain("restarted", DEMANDED_PAGES);
+        List<StateKey> keys;
+        try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
+                OrbitKvClient.readToken(source.tokenFile()))) {
+            EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+            keys = publish(session, "restarted", hashes, 0);
+            session.close();
+        }
+        ssdGenerations(keys);
+        PeerOwner old = owner();
+        await().atMost(SOON).until(() -> {
+            for (StateKey key : keys) {
+                if (peers(key).stream().noneMatch(e -> e instanceof ReplicaEvidence.PeerDram d && d.owner().equals(old))) {
+                    return false;
+                }
+            }
+            return true;
+        });
+        assertThat(residentHere(keys)).isZero();
+        double replansBefore = requesterMetric("orbitkv_queries_replans_total");
+        double avoidedBefore = requesterMetric("orbitkv_planning_peers_avoided_total");
+        double fetchedBefore = requesterMetric("orbitkv_peer_fetched_pages_total");
+        double refusedBefore = requesterFailures("rejected");
+        double unreachableBefore = requesterFailures("unreachable");
+
+        // The requester's first reserve is held at its gate: planned (peer DRAM, the old incarnation's evidence), its
+        // own membership check passed, not yet sent.
+        AtomicReference<PeerOwner> heldFor = new AtomicReference<>();
+        Promise<Void> open = Promise.promise();
+        peer().reserveGate(owner -> heldFor.compareAndSet(null, owner) ? open.future() : Future.succeededFuture());
+        try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", requester.grpcTcpPort(), requester.token())) {
+            EngineSession engine = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+            QueryReply first = engine.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hashes)
+                    .build()), 0).await(10, TimeUnit.SECONDS);
+            List<QueryReply> seen = new ArrayList<>(List.of(first));
+            try {
+                await().atMost(SOON).until(() -> heldFor.get() != null);
+                assertThat(heldFor.get()).isEqualTo(old);
+                QueryReply held = engine.poll(first.getTicket()).await(10, TimeUnit.SECONDS);
+                assertThat(held.getStatus()).isEqualTo(QueryStatus.PENDING);
+                assertThat(held.getDetail()).as("no source lease yet").isEqualTo(QueryStatus.CANDIDATE);
+
+                // Meanwhile the source Manager process restarts for real: a new incarnation that recovers its SSD.
+                cluster.stop(source);
+                cluster.launch(source, Map.of());
+                assertThat(source.incarnation()).isNotEqualTo(old.incarnation());
+                await().atMost(SOON).until(() -> {
+                    MemberRecord m = requester.membershipRole().orElseThrow().members().get(source.memberId());
+                    return m != null && m.incarnation() == source.incarnation()
+                            && sourceMetric("orbitkv_cluster_members") == 2.0; // it knows the requester again
+                });
+                // What the new incarnation recovered is advertised (its SSD only); the old records are fenced.
+                await().atMost(SOON).until(() -> {
+                    for (StateKey key : keys) {
+                        List<ReplicaEvidence> p = peers(key);
+                        if (p.size() != 1 || !(p.getFirst() instanceof ReplicaEvidence.PeerSsd ssd)
+                                || ssd.owner().incarnation() != source.incarnation()) {
+                            return false;
+                        }
+                    }
+                    return true;
+                });
+                assertThat(sourceMetric("orbitkv_peer_rejections_total")).isZero();
+            } finally {
+                open.tryComplete(); // the held reserve goes out now, naming the old incarnation
+            }
+            QueryReply ready = settle(engine, seen);
+            // The restarted source refused the old incarnation's reserve before any payload (STALE_INCARNATION: stale
+            // evidence, not the owner's fault, so it is not avoided); the demand was replanned from fresh evidence
+            // onto what the new incarnation recovered (peer SSD, staged there) and is READY, every byte verified.
+            assertThat(ready.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.READY);
+            assertThat(ready.getReadyBlocks()).isEqualTo(DEMANDED_PAGES);
+            assertServedBytes(engine, ready, "restarted");
+            assertThat(sourceMetric("orbitkv_peer_rejections_total")).as("the old-incarnation reserve").isEqualTo(1.0);
+            assertThat(sourceMetric("orbitkv_peer_staged_pages_total")).isEqualTo(DEMANDED_PAGES);
+            assertThat(requesterMetric("orbitkv_queries_replans_total")).isEqualTo(replansBefore + 1);
+            assertThat(requesterMetric("orbitkv_planning_peers_avoided_total")).isEqualTo(avoidedBefore);
+            assertThat(requesterMetric("orbitkv_peer_fetched_pages_total")).isEqualTo(fetchedBefore + DEMANDED_PAGES);
+            // The requester saw a refusal (an answer), not an unreachable source.
+            assertThat(requesterFailures("rejected")).isEqualTo(refusedBefore + 1);
+            assertThat(requesterFailures("unreachable")).isEqualTo(unreachableBefore);
+            engine.release(ready.getLease().getLeaseId()).await(10, TimeUnit.SECONDS);
+            assertRequesterHoldsNothing(engine);
+            engine.close();
+        } finally {
+            peer().reserveGate(PeerVerticle.ReserveGate.OPEN);
+        }
+        await().atMost(SOON).untilAsserted(() -> {
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+            assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isZero();
+            assertThat(sourceMetric("orbitkv_images_pinned")).isZero();
+        });
+    }
+
+    /** The requester's orbitkv_peer_fetch_failures_total of {@code kind}. */
+    static double requesterFailures(String kind) {
+        return LocalCluster.sample(requester.registry().scrape(), "orbitkv_peer_fetch_failures_total",
+                "kind=\"" + kind + "\"").orElse(-1);
+    }
+
+    /** Polls the ticket of {@code seen}'s first answer until it is no longer PENDING. */
+    static QueryReply settle(EngineSession engine, List<QueryReply> seen) {
+        await().atMost(Duration.ofMillis(QUERY_BUDGET_MS + 10_000)).pollInterval(Duration.ofMillis(5)).until(() -> {
+            if (seen.getLast().getStatus() != QueryStatus.PENDING) {
+                return true;
+            }
+            seen.add(engine.poll(seen.getFirst().getTicket()).await(10, TimeUnit.SECONDS));
+            return seen.getLast().getStatus() != QueryStatus.PENDING;
+        });
+        return seen.getLast();
     }
 
     @Test

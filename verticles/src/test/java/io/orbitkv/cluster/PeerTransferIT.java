@@ -6,51 +6,37 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.google.protobuf.ByteString;
-import io.orbitkv.it.RunningManager;
-import io.orbitkv.client.EngineSession;
-import io.orbitkv.client.OrbitKvClient;
-import io.orbitkv.engine.Namespaces;
-import io.orbitkv.manager.Manager;
-import io.orbitkv.manager.ManagerConfig;
-import io.orbitkv.nativeio.shm.SharedMemoryFile;
-import io.orbitkv.peer.PeerException;
-import io.orbitkv.peer.PeerVerticle;
-import io.orbitkv.peer.TcpPeerTransport;
 import io.orbitkv.cost.CompletionTarget;
 import io.orbitkv.cost.CostEstimateResult;
 import io.orbitkv.cost.CostPath;
+import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerExecutionOwner;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.peer.PeerTransport;
+import io.orbitkv.peer.PeerVerticle;
+import io.orbitkv.peer.TcpPeerTransport;
+import io.orbitkv.planning.AttemptWindow;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.planning.PlannedPage;
 import io.orbitkv.planning.PlannedSegment;
 import io.orbitkv.planning.PlanningException;
 import io.orbitkv.planning.PlanningFailure;
+import io.orbitkv.planning.ReplicaEvidence;
 import io.orbitkv.planning.RouteTemplate;
 import io.orbitkv.planning.SegmentLease;
-import io.orbitkv.recovery.BlockRange;
-import io.orbitkv.planning.ReplicaEvidence;
-import io.orbitkv.protocol.engine.AllocatePublishReply;
-import io.orbitkv.protocol.engine.GroupKind;
-import io.orbitkv.protocol.engine.GroupSpec;
+import io.orbitkv.planning.TimeEstimate;
 import io.orbitkv.protocol.engine.InstanceIdentity;
-import io.orbitkv.protocol.engine.InstanceRole;
-import io.orbitkv.protocol.engine.PageKey;
-import io.orbitkv.protocol.engine.PublishSlot;
-import io.orbitkv.protocol.engine.Representation;
-import io.orbitkv.protocol.engine.SlotStatus;
 import io.orbitkv.protocol.peer.PeerGrant;
 import io.orbitkv.protocol.peer.PeerKey;
-import io.orbitkv.protocol.peer.PeerReleaseRequest;
 import io.orbitkv.protocol.peer.PeerRejection;
+import io.orbitkv.protocol.peer.PeerReleaseRequest;
 import io.orbitkv.protocol.peer.PeerReserveReply;
 import io.orbitkv.protocol.peer.PeerReserveRequest;
 import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
+import io.orbitkv.recovery.BlockRange;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.orbitkv.storage.StorageCommands;
-import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -61,8 +47,6 @@ import io.vertx.core.net.PemTrustOptions;
 import io.vertx.core.net.SocketAddress;
 import io.vertx.grpc.client.GrpcClient;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -82,116 +66,53 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * Peer transfer with real processes: one etcd and the source Manager (manager-1) as processes, the requester
  * (manager-2) a Manager in this JVM (so the test can call its peer role and read its pool), both cluster members with
- * mutual TLS. One cluster per class; the source's test hooks flip a byte of its 5th sent page and stall leases of 16+
- * pages half way; one test stops it with SIGSTOP mid-transfer, the last SIGKILLs it mid-transfer.
+ * mutual TLS ({@link PeerITFixture.SourceAndRequester}). One cluster per class; the source's test hooks flip a byte of
+ * its 5th sent page and stall leases of 16+ pages half way; one test stops it with SIGSTOP mid-transfer, the last
+ * SIGKILLs it mid-transfer.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
 class PeerTransferIT {
-    static final int PAGE = 256 << 10;
+    static final int PAGE = PeerITFixture.PAGE;
     static final Duration SOON = Duration.ofSeconds(20);
 
     @TempDir
     static Path dir;
-    static LocalCluster cluster;
-    static LocalCluster.Node source;
-    static Manager requester;
-    static SharedMemoryFile requesterPool;
-    static byte[] namespace;
+    static PeerITFixture.SourceAndRequester rig;
 
     @BeforeAll
     static void start() throws Exception {
         assumeTrue(LocalEtcd.installed(), "etcd is not installed (/usr/bin/etcd): install Debian's etcd-server");
         ClusterCertificates.create(dir.resolve("certs"), 3, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
-        cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
+        LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
                 "cluster.lease-ttl-s", "2", "cluster.prefix", "/orbitkv-peer-test", "ssd.enabled", "false",
                 "session.ttl-ms", "60000", "peer.port", String.valueOf(LocalEtcd.freePort()),
                 "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.test-flip-page", "5",
                 "peer.test-stall-lease-pages", "16")));
-        source = cluster.node(1);
-        Map<String, String> s = cluster.inProcessMember(2).peer("tls").set("cost.observations", "true").settings();
-        requester = Manager.start(ManagerConfig.from(s)).await(120, TimeUnit.SECONDS);
-        requesterPool = SharedMemoryFile.map(requester.poolPath(), 64L << 20);
-        namespace = Namespaces.derive(identity());
-        await().atMost(Duration.ofSeconds(30)).until(() -> requester.membershipRole().orElseThrow().members()
-                .containsKey(source.memberId()));
+        try {
+            rig = PeerITFixture.SourceAndRequester.start(dir, cluster,
+                    cluster.inProcessMember(2).peer("tls").set("cost.observations", "true").settings(), 64L << 20,
+                    identity());
+        } catch (Exception | Error e) {
+            ClusterProcesses.closeAndAssertNoneLeft(cluster);
+            throw e;
+        }
     }
 
     @AfterAll
     static void stop() throws Exception {
-        if (requesterPool != null) {
-            requesterPool.close();
-        }
-        if (requester != null) {
-            requester.close();
-        }
-        if (cluster != null) {
-            ClusterProcesses.closeAndAssertNoneLeft(cluster);
+        if (rig != null) {
+            rig.close();
         }
     }
 
     static InstanceIdentity identity() {
-        return InstanceIdentity.newBuilder().setModelFingerprint("peer-test")
-                .setRepresentation(Representation.RAW).setLayout("test:NHD").setGeometry("layers=2")
-                .setPageSizeTokens(16).setTpRank(0).setTpSize(1).setPpRank(0).setPpSize(1)
-                .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(PAGE))
-                .build();
+        return PeerITFixture.identity("peer-test");
     }
 
     /** The expected bytes of page {@code i} of {@code seed}. */
     static void fill(MemorySegment target, String seed, int i) {
-        target.fill((byte) (seed.hashCode() + i));
-        target.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, seed.hashCode() * 31L + i);
-        target.set(ValueLayout.JAVA_LONG_UNALIGNED, target.byteSize() - 8, i);
-    }
-
-    /** Publishes {@code n} chained pages on the source over its engine door; answers their keys. */
-    static List<StateKey> publish(String seed, int n) throws Exception {
-        try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
-                OrbitKvClient.readToken(source.tokenFile()))) {
-            EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
-            List<ByteString> hashes = RunningManager.chain(seed, n);
-            AllocatePublishReply allocated = session.allocate(hashes.stream()
-                    .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(10, TimeUnit.SECONDS);
-            int i = 0;
-            for (PublishSlot slot : allocated.getSlotsList()) {
-                assertThat(slot.getStatus()).isEqualTo(SlotStatus.ALLOCATED);
-                fill(session.slot(slot.getSlot()), seed, i++);
-            }
-            session.seal(allocated.getPublishId(), List.of()).await(10, TimeUnit.SECONDS);
-            session.close();
-            return hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
-        }
-    }
-
-    /** The source's generations of {@code keys}, once the requester's inventory holds them all. */
-    static List<Long> generations(List<StateKey> keys) {
-        List<Long> found = new ArrayList<>();
-        await().atMost(SOON).until(() -> {
-            found.clear();
-            for (StateKey key : keys) {
-                List<ReplicaEvidence> peers = requester.inventoryRole().orElseThrow().replicas(key)
-                        .await(5, TimeUnit.SECONDS).peers();
-                if (peers.isEmpty() || !(peers.getFirst() instanceof ReplicaEvidence.PeerDram dram)) {
-                    return false;
-                }
-                found.add(dram.ownerGeneration());
-            }
-            return true;
-        });
-        return List.copyOf(found);
-    }
-
-    static PeerOwner owner() {
-        return new PeerOwner(source.memberId(), source.incarnation());
-    }
-
-    static PeerVerticle peer() {
-        return requester.peer().orElseThrow();
-    }
-
-    static StorageCommands.StorageStats requesterStorage() throws Exception {
-        return new StorageProxy(requester.vertx()).stats().await(5, TimeUnit.SECONDS);
+        PeerITFixture.fill(target, seed, i);
     }
 
     static PeerException failure(Future<?> fetch) {
@@ -201,15 +122,11 @@ class PeerTransferIT {
         return (PeerException) e.getCause();
     }
 
-    static double sourceMetric(String name) {
-        return cluster.metric(source, name, null).orElse(-1);
-    }
-
     @Test
     @Order(1)
     void aPeersPagesAreFetchedIntoLocalSlotsAndVerifiedBeforeReady() throws Exception {
-        List<StateKey> keys = publish("alpha", 4); // pages 1..4 the source sends
-        PeerVerticle.Fetched fetched = peer().fetch(owner(), namespace, keys, generations(keys), Duration.ofSeconds(20))
+        List<StateKey> keys = rig.publish("alpha", 4); // pages 1..4 the source sends
+        PeerVerticle.Fetched fetched = rig.peer().fetch(rig.owner(), rig.namespace, keys, rig.generations(keys), Duration.ofSeconds(20))
                 .await(30, TimeUnit.SECONDS);
         assertThat(fetched.stages()).containsExactly(PeerVerticle.Stage.CANDIDATE, PeerVerticle.Stage.RESERVED,
                 PeerVerticle.Stage.RESIDENT, PeerVerticle.Stage.READY);
@@ -220,21 +137,21 @@ class PeerTransferIT {
             ImageStore.ImageRef ref = fetched.local().get(i);
             assertThat(ref.key()).isEqualTo(keys.get(i));
             fill(expected, "alpha", i);
-            assertThat(requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected)).as("page " + i).isEqualTo(-1);
+            assertThat(rig.requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected)).as("page " + i).isEqualTo(-1);
         }
         // Verified by comparing the CRC32C the transport computed over each slot's bytes as they landed (the seal did
         // not read the slots again).
-        assertThat(requester.registry().get("orbitkv.seal.checksums.received").counter().count()).isEqualTo(1.0);
-        assertThat(requester.registry().get("orbitkv.seal.checksums.offloaded").counter().count()).isZero();
+        assertThat(rig.requester.registry().get("orbitkv.seal.checksums.received").counter().count()).isEqualTo(1.0);
+        assertThat(rig.requester.registry().get("orbitkv.seal.checksums.offloaded").counter().count()).isZero();
         // Sealed here (nothing unsealed or open), and the source's lease is released (pins and credits gone).
-        StorageCommands.StorageStats stats = requesterStorage();
+        StorageCommands.StorageStats stats = rig.requesterStorage();
         assertThat(stats.unsealedImages()).isZero();
         assertThat(stats.openPublishes()).isZero();
-        await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
-        assertThat(sourceMetric("orbitkv_storage_pinned_images")).isIn(0.0, -1.0);
+        await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_peer_source_leases") == 0.0);
+        await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_images_pinned") == 0.0);
         // Cost samples keyed by the peer Manager's incarnation: the fetch operation and the complete host-ready route.
         for (CostPath path : List.of(CostPath.PEER_FETCH, CostPath.PEER_HOST_READY_ROUTE)) {
-            CostEstimateResult estimate = requester.cost().estimate(PeerVerticle.costKey(path, owner(), 4L * PAGE, 4))
+            CostEstimateResult estimate = rig.requester.cost().estimate(PeerVerticle.costKey(path, rig.owner(), 4L * PAGE, 4))
                     .await(10, TimeUnit.SECONDS);
             assertThat(estimate instanceof CostEstimateResult.Usable
                     || (estimate instanceof CostEstimateResult.Unavailable u && u.sampleCount() >= 1
@@ -245,29 +162,29 @@ class PeerTransferIT {
     @Test
     @Order(2)
     void aByteFlippedInFlightIsAChecksumMismatchThatIsCountedAndNeverServed() throws Exception {
-        List<StateKey> keys = publish("beta", 1); // page 5: flipped by the source's test hook
-        PeerException e = failure(peer().fetch(owner(), namespace, keys, generations(keys), Duration.ofSeconds(20)));
+        List<StateKey> keys = rig.publish("beta", 1); // page 5: flipped by the source's test hook
+        PeerException e = failure(rig.peer().fetch(rig.owner(), rig.namespace, keys, rig.generations(keys), Duration.ofSeconds(20)));
         assertThat(e.kind()).isEqualTo(PeerException.Kind.CHECKSUM_MISMATCH);
-        assertThat(requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count()).isEqualTo(1.0);
-        StorageCommands.StorageStats stats = requesterStorage();
+        assertThat(rig.requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count()).isEqualTo(1.0);
+        StorageCommands.StorageStats stats = rig.requesterStorage();
         assertThat(stats.unsealedImages()).isZero();
         assertThat(stats.openPublishes()).isZero();
-        assertThat(residentHere(keys)).isZero(); // nothing of it became resident
-        await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+        assertThat(rig.residentHere(keys)).isZero(); // nothing of it became resident
+        await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_peer_source_leases") == 0.0);
     }
 
     @Test
     @Order(3)
     void staleIncarnationAndTheOtherRejectionsComeBeforeAnyPayloadAndPinNothing() throws Exception {
-        List<StateKey> keys = publish("delta", 2);
-        List<Long> generations = generations(keys);
+        List<StateKey> keys = rig.publish("delta", 2);
+        List<Long> generations = rig.generations(keys);
         // The requester's own check: evidence from another incarnation of the owner is not even sent.
-        PeerException local = failure(peer().fetch(new PeerOwner(source.memberId(), source.incarnation() - 1), namespace,
+        PeerException local = failure(rig.peer().fetch(new PeerOwner(rig.source.memberId(), rig.source.incarnation() - 1), rig.namespace,
                 keys, generations, Duration.ofSeconds(5)));
         assertThat(local.beforePayload()).isTrue();
         assertThat(local.rejection()).isEqualTo(PeerRejection.STALE_INCARNATION);
         // The source's checks, over its real mutual-TLS gRPC port with manager-2's certificate.
-        double rejectedBefore = sourceMetric("orbitkv_peer_rejections_total");
+        double rejectedBefore = rig.sourceMetric("orbitkv_peer_rejections_total");
         Vertx vertx = Vertx.vertx();
         try {
             GrpcClient grpc = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
@@ -275,22 +192,22 @@ class PeerTransferIT {
                     .setKeyCertOptions(new PemKeyCertOptions().setCertPath(dir.resolve("certs/manager-2.pem").toString())
                             .setKeyPath(dir.resolve("certs/manager-2.key").toString()))
                     .setTrustOptions(new PemTrustOptions().addCertPath(dir.resolve("certs/ca.pem").toString())));
-            String endpoint = requester.membershipRole().orElseThrow().members().get(source.memberId()).endpoints().get("peer");
+            String endpoint = rig.requester.membershipRole().orElseThrow().members().get(rig.source.memberId()).endpoints().get("peer");
             PeerTransferGrpcClient client = PeerTransferGrpcClient.create(grpc, SocketAddress.inetSocketAddress(
                     Integer.parseInt(endpoint.substring(endpoint.lastIndexOf(':') + 1)), "127.0.0.1"));
-            long me = requester.membershipRole().orElseThrow().incarnation();
-            assertThat(reserve(client, namespace, source.incarnation() - 1, me, keys, generations))
+            long me = rig.requester.membershipRole().orElseThrow().incarnation();
+            assertThat(reserve(client, rig.namespace, rig.source.incarnation() - 1, me, keys, generations))
                     .isEqualTo(PeerRejection.STALE_INCARNATION);
-            assertThat(reserve(client, namespace, source.incarnation(), me, keys,
+            assertThat(reserve(client, rig.namespace, rig.source.incarnation(), me, keys,
                     List.of(generations.get(0), generations.get(1) + 1))).isEqualTo(PeerRejection.CHANGED_GENERATION);
-            assertThat(reserve(client, namespace, source.incarnation(), me + 1, keys, generations))
+            assertThat(reserve(client, rig.namespace, rig.source.incarnation(), me + 1, keys, generations))
                     .isEqualTo(PeerRejection.NOT_A_MEMBER);
-            byte[] otherNamespace = namespace.clone();
+            byte[] otherNamespace = rig.namespace.clone();
             otherNamespace[0] ^= 1;
-            assertThat(reserve(client, otherNamespace, source.incarnation(), me, keys, generations))
+            assertThat(reserve(client, otherNamespace, rig.source.incarnation(), me, keys, generations))
                     .isEqualTo(PeerRejection.UNKNOWN_NAMESPACE);
-            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
-            assertThat(sourceMetric("orbitkv_peer_rejections_total")).isEqualTo(rejectedBefore + 4);
+            assertThat(rig.sourceMetric("orbitkv_peer_source_leases")).isZero();
+            assertThat(rig.sourceMetric("orbitkv_peer_rejections_total")).isEqualTo(rejectedBefore + 4);
         } finally {
             vertx.close().await(10, TimeUnit.SECONDS);
         }
@@ -312,18 +229,18 @@ class PeerTransferIT {
     @Test
     @Order(3)
     void thePlannersPeerDramPortAcquiresSubmitsPinsAndReleases() throws Exception {
-        List<StateKey> keys = publish("eta", 3);
-        generations(keys);
+        List<StateKey> keys = rig.publish("eta", 3);
+        rig.generations(keys);
         List<PlannedPage> pages = new ArrayList<>();
         List<PlannedPage> stalePages = new ArrayList<>();
         for (int i = 0; i < keys.size(); i++) {
-            ReplicaEvidence.PeerDram dram = (ReplicaEvidence.PeerDram) requester.inventoryRole().orElseThrow()
+            ReplicaEvidence.PeerDram dram = (ReplicaEvidence.PeerDram) rig.requester.inventoryRole().orElseThrow()
                     .replicas(keys.get(i)).await(5, TimeUnit.SECONDS).peers().getFirst();
             pages.add(new PlannedPage(i, keys.get(i), dram));
             stalePages.add(new PlannedPage(i, keys.get(i), i < 2 ? dram : new ReplicaEvidence.PeerDram(dram.owner(),
                     dram.inventorySequence(), dram.ownerGeneration() + 1, dram.storedBytes(), dram.representation())));
         }
-        PeerExecutionOwner owner = new PeerExecutionOwner(requester.vertx(), peer());
+        PeerExecutionOwner owner = new PeerExecutionOwner(rig.requester.vertx(), rig.peer());
         // Evidence whose generation changed: STALE_EVIDENCE before any payload, nothing held.
         PlannedSegment stale = new PlannedSegment(0, new BlockRange(0, 3), RouteTemplate.HOST_FROM_PEER_DRAM, stalePages,
                 3L * PAGE, CompletionTarget.hostReady());
@@ -334,6 +251,17 @@ class PeerTransferIT {
 
         PlannedSegment segment = new PlannedSegment(0, new BlockRange(0, 3), RouteTemplate.HOST_FROM_PEER_DRAM, pages,
                 3L * PAGE, CompletionTarget.hostReady());
+        // A demand whose waiting budget is already spent starts no peer attempt: refused before the source is asked
+        // (no page named, so its owner is not avoided), nothing held on either side.
+        double rejectedBefore = rig.sourceMetric("orbitkv_peer_rejections_total");
+        ExecutionException spent = assertThrows(ExecutionException.class, () -> owner.acquire(segment,
+                new AttemptWindow(0, TimeEstimate.UNKNOWN)).toCompletionStage().toCompletableFuture()
+                .get(30, TimeUnit.SECONDS));
+        assertThat(PlanningException.failureOf(spent.getCause())).isEqualTo(PlanningFailure.SOURCE_REJECTED);
+        assertThat(((PlanningException) spent.getCause()).page()).isEmpty();
+        assertThat(owner.held()).isZero();
+        assertThat(rig.sourceMetric("orbitkv_peer_source_leases")).isZero();
+        assertThat(rig.sourceMetric("orbitkv_peer_rejections_total")).isEqualTo(rejectedBefore);
         SegmentLease lease = owner.acquire(segment).await(30, TimeUnit.SECONDS);
         assertThat(lease.hostPages()).isEmpty();
         SegmentLease ready = owner.submit(lease).await(30, TimeUnit.SECONDS);
@@ -342,49 +270,49 @@ class PeerTransferIT {
         for (int i = 0; i < 3; i++) {
             fill(expected, "eta", i);
             ImageStore.ImageRef ref = ready.hostPages().get(i);
-            assertThat(requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected)).isEqualTo(-1);
+            assertThat(rig.requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected)).isEqualTo(-1);
         }
-        assertThat(requesterStorage().pinnedImages()).isEqualTo(3); // host-ready: pinned for the lease
+        assertThat(rig.requesterStorage().pinnedImages()).isEqualTo(3); // host-ready: pinned for the lease
         assertThat(owner.release(ready).await(10, TimeUnit.SECONDS)).isTrue();
         assertThat(owner.release(ready).await(10, TimeUnit.SECONDS)).isFalse();
-        assertThat(requesterStorage().pinnedImages()).isZero();
-        assertThat(residentHere(keys)).isEqualTo(3);
-        await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+        assertThat(rig.requesterStorage().pinnedImages()).isZero();
+        assertThat(rig.residentHere(keys)).isEqualTo(3);
+        await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_peer_source_leases") == 0.0);
     }
 
     @Test
     @Order(3)
     void aFetchWhosePagesArePartlyResidentHereVerifiesOnlyItsNewSlots() throws Exception {
-        List<StateKey> keys = publish("partly-resident", 3);
-        List<Long> generations = generations(keys);
-        double mismatches = requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count();
-        peer().fetch(owner(), namespace, keys.subList(0, 2), generations.subList(0, 2), Duration.ofSeconds(20))
+        List<StateKey> keys = rig.publish("partly-resident", 3);
+        List<Long> generations = rig.generations(keys);
+        double mismatches = rig.requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count();
+        rig.peer().fetch(rig.owner(), rig.namespace, keys.subList(0, 2), generations.subList(0, 2), Duration.ofSeconds(20))
                 .await(30, TimeUnit.SECONDS);
         // keys 0 and 1 are resident here now: their bytes arrive into scratch, only key 2 gets a slot to verify
-        PeerVerticle.Fetched fetched = peer().fetch(owner(), namespace, keys, generations, Duration.ofSeconds(20))
+        PeerVerticle.Fetched fetched = rig.peer().fetch(rig.owner(), rig.namespace, keys, generations, Duration.ofSeconds(20))
                 .await(30, TimeUnit.SECONDS);
         assertThat(fetched.stages()).contains(PeerVerticle.Stage.READY);
         assertThat(fetched.local()).extracting(ImageStore.ImageRef::key).containsExactly(keys.get(2));
         MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(PAGE);
         fill(expected, "partly-resident", 2);
-        assertThat(requesterPool.segment().asSlice(fetched.local().getFirst().offset(), PAGE).mismatch(expected)).isEqualTo(-1);
-        assertThat(residentHere(keys)).isEqualTo(3);
-        assertThat(requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count()).isEqualTo(mismatches);
-        await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+        assertThat(rig.requesterPool.segment().asSlice(fetched.local().getFirst().offset(), PAGE).mismatch(expected)).isEqualTo(-1);
+        assertThat(rig.residentHere(keys)).isEqualTo(3);
+        assertThat(rig.requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count()).isEqualTo(mismatches);
+        await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_peer_source_leases") == 0.0);
     }
 
     @Test
     @Order(4)
     void aLeaseTheRequesterNeverReleasesEndsAtItsExpiryAndUnpins() throws Exception {
-        List<StateKey> keys = publish("epsilon", 2);
-        List<Long> generations = generations(keys);
-        double expiredBefore = sourceMetric("orbitkv_peer_leases_expired_total");
+        List<StateKey> keys = rig.publish("epsilon", 2);
+        List<Long> generations = rig.generations(keys);
+        double expiredBefore = rig.sourceMetric("orbitkv_peer_leases_expired_total");
         Vertx vertx = Vertx.vertx();
         try {
-            PeerTransferGrpcClient client = rawClient(vertx);
-            PeerReserveRequest.Builder r = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(namespace))
-                    .setSourceIncarnation(source.incarnation())
-                    .setRequesterIncarnation(requester.membershipRole().orElseThrow().incarnation()).setLeaseMs(300);
+            PeerTransferGrpcClient client = rig.rawClient(vertx);
+            PeerReserveRequest.Builder r = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(rig.namespace))
+                    .setSourceIncarnation(rig.source.incarnation())
+                    .setRequesterIncarnation(rig.requester.membershipRole().orElseThrow().incarnation()).setLeaseMs(300);
             for (int i = 0; i < keys.size(); i++) {
                 r.addKeys(PeerKey.newBuilder().setGroupId(0).setBlockHash(ByteString.copyFrom(keys.get(i).blockHash()))
                         .setGeneration(generations.get(i)));
@@ -394,8 +322,8 @@ class PeerTransferIT {
             assertThat(reply.getGrant().getLeaseMs()).isEqualTo(300);
             assertThat(reply.getGrant().getPagesCount()).isEqualTo(2);
             // No transfer, no release: the source drops the pins at expiry on its own.
-            await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_leases_expired_total") == expiredBefore + 1);
-            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+            await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_peer_leases_expired_total") == expiredBefore + 1);
+            assertThat(rig.sourceMetric("orbitkv_peer_source_leases")).isZero();
         } finally {
             vertx.close().await(10, TimeUnit.SECONDS);
         }
@@ -404,36 +332,36 @@ class PeerTransferIT {
     @Test
     @Order(5)
     void aSourceStoppedWithSigstopTimesOutWithinTheBudgetBeforeAnyPayloadSoTheCallerMayReplan() throws Exception {
-        List<StateKey> keys = publish("zeta", 2);
-        List<Long> generations = generations(keys);
+        List<StateKey> keys = rig.publish("zeta", 2);
+        List<Long> generations = rig.generations(keys);
         Duration budget = Duration.ofSeconds(3);
-        signal("STOP");
+        rig.signal("STOP");
         try {
             long started = System.nanoTime();
-            PeerException e = failure(peer().fetch(owner(), namespace, keys, generations, budget));
+            PeerException e = failure(rig.peer().fetch(rig.owner(), rig.namespace, keys, generations, budget));
             assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(budget.plusSeconds(2));
             assertThat(e.kind()).isEqualTo(PeerException.Kind.UNREACHABLE); // the reserve got no answer in time
             assertThat(e.beforePayload()).isTrue(); // nothing was reserved here: replan (another peer, SSD) or MISS
-            StorageCommands.StorageStats stats = requesterStorage();
+            StorageCommands.StorageStats stats = rig.requesterStorage();
             assertThat(stats.unsealedImages()).isZero();
             assertThat(stats.openPublishes()).isZero();
-            assertThat(residentHere(keys)).isZero();
+            assertThat(rig.residentHere(keys)).isZero();
         } finally {
-            signal("CONT");
+            rig.signal("CONT");
         }
         // Resumed: a member again, holding no lease for the reserve it answered too late (released or expired).
-        await().atMost(SOON).until(() -> requester.membershipRole().orElseThrow().members().containsKey(source.memberId()));
-        await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+        await().atMost(SOON).until(() -> rig.requester.membershipRole().orElseThrow().members().containsKey(rig.source.memberId()));
+        await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_peer_source_leases") == 0.0);
     }
 
     @Test
     @Order(4)
     void aRequesterThatLeavesMembershipLosesItsLeasesAtOnce() throws Exception {
-        List<StateKey> keys = publish("theta", 2);
-        List<Long> generations = generations(keys);
-        double departedBefore = sourceMetric("orbitkv_peer_leases_departed_total");
+        List<StateKey> keys = rig.publish("theta", 2);
+        List<Long> generations = rig.generations(keys);
+        double departedBefore = rig.sourceMetric("orbitkv_peer_leases_departed_total");
         // A third member (manager-3): its membership role alone, in this JVM, joined through the same etcd.
-        ClusterSettings settings = new ClusterSettings("manager-3", List.of(java.net.URI.create(cluster.etcd().endpoint())),
+        ClusterSettings settings = new ClusterSettings("manager-3", List.of(java.net.URI.create(rig.cluster.etcd().endpoint())),
                 "/orbitkv-peer-test", 2, "127.0.0.1", 0, LocalEtcd.freePort(), List.of(),
                 dir.resolve("certs/ca.pem"), dir.resolve("certs/manager-3.pem"), dir.resolve("certs/manager-3.key"),
                 50, 1024, 1024, 0);
@@ -443,20 +371,20 @@ class PeerTransferIT {
             MembershipRole third = new MembershipRole(settings, incarnation, Map.of(), List.of(),
                     new io.micrometer.core.instrument.simple.SimpleMeterRegistry());
             String deployment = vertx.deployVerticle(third).await(30, TimeUnit.SECONDS);
-            await().atMost(SOON).until(() -> sourceMetric("orbitkv_cluster_members") == 3.0);
-            PeerTransferGrpcClient client = rawClient(vertx, "manager-3");
-            PeerReserveRequest.Builder r = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(namespace))
-                    .setSourceIncarnation(source.incarnation()).setRequesterIncarnation(incarnation).setLeaseMs(60_000);
+            await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_cluster_members") == 3.0);
+            PeerTransferGrpcClient client = rig.rawClient(vertx, "manager-3");
+            PeerReserveRequest.Builder r = PeerReserveRequest.newBuilder().setNamespace(ByteString.copyFrom(rig.namespace))
+                    .setSourceIncarnation(rig.source.incarnation()).setRequesterIncarnation(incarnation).setLeaseMs(60_000);
             for (int i = 0; i < keys.size(); i++) {
                 r.addKeys(PeerKey.newBuilder().setGroupId(0).setBlockHash(ByteString.copyFrom(keys.get(i).blockHash()))
                         .setGeneration(generations.get(i)));
             }
             assertThat(client.reserve(r.build()).await(10, TimeUnit.SECONDS).hasGrant()).isTrue();
-            assertThat(sourceMetric("orbitkv_peer_source_leases")).isEqualTo(1.0);
+            assertThat(rig.sourceMetric("orbitkv_peer_source_leases")).isEqualTo(1.0);
             vertx.undeploy(deployment).await(30, TimeUnit.SECONDS); // leaves: its member key's lease is revoked
             // Long before the 60 s lease expiry, the source sees the departure and drops the pins.
-            await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
-            assertThat(sourceMetric("orbitkv_peer_leases_departed_total")).isEqualTo(departedBefore + 1);
+            await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_peer_source_leases") == 0.0);
+            assertThat(rig.sourceMetric("orbitkv_peer_leases_departed_total")).isEqualTo(departedBefore + 1);
         } finally {
             vertx.close().await(10, TimeUnit.SECONDS);
         }
@@ -465,11 +393,11 @@ class PeerTransferIT {
     @Test
     @Order(4)
     void aReusedTransferConnectionCannotReadAnotherMembersLeaseEvenWithItsToken() throws Exception {
-        List<StateKey> mine = publish("iota", 2);
-        List<StateKey> theirs = publish("kappa", 2);
-        List<Long> mineGenerations = generations(mine);
-        List<Long> theirGenerations = generations(theirs);
-        ClusterSettings settings = new ClusterSettings("manager-3", List.of(java.net.URI.create(cluster.etcd().endpoint())),
+        List<StateKey> mine = rig.publish("iota", 2);
+        List<StateKey> theirs = rig.publish("kappa", 2);
+        List<Long> mineGenerations = rig.generations(mine);
+        List<Long> theirGenerations = rig.generations(theirs);
+        ClusterSettings settings = new ClusterSettings("manager-3", List.of(java.net.URI.create(rig.cluster.etcd().endpoint())),
                 "/orbitkv-peer-test", 2, "127.0.0.1", 0, LocalEtcd.freePort(), List.of(),
                 dir.resolve("certs/ca.pem"), dir.resolve("certs/manager-3.pem"), dir.resolve("certs/manager-3.key"),
                 50, 1024, 1024, 0);
@@ -482,13 +410,13 @@ class PeerTransferIT {
             MembershipRole third = new MembershipRole(settings, incarnation, Map.of(), List.of(),
                     new io.micrometer.core.instrument.simple.SimpleMeterRegistry());
             String deployment = vertx.deployVerticle(third).await(30, TimeUnit.SECONDS);
-            await().atMost(SOON).until(() -> sourceMetric("orbitkv_cluster_members") == 3.0);
-            PeerTransferGrpcClient asManager2 = rawClient(vertx);
-            PeerGrant a = PeerTransferITSupport.grant(asManager2, mine, mineGenerations);
-            PeerGrant b = PeerTransferITSupport.grant(rawClient(vertx, "manager-3"), incarnation, theirs, theirGenerations);
+            await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_cluster_members") == 3.0);
+            PeerTransferGrpcClient asManager2 = rig.rawClient(vertx);
+            PeerGrant a = rig.grant(asManager2, mine, mineGenerations);
+            PeerGrant b = rig.grant(rig.rawClient(vertx, "manager-3"), incarnation, theirs, theirGenerations);
             Context context = vertx.getOrCreateContext();
-            List<PeerTransport.Destination> forA = PeerTransferITSupport.destinations(2, PAGE);
-            PeerPlaintextTransferIT.onContext(context, () -> transport.receive(a.getTransferEndpoint(), a.getLeaseId(),
+            List<PeerTransport.Destination> forA = PeerITFixture.destinations(2, PAGE);
+            PeerITFixture.onContext(context, () -> transport.receive(a.getTransferEndpoint(), a.getLeaseId(),
                     a.getTransferToken().toByteArray(), forA, Duration.ofSeconds(10)).completion()).await(20, TimeUnit.SECONDS);
             MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(PAGE);
             for (int i = 0; i < 2; i++) {
@@ -498,81 +426,51 @@ class PeerTransferIT {
             assertThat(transport.connectionsOpened()).isEqualTo(1);
             // manager-3's lease, with manager-3's own token, over manager-2's reused connection: the certificate
             // names another member, so the source refuses it without sending a byte.
-            List<PeerTransport.Destination> forB = PeerTransferITSupport.destinations(2, PAGE);
-            ExecutionException e = assertThrows(ExecutionException.class, () -> PeerPlaintextTransferIT.onContext(context,
+            List<PeerTransport.Destination> forB = PeerITFixture.destinations(2, PAGE);
+            ExecutionException e = assertThrows(ExecutionException.class, () -> PeerITFixture.onContext(context,
                     () -> transport.receive(b.getTransferEndpoint(), b.getLeaseId(), b.getTransferToken().toByteArray(),
                             forB, Duration.ofSeconds(10)).completion()).toCompletionStage().toCompletableFuture()
                     .get(20, TimeUnit.SECONDS));
             assertThat(e.getCause()).isInstanceOf(PeerException.class);
             assertThat(((PeerException) e.getCause()).kind()).isEqualTo(PeerException.Kind.TRANSFER_FAILED);
             for (PeerTransport.Destination d : forB) {
-                assertThat(PeerTransferITSupport.allZero(d.slot())).isTrue();
+                assertThat(PeerITFixture.allZero(d.slot())).isTrue();
             }
-            assertThat(sourceMetric("orbitkv_peer_source_leases")).isEqualTo(2.0); // b is intact, a not yet released
+            assertThat(rig.sourceMetric("orbitkv_peer_source_leases")).isEqualTo(2.0); // b is intact, a not yet released
             assertThat(asManager2.release(PeerReleaseRequest.newBuilder().setLeaseId(a.getLeaseId()).build())
                     .await(10, TimeUnit.SECONDS).getReleased()).isTrue();
             // manager-2 cannot release manager-3's lease either; manager-3 leaving membership drops it.
             assertThat(asManager2.release(PeerReleaseRequest.newBuilder().setLeaseId(b.getLeaseId()).build())
                     .await(10, TimeUnit.SECONDS).getReleased()).isFalse();
             vertx.undeploy(deployment).await(30, TimeUnit.SECONDS);
-            await().atMost(SOON).until(() -> sourceMetric("orbitkv_peer_source_leases") == 0.0);
+            await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_peer_source_leases") == 0.0);
         } finally {
             transport.close().await(10, TimeUnit.SECONDS);
             vertx.close().await(10, TimeUnit.SECONDS);
         }
     }
 
-    static void signal(String name) throws Exception {
-        Process kill = new ProcessBuilder("kill", "-" + name, String.valueOf(source.pid())).inheritIO().start();
-        assertThat(kill.waitFor(10, TimeUnit.SECONDS)).isTrue();
-        assertThat(kill.exitValue()).isZero();
-    }
-
-    static PeerTransferGrpcClient rawClient(Vertx vertx) {
-        return rawClient(vertx, "manager-2");
-    }
-
-    static PeerTransferGrpcClient rawClient(Vertx vertx, String member) {
-        GrpcClient grpc = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
-                .setProtocolVersion(HttpVersion.HTTP_2).setVerifyHost(true)
-                .setKeyCertOptions(new PemKeyCertOptions().setCertPath(dir.resolve("certs/" + member + ".pem").toString())
-                        .setKeyPath(dir.resolve("certs/" + member + ".key").toString()))
-                .setTrustOptions(new PemTrustOptions().addCertPath(dir.resolve("certs/ca.pem").toString())));
-        String endpoint = requester.membershipRole().orElseThrow().members().get(source.memberId()).endpoints().get("peer");
-        return PeerTransferGrpcClient.create(grpc, SocketAddress.inetSocketAddress(
-                Integer.parseInt(endpoint.substring(endpoint.lastIndexOf(':') + 1)), "127.0.0.1"));
-    }
-
     @Test
     @Order(6)
     void theSourceKilledMidTransferEndsTheFetchWithinItsBudgetAndItsSlotsAreReleased() throws Exception {
-        List<StateKey> keys = publish("gamma", 16); // a 16-page lease: the source sends 8 pages, then stalls
-        List<Long> generations = generations(keys);
+        List<StateKey> keys = rig.publish("gamma", 16); // a 16-page lease: the source sends 8 pages, then stalls
+        List<Long> generations = rig.generations(keys);
         long before = TcpPeerTransport.receivedBytes();
         Duration budget = Duration.ofSeconds(30);
         long started = System.nanoTime();
-        Future<PeerVerticle.Fetched> fetch = peer().fetch(owner(), namespace, keys, generations, budget);
+        Future<PeerVerticle.Fetched> fetch = rig.peer().fetch(rig.owner(), rig.namespace, keys, generations, budget);
         await().atMost(SOON).until(() -> TcpPeerTransport.receivedBytes() - before >= 8L * PAGE);
         assertThat(fetch.isComplete()).isFalse();
-        cluster.kill(source); // SIGKILL mid-transfer
+        rig.cluster.kill(rig.source); // SIGKILL mid-transfer
         PeerException e = failure(fetch);
         assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(budget);
         assertThat(e.kind()).isEqualTo(PeerException.Kind.TRANSFER_FAILED);
         assertThat(e.beforePayload()).isFalse();
-        StorageCommands.StorageStats stats = requesterStorage();
+        StorageCommands.StorageStats stats = rig.requesterStorage();
         assertThat(stats.unsealedImages()).isZero();
         assertThat(stats.openPublishes()).isZero();
-        assertThat(residentHere(keys)).isZero();
-        assertThat(source.alive()).isFalse();
+        assertThat(rig.residentHere(keys)).isZero();
+        assertThat(rig.source.alive()).isFalse();
     }
 
-    /** How many of {@code keys} are sealed in the requester's store. */
-    static int residentHere(List<StateKey> keys) throws Exception {
-        List<ImageStore.PositionedKey> probed = new ArrayList<>();
-        for (int i = 0; i < keys.size(); i++) {
-            probed.add(new ImageStore.PositionedKey(i, keys.get(i)));
-        }
-        return new StorageProxy(requester.vertx()).probe(List.of(new ImageStore.GroupProbe(0, probed)))
-                .await(5, TimeUnit.SECONDS).groups().getFirst().sealed().cardinality();
-    }
 }

@@ -3,6 +3,7 @@ package io.orbitkv.manager;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.orbitkv.peer.PeerAttemptPolicy;
 import io.orbitkv.planning.Medium;
 import io.orbitkv.planning.PlanningVerticle;
 import io.orbitkv.planning.TransferScheduler;
@@ -39,6 +40,20 @@ class ManagerConfigTest {
         assertThatThrownBy(() -> ManagerConfig.from(Map.of("pool.size", "5MiB")))
                 .hasMessageContaining("multiple of pool.chunk");
         assertThatThrownBy(() -> ManagerConfig.from(Map.of("pool.size", "1GB"))).hasMessageContaining("binary units");
+    }
+
+    @Test
+    void poolHugePagesIsPreferOrRequireAndAnythingElseIsATypedError() {
+        assertThat(ManagerConfig.from(Map.of()).poolHugePages()).isEqualTo(ManagerConfig.HugePages.PREFER);
+        assertThat(ManagerConfig.from(Map.of()).toJson().getString("pool.huge-pages")).isEqualTo("prefer");
+        ManagerConfig require = ManagerConfig.from(Map.of("pool.huge-pages", " Require "));
+        assertThat(require.poolHugePages()).isEqualTo(ManagerConfig.HugePages.REQUIRE);
+        assertThat(require.toJson().getString("pool.huge-pages")).isEqualTo("require");
+        for (String bad : new String[] {"always", "", "yes", "huge"}) {
+            assertThatThrownBy(() -> ManagerConfig.from(Map.of("pool.huge-pages", bad)))
+                    .isInstanceOfSatisfying(ConfigException.class, ex -> assertThat(ex.key()).isEqualTo("pool.huge-pages"))
+                    .hasMessageContaining("prefer or require");
+        }
     }
 
     @Test
@@ -106,6 +121,28 @@ class ManagerConfigTest {
                         .hasMessageContaining(key);
             }
         }
+    }
+
+    @Test
+    void peerAttemptBoundsAreKeysWithTypedErrors() {
+        assertThat(ManagerConfig.from(Map.of()).peerAttempts()).as("the documented defaults")
+                .isEqualTo(new PeerAttemptPolicy(0, 1000)).isEqualTo(PeerAttemptPolicy.DEFAULT);
+        assertThat(ManagerConfig.from(Map.of("peer.attempt-timeout-ms", "1500", "peer.fallback-reserve-ms", "250"))
+                .peerAttempts()).isEqualTo(new PeerAttemptPolicy(1500, 250));
+        Map<String, List<String>> bad = Map.of(
+                "peer.attempt-timeout-ms", List.of("-1", "5", "soon", "1.5", "600001", "10001"),
+                "peer.fallback-reserve-ms", List.of("-1", "lots", "600001"));
+        for (var e : bad.entrySet()) {
+            for (String value : e.getValue()) {
+                assertThatThrownBy(() -> ManagerConfig.from(Map.of(e.getKey(), value))).as("%s=%s", e.getKey(), value)
+                        .isInstanceOfSatisfying(ConfigException.class, ex -> assertThat(ex.key()).isEqualTo(e.getKey()))
+                        .hasMessageContaining(e.getKey());
+            }
+        }
+        assertThatThrownBy(() -> ManagerConfig.from(Map.of("peer.attempt-timeout-ms", "20000")))
+                .hasMessageContaining("peer.max-lease-ms");
+        assertThat(ManagerConfig.from(Map.of("peer.attempt-timeout-ms", "20000", "peer.max-lease-ms", "30000"))
+                .peerAttempts().ceilingMillis()).isEqualTo(20000);
     }
 
     @Test

@@ -279,4 +279,53 @@ class PlanExecutorTest {
         assertThat(replicas.acquires).isZero();
         assertNothingHeld();
     }
+
+    @Test
+    void eachAcquisitionIsToldWhatIsLeftOfTheDemandsWaitingBudgetAndThePlansEstimate() {
+        List<AttemptWindow> windows = new ArrayList<>();
+        ExecutionOwner recording = new ExecutionOwner() {
+            @Override
+            public Future<SegmentLease> acquire(PlannedSegment segment) {
+                throw new AssertionError("the executor asks with the window");
+            }
+
+            @Override
+            public Future<SegmentLease> acquire(PlannedSegment segment, AttemptWindow window) {
+                windows.add(window);
+                ticker.advance(1_000_000); // the next segment is acquired 1 ms later
+                return replicas.acquire(segment);
+            }
+
+            @Override
+            public Future<SegmentLease> submit(SegmentLease lease) {
+                return replicas.submit(lease);
+            }
+
+            @Override
+            public Future<Boolean> release(SegmentLease lease) {
+                return replicas.release(lease);
+            }
+        };
+        Map<RouteTemplate, ExecutionOwner> owners = new EnumMap<>(RouteTemplate.class);
+        for (RouteTemplate route : RouteTemplate.values()) {
+            owners.put(route, recording);
+        }
+        PlanExecutor windowed = new PlanExecutor(owners, TransferScheduler.Settings.uniform(1 << 30, 0.5, 64), ticker,
+                new SimpleMeterRegistry(), timers);
+        Plan plan = plan(demand(fullAttention(), PAGES));
+        assertThat(plan.segments()).hasSize(2);
+        long deadline = ticker.nanos() + 3_000_000_000L;
+        PlanExecutor.Prepared prepared = windowed.prepare(plan, PlanExecutor.Schedule.demandNow(ticker.nanos()),
+                deadline).result().result();
+        assertThat(windows).extracting(AttemptWindow::remainingNanos).containsExactly(3_000_000_000L, 2_999_000_000L);
+        assertThat(windows).extracting(AttemptWindow::expected).containsOnly(plan.stateReady());
+        assertThat(prepared.release().result()).isEqualTo(2);
+
+        // Without a deadline: unbounded.
+        windows.clear();
+        windowed.prepare(plan, PlanExecutor.Schedule.demandNow(ticker.nanos())).result().result().release();
+        assertThat(windows).allSatisfy(w -> assertThat(w.bounded()).isFalse());
+        assertThat(replicas.active).isEmpty();
+        assertThat(windowed.heldLeases()).isZero();
+    }
 }

@@ -7,7 +7,7 @@ import java.util.Objects;
 
 /**
  * Typed façade over the libc calls the SSD tier needs: open with O_DIRECT, close, fallocate, ftruncate, fdatasync and
- * the file size; and the process's effective uid (for owner-only checks).
+ * the file size; madvise for the shared-memory pool mapping; and the process's effective uid (for owner-only checks).
  *
  * <p>Design note: availability is probed once, when this class initializes, into {@code static final} fields that
  * keep the cause; every entry point checks it and throws {@link UnsupportedOperationException} carrying that cause.
@@ -31,6 +31,11 @@ public final class Libc {
     public static final int MODE_0600 = 0600;
     /** {@code fallocate} mode that reserves blocks without changing the file size. */
     public static final int FALLOC_FL_KEEP_SIZE = 1;
+
+    /** {@code madvise} advice: back this range with transparent huge pages where the file system allows it. */
+    public static final int MADV_HUGEPAGE = 14;
+    /** {@code madvise} advice (Linux 5.14+): write-fault every page of the range now, as a write would. */
+    public static final int MADV_POPULATE_WRITE = 23;
 
     private static final int SEEK_END = 2;
     private static final boolean AVAILABLE;
@@ -147,6 +152,28 @@ public final class Libc {
             throw e;
         } catch (Throwable t) {
             throw new IllegalStateException("lseek downcall failed", t);
+        }
+    }
+
+    /**
+     * {@code madvise(segment.address(), segment.byteSize(), advice)}; the segment must start page-aligned (a mapping
+     * does). {@code path} only names the mapped file in the error. Blocks for as long as the advice takes
+     * ({@link #MADV_POPULATE_WRITE} faults in every page): not on an event loop.
+     */
+    public static void madvise(MemorySegment segment, int advice, Path path) throws NativeIoException {
+        ensureAvailable();
+        Objects.requireNonNull(segment, "segment");
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment callState = arena.allocate(LibcBindings.CALL_STATE_LAYOUT);
+            int rc = (int) LibcBindings.MADVISE.invokeExact(callState, segment, segment.byteSize(), advice);
+            if (rc != 0) {
+                throw new NativeIoException("madvise", path, LibcBindings.errno(callState),
+                        "advice " + advice + " length " + segment.byteSize());
+            }
+        } catch (NativeIoException | RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new IllegalStateException("madvise downcall failed", t);
         }
     }
 

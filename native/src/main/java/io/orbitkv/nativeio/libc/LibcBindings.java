@@ -38,6 +38,8 @@ final class LibcBindings {
     static final MethodHandle LSEEK;
     /** {@code char *strerror(int errnum)}. */
     static final MethodHandle STRERROR;
+    /** {@code int madvise(void *addr, size_t length, int advice)}. */
+    static final MethodHandle MADVISE;
     /** {@code uid_t geteuid(void)}: always succeeds. */
     static final MethodHandle GETEUID;
 
@@ -63,6 +65,9 @@ final class LibcBindings {
                         ValueLayout.JAVA_INT), errno);
         STRERROR = linker.downcallHandle(find(libc, "strerror"),
                 FunctionDescriptor.of(ValueLayout.ADDRESS, ValueLayout.JAVA_INT));
+        MADVISE = linker.downcallHandle(find(libc, "madvise"),
+                FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG,
+                        ValueLayout.JAVA_INT), errno);
         GETEUID = linker.downcallHandle(find(libc, "geteuid"), FunctionDescriptor.of(ValueLayout.JAVA_INT));
     }
 

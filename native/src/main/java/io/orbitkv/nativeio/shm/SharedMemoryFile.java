@@ -20,7 +20,9 @@ import java.util.Set;
  *
  * <p>Design note (ownership): the creator ({@link #create}) owns the file: it creates it exclusively with mode 0600,
  * reserves every byte up front with one {@code fallocate} (so a full tmpfs fails here with a clear error instead of a SIGBUS on first touch),
- * and removes it on {@link #close()}. A mapper ({@link #map}) — an engine process — only maps an existing file and
+ * and removes it on {@link #close()}. Before reserving it sizes and maps the file and advises the mapping
+ * {@code MADV_HUGEPAGE}, so a tmpfs mounted {@code huge=always|within_size|advise} backs the pool with 2 MiB pages
+ * ({@link PoolPages}); on {@code huge=advise} the reservation faults the pages in through that mapping first. A mapper ({@link #map}) — an engine process — only maps an existing file and
  * never removes it. The mapping lives in a shared {@link Arena}: the segment stays valid until {@code close()}, after
  * which any access fails with {@link IllegalStateException} instead of touching unmapped memory. {@code close()} is
  * idempotent.
@@ -54,8 +56,14 @@ public final class SharedMemoryFile implements AutoCloseable {
         Files.setPosixFilePermissions(path, OWNER_ONLY);
         Arena arena = Arena.ofShared();
         try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
-            reserve(path, channel, sizeBytes);
+            // Size first, then map and advise, then reserve: tmpfs picks a page's size when it allocates it, and
+            // huge=within_size looks at the file size, huge=advise at the mapping's MADV_HUGEPAGE (see PoolPages).
+            try (NativeFileDescriptor fd = Libc.open(path, Libc.O_RDWR | Libc.O_CLOEXEC, Libc.MODE_0600)) {
+                fd.truncate(sizeBytes); // sparse: allocates nothing yet
+            }
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, sizeBytes, arena);
+            PoolPages.Kind pages = adviseHugePages(path, segment);
+            reserve(path, channel, sizeBytes, pages == PoolPages.Kind.ADVISE ? segment : null);
             return new SharedMemoryFile(path, sizeBytes, true, arena, segment);
         } catch (IOException | RuntimeException e) {
             arena.close();
@@ -73,6 +81,7 @@ public final class SharedMemoryFile implements AutoCloseable {
                 throw new IOException("shared-memory file " + path + " holds " + actual + " bytes, expected " + sizeBytes);
             }
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, sizeBytes, arena);
+            adviseHugePages(path, segment); // this mapping, too, maps the file's huge pages whole (huge=advise)
             return new SharedMemoryFile(path, sizeBytes, false, arena, segment);
         } catch (IOException | RuntimeException e) {
             arena.close();
@@ -85,8 +94,20 @@ public final class SharedMemoryFile implements AutoCloseable {
      * fails here with "No space left on device" rather than later with SIGBUS in a memcpy. A file system without
      * {@code fallocate} (EOPNOTSUPP) falls back to writing one byte into every 4 KiB, which reserves the same.
      */
-    private static void reserve(Path path, FileChannel channel, long sizeBytes) throws IOException {
-        channel.truncate(0);
+    private static void reserve(Path path, FileChannel channel, long sizeBytes, MemorySegment populate)
+            throws IOException {
+        // A full tmpfs: populate stops with EFAULT (the fault it met was SIGBUS; madvise reports it, nobody gets the
+        // signal) and fallocate then fails with ENOSPC, the error the caller sees.
+        if (populate != null) {
+            // huge=advise: fallocate has no mapping, so it would allocate 4 KiB pages; faulting every page in through
+            // the madvised mapping allocates 2 MiB ones. Any failure is left to fallocate below; EINVAL = a kernel
+            // before 5.14 (then 4 KiB pages on huge=advise).
+            try {
+                Libc.madvise(populate, Libc.MADV_POPULATE_WRITE, path);
+            } catch (NativeIoException e) {
+                // fallocate below reserves, or reports why it cannot.
+            }
+        }
         try (NativeFileDescriptor fd = Libc.open(path, Libc.O_RDWR | Libc.O_CLOEXEC, Libc.MODE_0600)) {
             fd.fallocate(0, 0, sizeBytes);
         } catch (NativeIoException e) {
@@ -102,6 +123,27 @@ public final class SharedMemoryFile implements AutoCloseable {
     }
 
     private static final int EOPNOTSUPP = 95;
+
+    /**
+     * {@code madvise(MADV_HUGEPAGE)} on the fresh mapping (EINVAL: a kernel without transparent huge pages, ignored;
+     * any other error fails the create) and the directory's {@link PoolPages} kind (NONE when it cannot be told).
+     */
+    private static PoolPages.Kind adviseHugePages(Path path, MemorySegment segment) throws IOException {
+        try {
+            Libc.madvise(segment, Libc.MADV_HUGEPAGE, path);
+        } catch (NativeIoException e) {
+            if (e.errno() != NativeIoException.EINVAL) {
+                throw new IOException("could not advise huge pages for the shared memory " + path + ": "
+                        + e.getMessage(), e);
+            }
+            return PoolPages.Kind.NONE;
+        }
+        try {
+            return PoolPages.of(path.toAbsolutePath().getParent()).kind();
+        } catch (IOException e) {
+            return PoolPages.Kind.NONE; // fallocate alone reserves; only huge=advise would miss its huge pages
+        }
+    }
 
     private static void writeEveryPage(FileChannel channel, long sizeBytes) throws IOException {
         ByteBuffer zero = ByteBuffer.allocate(1);
