@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.orbitkv.it.HugeTmpfs;
 import io.orbitkv.nativeio.shm.PoolPages;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.orbitkv.nativeio.shm.Smaps;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -23,16 +24,7 @@ class PoolPrefaultTest {
 
     /** Resident kB of this process's mapping(s) of {@code file}, from /proc/self/smaps. */
     static long residentKb(Path file) throws IOException {
-        long kb = 0;
-        boolean inside = false;
-        for (String line : Files.readAllLines(Path.of("/proc/self/smaps"))) {
-            if (line.matches("^[0-9a-f]+-[0-9a-f]+ .*")) { // a mapping's header line
-                inside = line.endsWith(file.toString());
-            } else if (inside && line.startsWith("Rss:")) {
-                kb += Long.parseLong(line.replaceAll("[^0-9]", ""));
-            }
-        }
-        return kb;
+        return Math.max(0, Smaps.kb(file, "Rss"));
     }
 
     @Test
