@@ -209,6 +209,20 @@ class PeerSsdStagingIT {
         return hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
     }
 
+    /** Awaits the requester seeing each key only as the source's SSD extent at its current incarnation. */
+    static void awaitOnlyPeerSsdOfTheCurrentIncarnation(List<StateKey> keys) {
+        await().atMost(SOON).until(() -> {
+            for (StateKey key : keys) {
+                List<ReplicaEvidence> p = peers(key);
+                if (p.size() != 1 || !(p.getFirst() instanceof ReplicaEvidence.PeerSsd ssd)
+                        || ssd.owner().incarnation() != source.incarnation()) {
+                    return false;
+                }
+            }
+            return true;
+        });
+    }
+
     static List<ReplicaEvidence> peers(StateKey key) throws Exception {
         return PeerITFixture.peers(requester, key);
     }
@@ -560,16 +574,7 @@ class PeerSsdStagingIT {
                             && sourceMetric("orbitkv_cluster_members") == 2.0; // it knows the requester again
                 });
                 // What the new incarnation recovered is advertised (its SSD only); the old records are fenced.
-                await().atMost(SOON).until(() -> {
-                    for (StateKey key : keys) {
-                        List<ReplicaEvidence> p = peers(key);
-                        if (p.size() != 1 || !(p.getFirst() instanceof ReplicaEvidence.PeerSsd ssd)
-                                || ssd.owner().incarnation() != source.incarnation()) {
-                            return false;
-                        }
-                    }
-                    return true;
-                });
+                awaitOnlyPeerSsdOfTheCurrentIncarnation(keys);
                 assertThat(sourceMetric("orbitkv_peer_rejections_total")).isZero();
             } finally {
                 open.tryComplete(); // the held reserve goes out now, naming the old incarnation
@@ -683,16 +688,7 @@ class PeerSsdStagingIT {
 
         // The new incarnation advertises what it recovered from its SSD (peer SSD evidence only, the old records
         // fenced): an engine demand is planned over peer SSD again and goes CANDIDATE → READY, every byte verified.
-        await().atMost(SOON).until(() -> {
-            for (StateKey key : keys) {
-                List<ReplicaEvidence> p = peers(key);
-                if (p.size() != 1 || !(p.getFirst() instanceof ReplicaEvidence.PeerSsd ssd)
-                        || ssd.owner().incarnation() != source.incarnation()) {
-                    return false;
-                }
-            }
-            return true;
-        });
+        awaitOnlyPeerSsdOfTheCurrentIncarnation(keys);
         double requested = sourceMetric("orbitkv_pool_requested_bytes");
         try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", requester.grpcTcpPort(), requester.token())) {
             EngineSession engine = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
