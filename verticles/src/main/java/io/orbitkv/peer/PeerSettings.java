@@ -16,11 +16,31 @@ package io.orbitkv.peer;
  *                          read back from its SSD for peer leases, all requesters together; 0 = no peer SSD staging
  * @param prefaultBytes     requester: at start, a worker write-faults this many bytes of the peer role's pool mapping
  *                          (every 4 KiB page once, values unchanged), so receives land in mapped pages; 0 = never
+ * @param transferLoops     event loops of the transfer port's own (both sides): the payload's socket reads, writes and
+ *                          received checksums run there, spread over them by connection, off the roles' loops;
+ *                          0 = on the peer role's own context (one thread for every transfer, as before)
  */
 public record PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes,
-                           int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes) {
+                           int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes,
+                           int transferLoops) {
     public static final long PREFAULT_DEFAULT = 4L << 30;
     public static final PeerSettings OFF = new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096, 0, 0, 64L << 20);
+
+    /**
+     * The default transfer loops: a quarter of the cores, at least 1 and at most 4. One loop moves a TCP stream at
+     * about the kernel's single-stream copy rate, and each stream needs a core on both sides (the source's sendfile or
+     * encryption, the requester's recv and CRC32C), so a quarter leaves the engines and the roles their cores.
+     */
+    public static int defaultTransferLoops() {
+        return Math.clamp(Runtime.getRuntime().availableProcessors() / 4, 1, 4);
+    }
+
+    /** Without a transfer-loops setting: {@link #defaultTransferLoops()}. */
+    public PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes, int maxKeys,
+                        long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes) {
+        this(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage, testStallLeasePages,
+                stagingBytes, prefaultBytes, defaultTransferLoops());
+    }
 
     /** Without a prefault setting: the default ({@value #PREFAULT_DEFAULT} bytes). */
     public PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes, int maxKeys,

@@ -7,15 +7,19 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
 import io.netty.channel.DefaultFileRegion;
 import io.netty.channel.DefaultMaxMessagesRecvByteBufAllocator;
+import io.netty.channel.EventLoopGroup;
 import io.netty.channel.epoll.EpollSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.orbitkv.protocol.peer.TransferHeader;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
+import io.vertx.core.ThreadingModel;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.ClientAuth;
+import io.vertx.core.internal.ContextInternal;
+import io.vertx.core.internal.VertxInternal;
 import io.vertx.core.internal.net.NetSocketInternal;
 import io.vertx.core.net.JdkSSLEngineOptions;
 import io.vertx.core.net.NetClient;
@@ -27,6 +31,8 @@ import io.vertx.core.net.OpenSSLEngineOptions;
 import io.vertx.core.net.PemKeyCertOptions;
 import io.vertx.core.net.PemTrustOptions;
 import io.vertx.core.net.SSLEngineOptions;
+import io.vertx.core.spi.transport.Transport;
+import io.vertx.core.impl.VertxThread;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
@@ -45,8 +51,11 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 import java.util.zip.CRC32C;
 import javax.net.ssl.SSLPeerUnverifiedException;
 import org.slf4j.Logger;
@@ -82,6 +91,16 @@ import org.slf4j.LoggerFactory;
  * the slot holds (each region once, in order), and the requester's seal compares it with the source's without a
  * second pass over the pages; a byte changed in flight still fails the seal. Nothing else writes a destination while
  * the receive is on it, and nothing after the fence.
+ *
+ * <p>Transfer loops (design note, concurrency). With {@code peer.transfer-loops} = N > 0 the transport owns N event
+ * loops of its own (threads {@code orbitkv-transfer-*}, created here, shut down by {@link #close} after its servers
+ * and connections closed). The requester gives each receive the next loop in turn (its connection, its reads, its
+ * checksums and its fence run there); the source listens once per loop on the same port, and Vert.x hands accepted
+ * connections to the loops in turn. So several transfers move on several cores, and a 64 MiB receive never holds the
+ * roles' loop. What crosses between a loop and the owner (the peer role, on the context that called {@link #serve} or
+ * {@link #receive}) always hops to the owner's context: the source's {@link Source#begin} and {@link Source#finished}
+ * run on the owner's context, and a receive's completion and fence futures complete their listeners there, so the
+ * peer role's state never sees a transfer thread. With N = 0 everything runs on the owner's context, as one loop.
  *
  * <p>Cancel and crash: a requester that gives up fences: on the receive's context the receive is marked fenced (the
  * allocator hands out scratch buffers from then on and nothing is copied into a slot) and the connection is closed,
@@ -125,7 +144,11 @@ public final class TcpPeerTransport implements PeerTransport {
     private final AtomicLong pagesSent = new AtomicLong();
     private final AtomicLong connectionsOpened = new AtomicLong();
     private final Map<String, ArrayDeque<Connection>> idle = new HashMap<>();
-    private NetServer server;
+    /** The transport's own loops (null with {@code peer.transfer-loops} 0) and one context on each. */
+    private final EventLoopGroup transferGroup;
+    private final List<ContextInternal> transferContexts = new ArrayList<>();
+    private final AtomicInteger nextLoop = new AtomicInteger();
+    private final List<NetServer> servers = new CopyOnWriteArrayList<>();
     private FileChannel poolFile;
 
     /** Payload bytes this JVM's receives placed into destinations (tests await a transfer in progress with it). */
@@ -153,6 +176,51 @@ public final class TcpPeerTransport implements PeerTransport {
                     .setKeyCertOptions(tls).setTrustOptions(trust);
         }
         this.client = vertx.createNetClient(options);
+        int loops = settings.transferLoops();
+        if (loops > 0) {
+            VertxInternal internal = (VertxInternal) vertx;
+            AtomicInteger threads = new AtomicInteger();
+            this.transferGroup = internal.transport().eventLoopGroup(Transport.IO_EVENT_LOOP_GROUP, loops,
+                    r -> new VertxThread(r, "orbitkv-transfer-" + threads.getAndIncrement(), false, 2, TimeUnit.SECONDS), 50);
+            for (int i = 0; i < loops; i++) {
+                transferContexts.add(internal.contextBuilder().withThreadingModel(ThreadingModel.EVENT_LOOP)
+                        .withEventLoop(transferGroup.next()).build());
+            }
+        } else {
+            this.transferGroup = null;
+        }
+    }
+
+    /** The transport's own loops ({@code peer.transfer-loops}); 0: transfers run on their owner's context. */
+    public int transferLoops() {
+        return transferContexts.size();
+    }
+
+    /** The context of the next transfer: the transport's loops in turn, or {@code owner} without loops of its own. */
+    private ContextInternal nextTransferContext(ContextInternal owner) {
+        return transferContexts.isEmpty() ? owner
+                : transferContexts.get(Math.floorMod(nextLoop.getAndIncrement(), transferContexts.size()));
+    }
+
+    private ContextInternal currentContext() {
+        return ((VertxInternal) vertx).getOrCreateContext();
+    }
+
+    /** Runs {@code call} on {@code owner} (at once when already there); the future's listeners run on this context. */
+    private <T> Future<T> onOwner(ContextInternal owner, Supplier<T> call) {
+        ContextInternal here = currentContext();
+        if (here == owner) {
+            return Future.succeededFuture(call.get());
+        }
+        Promise<T> answer = here.promise();
+        owner.runOnContext(v -> {
+            try {
+                answer.complete(call.get());
+            } catch (RuntimeException e) {
+                answer.fail(e);
+            }
+        });
+        return answer.future();
     }
 
     /** {@code openssl} (netty-tcnative), {@code jdk}, or {@code none} (plaintext). */
@@ -181,28 +249,65 @@ public final class TcpPeerTransport implements PeerTransport {
         } catch (IOException e) {
             return Future.failedFuture(e);
         }
-        LOG.info("peer transfer port {}:{}: {}", host, port, settings.plaintext()
-                ? "plaintext (explicitly configured), sendfile from the pool file" : "mutual TLS, " + tlsEngine + " engine");
-        server = vertx.createNetServer(options);
-        server.connectHandler(socket -> new Serving((NetSocketInternal) socket, pool, source));
-        return server.listen().map(NetServer::actualPort);
+        LOG.info("peer transfer port {}:{}: {}, {}", host, port, settings.plaintext()
+                ? "plaintext (explicitly configured), sendfile from the pool file" : "mutual TLS, " + tlsEngine + " engine",
+                transferContexts.isEmpty() ? "on the peer role's loop" : transferContexts.size() + " transfer loops");
+        ContextInternal owner = currentContext();
+        if (transferContexts.isEmpty()) {
+            return listenOn(owner, owner, options, port, pool, source);
+        }
+        // One server per loop on the same port, which Vert.x binds once and shares, handing accepted connections to
+        // the servers in turn. Vert.x shares a port > 0 by its number; an ephemeral one only as "port -1" (port 0
+        // would bind a new random port per server).
+        int shared = port == 0 ? -1 : port;
+        Future<Integer> bound = listenOn(transferContexts.getFirst(), owner, options, shared, pool, source);
+        for (ContextInternal loop : transferContexts.subList(1, transferContexts.size())) {
+            bound = bound.compose(actual -> listenOn(loop, owner, options, shared, pool, source).map(again -> {
+                if (!again.equals(actual)) {
+                    throw new IllegalStateException("the transfer loops' servers got different ports: " + actual + ", " + again);
+                }
+                return actual;
+            }));
+        }
+        return bound;
     }
 
-    /** One accepted transfer connection: header, pages, header, pages… on the server's context. */
+    /** One server of the transfer port, listening from {@code loop}: its connections are served there. */
+    private Future<Integer> listenOn(ContextInternal loop, ContextInternal owner, NetServerOptions options, int port,
+                                     MemorySegment pool, Source source) {
+        Promise<Integer> bound = owner.promise();
+        loop.runOnContext(v -> {
+            NetServer server = vertx.createNetServer(new NetServerOptions(options).setPort(port));
+            servers.add(server);
+            server.connectHandler(socket -> new Serving((NetSocketInternal) socket, pool, source, owner));
+            server.listen().onComplete(ar -> {
+                if (ar.succeeded()) {
+                    bound.complete(ar.result().actualPort());
+                } else {
+                    bound.fail(ar.cause());
+                }
+            });
+        });
+        return bound.future();
+    }
+
+    /** One accepted transfer connection: header, pages, header, pages… on its loop; the source is asked on its owner's. */
     private final class Serving {
         final NetSocketInternal socket;
         final MemorySegment pool;
         final Source source;
+        final ContextInternal owner;
         final String member;
         Buffer header = Buffer.buffer();
         boolean sending;
         boolean closed;
         Promise<Void> stalled;
 
-        Serving(NetSocketInternal socket, MemorySegment pool, Source source) {
+        Serving(NetSocketInternal socket, MemorySegment pool, Source source, ContextInternal owner) {
             this.socket = socket;
             this.pool = pool;
             this.source = source;
+            this.owner = owner;
             this.member = settings.plaintext() ? null : memberOf(socket);
             if (!settings.plaintext() && member == null) {
                 close();
@@ -262,20 +367,34 @@ public final class TcpPeerTransport implements PeerTransport {
                 return;
             }
             header = header.getBuffer(4 + len, header.length());
-            List<PageSlice> pages = source.begin(h.getLeaseId(), h.getTransferToken().toByteArray(), member);
-            if (pages == null) {
-                close();
-                return;
-            }
             sending = true;
-            send(pages).onComplete(ar -> {
-                source.finished(h.getLeaseId(), ar.succeeded());
-                sending = false;
-                if (ar.failed()) {
+            byte[] token = h.getTransferToken().toByteArray();
+            onOwner(owner, () -> source.begin(h.getLeaseId(), token, member)).onComplete(begun -> {
+                List<PageSlice> pages = begun.succeeded() ? begun.result() : null;
+                if (pages == null || closed) {
+                    if (pages != null) {
+                        finished(h.getLeaseId(), false); // the requester went while the owner granted: pins go
+                    }
+                    sending = false;
                     close();
-                } else {
-                    next();
+                    return;
                 }
+                send(pages).onComplete(ar -> {
+                    finished(h.getLeaseId(), ar.succeeded());
+                    sending = false;
+                    if (ar.failed()) {
+                        close();
+                    } else {
+                        next();
+                    }
+                });
+            });
+        }
+
+        private void finished(long leaseId, boolean sent) {
+            onOwner(owner, () -> {
+                source.finished(leaseId, sent);
+                return null;
             });
         }
 
@@ -346,12 +465,18 @@ public final class TcpPeerTransport implements PeerTransport {
 
     @Override
     public Receive receive(String endpoint, long leaseId, byte[] token, List<Destination> destinations, Duration timeout) {
-        TcpReceive receive = new TcpReceive(vertx.getOrCreateContext(), endpoint, TransferHeader.newBuilder()
+        ContextInternal owner = currentContext();
+        ContextInternal loop = nextTransferContext(owner);
+        TcpReceive receive = new TcpReceive(loop, owner.promise(), endpoint, TransferHeader.newBuilder()
                 .setLeaseId(leaseId).setTransferToken(ByteString.copyFrom(token)).build(), destinations);
-        long timer = vertx.setTimer(Math.max(1, timeout.toMillis()), t -> receive.fail(new PeerException(
-                PeerException.Kind.TIMEOUT, "the transfer did not complete within its budget")));
+        long timer = vertx.setTimer(Math.max(1, timeout.toMillis()), t -> loop.runOnContext(v -> receive.fail(
+                new PeerException(PeerException.Kind.TIMEOUT, "the transfer did not complete within its budget"))));
         receive.result.future().onComplete(ar -> vertx.cancelTimer(timer));
-        receive.start(true);
+        if (loop == owner) {
+            receive.start(true);
+        } else {
+            loop.runOnContext(v -> receive.start(true));
+        }
         return receive;
     }
 
@@ -485,19 +610,24 @@ public final class TcpPeerTransport implements PeerTransport {
         }
     }
 
-    /** One receive: every write into a slot happens on {@code context} (the connection's loop); so does the fence. */
-    private final class TcpReceive implements Receive {
+    /**
+     * One receive: every write into a slot happens on {@code context} (the connection's loop); so does the fence. Its
+     * result promise belongs to the owner's context (the caller of {@link #receive}), whose listeners run there.
+     */
+    final class TcpReceive implements Receive {
         final Context context;
         final String endpoint;
         final TransferHeader header;
         final List<Destination> destinations;
         final long total;
-        final Promise<Void> result = Promise.promise();
+        final Promise<Void> result;
         /** Slot buffers handed to a read that got bytes, not yet passed to {@link #take}. */
         final Set<ByteBuf> landedTargets = Collections.newSetFromMap(new IdentityHashMap<>());
         /** Running CRC32C per destination over the bytes placed in its slot (each region once, as it landed). */
         final CRC32C[] crcs;
         Connection connection;
+        /** The thread the first payload bytes landed on (observability for tests of the loops). */
+        volatile String landedOn;
         ByteBuf pendingTarget;
         boolean fenced;
         boolean retried;
@@ -505,8 +635,10 @@ public final class TcpPeerTransport implements PeerTransport {
         long inPage;
         long received;
 
-        TcpReceive(Context context, String endpoint, TransferHeader header, List<Destination> destinations) {
+        TcpReceive(Context context, Promise<Void> result, String endpoint, TransferHeader header,
+                   List<Destination> destinations) {
             this.context = context;
+            this.result = result;
             this.endpoint = endpoint;
             this.header = header;
             this.destinations = destinations;
@@ -609,6 +741,9 @@ public final class TcpPeerTransport implements PeerTransport {
                 return;
             }
             retryable = false;
+            if (landedOn == null) {
+                landedOn = Thread.currentThread().getName();
+            }
             int n = b.readableBytes();
             if (landedTargets.remove(b)) {
                 received += n;
@@ -678,7 +813,7 @@ public final class TcpPeerTransport implements PeerTransport {
 
         @Override
         public Future<Void> fence() {
-            Promise<Void> fencedNow = Promise.promise();
+            Promise<Void> fencedNow = currentContext().promise(); // answered on the caller's context
             context.runOnContext(v -> {
                 fenced = true;
                 result.tryFail(new PeerException(PeerException.Kind.TIMEOUT, "fenced"));
@@ -697,7 +832,7 @@ public final class TcpPeerTransport implements PeerTransport {
             idle.values().forEach(pooled -> pooled.forEach(c -> c.socket.close()));
             idle.clear();
         }
-        Future<Void> s = server == null ? Future.succeededFuture() : server.close();
+        Future<Void> s = Future.join(servers.stream().map(NetServer::close).toList()).mapEmpty();
         return s.compose(v -> client.close()).andThen(v -> {
             try {
                 if (poolFile != null) {
@@ -706,6 +841,14 @@ public final class TcpPeerTransport implements PeerTransport {
             } catch (IOException e) {
                 LOG.warn("closing the pool file of the transfer port failed: {}", e.getMessage());
             }
+        }).eventually(() -> {
+            if (transferGroup == null) {
+                return Future.succeededFuture();
+            }
+            // the loops go last: every server and connection on them is closed by now
+            Promise<Void> down = currentContext().promise();
+            transferGroup.shutdownGracefully(0, 2, TimeUnit.SECONDS).addListener(f -> down.complete());
+            return down.future();
         });
     }
 

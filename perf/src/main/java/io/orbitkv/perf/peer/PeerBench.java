@@ -37,6 +37,7 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.SplittableRandom;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
@@ -74,18 +75,39 @@ public final class PeerBench {
         int inFlight = args.integer("in-flight", 4);
         int warmUps = args.integer("warm-up-fetches", 8);
         String poolDir = args.string("pool-dir", "");
+        Map<String, String> settings = managerSettings(args.string("setting", ""));
         args.requireAllUsed();
         if (pages < 1 || rounds < 1 || singles < 1 || iperfSeconds < 1 || inFlight < 1 || warmUps < 1) {
             throw new IllegalArgumentException("--pages, --rounds, --single-fetches, --iperf-seconds, --in-flight and "
                     + "--warm-up-fetches must be >= 1");
         }
         try {
-            return measure(new Shape(pages, rounds, singles, iperfSeconds, inFlight, warmUps), poolDir);
+            return measure(new Shape(pages, rounds, singles, iperfSeconds, inFlight, warmUps), poolDir, settings);
         } catch (RuntimeException e) {
             throw e;
         } catch (Exception e) {
             throw new IllegalStateException("peer bench failed: " + e.getMessage(), e);
         }
+    }
+
+    /**
+     * {@code --setting=KEY=VALUE[,KEY=VALUE...]}: Manager settings for both Managers, over the bench's own (for
+     * instance {@code peer.transfer-loops=4,manager.event-loop-threads=4}); each must be a key the Manager knows.
+     */
+    static Map<String, String> managerSettings(String arg) {
+        Map<String, String> settings = new TreeMap<>();
+        if (arg.isBlank()) {
+            return settings;
+        }
+        for (String pair : arg.split(",")) {
+            int eq = pair.indexOf('=');
+            String key = eq > 0 ? pair.substring(0, eq).strip() : "";
+            if (key.isEmpty() || !ManagerConfig.DEFAULTS.containsKey(key)) {
+                throw new IllegalArgumentException("--setting takes KEY=VALUE pairs of Manager settings, got '" + pair + "'");
+            }
+            settings.put(key, pair.substring(eq + 1).strip());
+        }
+        return settings;
     }
 
     /** What one run measures: fetch size, measured and warm-up fetches, fetches in flight, single-page fetches. */
@@ -109,11 +131,12 @@ public final class PeerBench {
         return Math.round(sorted.get(sorted.size() / 2) * 1000) / 1000.0;
     }
 
-    private static JsonObject measure(Shape shape, String poolDirArg) throws Exception {
+    private static JsonObject measure(Shape shape, String poolDirArg, Map<String, String> settings) throws Exception {
         BenchReport.Builder report = BenchReport.builder("peer").config("page_bytes", PAGE)
                 .config("pages_per_fetch", shape.pages()).config("fetches_in_flight", shape.inFlight())
                 .config("rounds", shape.rounds()).config("warm_up_fetches", shape.warmUps())
-                .config("single_fetches", shape.singles()).config("iperf_seconds", shape.iperfSeconds());
+                .config("single_fetches", shape.singles()).config("iperf_seconds", shape.iperfSeconds())
+                .config("manager_settings", settings.toString());
         if (!LocalEtcd.installed()) {
             throw new IllegalStateException("etcd is not installed (/usr/bin/etcd): apt-get install etcd-server");
         }
@@ -142,6 +165,7 @@ public final class PeerBench {
             // Source admission sized for the fetches in flight, twice over: a fetch's release reaches the source
             // after the next fetch's reserve, so the bench measures the transport, not NO_CREDIT refusals.
             sourceSettings.put("peer.credit-bytes", String.valueOf(2L * shape.inFlight() * shape.pages() * PAGE));
+            sourceSettings.putAll(settings);
             try (LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, command, sourceSettings))) {
                 for (String transport : List.of("plaintext", "tls")) {
                     LocalCluster.Node source = cluster.node(1);
@@ -149,7 +173,7 @@ public final class PeerBench {
                         cluster.stop(source);
                         cluster.launch(source, Map.of("peer.transport", "tls"));
                     }
-                    modes.add(runMode(cluster, source, dir, transport, pool.dir(), shape));
+                    modes.add(runMode(cluster, source, dir, transport, pool.dir(), shape, settings));
                 }
             }
         } finally {
@@ -191,15 +215,17 @@ public final class PeerBench {
     }
 
     private static Mode runMode(LocalCluster cluster, LocalCluster.Node source, Path dir, String transport, Path poolDir,
-                                Shape shape) throws Exception {
+                                Shape shape, Map<String, String> settings) throws Exception {
         int pages = shape.pages();
         int rounds = shape.rounds();
         int singles = shape.singles();
         int inFlight = shape.inFlight();
         int warmUps = shape.warmUps();
-        Map<String, String> s = cluster.inProcessMember(2).peer(transport).set("pool.size", String.valueOf(shape.poolBytes())).set("pool.shm-dir", poolDir.toString())
+        Map<String, String> s = new HashMap<>(cluster.inProcessMember(2).peer(transport)
+                .set("pool.size", String.valueOf(shape.poolBytes())).set("pool.shm-dir", poolDir.toString())
                 .set("publish.budget-fraction", "0.9").set("data-dir", dir.resolve("requester-" + transport).toString())
-                .settings();
+                .settings());
+        s.putAll(settings);
         Manager requester = Manager.start(ManagerConfig.from(s)).await(120, TimeUnit.SECONDS);
         try {
             waitUntil(() -> requester.membershipRole().orElseThrow().members().containsKey(source.memberId()), 30);
