@@ -204,7 +204,7 @@ public record ManagerConfig(
         d.put("peer.test-stall-lease-pages", "0");
         d.put("peer.staging-bytes", "64MiB");
         d.put("peer.prefault-bytes", "4GiB");
-        d.put("peer.transfer-loops", String.valueOf(PeerSettings.defaultTransferLoops()));
+        d.put("peer.transfer-loops", "auto");
         d.put("peer.attempt-timeout-ms", String.valueOf(PeerAttemptPolicy.CEILING_DEFAULT_MS));
         d.put("peer.fallback-reserve-ms", String.valueOf(PeerAttemptPolicy.FALLBACK_RESERVE_DEFAULT_MS));
         d.put("cluster.member-id", "");
@@ -319,7 +319,13 @@ public record ManagerConfig(
                 integer(v, "peer.max-lease-ms", 10, 600_000), size(v, "peer.credit-bytes", 4096, 1L << 40),
                 (int) integer(v, "peer.max-keys", 1, 1 << 16), integer(v, "peer.test-flip-page", 0, Long.MAX_VALUE),
                 (int) integer(v, "peer.test-stall-lease-pages", 0, 1 << 16), size(v, "peer.staging-bytes", 0, 1L << 40),
-                size(v, "peer.prefault-bytes", 0, 1L << 50), (int) integer(v, "peer.transfer-loops", 0, 64));
+                size(v, "peer.prefault-bytes", 0, 1L << 50), transferLoops(v));
+    }
+
+    /** {@code peer.transfer-loops}: {@code auto} ({@link PeerSettings#defaultTransferLoops()}) or 0..64. */
+    private static int transferLoops(Map<String, String> v) {
+        return v.get("peer.transfer-loops").strip().equals("auto") ? PeerSettings.defaultTransferLoops()
+                : (int) integer(v, "peer.transfer-loops", 0, 64);
     }
 
     /**

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.orbitkv.peer.PeerAttemptPolicy;
+import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.planning.Medium;
 import io.orbitkv.planning.PlanningVerticle;
 import io.orbitkv.planning.TransferScheduler;
@@ -187,6 +188,19 @@ class ManagerConfigTest {
                     .isInstanceOf(ConfigException.class).hasMessageContaining("cannot parse");
         } finally {
             vertx.close().await(10, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    void transferLoopsAreAutoByDefaultOrACountAndAnythingElseIsATypedError() {
+        assertThat(ManagerConfig.from(Map.of()).peer().transferLoops()).isEqualTo(PeerSettings.defaultTransferLoops())
+                .isBetween(1, 4);
+        assertThat(ManagerConfig.from(Map.of("peer.transfer-loops", "0")).peer().transferLoops()).isZero();
+        assertThat(ManagerConfig.from(Map.of("peer.transfer-loops", "8")).peer().transferLoops()).isEqualTo(8);
+        for (String bad : List.of("-1", "65", "many", "1.5", "")) {
+            assertThatThrownBy(() -> ManagerConfig.from(Map.of("peer.transfer-loops", bad))).as(bad)
+                    .isInstanceOfSatisfying(ConfigException.class,
+                            e -> assertThat(e.key()).isEqualTo("peer.transfer-loops"));
         }
     }
 

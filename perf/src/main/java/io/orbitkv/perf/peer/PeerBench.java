@@ -9,6 +9,7 @@ import io.orbitkv.cluster.LocalEtcd;
 import io.orbitkv.engine.Namespaces;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.manager.ManagerConfig;
+import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.perf.BenchArgs;
 import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.MachineInfo;
@@ -136,13 +137,20 @@ public final class PeerBench {
                 .config("pages_per_fetch", shape.pages()).config("fetches_in_flight", shape.inFlight())
                 .config("rounds", shape.rounds()).config("warm_up_fetches", shape.warmUps())
                 .config("single_fetches", shape.singles()).config("iperf_seconds", shape.iperfSeconds())
-                .config("manager_settings", settings.toString());
+                .config("manager_settings", settings.toString())
+                .config("transfer_loops", Integer.parseInt(settings.getOrDefault("peer.transfer-loops",
+                        String.valueOf(PeerSettings.defaultTransferLoops()))));
         if (!LocalEtcd.installed()) {
             throw new IllegalStateException("etcd is not installed (/usr/bin/etcd): apt-get install etcd-server");
         }
         String iperf = iperf3();
         double iperfBefore = iperfLoopback(iperf, shape.iperfSeconds());
         progress("iperf3 loopback: %.2f GB/s", iperfBefore / 1e9);
+        // The transport moves the fetches in flight on as many connections, on up to peer.transfer-loops loops a side:
+        // the same number of iperf3 streams, each a process pair, is the parallel baseline.
+        int streams = shape.inFlight();
+        double parallelBefore = iperfLoopback(iperf, shape.iperfSeconds(), streams);
+        progress("iperf3 loopback, %d pairs at once: %.2f GB/s", streams, parallelBefore / 1e9);
         Path dir = Files.createTempDirectory("orbitkv-peer-bench");
         long poolBytes = shape.poolBytes();
         ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
@@ -181,6 +189,9 @@ public final class PeerBench {
         }
         double iperfAfter = iperfLoopback(iperf, shape.iperfSeconds());
         progress("iperf3 loopback after: %.2f GB/s", iperfAfter / 1e9);
+        double parallelAfter = iperfLoopback(iperf, shape.iperfSeconds(), streams);
+        progress("iperf3 loopback after, %d pairs at once: %.2f GB/s", streams, parallelAfter / 1e9);
+        double parallelRate = Math.max(parallelBefore, parallelAfter);
         // The ratios divide by the faster of the two baseline runs: noise on this shared machine never flatters them.
         double iperfRate = Math.max(iperfBefore, iperfAfter);
         Mode plain = modes.get(0);
@@ -207,6 +218,10 @@ public final class PeerBench {
                 .baseline("iperf3_command", iperf + " -c 127.0.0.1 -t " + shape.iperfSeconds() + " -J (server: iperf3 -s -1), before and after the Managers; ratios use the faster")
                 .topLevelRatio("transfer_ratio", plain.bytesPerSecond(), iperfRate)
                 .topLevelRatio("tls_transfer_ratio", tls.bytesPerSecond(), iperfRate)
+                .baseline("iperf3_parallel_bytes_per_s", Math.round(parallelRate))
+                .baseline("iperf3_parallel_streams", streams)
+                .topLevelRatio("parallel_transfer_ratio", plain.bytesPerSecond(), parallelRate)
+                .topLevelRatio("parallel_tls_transfer_ratio", tls.bytesPerSecond(), parallelRate)
                 .check(plain.mismatches() + tls.mismatches() == 0, "checksum mismatches without a fault")
                 .machine(MachineInfo.probe());
         BenchReport built = report.build();
@@ -416,6 +431,36 @@ public final class PeerBench {
 
     /** One iperf3 run on loopback (server for one test, then the client); received bytes per second. */
     static double iperfLoopback(String iperf, int seconds) throws Exception {
+        return iperfLoopback(iperf, seconds, 1);
+    }
+
+    /**
+     * {@code streams} iperf3 pairs at once (a server and a client each, on ports of their own: iperf3 3.12 runs all of
+     * one client's streams on one thread, so {@code -P} would not use more cores); the sum of their received rates.
+     * Clients that start a little apart overlap for less than the whole run, which can only raise this baseline.
+     */
+    static double iperfLoopback(String iperf, int seconds, int streams) throws Exception {
+        if (streams == 1) {
+            return iperfPair(iperf, seconds);
+        }
+        List<java.util.concurrent.CompletableFuture<Double>> pairs = new ArrayList<>();
+        for (int i = 0; i < streams; i++) {
+            pairs.add(java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                try {
+                    return iperfPair(iperf, seconds);
+                } catch (Exception e) {
+                    throw new IllegalStateException(e.getMessage(), e);
+                }
+            }, r -> Thread.ofPlatform().daemon().start(r)));
+        }
+        double sum = 0;
+        for (var pair : pairs) {
+            sum += pair.get(seconds + 60L, TimeUnit.SECONDS);
+        }
+        return sum;
+    }
+
+    private static double iperfPair(String iperf, int seconds) throws Exception {
         int port = LocalEtcd.freePort();
         Process server = new ProcessBuilder(iperf, "-s", "-1", "-p", String.valueOf(port), "-B", "127.0.0.1")
                 .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();

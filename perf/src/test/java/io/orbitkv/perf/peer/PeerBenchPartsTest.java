@@ -25,6 +25,18 @@ class PeerBenchPartsTest {
     }
 
     @Test
+    void settingsForBothManagersAreKnownKeysAndAnythingElseIsRefused() {
+        assertThat(PeerBench.managerSettings("")).isEmpty();
+        assertThat(PeerBench.managerSettings("peer.transfer-loops=4, manager.event-loop-threads=2"))
+                .containsExactlyInAnyOrderEntriesOf(java.util.Map.of("peer.transfer-loops", "4",
+                        "manager.event-loop-threads", "2"));
+        for (String bad : new String[] {"peer.transfer-loops", "=4", "no.such-key=1", "peer.transfer-loops=4,,pool.size=1GiB"}) {
+            assertThatThrownBy(() -> PeerBench.managerSettings(bad)).as(bad)
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("--setting");
+        }
+    }
+
+    @Test
     void theBenchsOwnHugePageMountReallyMapsThePoolWithTwoMibPagesAndIsGoneAfterClose(@TempDir Path dir) throws Exception {
         Path mountPoint;
         try (BenchPoolDir pool = BenchPoolDir.hugeOrShm(dir, 64L << 20)) {
