@@ -76,6 +76,7 @@ public final class GpuEngineProcess {
                 MemorySegment back = arena.allocate(deviceBytes, 4096);
                 List<Long> restoreNanos = new ArrayList<>();
                 List<Long> baselineNanos = new ArrayList<>();
+                List<Long> leaseNanos = new ArrayList<>();
                 long mismatches = 0;
                 try (CudaRuntime.HostRegistration pinnedPool = CudaRuntime.registerHost(session.pool());
                      CudaRuntime.CudaStream stream = CudaRuntime.createStream();
@@ -97,8 +98,11 @@ public final class GpuEngineProcess {
                             }
                         }
                         // Baseline: the same pages from this process's pinned mapping, one stream, same destination.
+                        // (its demand is timed too: an engine that copies for itself must lease the pages first)
+                        long leaseStart = System.nanoTime();
                         QueryReply leased = session.demand(demand(session, chain, "baseline-" + round, round * 2L + 2, pages, false)).await();
                         long copyStart = System.nanoTime();
+                        leaseNanos.add(copyStart - leaseStart);
                         for (LeasedPage page : leased.getLease().getPagesList()) {
                             MemorySegment slot = session.slot(page.getSlot());
                             stream.copyHostToDevice(buffer.address() + page.getPosition() * pageBytes, slot, slot.byteSize());
@@ -109,7 +113,7 @@ public final class GpuEngineProcess {
                         session.release(leased.getLease().getLeaseId()).await();
                     }
                 }
-                result.put("restore_nanos", restoreNanos).put("baseline_nanos", baselineNanos)
+                result.put("restore_nanos", restoreNanos).put("baseline_nanos", baselineNanos).put("lease_nanos", leaseNanos)
                         .put("bytes", deviceBytes).put("verified_pages", (long) pages * restoreNanos.size())
                         .put("mismatches", mismatches);
             }
