@@ -16,17 +16,54 @@ package io.orbitkv.peer;
  *                          read back from its SSD for peer leases, all requesters together; 0 = no peer SSD staging
  * @param prefaultBytes     requester: at start, a worker write-faults this many bytes of the peer role's pool mapping
  *                          (every 4 KiB page once, values unchanged), so receives land in mapped pages; 0 = never
+ * @param verifyThreads     requester: threads that compute each received page's CRC32C once the page has landed, off
+ *                          the transfer connection's event loop ({@link TcpPeerTransport}); 0 = inline on the loop as
+ *                          each read lands (the old path)
  */
 public record PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes,
-                           int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes) {
+                           int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes,
+                           int verifyThreads) {
     public static final long PREFAULT_DEFAULT = 4L << 30;
+    /**
+     * {@code peer.verify-threads} when not set: min(4, max(1, cores / 4)). Why: a receiving loop lands a page at the
+     * rate of one recv copy, and one thread's CRC32C (the intrinsic) runs at about twice that rate over the landed
+     * bytes (the profile: the CRC costs about half the copy), so one verifier keeps up with one busy loop, and a few
+     * keep up with the several loops (and sources) of a large host; a quarter of the cores, at most 4, leaves the rest
+     * to the event loops, the engines and the storage role. Never 0 by default: the point is to take the CRC off the
+     * loop. On this project's 2-core VM: 1; on a 16-core host: 4.
+     */
+    public static final int VERIFY_THREADS_DEFAULT = defaultVerifyThreads(Runtime.getRuntime().availableProcessors());
     public static final PeerSettings OFF = new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096, 0, 0, 64L << 20);
+
+    /** The default verifier count for a host with {@code cores} processors (see {@link #VERIFY_THREADS_DEFAULT}). */
+    public static int defaultVerifyThreads(int cores) {
+        return Math.min(4, Math.max(1, cores / 4));
+    }
+
+    /** Without a verifier setting: the default ({@link #VERIFY_THREADS_DEFAULT}). */
+    public PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes, int maxKeys,
+                        long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes) {
+        this(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage, testStallLeasePages,
+                stagingBytes, prefaultBytes, VERIFY_THREADS_DEFAULT);
+    }
 
     /** Without a prefault setting: the default ({@value #PREFAULT_DEFAULT} bytes). */
     public PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes, int maxKeys,
                         long testFlipPage, int testStallLeasePages, long stagingBytes) {
         this(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage, testStallLeasePages,
-                stagingBytes, PREFAULT_DEFAULT);
+                stagingBytes, PREFAULT_DEFAULT, VERIFY_THREADS_DEFAULT);
+    }
+
+    /** The same settings with {@code verifyThreads} verifier threads. */
+    public PeerSettings withVerifyThreads(int verifyThreads) {
+        return new PeerSettings(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
+                testStallLeasePages, stagingBytes, prefaultBytes, verifyThreads);
+    }
+
+    public PeerSettings {
+        if (verifyThreads < 0) {
+            throw new IllegalArgumentException("verifyThreads must be >= 0, got " + verifyThreads);
+        }
     }
 
     public boolean enabled() {
