@@ -19,34 +19,70 @@ package io.orbitkv.peer;
  * @param transferLoops     event loops of the transfer port's own (both sides): the payload's socket reads, writes and
  *                          received checksums run there, spread over them by connection, off the roles' loops;
  *                          0 = on the peer role's own context (one thread for every transfer, as before)
+ * @param verifyThreads     requester: threads that compute each received page's CRC32C once the page has landed, off
+ *                          the transfer connection's event loop ({@link TcpPeerTransport}); 0 = inline on the loop as
+ *                          each read lands (the old path)
  */
 public record PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes,
                            int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes,
-                           int transferLoops) {
+                           int transferLoops, int verifyThreads) {
     public static final long PREFAULT_DEFAULT = 4L << 30;
+    /**
+     * {@code peer.verify-threads} when not set: min(4, max(1, cores / 4)). Why: a receiving loop lands a page at the
+     * rate of one recv copy, and one thread's CRC32C (the intrinsic) runs at about twice that rate over the landed
+     * bytes (the profile: the CRC costs about half the copy), so one verifier keeps up with one busy loop, and a few
+     * keep up with the several loops (and sources) of a large host; a quarter of the cores, at most 4, leaves the rest
+     * to the event loops, the engines and the storage role. Never 0 by default: the point is to take the CRC off the
+     * loop. On this project's 2-core VM: 1; on a 16-core host: 4.
+     */
+    public static final int VERIFY_THREADS_DEFAULT = defaultVerifyThreads(Runtime.getRuntime().availableProcessors());
     public static final PeerSettings OFF = new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096, 0, 0, 64L << 20);
 
     /**
      * The default transfer loops: a quarter of the cores, at least 1 and at most 4. One loop moves a TCP stream at
      * about the kernel's single-stream copy rate, and each stream needs a core on both sides (the source's sendfile or
-     * encryption, the requester's recv and CRC32C), so a quarter leaves the engines and the roles their cores.
+     * encryption, the requester's recv), so a quarter leaves the engines and the roles their cores.
      */
     public static int defaultTransferLoops() {
         return Math.clamp(Runtime.getRuntime().availableProcessors() / 4, 1, 4);
     }
 
-    /** Without a transfer-loops setting: {@link #defaultTransferLoops()}. */
+    /** The default verifier count for a host with {@code cores} processors (see {@link #VERIFY_THREADS_DEFAULT}). */
+    public static int defaultVerifyThreads(int cores) {
+        return Math.min(4, Math.max(1, cores / 4));
+    }
+
+    /** Without transfer-loops and verifier settings: the defaults. */
     public PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes, int maxKeys,
                         long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes) {
         this(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage, testStallLeasePages,
-                stagingBytes, prefaultBytes, defaultTransferLoops());
+                stagingBytes, prefaultBytes, defaultTransferLoops(), VERIFY_THREADS_DEFAULT);
     }
 
     /** Without a prefault setting: the default ({@value #PREFAULT_DEFAULT} bytes). */
     public PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes, int maxKeys,
                         long testFlipPage, int testStallLeasePages, long stagingBytes) {
         this(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage, testStallLeasePages,
-                stagingBytes, PREFAULT_DEFAULT);
+                stagingBytes, PREFAULT_DEFAULT, defaultTransferLoops(), VERIFY_THREADS_DEFAULT);
+    }
+
+    /** The same settings with {@code verifyThreads} verifier threads. */
+    public PeerSettings withVerifyThreads(int verifyThreads) {
+        return new PeerSettings(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
+                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads);
+    }
+
+    /** The same settings with {@code transferLoops} transfer loops. */
+    public PeerSettings withTransferLoops(int transferLoops) {
+        return new PeerSettings(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
+                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads);
+    }
+
+    public PeerSettings {
+        if (verifyThreads < 0 || transferLoops < 0) {
+            throw new IllegalArgumentException("verifyThreads and transferLoops must be >= 0, got " + verifyThreads
+                    + " and " + transferLoops);
+        }
     }
 
     public boolean enabled() {

@@ -99,8 +99,11 @@ import javax.net.ssl.SSLPeerUnverifiedException;
  * <p>Checksums (design note): a source grants each page's CRC32C from the seal, or from the storage role's background
  * pass after a seal without checksums (remembered for that exact slot generation only); what is still unknown at
  * reserve is computed on a worker (the pins keep the slots stable meanwhile; counted). A requester's transport computes
- * each received page's CRC32C as the bytes land in the slot, and the seal compares those with the grant's (a mismatch
- * aborts the publish, is counted and never served); a transport that computes none leaves the seal to read the slots.
+ * each received page's CRC32C over the bytes its slot holds (inline as they land, or whole pages on its verifier
+ * threads, {@code peer.verify-threads}; see {@link TcpPeerTransport}), its receive completes only once every value is
+ * in, and the seal compares those with the grant's (a mismatch aborts the publish, is counted and never served); a
+ * transport that computes none leaves the seal to read the slots. A failed receive is fenced before its slots are
+ * aborted, and the fence waits for the receive's outstanding checks, so no verifier reads a slot after its abort.
  *
  * <p>Concurrency: all lease and fetch state lives on this verticle's context. At start a worker prefaults this role's
  * pool mapping ({@link #startPrefault}); {@link #stop} waits for it before unmapping.
@@ -254,7 +257,7 @@ public final class PeerVerticle extends VerticleBase {
         grpcClient = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
                 .setProtocolVersion(HttpVersion.HTTP_2).setHttp2ClearTextUpgrade(false)
                 .setVerifyHost(true).setKeyCertOptions(keyCert).setTrustOptions(trust).setConnectTimeout(5_000));
-        transport = new TcpPeerTransport(vertx, settings, cluster.tlsCa(), cluster.tlsCert(), cluster.tlsKey());
+        transport = new TcpPeerTransport(vertx, settings, registry, cluster.tlsCa(), cluster.tlsCert(), cluster.tlsKey());
         GrpcServer grpc = GrpcServer.server(vertx);
         grpc.callHandler(PeerTransferGrpcService.Reserve, this::onReserve);
         grpc.callHandler(PeerTransferGrpcService.Release, this::onRelease);
@@ -618,6 +621,11 @@ public final class PeerVerticle extends VerticleBase {
     /** Transfer connections this Manager opened as a requester (reused ones count once; tests). */
     public long transferConnectionsOpened() {
         return transport.connectionsOpened();
+    }
+
+    /** The requester's transport (tests: its verifier seam and counts). */
+    public TcpPeerTransport transport() {
+        return transport;
     }
 
     /** Source leases holding pins now (tests). */

@@ -10,6 +10,10 @@ import io.netty.channel.DefaultMaxMessagesRecvByteBufAllocator;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.epoll.EpollSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.protocol.peer.TransferHeader;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
@@ -52,6 +56,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -85,12 +92,35 @@ import org.slf4j.LoggerFactory;
  * read is synchronous on that thread), which is also the receive's context; the straight-to-slot path is used only on
  * those transports.
  *
- * <p>Received checksums (design note): on that same context, right after each read landed bytes in a slot (recv into
- * the slot, or the copy into it), the receive folds exactly that slot region, read back from the slot while it is
- * still in cache, into the page's running CRC32C ({@link Receive#receivedChecksums}). So every value is over the bytes
- * the slot holds (each region once, in order), and the requester's seal compares it with the source's without a
- * second pass over the pages; a byte changed in flight still fails the seal. Nothing else writes a destination while
- * the receive is on it, and nothing after the fence.
+ * <p>Received checksums (design note). Each value {@link Receive#receivedChecksums} reports is the CRC32C of the bytes
+ * the slot holds after the receive, read back from the slot, so the requester's seal compares it with the source's
+ * without another pass over the pages, and a byte changed in flight still fails the seal (never served). Two ways,
+ * by {@code peer.verify-threads}:
+ * <ul>
+ *   <li>0 (inline): on the connection's context, right after each read landed bytes in a slot (recv into the slot, or
+ *   the copy into it), the receive folds exactly that region, still in cache, into the page's running CRC32C. The
+ *   loop thread then does recv + CRC, which caps a single transfer near 2/3 of a recv-only receiver.</li>
+ *   <li>N &gt; 0 (off the loop, the default): the loop only receives. When a page's last byte has landed (the cursor
+ *   moved past the page's end, on the context), the receive hands that whole page to the transport's verifiers
+ *   ({@link #verifiers}: N named daemon threads, shared by every receive of this transport; each page is one task, so
+ *   up to N pages, of one receive or several, are checksummed at once on N cores while the loop receives the next).
+ *   The result comes back to the context ({@code runOnContext}), where the receive counts it; the receive completes
+ *   only when every byte landed <em>and</em> every page's check reported back, so a seal never sees a page whose CRC
+ *   was not computed. A read never writes into a page once it was handed over (the cursor is past it), so a verifier
+ *   reads bytes nobody writes. The queue is unbounded but holds at most one task per destination of the receives in
+ *   flight, which the requester's slots (and the source's credits) already bound.</li>
+ * </ul>
+ * Who owns a slot while a check runs: the receive, for as long as any check it handed over has not reported back
+ * ({@code verifying} &gt; 0). A receive that ends badly (timeout, lost connection, fence) sets {@code abandoned}
+ * (volatile): a check that has not started yet then skips the page without touching the slot; one that has started
+ * finishes its pass. {@link Receive#fence} completes only when no check of the receive is outstanding (after the
+ * connection is closed), so the requester's abort that follows the fence frees slots no verifier will read again. A
+ * successful completion implies the same. {@link #close} stops the verifiers and waits for every queued check (each
+ * skips or ends within one page's CRC), so the owner unmaps the pool only after no verifier can read it. Measured:
+ * {@code orbitkv_peer_verify_seconds} and {@code orbitkv_peer_verified_bytes_total}, both labelled by the thread
+ * that actually ran the CRC ({@code event_loop} or {@code verifier}).
+ *
+ * <p>Nothing else writes a destination while the receive is on it, and nothing after the fence.
  *
  * <p>Transfer loops (design note, concurrency). With {@code peer.transfer-loops} = N > 0 the transport owns N event
  * loops of its own (threads {@code orbitkv-transfer-*}, created here, shut down by {@link #close} after its servers
@@ -150,6 +180,34 @@ public final class TcpPeerTransport implements PeerTransport {
     private final AtomicInteger nextLoop = new AtomicInteger();
     private final List<NetServer> servers = new CopyOnWriteArrayList<>();
     private FileChannel poolFile;
+    /** The received pages' CRC32C off the loops ({@code peer.verify-threads}); null: inline on the loop. */
+    private final ThreadPoolExecutor verifiers;
+    /** Checks handed to {@link #verifiers} and not yet reported back to their receive (tests, and a gauge). */
+    private final AtomicInteger pendingChecks = new AtomicInteger();
+    /** Fences waiting for their receive's outstanding checks (tests). */
+    private final AtomicInteger fencesWaiting = new AtomicInteger();
+    private final Meters onLoop;
+    private final Meters offLoop;
+    /** Test seam: runs on the verifier thread before each page's check (it may block). */
+    private volatile Runnable beforeVerify = () -> {};
+
+    /** A CRC pass's time and bytes, for the kind of thread that ran it. */
+    private record Meters(Timer time, Counter bytes) {
+        static Meters of(MeterRegistry registry, String thread) {
+            return new Meters(Timer.builder("orbitkv.peer.verify").tag("thread", thread)
+                    .description("Time computing received peer pages' CRC32C, by the thread that ran it (event_loop: "
+                            + "inline as each read lands, peer.verify-threads=0; verifier: a whole page off the loop)")
+                    .register(registry),
+                    Counter.builder("orbitkv_peer_verified_bytes_total").tag("thread", thread)
+                            .description("Received peer bytes whose CRC32C was computed, by the thread that ran it")
+                            .register(registry));
+        }
+
+        void record(long nanos, long n) {
+            time.record(nanos, TimeUnit.NANOSECONDS);
+            bytes.increment(n);
+        }
+    }
 
     /** Payload bytes this JVM's receives placed into destinations (tests await a transfer in progress with it). */
     public static long receivedBytes() {
@@ -161,9 +219,20 @@ public final class TcpPeerTransport implements PeerTransport {
         return RECEIVED_IN_PLACE_BYTES.get();
     }
 
+    /** With its meters in a registry of its own (tests of the transport alone). */
     public TcpPeerTransport(Vertx vertx, PeerSettings settings, Path ca, Path cert, Path key) {
+        this(vertx, settings, new SimpleMeterRegistry(), ca, cert, key);
+    }
+
+    public TcpPeerTransport(Vertx vertx, PeerSettings settings, MeterRegistry registry, Path ca, Path cert, Path key) {
         this.vertx = vertx;
         this.settings = settings;
+        this.onLoop = Meters.of(registry, "event_loop");
+        this.offLoop = Meters.of(registry, "verifier");
+        this.verifiers = settings.verifyThreads() == 0 ? null : newVerifiers(settings.verifyThreads());
+        io.micrometer.core.instrument.Gauge.builder("orbitkv_peer_verify_pending", pendingChecks, AtomicInteger::get)
+                .description("Received peer pages handed to the verifiers whose check has not reported back yet")
+                .register(registry);
         this.tls = new PemKeyCertOptions().setCertPath(cert.toString()).setKeyPath(key.toString());
         this.trust = new PemTrustOptions().addCertPath(ca.toString());
         SSLEngineOptions engine = OpenSSLEngineOptions.isAvailable() ? new OpenSSLEngineOptions() : new JdkSSLEngineOptions();
@@ -221,6 +290,33 @@ public final class TcpPeerTransport implements PeerTransport {
             }
         });
         return answer.future();
+    }
+
+    private static ThreadPoolExecutor newVerifiers(int threads) {
+        AtomicInteger n = new AtomicInteger();
+        ThreadPoolExecutor pool = new ThreadPoolExecutor(threads, threads, 30, TimeUnit.SECONDS, new LinkedBlockingQueue<>(),
+                task -> {
+                    Thread t = new Thread(task, "orbitkv-peer-verify-" + n.incrementAndGet());
+                    t.setDaemon(true);
+                    return t;
+                });
+        pool.allowCoreThreadTimeOut(true); // an idle requester holds no verifier thread
+        return pool;
+    }
+
+    /** Checks handed to the verifiers and not yet reported back (0 when none runs or waits; tests). */
+    public int verificationsPending() {
+        return pendingChecks.get();
+    }
+
+    /** Fences that wait for their receive's outstanding checks before completing (tests). */
+    public int fencesWaitingForVerification() {
+        return fencesWaiting.get();
+    }
+
+    /** Test seam: {@code hook} runs on the verifier thread before each page's check (and may block it). */
+    public void beforeVerify(Runnable hook) {
+        this.beforeVerify = hook;
     }
 
     /** {@code openssl} (netty-tcnative), {@code jdk}, or {@code none} (plaintext). */
@@ -623,14 +719,24 @@ public final class TcpPeerTransport implements PeerTransport {
         final Promise<Void> result;
         /** Slot buffers handed to a read that got bytes, not yet passed to {@link #take}. */
         final Set<ByteBuf> landedTargets = Collections.newSetFromMap(new IdentityHashMap<>());
-        /** Running CRC32C per destination over the bytes placed in its slot (each region once, as it landed). */
+        /** Inline: running CRC32C per destination over the bytes placed in its slot (each region once, as it landed). */
         final CRC32C[] crcs;
+        /** Off the loop: each page's CRC32C, as its check reported back; null when inline. */
+        final int[] values;
         Connection connection;
         /** The thread the first payload bytes landed on (observability for tests of the loops). */
         volatile String landedOn;
         ByteBuf pendingTarget;
         boolean fenced;
         boolean retried;
+        /** Every granted byte is in its slot (the connection is free again); completes once the checks are in too. */
+        boolean landedAll;
+        /** Checks of this receive handed to the verifiers and not reported back; the slots are theirs meanwhile. */
+        int verifying;
+        /** The receive ended badly: a check that has not started skips its page (read on verifier threads). */
+        volatile boolean abandoned;
+        /** A fence waiting for {@link #verifying} to reach 0. */
+        Promise<Void> drained;
         int page;
         long inPage;
         long received;
@@ -643,18 +749,100 @@ public final class TcpPeerTransport implements PeerTransport {
             this.header = header;
             this.destinations = destinations;
             this.total = destinations.stream().mapToLong(d -> d.slot().byteSize()).sum();
-            this.crcs = new CRC32C[destinations.size()];
-            for (int i = 0; i < crcs.length; i++) {
-                crcs[i] = new CRC32C();
+            if (verifiers == null) {
+                this.values = null;
+                this.crcs = new CRC32C[destinations.size()];
+                for (int i = 0; i < crcs.length; i++) {
+                    crcs[i] = new CRC32C();
+                }
+            } else {
+                this.crcs = null;
+                this.values = new int[destinations.size()];
             }
         }
 
         /**
-         * Folds the slot region {@code [from, from + n)} of the current page into its CRC32C: read back from the slot
-         * itself right after the bytes landed there (still in cache), so the value is over what the slot holds.
+         * Inline: folds the slot region {@code [from, from + n)} of the current page into its CRC32C, read back from
+         * the slot itself right after the bytes landed there (still in cache), so the value is over what the slot holds.
+         * Off the loop: nothing here (the page is checked whole once it landed, {@link #pageLanded}).
          */
         private void checksum(long from, long n) {
+            if (crcs == null) {
+                return;
+            }
+            long t0 = System.nanoTime();
             crcs[page].update(destinations.get(page).slot().asSlice(from, n).asByteBuffer());
+            meters().record(System.nanoTime() - t0, n);
+        }
+
+        /** Off the loop: page {@code p} holds all its bytes and no read will write it again; a verifier checks it. */
+        private void pageLanded(int p) {
+            if (verifiers == null) {
+                return;
+            }
+            MemorySegment slot = destinations.get(p).slot();
+            verifying++;
+            pendingChecks.incrementAndGet();
+            try {
+                verifiers.execute(() -> {
+                    int value = 0;
+                    boolean checked = false;
+                    try {
+                        beforeVerify.run();
+                        if (!abandoned) {
+                            long t0 = System.nanoTime();
+                            CRC32C crc = new CRC32C();
+                            crc.update(slot.asByteBuffer());
+                            value = (int) crc.getValue();
+                            checked = true;
+                            meters().record(System.nanoTime() - t0, slot.byteSize());
+                        }
+                    } catch (RuntimeException e) {
+                        LOG.warn("checking a received page failed: {}", e.toString());
+                    } finally {
+                        int v = value;
+                        boolean ok = checked;
+                        pendingChecks.decrementAndGet();
+                        context.runOnContext(x -> verified(p, v, ok));
+                    }
+                });
+            } catch (RejectedExecutionException e) {
+                // the transport is closing: the page is not checked, the receive fails (nothing is sealed)
+                pendingChecks.decrementAndGet();
+                verifying--;
+                fail(new PeerException(PeerException.Kind.TRANSFER_FAILED, "the transport is closed"));
+            }
+        }
+
+        /** On the context: page {@code p}'s check reported back ({@code checked}: its value is {@code value}). */
+        private void verified(int p, int value, boolean checked) {
+            verifying--;
+            if (checked) {
+                values[p] = value;
+            } else if (!abandoned) {
+                fail(new PeerException(PeerException.Kind.TRANSFER_FAILED, "a received page could not be checked"));
+            }
+            if (verifying == 0) {
+                if (landedAll) {
+                    result.tryComplete(); // a no-op when it already failed (timeout, fence)
+                }
+                if (drained != null) {
+                    drained.tryComplete();
+                }
+            }
+        }
+
+        /** Completes (on the context) when no check of this receive is outstanding. */
+        private Future<Void> whenDrained() {
+            if (verifying == 0) {
+                return Future.succeededFuture();
+            }
+            if (drained == null) {
+                drained = Promise.promise();
+                fencesWaiting.incrementAndGet();
+                drained.future().onComplete(ar -> fencesWaiting.decrementAndGet());
+            }
+            return drained.future();
         }
 
         @Override
@@ -662,11 +850,11 @@ public final class TcpPeerTransport implements PeerTransport {
             if (!result.future().succeeded()) {
                 return null;
             }
-            List<Integer> values = new ArrayList<>(crcs.length);
-            for (CRC32C crc : crcs) {
-                values.add((int) crc.getValue());
+            List<Integer> out = new ArrayList<>(destinations.size());
+            for (int i = 0; i < destinations.size(); i++) {
+                out.add(crcs != null ? (int) crcs[i].getValue() : values[i]);
             }
-            return values;
+            return out;
         }
 
         /** Sends the header on a pooled connection of this context, or on a new one. */
@@ -701,13 +889,13 @@ public final class TcpPeerTransport implements PeerTransport {
             byte[] bytes = header.toByteArray();
             c.socket.write(Buffer.buffer(4 + bytes.length).appendInt(bytes.length).appendBytes(bytes));
             if (destinations.isEmpty()) {
-                finish();
+                allLanded();
             }
         }
 
         /** The allocator's next read target: the unfilled rest of the current slot (plaintext), or null. */
         ByteBuf nextTarget() {
-            if (fenced || result.future().isComplete() || page >= destinations.size()) {
+            if (fenced || landedAll || result.future().isComplete() || page >= destinations.size()) {
                 return null;
             }
             MemorySegment slot = destinations.get(page).slot();
@@ -730,6 +918,7 @@ public final class TcpPeerTransport implements PeerTransport {
         private void advance(long n) {
             inPage += n;
             if (inPage == destinations.get(page).slot().byteSize()) {
+                pageLanded(page);
                 page++;
                 inPage = 0;
             }
@@ -737,7 +926,7 @@ public final class TcpPeerTransport implements PeerTransport {
 
         /** One received buffer: already in its slot (plaintext target), else copied in (direct → pool). */
         void take(Connection c, ByteBuf b) {
-            if (c != connection || fenced || result.future().isComplete()) {
+            if (c != connection || fenced || landedAll || result.future().isComplete()) {
                 return;
             }
             retryable = false;
@@ -766,23 +955,35 @@ public final class TcpPeerTransport implements PeerTransport {
                     index += chunk;
                     left -= chunk;
                     advance(chunk);
+                    if (fenced) {
+                        return; // a page could not be handed to a verifier: nothing more goes into the slots
+                    }
                 }
             }
             if (received == total) {
-                finish();
+                allLanded();
             }
         }
 
-        private void finish() {
-            if (result.tryComplete()) {
-                Connection c = connection;
-                c.current = null;
-                offerIdle(c); // exactly the granted bytes arrived: the connection is clean
+        /**
+         * Every granted byte is in its slot: the connection is clean (exactly the granted bytes arrived) and goes back
+         * to the pool at once; the receive completes when its outstanding checks reported back (at once inline).
+         */
+        private void allLanded() {
+            if (landedAll || fenced || result.future().isComplete()) {
+                return;
+            }
+            landedAll = true;
+            Connection c = connection;
+            c.current = null;
+            offerIdle(c);
+            if (verifying == 0) {
+                result.tryComplete();
             }
         }
 
         void connectionLost(Connection c, String why) {
-            if (c != connection || result.future().isComplete()) {
+            if (c != connection || landedAll || result.future().isComplete()) {
                 return;
             }
             c.current = null;
@@ -800,8 +1001,9 @@ public final class TcpPeerTransport implements PeerTransport {
         void fail(Throwable cause) {
             if (result.tryFail(cause)) {
                 fenced = true;
-                if (connection != null) {
-                    connection.close();
+                abandoned = true;
+                if (connection != null && connection.current == this) {
+                    connection.close(); // not once every byte landed: the connection then serves another receive
                 }
             }
         }
@@ -816,14 +1018,34 @@ public final class TcpPeerTransport implements PeerTransport {
             Promise<Void> fencedNow = currentContext().promise(); // answered on the caller's context
             context.runOnContext(v -> {
                 fenced = true;
+                abandoned = true;
                 result.tryFail(new PeerException(PeerException.Kind.TIMEOUT, "fenced"));
                 if (connection != null && connection.current == this) {
                     connection.close();
                 }
-                fencedNow.complete();
+                // nothing more lands; the slots are the verifiers' until their last check of this receive reported back
+                whenDrained().onComplete(fencedNow);
             });
             return fencedNow.future();
         }
+    }
+
+    private Meters meters() {
+        return Context.isOnEventLoopThread() ? onLoop : offLoop;
+    }
+
+    /** Stops the verifiers: queued checks still run (each skips an abandoned page or ends within one page's CRC). */
+    private Future<Void> stopVerifiers() {
+        if (verifiers == null) {
+            return Future.succeededFuture();
+        }
+        verifiers.shutdown();
+        return vertx.executeBlocking(() -> {
+            if (!verifiers.awaitTermination(30, TimeUnit.SECONDS)) {
+                LOG.warn("the peer verifiers did not stop within 30 s");
+            }
+            return null;
+        });
     }
 
     @Override
@@ -833,7 +1055,7 @@ public final class TcpPeerTransport implements PeerTransport {
             idle.clear();
         }
         Future<Void> s = Future.join(servers.stream().map(NetServer::close).toList()).mapEmpty();
-        return s.compose(v -> client.close()).andThen(v -> {
+        return s.compose(v -> client.close()).compose(v -> stopVerifiers()).andThen(v -> {
             try {
                 if (poolFile != null) {
                     poolFile.close();

@@ -52,8 +52,10 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -68,7 +70,7 @@ import org.junit.jupiter.api.io.TempDir;
  * (manager-2) a Manager in this JVM (so the test can call its peer role and read its pool), both cluster members with
  * mutual TLS ({@link PeerITFixture.SourceAndRequester}). One cluster per class; the source's test hooks flip a byte of
  * its 5th sent page and stall leases of 16+ pages half way; one test stops it with SIGSTOP mid-transfer, the last
- * SIGKILLs it mid-transfer.
+ * SIGKILLs it mid-transfer. The requester checks received pages on 2 verifier threads ({@code peer.verify-threads}).
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 150, unit = TimeUnit.SECONDS)
@@ -91,7 +93,8 @@ class PeerTransferIT {
                 "peer.test-stall-lease-pages", "16")));
         try {
             rig = PeerITFixture.SourceAndRequester.start(dir, cluster,
-                    cluster.inProcessMember(2).peer("tls").set("cost.observations", "true").settings(), 64L << 20,
+                    cluster.inProcessMember(2).peer("tls").set("cost.observations", "true")
+                            .set("peer.verify-threads", "2").settings(), 64L << 20,
                     identity());
         } catch (Exception | Error e) {
             ClusterProcesses.closeAndAssertNoneLeft(cluster);
@@ -166,6 +169,9 @@ class PeerTransferIT {
         PeerException e = failure(rig.peer().fetch(rig.owner(), rig.namespace, keys, rig.generations(keys), Duration.ofSeconds(20)));
         assertThat(e.kind()).isEqualTo(PeerException.Kind.CHECKSUM_MISMATCH);
         assertThat(rig.requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count()).isEqualTo(1.0);
+        // the received pages were checked on the verifier threads, never on the transfer connection's event loop
+        assertThat(verifiedBytes("verifier")).isGreaterThanOrEqualTo(5.0 * PAGE);
+        assertThat(verifiedBytes("event_loop")).isZero();
         StorageCommands.StorageStats stats = rig.requesterStorage();
         assertThat(stats.unsealedImages()).isZero();
         assertThat(stats.openPublishes()).isZero();
@@ -448,6 +454,63 @@ class PeerTransferIT {
             transport.close().await(10, TimeUnit.SECONDS);
             vertx.close().await(10, TimeUnit.SECONDS);
         }
+    }
+
+    static double verifiedBytes(String thread) {
+        return rig.requester.registry().get("orbitkv_peer_verified_bytes_total").tag("thread", thread).counter().count();
+    }
+
+    @Test
+    @Order(5)
+    void aTimeoutWhileAVerifierHoldsAPageFreesTheSlotsOnlyAfterTheCheckLetGoAndLeaksNothing() throws Exception {
+        List<StateKey> keys = rig.publish("held-check", 4);
+        List<Long> generations = rig.generations(keys);
+        StorageCommands.StorageStats before = rig.requesterStorage();
+        TcpPeerTransport transport = rig.peer().transport();
+        double timeouts = rig.requester.registry().get("orbitkv_peer_fetch_failures_total").tag("kind", "timeout")
+                .counter().count();
+        CountDownLatch holding = new CountDownLatch(1);
+        CountDownLatch letGo = new CountDownLatch(1);
+        AtomicInteger checks = new AtomicInteger();
+        transport.beforeVerify(() -> {
+            if (checks.getAndIncrement() == 0) { // the first page's check is held until the test lets it go
+                holding.countDown();
+                try {
+                    letGo.await(60, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        });
+        try {
+            Future<PeerVerticle.Fetched> fetch = rig.peer().fetch(rig.owner(), rig.namespace, keys, generations,
+                    Duration.ofSeconds(2));
+            assertThat(holding.await(20, TimeUnit.SECONDS)).as("a page landed and its check started").isTrue();
+            // The budget passes while the check is held: the receive times out and the peer role fences it; the
+            // fence waits for the check, so the slots are still held (the publish open) and the fetch has not ended.
+            await().atMost(SOON).until(() -> transport.fencesWaitingForVerification() == 1);
+            assertThat(fetch.isComplete()).isFalse();
+            StorageCommands.StorageStats held = rig.requesterStorage();
+            assertThat(held.openPublishes()).as("the fetch's slots, not freed under the verifier").isEqualTo(1);
+            assertThat(held.requestedBytes()).as("pool bytes in slots").isEqualTo(before.requestedBytes() + 4L * PAGE);
+            letGo.countDown();
+            PeerException e = failure(fetch);
+            assertThat(e.kind()).isEqualTo(PeerException.Kind.TIMEOUT);
+            assertThat(rig.requester.registry().get("orbitkv_peer_fetch_failures_total").tag("kind", "timeout")
+                    .counter().count()).isEqualTo(timeouts + 1);
+        } finally {
+            letGo.countDown();
+            transport.beforeVerify(() -> {});
+        }
+        assertThat(transport.verificationsPending()).isZero();
+        assertThat(transport.fencesWaitingForVerification()).isZero();
+        StorageCommands.StorageStats after = rig.requesterStorage();
+        assertThat(after.openPublishes()).isZero();
+        assertThat(after.unsealedImages()).isZero();
+        assertThat(after.requestedBytes()).as("pool bytes in slots back where they were").isEqualTo(before.requestedBytes());
+        assertThat(after.slotBytes()).isEqualTo(before.slotBytes());
+        assertThat(rig.residentHere(keys)).isZero();
+        await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_peer_source_leases") == 0.0);
     }
 
     @Test

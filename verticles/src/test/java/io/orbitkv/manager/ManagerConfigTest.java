@@ -147,6 +147,25 @@ class ManagerConfigTest {
     }
 
     @Test
+    void peerVerifyThreadsIsAKeyWithADefaultFromTheCoresAndTypedErrors() {
+        assertThat(ManagerConfig.from(Map.of()).peer().verifyThreads()).as("empty: the default for this host")
+                .isEqualTo(PeerSettings.VERIFY_THREADS_DEFAULT)
+                .isEqualTo(PeerSettings.defaultVerifyThreads(Runtime.getRuntime().availableProcessors()));
+        assertThat(PeerSettings.defaultVerifyThreads(1)).isEqualTo(1);
+        assertThat(PeerSettings.defaultVerifyThreads(2)).isEqualTo(1);
+        assertThat(PeerSettings.defaultVerifyThreads(8)).isEqualTo(2);
+        assertThat(PeerSettings.defaultVerifyThreads(16)).isEqualTo(4);
+        assertThat(PeerSettings.defaultVerifyThreads(128)).isEqualTo(4);
+        assertThat(ManagerConfig.from(Map.of("peer.verify-threads", "0")).peer().verifyThreads()).as("inline").isZero();
+        assertThat(ManagerConfig.from(Map.of("peer.verify-threads", " 6 ")).peer().verifyThreads()).isEqualTo(6);
+        for (String value : List.of("-1", "65", "two", "1.5", "0x2")) {
+            assertThatThrownBy(() -> ManagerConfig.from(Map.of("peer.verify-threads", value))).as("peer.verify-threads=%s", value)
+                    .isInstanceOfSatisfying(ConfigException.class, ex -> assertThat(ex.key()).isEqualTo("peer.verify-threads"))
+                    .hasMessageContaining("peer.verify-threads");
+        }
+    }
+
+    @Test
     void theEventBusBridgeIsOffUnlessAPortIsSetAndItsLimitsAreChecked() {
         ManagerConfig defaults = ManagerConfig.from(Map.of());
         assertThat(defaults.bridge().enabled()).isFalse();

@@ -5,6 +5,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.orbitkv.cluster.ClusterCertificates;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.vertx.core.Context;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -15,18 +19,26 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
 import java.util.zip.CRC32C;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The transport's received checksums ({@link PeerTransport.Receive#receivedChecksums}), over real sockets, both
  * receive paths: plaintext (recv straight into the slots, sendfile from a shared-memory file) and TLS (decrypted
- * buffers copied into the slots). Each value must be the CRC32C of the bytes the slot holds after the receive, so a
- * byte changed in flight (the source's flip hook) shows as a value that differs from the source's.
+ * buffers copied into the slots), each with the CRC32C inline on the event loop ({@code peer.verify-threads} 0) and on
+ * verifier threads (2). Each value must be the CRC32C of the bytes the slot holds after the receive, so a byte changed
+ * in flight (the source's flip hook) shows as a value that differs from the source's; the requester's
+ * {@code orbitkv_peer_verified_bytes_total{thread}} (labelled by the thread that really ran the CRC) shows where it ran.
+ * A fence while a verifier holds a page completes only after that check let go of the slot, and the check then skips
+ * the page.
  */
 class TcpPeerTransportChecksumTest {
     static final int PAGE = 2 << 20;
@@ -52,46 +64,67 @@ class TcpPeerTransportChecksumTest {
         }
     }
 
-    @ParameterizedTest
-    @ValueSource(strings = {"plaintext", "tls"})
-    void receivedChecksumsAreOverTheSlotsBytesAndShowAByteFlippedInFlight(String mode) throws Exception {
-        boolean plaintext = mode.equals("plaintext");
-        ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
-        Path certs = dir.resolve("certs");
-        vertx = Manager.newVertx(2);
-        // page 3 of the first lease is changed in flight (a copy; the source pool is never written)
-        PeerSettings sourceSettings = new PeerSettings(1, 1, plaintext, 10_000, 1L << 30, 64, 3, 0, 0);
-        PeerSettings requesterSettings = new PeerSettings(1, 1, plaintext, 10_000, 1L << 30, 64, 0, 0, 0);
-        TcpPeerTransport source = new TcpPeerTransport(vertx, sourceSettings, certs.resolve("ca.pem"),
-                certs.resolve("manager-1.pem"), certs.resolve("manager-1.key"));
-        TcpPeerTransport requester = new TcpPeerTransport(vertx, requesterSettings, certs.resolve("ca.pem"),
-                certs.resolve("manager-2.pem"), certs.resolve("manager-2.key"));
-        transports.add(requester);
-        transports.add(source);
-        Path poolPath = Path.of("/dev/shm", "orbitkv-crc-test-" + ProcessHandle.current().pid() + "-" + System.nanoTime());
-        sourcePool = SharedMemoryFile.create(poolPath, (long) PAGES * PAGE);
-        MemorySegment pool = sourcePool.segment();
-        SplittableRandom random = new SplittableRandom(7);
-        for (long o = 0; o < pool.byteSize(); o += 8) {
-            pool.set(ValueLayout.JAVA_LONG_UNALIGNED, o, random.nextLong());
-        }
-        List<TcpPeerTransport.PageSlice> pages = new ArrayList<>();
-        List<Integer> sourceCrcs = new ArrayList<>();
-        for (int i = 0; i < PAGES; i++) {
-            pages.add(new TcpPeerTransport.PageSlice((long) i * PAGE, PAGE));
-            CRC32C crc = new CRC32C();
-            crc.update(pool.asSlice((long) i * PAGE, PAGE).asByteBuffer());
-            sourceCrcs.add((int) crc.getValue());
-        }
-        int port = source.serve("127.0.0.1", 0, poolPath, pool, new TcpPeerTransport.Source() {
-            @Override
-            public List<TcpPeerTransport.PageSlice> begin(long leaseId, byte[] token, String peerMemberId) {
-                return pages;
-            }
+    /** A source transport serving the {@link #PAGES} pages of a random shared-memory pool, and a requester. */
+    private final class Pair {
+        final TcpPeerTransport source;
+        final TcpPeerTransport requester;
+        final SimpleMeterRegistry requesterMeters = new SimpleMeterRegistry();
+        final List<Integer> sourceCrcs = new ArrayList<>();
+        final int port;
 
-            @Override
-            public void finished(long leaseId, boolean sent) {}
-        }).await(10, TimeUnit.SECONDS);
+        Pair(boolean plaintext, long flipPage, int verifyThreads) throws Exception {
+            ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
+            Path certs = dir.resolve("certs");
+            vertx = Manager.newVertx(2);
+            PeerSettings sourceSettings = new PeerSettings(1, 1, plaintext, 10_000, 1L << 30, 64, flipPage, 0, 0);
+            PeerSettings requesterSettings = new PeerSettings(1, 1, plaintext, 10_000, 1L << 30, 64, 0, 0, 0)
+                    .withVerifyThreads(verifyThreads);
+            source = new TcpPeerTransport(vertx, sourceSettings, certs.resolve("ca.pem"),
+                    certs.resolve("manager-1.pem"), certs.resolve("manager-1.key"));
+            requester = new TcpPeerTransport(vertx, requesterSettings, requesterMeters, certs.resolve("ca.pem"),
+                    certs.resolve("manager-2.pem"), certs.resolve("manager-2.key"));
+            transports.add(requester);
+            transports.add(source);
+            Path poolPath = Path.of("/dev/shm", "orbitkv-crc-test-" + ProcessHandle.current().pid() + "-" + System.nanoTime());
+            sourcePool = SharedMemoryFile.create(poolPath, (long) PAGES * PAGE);
+            MemorySegment pool = sourcePool.segment();
+            SplittableRandom random = new SplittableRandom(7);
+            for (long o = 0; o < pool.byteSize(); o += 8) {
+                pool.set(ValueLayout.JAVA_LONG_UNALIGNED, o, random.nextLong());
+            }
+            List<TcpPeerTransport.PageSlice> pages = new ArrayList<>();
+            for (int i = 0; i < PAGES; i++) {
+                pages.add(new TcpPeerTransport.PageSlice((long) i * PAGE, PAGE));
+                CRC32C crc = new CRC32C();
+                crc.update(pool.asSlice((long) i * PAGE, PAGE).asByteBuffer());
+                sourceCrcs.add((int) crc.getValue());
+            }
+            port = source.serve("127.0.0.1", 0, poolPath, pool, new TcpPeerTransport.Source() {
+                @Override
+                public List<TcpPeerTransport.PageSlice> begin(long leaseId, byte[] token, String peerMemberId) {
+                    return pages;
+                }
+
+                @Override
+                public void finished(long leaseId, boolean sent) {}
+            }).await(10, TimeUnit.SECONDS);
+        }
+
+        /** Received bytes whose CRC32C ran on {@code thread} ({@code event_loop} or {@code verifier}). */
+        double verified(String thread) {
+            return requesterMeters.get("orbitkv_peer_verified_bytes_total").tag("thread", thread).counter().count();
+        }
+    }
+
+    @ParameterizedTest(name = "{0}, verify-threads {1}")
+    @CsvSource({"plaintext, 0", "plaintext, 2", "tls, 0", "tls, 2"})
+    void receivedChecksumsAreOverTheSlotsBytesAndShowAByteFlippedInFlight(String mode, int verifyThreads) throws Exception {
+        boolean plaintext = mode.equals("plaintext");
+        // page 3 of the first lease is changed in flight (a copy; the source pool is never written)
+        Pair pair = new Pair(plaintext, 3, verifyThreads);
+        TcpPeerTransport requester = pair.requester;
+        int port = pair.port;
+        List<Integer> sourceCrcs = pair.sourceCrcs;
 
         Arena arena = Arena.ofShared();
         try {
@@ -104,6 +137,7 @@ class TcpPeerTransportChecksumTest {
                 PeerTransport.Receive receive = requester.receive("127.0.0.1:" + port, lease, new byte[16], destinations,
                         Duration.ofSeconds(20));
                 receive.completion().await(30, TimeUnit.SECONDS);
+                assertThat(requester.verificationsPending()).as("every check reported back before completion").isZero();
                 List<Integer> received = receive.receivedChecksums();
                 assertThat(received).hasSize(PAGES);
                 for (int i = 0; i < PAGES; i++) {
@@ -120,6 +154,10 @@ class TcpPeerTransportChecksumTest {
                     }
                 }
             }
+            // Where the CRC ran: the label is the thread that computed it (Context.isOnEventLoopThread()).
+            double all = 2.0 * PAGES * PAGE;
+            assertThat(pair.verified(verifyThreads == 0 ? "event_loop" : "verifier")).as("bytes checked").isEqualTo(all);
+            assertThat(pair.verified(verifyThreads == 0 ? "verifier" : "event_loop")).as("bytes checked elsewhere").isZero();
         } finally {
             for (TcpPeerTransport t : List.copyOf(transports)) {
                 t.close().await(10, TimeUnit.SECONDS);
@@ -130,5 +168,67 @@ class TcpPeerTransportChecksumTest {
         if (plaintext) {
             assertThat(TcpPeerTransport.receivedInPlaceBytes()).as("the plaintext path received in place").isPositive();
         }
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"plaintext", "tls"})
+    void aFenceWhileAVerifierHoldsAPageCompletesOnlyAfterTheCheckLetGoAndTheCheckThenSkipsIt(String mode) throws Exception {
+        Pair pair = new Pair(mode.equals("plaintext"), 0, 1);
+        TcpPeerTransport requester = pair.requester;
+        CountDownLatch holding = new CountDownLatch(1);
+        CountDownLatch letGo = new CountDownLatch(1);
+        AtomicInteger checks = new AtomicInteger();
+        requester.beforeVerify(() -> {
+            if (checks.getAndIncrement() == 0) { // the first page's check: held until the test lets it go
+                holding.countDown();
+                try {
+                    letGo.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        });
+        Context context = vertx.getOrCreateContext();
+        Arena arena = Arena.ofShared();
+        try {
+            MemorySegment slots = arena.allocate((long) PAGES * PAGE, 4096);
+            List<PeerTransport.Destination> destinations = new ArrayList<>();
+            for (int i = 0; i < PAGES; i++) {
+                destinations.add(new PeerTransport.Destination(slots.asSlice((long) i * PAGE, PAGE)));
+            }
+            PeerTransport.Receive receive = onContext(context, () -> Future.succeededFuture(requester.receive(
+                    "127.0.0.1:" + pair.port, 1, new byte[16], destinations, Duration.ofSeconds(20))))
+                    .await(10, TimeUnit.SECONDS);
+            assertThat(holding.await(20, TimeUnit.SECONDS)).as("the first page landed and its check started").isTrue();
+            Future<Void> fenced = receive.fence(); // queues its step on the receive's context, from this thread
+            // Queued after the fence's step on the same context: once it ran, the fence closed the connection.
+            onContext(context, () -> Future.succeededFuture()).await(10, TimeUnit.SECONDS);
+            assertThat(fenced.isComplete()).as("the fence waits while a verifier holds a page").isFalse();
+            assertThat(requester.fencesWaitingForVerification()).isEqualTo(1);
+            assertThat(requester.verificationsPending()).isPositive();
+            assertThat(receive.completion().failed()).as("the receive ended at the fence").isTrue();
+            letGo.countDown();
+            fenced.await(10, TimeUnit.SECONDS);
+            assertThat(requester.verificationsPending()).as("no check outstanding after the fence").isZero();
+            assertThat(requester.fencesWaitingForVerification()).isZero();
+            assertThat(pair.verified("verifier")).as("the held check saw the fence and skipped its page, as did any queued")
+                    .isZero();
+            assertThat(pair.verified("event_loop")).isZero();
+            assertThat(receive.receivedChecksums()).isNull();
+        } finally {
+            letGo.countDown();
+            for (TcpPeerTransport t : List.copyOf(transports)) {
+                t.close().await(10, TimeUnit.SECONDS);
+            }
+            transports.clear();
+            arena.close(); // the slots go only now that no check can read them
+        }
+    }
+
+    /** Runs {@code action} on {@code context}; its result. */
+    static <T> Future<T> onContext(Context context, Supplier<Future<T>> action) {
+        Promise<T> promise = Promise.promise();
+        context.runOnContext(v -> action.get().onComplete(promise));
+        return promise.future();
     }
 }

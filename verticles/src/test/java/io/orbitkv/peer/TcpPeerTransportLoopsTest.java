@@ -64,8 +64,7 @@ class TcpPeerTransportLoopsTest {
         ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
         Path certs = dir.resolve("certs");
         vertx = Manager.newVertx(2);
-        PeerSettings settings = new PeerSettings(1, 1, plaintext, 10_000, 1L << 30, 64, 0, 0, 0,
-                PeerSettings.PREFAULT_DEFAULT, loops);
+        PeerSettings settings = new PeerSettings(1, 1, plaintext, 10_000, 1L << 30, 64, 0, 0, 0).withTransferLoops(loops);
         TcpPeerTransport source = new TcpPeerTransport(vertx, settings, certs.resolve("ca.pem"),
                 certs.resolve("manager-1.pem"), certs.resolve("manager-1.key"));
         TcpPeerTransport requester = new TcpPeerTransport(vertx, settings, certs.resolve("ca.pem"),

@@ -24,6 +24,7 @@ import io.orbitkv.protocol.engine.PageKey;
 import io.orbitkv.protocol.engine.PublishSlot;
 import io.orbitkv.protocol.engine.Representation;
 import io.orbitkv.protocol.engine.SlotStatus;
+import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.storage.StateKey;
 import io.vertx.core.json.JsonObject;
@@ -52,7 +53,9 @@ import java.util.concurrent.atomic.AtomicReference;
  * then mutual TLS. Each fetch is one lease of {@code --pages} 2 MiB pages into fresh local slots, verified against
  * the source's CRC32C before READY; the measured rounds keep {@code --in-flight} fetches going at once. Reports
  * transfer_ratio (plaintext vs iperf3), tls_transfer_ratio and per-fetch latency percentiles (single-page fetches,
- * one at a time).
+ * one at a time). {@code --verify-threads=N} sets the requester's {@code peer.verify-threads} (0: the CRC32C inline on
+ * the transfer connection's event loop; default: the Manager's default for this host), recorded in the report's
+ * config with the verified bytes per thread kind, for A/B runs.
  *
  * <p>Design note (ownership): the bench owns etcd and the source process through {@link LocalCluster} (closed, by pid,
  * in every outcome), each requester Manager (closed in a finally), the iperf3 server it starts (destroyed after its one
@@ -77,13 +80,24 @@ public final class PeerBench {
         int warmUps = args.integer("warm-up-fetches", 8);
         String poolDir = args.string("pool-dir", "");
         Map<String, String> settings = managerSettings(args.string("setting", ""));
+        String verifyThreadsArg = args.string("verify-threads", "");
         args.requireAllUsed();
+        int verifyThreads;
+        try {
+            verifyThreads = verifyThreadsArg.isEmpty() ? -1 : Integer.parseInt(verifyThreadsArg.strip());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--verify-threads must be an integer in 0..64, got '" + verifyThreadsArg + "'");
+        }
+        if (!verifyThreadsArg.isEmpty() && (verifyThreads < 0 || verifyThreads > 64)) {
+            throw new IllegalArgumentException("--verify-threads must be an integer in 0..64, got " + verifyThreads);
+        }
         if (pages < 1 || rounds < 1 || singles < 1 || iperfSeconds < 1 || inFlight < 1 || warmUps < 1) {
             throw new IllegalArgumentException("--pages, --rounds, --single-fetches, --iperf-seconds, --in-flight and "
                     + "--warm-up-fetches must be >= 1");
         }
         try {
-            return measure(new Shape(pages, rounds, singles, iperfSeconds, inFlight, warmUps), poolDir, settings);
+            return measure(new Shape(pages, rounds, singles, iperfSeconds, inFlight, warmUps, verifyThreads), poolDir,
+                    settings);
         } catch (RuntimeException e) {
             throw e;
         } catch (Exception e) {
@@ -111,8 +125,16 @@ public final class PeerBench {
         return settings;
     }
 
-    /** What one run measures: fetch size, measured and warm-up fetches, fetches in flight, single-page fetches. */
-    record Shape(int pages, int rounds, int singles, int iperfSeconds, int inFlight, int warmUps) {
+    /**
+     * What one run measures: fetch size, measured and warm-up fetches, fetches in flight, single-page fetches, and the
+     * requester's {@code peer.verify-threads} (-1: the Manager's default).
+     */
+    record Shape(int pages, int rounds, int singles, int iperfSeconds, int inFlight, int warmUps, int verifyThreads) {
+        /** The requester's verifier threads as the Manager will run them. */
+        int effectiveVerifyThreads() {
+            return verifyThreads < 0 ? PeerSettings.VERIFY_THREADS_DEFAULT : verifyThreads;
+        }
+
         /** Both pools hold every fetched page (each fetch lands in fresh slots), rounded up to 64 MiB, plus 128 MiB. */
         long poolBytes() {
             return ((long) ((rounds + warmUps) * pages + singles) * PAGE / (64L << 20) + 2) * (64L << 20);
@@ -121,7 +143,7 @@ public final class PeerBench {
 
     record Mode(String name, double bytesPerSecond, double[] latenciesMs, long fetchedBytes, double mismatches,
                 double prefaultMs, double sourceReserveChecksums, double acquireMs, double submitMs,
-                long hugeMappedBytes) {}
+                long hugeMappedBytes, double verifiedOffLoopBytes, double verifiedOnLoopBytes) {}
 
     private static double median(List<Double> values) {
         if (values.isEmpty()) {
@@ -138,8 +160,11 @@ public final class PeerBench {
                 .config("rounds", shape.rounds()).config("warm_up_fetches", shape.warmUps())
                 .config("single_fetches", shape.singles()).config("iperf_seconds", shape.iperfSeconds())
                 .config("manager_settings", settings.toString())
-                .config("transfer_loops", Integer.parseInt(settings.getOrDefault("peer.transfer-loops",
-                        String.valueOf(PeerSettings.defaultTransferLoops()))));
+                .config("transfer_loops", settings.getOrDefault("peer.transfer-loops", "auto").strip().equals("auto")
+                        ? PeerSettings.defaultTransferLoops() : Integer.parseInt(settings.get("peer.transfer-loops").strip()))
+                .config("requester_verify_threads", shape.effectiveVerifyThreads())
+                .config("requester_verify_threads_source", shape.verifyThreads() < 0 ? "default" : "--verify-threads")
+                .config("available_processors", Runtime.getRuntime().availableProcessors());
         if (!LocalEtcd.installed()) {
             throw new IllegalStateException("etcd is not installed (/usr/bin/etcd): apt-get install etcd-server");
         }
@@ -205,7 +230,9 @@ public final class PeerBench {
                     .figure(m.name() + "_source_reserve_checksum_pages", m.sourceReserveChecksums())
                     .figure(m.name() + "_fetch_acquire_ms_p50", m.acquireMs())
                     .figure(m.name() + "_fetch_submit_ms_p50", m.submitMs())
-                    .figure(m.name() + "_requester_pool_huge_mapped_bytes", m.hugeMappedBytes());
+                    .figure(m.name() + "_requester_pool_huge_mapped_bytes", m.hugeMappedBytes())
+                    .figure(m.name() + "_requester_verified_bytes_verifier", Math.round(m.verifiedOffLoopBytes()))
+                    .figure(m.name() + "_requester_verified_bytes_event_loop", Math.round(m.verifiedOnLoopBytes()));
             double[] l = m.latenciesMs();
             Arrays.sort(l);
             report.figure(m.name() + "_single_page_latency_ms_p50", percentile(l, 0.50))
@@ -239,6 +266,7 @@ public final class PeerBench {
         Map<String, String> s = new HashMap<>(cluster.inProcessMember(2).peer(transport)
                 .set("pool.size", String.valueOf(shape.poolBytes())).set("pool.shm-dir", poolDir.toString())
                 .set("publish.budget-fraction", "0.9").set("data-dir", dir.resolve("requester-" + transport).toString())
+                .set("peer.verify-threads", String.valueOf(shape.effectiveVerifyThreads()))
                 .settings());
         s.putAll(settings);
         Manager requester = Manager.start(ManagerConfig.from(s)).await(120, TimeUnit.SECONDS);
@@ -330,6 +358,12 @@ public final class PeerBench {
             }
             double rate = bytes / (nanos / 1e9);
             double mismatches = requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count();
+            double verifiedOffLoop = requester.registry().get("orbitkv_peer_verified_bytes_total").tag("thread", "verifier")
+                    .counter().count();
+            double verifiedOnLoop = requester.registry().get("orbitkv_peer_verified_bytes_total").tag("thread", "event_loop")
+                    .counter().count();
+            progress("%s: received bytes checksummed (whole run) on verifier threads %.0f MiB, on the event loop %.0f MiB",
+                    transport, verifiedOffLoop / (1 << 20), verifiedOnLoop / (1 << 20));
             progress("%s: %d bytes in %.3f s = %.2f GB/s", transport, bytes, nanos / 1e9, rate / 1e9);
             progress("%s: requester prefault %.0f ms; the source computed %.0f CRC32C at reserve in the measured rounds",
                     transport, prefaultMs, sourceChecksums);
@@ -340,7 +374,7 @@ public final class PeerBench {
             long huge = BenchPoolDir.hugeMappedBytes(poolDir);
             progress("%s: requester pool mapped with 2 MiB pages: %d MiB", transport, huge >> 20);
             return new Mode(transport, rate, latencies, bytes, mismatches, prefaultMs, sourceChecksums, acquire, submit,
-                    huge);
+                    huge, verifiedOffLoop, verifiedOnLoop);
         } finally {
             requester.close();
         }
