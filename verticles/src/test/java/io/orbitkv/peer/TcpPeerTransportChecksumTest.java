@@ -200,11 +200,14 @@ class TcpPeerTransportChecksumTest {
                     "127.0.0.1:" + pair.port, 1, new byte[16], destinations, Duration.ofSeconds(20))))
                     .await(10, TimeUnit.SECONDS);
             assertThat(holding.await(20, TimeUnit.SECONDS)).as("the first page landed and its check started").isTrue();
-            Future<Void> fenced = receive.fence(); // queues its step on the receive's context, from this thread
-            // Queued after the fence's step on the same context: once it ran, the fence closed the connection.
-            onContext(context, () -> Future.succeededFuture()).await(10, TimeUnit.SECONDS);
-            assertThat(fenced.isComplete()).as("the fence waits while a verifier holds a page").isFalse();
+            Future<Void> fenced = receive.fence(); // queues its step on the receive's loop, from this thread
+            // The fence's step ends the receive, closes the connection, then waits for the held check.
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (requester.fencesWaitingForVerification() == 0 && System.nanoTime() < deadline) {
+                Thread.onSpinWait();
+            }
             assertThat(requester.fencesWaitingForVerification()).isEqualTo(1);
+            assertThat(fenced.isComplete()).as("the fence waits while a verifier holds a page").isFalse();
             assertThat(requester.verificationsPending()).isPositive();
             assertThat(receive.completion().failed()).as("the receive ended at the fence").isTrue();
             letGo.countDown();
