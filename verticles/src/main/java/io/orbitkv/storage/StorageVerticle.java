@@ -48,7 +48,9 @@ import java.util.Set;
  * <p>Design note (ownership and lifetime): this verticle creates the pool file in {@code start()} and removes it in
  * {@code stop()}; engines map the same file. All image state is confined to this verticle's event loop, reached
  * only through {@link StorageProxy}. On stop, outstanding leases die with the process: the file is unlinked, and
- * engines still mapping it keep their mapping until they unmap (the kernel frees the memory then).
+ * engines still mapping it keep their mapping until they unmap (the kernel frees the memory then). The pool's page
+ * sizes: the mount's promise comes with the settings (the Manager asks once) and {@link PoolHugePageMeter} measures
+ * what this process's mappings really got, on workers only, at start and at a bounded rate (its design note).
  */
 public final class StorageVerticle extends VerticleBase {
     private final StorageSettings settings;
