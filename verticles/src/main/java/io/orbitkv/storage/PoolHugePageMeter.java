@@ -25,8 +25,9 @@ import org.slf4j.LoggerFactory;
  * {@link #latest} never blocks: it answers the cached sample and, when the last re-read it asked for is at least
  * {@code minIntervalNanos} old, hands one re-read to a worker (at most one in flight). So scrapes of the gauges (and
  * the storage role's slow timer) cost at most one smaps read per interval whatever their rate; a gauge answers the
- * previous sample, at most one interval plus one read old. No native memory, no file handle kept between reads;
- * {@link #close} stops further re-reads (one in flight finishes harmlessly: the file is only read).
+ * latest finished read (the first scrape after a quiet spell answers an old one and starts a fresh one). No native
+ * memory, no file handle kept between reads; {@link #close} stops further re-reads (one in flight finishes
+ * harmlessly: the file is only read).
  *
  * <p>Design note (what is counted): every mapping of exactly the pool file in this process (the storage role's and,
  * when they run, the peer and restore roles' mappings; engines in other processes are not seen), summed: a page two
