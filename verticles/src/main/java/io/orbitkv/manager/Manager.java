@@ -179,15 +179,16 @@ public final class Manager implements AutoCloseable {
 
     /**
      * {@code pool.huge-pages} (before the pool file exists): tells whether {@code pool.shm-dir} backs the pool with
-     * huge pages ({@link PoolPages}); logs it; on 4 KiB pages warns once (prefer) or refuses to start (require).
+     * huge pages ({@link PoolPages}); logs it; on 4 KiB pages warns once (prefer) or refuses to start (require). The
+     * one place that asks: the answer goes to the storage role (creating, gauges) and the peer role (prefault).
      */
-    static void checkHugePages(ManagerConfig config) throws java.io.IOException {
+    static PoolPages.Answer checkHugePages(ManagerConfig config) throws java.io.IOException {
         Path dir = config.poolShmDir();
         PoolPages.Answer pages = PoolPages.of(dir);
         String mount = "mount -t tmpfs -o huge=within_size,mode=0700,size=<N> orbitkv-pool <dir>, then pool.shm-dir: <dir>";
         if (pages.hugePages()) {
             LOG.info("the DRAM pool is on huge pages: {} ({})", dir, pages.describe());
-            return;
+            return pages;
         }
         if (config.poolHugePages() == ManagerConfig.HugePages.REQUIRE) {
             throw new ConfigException("pool.huge-pages", "require, but " + dir + " gives 4 KiB pages ("
@@ -195,7 +196,11 @@ public final class Manager implements AutoCloseable {
         }
         LOG.warn("the DRAM pool is on 4 KiB pages: {} ({}); copies into and out of it measured 2-4x slower than on "
                 + "huge pages on a paravirtualised host; for huge pages: {}", dir, pages.describe(), mount);
+        return pages;
     }
+
+    /** What the blocking part of start prepared: the engine token and the pool directory's page answer. */
+    private record Prepared(String token, PoolPages.Answer poolPages) {}
 
     /** Starts a Manager on its own Vertx; the future fails with a clear cause, leaving nothing running. */
     public static Future<Manager> start(ManagerConfig config) {
@@ -223,12 +228,12 @@ public final class Manager implements AutoCloseable {
                     + vertx.unavailableNativeTransportCause()));
         }
         Path poolPath = config.poolPath(incarnation);
-        Future<String> prepared = vertx.executeBlocking(() -> {
+        Future<Prepared> prepared = vertx.executeBlocking(() -> {
             prepareDataDir(config.dataDir());
             if (!Files.isDirectory(config.poolShmDir())) {
                 throw new ConfigException("pool.shm-dir", config.poolShmDir() + " is not a directory");
             }
-            checkHugePages(config);
+            PoolPages.Answer poolPages = checkHugePages(config);
             if (config.ssd().enabled() && config.ssd().defaultDirectory()) {
                 Files.createDirectories(config.ssd().directory());
                 Files.setPosixFilePermissions(config.ssd().directory(), PosixFilePermissions.fromString("rwx------"));
@@ -237,13 +242,14 @@ public final class Manager implements AutoCloseable {
                 LOG.info("removed the pool file {} of a Manager that is no longer running", stale);
             }
             try {
-                return EngineToken.loadOrCreate(config.authTokenFile(), Libc.effectiveUid());
+                return new Prepared(EngineToken.loadOrCreate(config.authTokenFile(), Libc.effectiveUid()), poolPages);
             } catch (EngineToken.InsecureTokenFileException e) {
                 throw new ConfigException("auth.token-file", e.getMessage());
             }
         });
         CostVerticle cost = new CostVerticle(config.cost(), registry);
-        Future<Manager> started = prepared.compose(token -> {
+        Future<Manager> started = prepared.compose(ready -> {
+            String token = ready.token();
             long poolBytes = config.poolSizeBytes();
             ResourceId dramPool = new ResourceId(ResourceKind.DRAM_POOL,
                     "dram-pool", incarnation);
@@ -253,6 +259,7 @@ public final class Manager implements AutoCloseable {
                     ? new SsdVerticle(config.ssd().settings()
                             .observer(new SsdWriteObservations(cost.proxy(), ssdStore, dramPool)), registry) : null;
             StorageSettings storageSettings = new StorageSettings().pool(poolPath, poolBytes)
+                    .poolPages(ready.poolPages())
                     .chunkBytes(config.poolChunkBytes())
                     .publishBudgetBytes((long) (poolBytes * config.publishBudgetFraction()))
                     .incarnation(incarnation)
@@ -285,7 +292,8 @@ public final class Manager implements AutoCloseable {
                     .orElse(null);
             io.orbitkv.peer.PeerVerticle peer = cluster == null || !config.peer().enabled() ? null
                     : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
-                            poolBytes, registry, cost.proxy());
+                            poolBytes, registry, cost.proxy())
+                            .poolPageBytes(io.orbitkv.peer.PoolPrefault.pageBytes(ready.poolPages()));
             // Peer evidence counts only for current members. With the cluster on, discovery merges the inventory's
             // peer records with local evidence; with the peer role too, peer DRAM and peer SSD (the source stages its
             // own extents) are executable through it, one execution owner for both.

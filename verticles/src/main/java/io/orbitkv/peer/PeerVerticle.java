@@ -157,6 +157,8 @@ public final class PeerVerticle extends VerticleBase {
     private final Promise<Void> prefaulted = Promise.promise();
     private volatile long prefaultNanos = -1;
     private volatile boolean prefaultStop;
+    /** One prefault write per this many bytes ({@link #poolPageBytes}); 4 KiB unless told the pool is on huge pages. */
+    private long prefaultPageBytes = PoolPrefault.PAGE;
     private volatile ReserveGate reserveGate = ReserveGate.OPEN;
     private Counter rejections;
     private Counter fetchedPages;
@@ -180,6 +182,15 @@ public final class PeerVerticle extends VerticleBase {
         this.poolPath = poolPath;
         this.poolBytes = poolBytes;
         this.registry = registry;
+    }
+
+    /**
+     * The pool's page size for the start-up prefault ({@link PoolPrefault#pageBytes}: the Manager asks the mount once
+     * and tells this role before deploying it). Answers this.
+     */
+    public PeerVerticle poolPageBytes(long pageBytes) {
+        this.prefaultPageBytes = pageBytes;
+        return this;
     }
 
     private static final class Lease {
@@ -296,7 +307,7 @@ public final class PeerVerticle extends VerticleBase {
 
     /**
      * Prefault (design note): a fresh mapping of the pool costs a page fault per page (4 KiB, or 2 MiB on huge pages:
-     * {@link PoolPrefault#pageBytes}) at its first write, and on
+     * {@link #poolPageBytes}) at its first write, and on
      * a requester the first write is the receive's recv(2) or copy into a destination slot — on the event loop, in
      * the middle of a transfer. So at start a worker write-faults the first {@code peer.prefault-bytes} of this role's
      * mapping once ({@link PoolPrefault}: no value changes, safe while the pool is in use). It stops early when this
@@ -306,7 +317,7 @@ public final class PeerVerticle extends VerticleBase {
         MemorySegment segment = pool.segment();
         long started = System.nanoTime();
         vertx.executeBlocking(() -> PoolPrefault.prefault(segment, settings.prefaultBytes(),
-                        PoolPrefault.pageBytes(poolPath), () -> prefaultStop), false)
+                        prefaultPageBytes, () -> prefaultStop), false)
                 .onComplete(ar -> {
                     prefaultNanos = System.nanoTime() - started;
                     prefaulted.tryComplete();

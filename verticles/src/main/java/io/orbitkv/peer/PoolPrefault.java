@@ -1,11 +1,9 @@
 package io.orbitkv.peer;
 
 import io.orbitkv.nativeio.shm.PoolPages;
-import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.VarHandle;
-import java.nio.file.Path;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -26,15 +24,11 @@ public final class PoolPrefault {
     private PoolPrefault() {}
 
     /**
-     * The page size to prefault a pool file at {@code poolPath} with: 2 MiB when its directory backs it with huge
-     * pages ({@link PoolPages}), else (or when that cannot be told) 4 KiB, which covers huge pages too. Blocking.
+     * The page size to prefault a pool with whose directory gave {@code pages} ({@link PoolPages}, asked once by the
+     * Manager): 2 MiB on huge pages, else 4 KiB (which covers huge pages too, one write per 4 KiB).
      */
-    public static long pageBytes(Path poolPath) {
-        try {
-            return PoolPages.of(poolPath.toAbsolutePath().getParent()).hugePages() ? PoolPages.HUGE_PAGE_BYTES : PAGE;
-        } catch (IOException e) {
-            return PAGE;
-        }
+    public static long pageBytes(PoolPages.Answer pages) {
+        return pages.hugePages() ? PoolPages.HUGE_PAGE_BYTES : PAGE;
     }
 
     /** Faults the first {@code bytes} (rounded down to 4 KiB) of {@code mapping}, 4 KiB pages; answers the bytes covered. */

@@ -2,6 +2,7 @@ package io.orbitkv.storage;
 
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.cost.ResourceId;
+import io.orbitkv.nativeio.shm.PoolPages;
 import io.orbitkv.ssd.SsdProxy;
 import java.nio.file.Path;
 import java.util.Objects;
@@ -27,11 +28,21 @@ public final class StorageSettings {
     private CostProxy cost;
     private ResourceId dramPool;
     private boolean backgroundChecksums;
+    private PoolPages.Answer poolPages;
 
     /** The shared-memory pool file this role creates, reserves and removes, and its size. */
     public StorageSettings pool(Path path, long bytes) {
         this.poolPath = path;
         this.poolBytes = bytes;
+        return this;
+    }
+
+    /**
+     * What the pool's directory gives it ({@link PoolPages}), when the caller asked already (the Manager does, once, at
+     * start); unset, the role asks itself on its start worker.
+     */
+    public StorageSettings poolPages(PoolPages.Answer poolPages) {
+        this.poolPages = poolPages;
         return this;
     }
 
@@ -108,6 +119,10 @@ public final class StorageSettings {
 
     Path poolPath() {
         return poolPath;
+    }
+
+    PoolPages.Answer poolPages() {
+        return poolPages;
     }
 
     long poolBytes() {

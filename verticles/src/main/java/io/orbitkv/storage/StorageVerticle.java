@@ -48,15 +48,22 @@ import java.util.Set;
  * <p>Design note (ownership and lifetime): this verticle creates the pool file in {@code start()} and removes it in
  * {@code stop()}; engines map the same file. All image state is confined to this verticle's event loop, reached
  * only through {@link StorageProxy}. On stop, outstanding leases die with the process: the file is unlinked, and
- * engines still mapping it keep their mapping until they unmap (the kernel frees the memory then).
+ * engines still mapping it keep their mapping until they unmap (the kernel frees the memory then). The pool's page
+ * sizes: the mount's promise comes with the settings (the Manager asks once) and {@link PoolHugePageMeter} measures
+ * what this process's mappings really got, on workers only, at start and at a bounded rate (its design note).
  */
 public final class StorageVerticle extends VerticleBase {
     private final StorageSettings settings;
     private final MeterRegistry registry;
     private final Ticker ticker = Ticker.SYSTEM;
+    /** How often the role itself re-checks the pool's real page sizes when its mount promises huge pages. */
+    static final long HUGE_PAGE_CHECK_MILLIS = 60_000;
     private SharedMemoryFile poolFile;
-    /** Whether the pool's directory backs it with huge pages ({@link PoolPages}), told by a worker at start. */
-    private volatile boolean hugePages;
+    /** What the pool's directory gives it ({@link PoolPages}): from the settings, or asked by the start worker. */
+    private volatile PoolPages.Answer poolPages;
+    /** The pool's real page sizes in this process, from smaps (gauges, one WARN); created by the start worker. */
+    private volatile PoolHugePageMeter hugePageMeter;
+    private long hugePageTimer = -1;
     private ImageStore store;
     private Materializer materializer;
     /** Seals whose checksums a worker is computing; loop-confined. */
@@ -101,12 +108,13 @@ public final class StorageVerticle extends VerticleBase {
     public Future<?> start() {
         // Reserving the pool touches every page of it: a worker does that, not this role's event loop.
         return vertx.executeBlocking(() -> {
-                    SharedMemoryFile created = SharedMemoryFile.create(settings.poolPath(), settings.poolBytes());
-                    try {
-                        hugePages = PoolPages.of(settings.poolPath().toAbsolutePath().getParent()).hugePages();
-                    } catch (IOException e) {
-                        hugePages = false; // the mount cannot be told: reported as 4 KiB pages
-                    }
+                    PoolPages.Answer pages = settings.poolPages() != null ? settings.poolPages() : askPoolPages();
+                    SharedMemoryFile created = SharedMemoryFile.create(settings.poolPath(), settings.poolBytes(),
+                            pages.kind());
+                    poolPages = pages;
+                    hugePageMeter = new PoolHugePageMeter(realPath(created.path()), pages, ticker,
+                            PoolHugePageMeter.MIN_INTERVAL_NANOS);
+                    hugePageMeter.sample(); // huge=advise populated the pool through this mapping: a fallback shows now
                     return created;
                 })
                 .recover(e -> Future.failedFuture(new IllegalStateException("cannot create the shared-memory pool "
@@ -115,6 +123,33 @@ public final class StorageVerticle extends VerticleBase {
                     poolFile = created;
                     return startOnPool();
                 });
+    }
+
+    /** The pool directory's answer when the settings carry none (a role started without a Manager). Blocking. */
+    private PoolPages.Answer askPoolPages() {
+        try {
+            return PoolPages.of(settings.poolPath().toAbsolutePath().getParent());
+        } catch (IOException e) {
+            // the mount cannot be told: reported (and created) as 4 KiB pages
+            return new PoolPages.Answer(PoolPages.Kind.NONE, null, null, "never", "never");
+        }
+    }
+
+    /** The path as smaps names the mapping (no symbolic links), or as given when that cannot be resolved. */
+    private static Path realPath(Path path) {
+        try {
+            return path.toRealPath();
+        } catch (IOException e) {
+            return path.toAbsolutePath();
+        }
+    }
+
+    /** Runs a smaps re-read of {@link PoolHugePageMeter} on a worker of this role's context (never its event loop). */
+    private void onWorker(Runnable read) {
+        context.executeBlocking(() -> {
+            read.run();
+            return null;
+        }, false);
     }
 
     private Future<?> startOnPool() {
@@ -136,6 +171,10 @@ public final class StorageVerticle extends VerticleBase {
         }
         measureFragmentation();
         fragmentationTimer = vertx.setPeriodic(1000, id -> measureFragmentation());
+        if (poolPages.hugePages()) {
+            // Pages are touched long after start (engines, peers): without scrapes, a fallback still gets its WARN.
+            hugePageTimer = vertx.setPeriodic(HUGE_PAGE_CHECK_MILLIS, id -> hugePageMeter.latest(this::onWorker));
+        }
         registerMetrics();
         Future<?> ssdReady = Future.succeededFuture();
         if (ssd != null) {
@@ -605,8 +644,17 @@ public final class StorageVerticle extends VerticleBase {
     private void registerMetrics() {
         Gauge.builder("orbitkv.pool.bytes", () -> snapshot.poolBytes()).baseUnit("bytes")
                 .description("Size of the shared-memory DRAM pool").register(registry);
-        Gauge.builder("orbitkv.pool.huge.pages", () -> hugePages ? 1 : 0)
+        Gauge.builder("orbitkv.pool.huge.pages", () -> poolPages.hugePages() ? 1 : 0)
                 .description("1 when the pool's directory backs it with 2 MiB huge pages (pool.shm-dir), else 0")
+                .register(registry);
+        // Measured, not promised: smaps re-read on a worker at most once per 5 s however often /metrics is scraped.
+        Gauge.builder("orbitkv.pool.huge.mapped.bytes", () -> hugePageMeter.latest(this::onWorker).hugeMappedBytes())
+                .baseUnit("bytes").description("Bytes of the pool this process maps with 2 MiB pages (smaps "
+                        + "ShmemPmdMapped + FilePmdMapped over its mappings of the pool file; compare touched bytes)")
+                .register(registry);
+        Gauge.builder("orbitkv.pool.touched.bytes", () -> hugePageMeter.latest(this::onWorker).residentBytes())
+                .baseUnit("bytes").description("Bytes of the pool this process's mappings of the pool file have "
+                        + "touched (smaps Rss, summed over them)")
                 .register(registry);
         Gauge.builder("orbitkv.pool.used.bytes", () -> snapshot.spanBytes()).baseUnit("bytes")
                 .description("Pool bytes held by allocator spans").register(registry);
@@ -721,6 +769,12 @@ public final class StorageVerticle extends VerticleBase {
         RoleProxies.withdrawAll(context);
         readsInFlightAtUnmap = materializer == null ? 0 : materializer.inFlight();
         vertx.cancelTimer(fragmentationTimer);
+        if (hugePageTimer >= 0) {
+            vertx.cancelTimer(hugePageTimer);
+        }
+        if (hugePageMeter != null) {
+            hugePageMeter.close();
+        }
         if (quarantineTimer >= 0) {
             vertx.cancelTimer(quarantineTimer);
         }

@@ -6,6 +6,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.orbitkv.manager.ConfigException;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.nativeio.shm.PoolPages;
+import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.orbitkv.peer.PoolPrefault;
+import java.time.Duration;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
@@ -13,6 +16,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
+import org.awaitility.Awaitility;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
@@ -23,7 +27,9 @@ import org.junit.jupiter.api.Timeout;
  * {@code pool.huge-pages} on real Managers: {@code require} on a 4 KiB-page /dev/shm refuses to start with a typed
  * error before any pool file exists; on a real {@code huge=within_size} tmpfs (mounted here; skipped where it cannot
  * be) it starts, the pool file lives there and {@code orbitkv_pool_huge_pages} is 1; {@code prefer} on /dev/shm starts
- * on 4 KiB pages with the gauge at 0.
+ * on 4 KiB pages with the gauge at 0. The measured figures on /metrics: once pages of the pool are touched through a
+ * mapping in the Manager's process, {@code orbitkv_pool_huge_mapped_bytes} counts them on the huge mount and stays 0
+ * on /dev/shm while {@code orbitkv_pool_touched_bytes} counts them on both.
  */
 @Timeout(120)
 class HugePagesIT {
@@ -97,7 +103,12 @@ class HugePagesIT {
                 assertThat(pool.getParent()).isEqualTo(tmpfs.dir);
                 assertThat(ourPoolFiles(tmpfs.dir)).containsExactly(pool);
                 assertThat(hugeGauge(manager)).isEqualTo(1.0);
-                assertThat(scrapeLine(manager, "orbitkv_pool_huge_pages")).isEqualTo("orbitkv_pool_huge_pages 1.0");
+                // Touched before the first scrape: that scrape's smaps re-read sees them (the next is 5 s later).
+                try (SharedMemoryFile mapping = touchPool(manager)) {
+                    assertThat(scrapeLine(manager, "orbitkv_pool_huge_pages")).isEqualTo("orbitkv_pool_huge_pages 1.0");
+                    awaitScraped(manager, "orbitkv_pool_huge_mapped_bytes");
+                    assertThat(scrape(manager, "orbitkv_pool_touched_bytes")).isGreaterThanOrEqualTo(TOUCHED);
+                }
             }
             assertThat(Files.exists(pool)).as("pool file removed on stop").isFalse();
         } finally {
@@ -113,9 +124,37 @@ class HugePagesIT {
         try (Manager manager = Manager.start(RunningManager.config(settings(data, "/dev/shm", "prefer")))
                 .await(60, TimeUnit.SECONDS)) {
             assertThat(hugeGauge(manager)).isZero();
+            try (SharedMemoryFile mapping = touchPool(manager)) {
+                awaitScraped(manager, "orbitkv_pool_touched_bytes");
+                assertThat(scrape(manager, "orbitkv_pool_huge_mapped_bytes")).as("4 KiB pages, measured").isZero();
+            }
         } finally {
             RunningManager.deleteTree(data);
         }
+    }
+
+    private static final long TOUCHED = 16L << 20;
+
+    /**
+     * Maps the Manager's pool in this process (as an engine in the same process would) and write-faults its first
+     * {@link #TOUCHED} bytes without changing a byte ({@link PoolPrefault}); the caller closes the mapping.
+     */
+    private static SharedMemoryFile touchPool(Manager manager) throws Exception {
+        SharedMemoryFile mapping = SharedMemoryFile.map(manager.poolPath(), 32L << 20);
+        PoolPrefault.prefault(mapping.segment(), TOUCHED, () -> false);
+        return mapping;
+    }
+
+    /** Scrapes until {@code name} counts at least {@link #TOUCHED} bytes (a scrape answers the previous smaps read). */
+    private static void awaitScraped(Manager manager, String name) {
+        Awaitility.await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(50)).untilAsserted(
+                () -> assertThat(scrape(manager, name)).as(name).isGreaterThanOrEqualTo(TOUCHED));
+    }
+
+    /** The value of {@code name} on the real /metrics endpoint. */
+    private static double scrape(Manager manager, String name) throws Exception {
+        String line = scrapeLine(manager, name);
+        return Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
     }
 
     /** The sample line of {@code name} on the real /metrics endpoint (its name and value, no labels). */

@@ -62,7 +62,7 @@ class PoolPrefaultTest {
                 for (long o = 0; o < 2 * BYTES; o += PoolPrefault.STEP) {
                     created.segment().set(ValueLayout.JAVA_LONG, o, o + 7);
                 }
-                assertThat(PoolPrefault.pageBytes(path)).as("what PeerVerticle prefaults with").isEqualTo(2L << 20);
+                assertThat(PoolPrefault.pageBytes(PoolPages.of(path.getParent()))).as("what PeerVerticle prefaults with").isEqualTo(2L << 20);
                 try (SharedMemoryFile mapped = SharedMemoryFile.map(path, 2 * BYTES)) {
                     long pmdBefore = HugeTmpfs.smapsKb(path, "ShmemPmdMapped");
                     assertThat(PoolPrefault.prefault(mapped.segment(), BYTES + 100, PoolPages.HUGE_PAGE_BYTES,
@@ -84,7 +84,7 @@ class PoolPrefaultTest {
         org.junit.jupiter.api.Assumptions.assumeFalse(PoolPages.of(path.getParent()).hugePages(), "/dev/shm is huge");
         try (SharedMemoryFile created = SharedMemoryFile.create(path, BYTES);
              SharedMemoryFile mapped = SharedMemoryFile.map(path, BYTES)) {
-            assertThat(PoolPrefault.pageBytes(path)).as("what PeerVerticle prefaults with").isEqualTo(4096);
+            assertThat(PoolPrefault.pageBytes(PoolPages.of(path.getParent()))).as("what PeerVerticle prefaults with").isEqualTo(4096);
             long before = residentKb(path);
             PoolPrefault.prefault(mapped.segment(), BYTES, PoolPages.HUGE_PAGE_BYTES, () -> false);
             assertThat((residentKb(path) - before) * 1024).as("8 writes, 8 pages of 4 KiB").isLessThan(BYTES / 4);

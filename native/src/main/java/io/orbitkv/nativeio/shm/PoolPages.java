@@ -12,8 +12,9 @@ import java.util.Objects;
  *
  * <p>Why: on a paravirtualised host (shadow page tables) copying into and out of a 4 KiB-page mapping was measured
  * 2-4x slower than into a huge-page one, and GPU hosts normally run their DRAM pools on huge pages. The Manager asks
- * this at start ({@code pool.huge-pages}: warn or refuse), reports it ({@code orbitkv_pool_huge_pages}), and the peer
- * prefault and {@link SharedMemoryFile#create} use it.
+ * this once at start ({@code pool.huge-pages}: warn or refuse), reports it ({@code orbitkv_pool_huge_pages}), and
+ * passes the answer to {@link SharedMemoryFile#create(Path, long, Kind)} (through the storage role) and the peer
+ * prefault.
  *
  * <p>Design note (who reads what): {@link #of(Path)} reads two kernel files, once per call and on the caller's
  * thread (blocking file reads: never on an event loop): {@code /proc/self/mountinfo} (the mount holding the
@@ -25,7 +26,7 @@ import java.util.Objects;
  * {@code shmem_enabled} (a kernel without THP) counts as no override; a line that does not parse is skipped (the kernel
  * writes one format, so this only guards against future fields). The answer is about the mount, not a promise: a
  * kernel short of free 2 MiB blocks falls back to 4 KiB pages page by page, which only {@code /proc/self/smaps}
- * ({@code ShmemPmdMapped}) shows.
+ * ({@code ShmemPmdMapped}, {@link Smaps#mapped}) shows: the storage role's gauges measure it.
  */
 public final class PoolPages {
 

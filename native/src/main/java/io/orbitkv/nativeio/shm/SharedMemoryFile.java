@@ -46,8 +46,28 @@ public final class SharedMemoryFile implements AutoCloseable {
         this.segment = segment;
     }
 
-    /** Creates {@code path} exclusively (mode 0600), reserves {@code sizeBytes} and maps it. */
+    /**
+     * Creates {@code path} exclusively (mode 0600), reserves {@code sizeBytes} and maps it; reads the page kind of its
+     * directory itself ({@link PoolPages#of}: NONE when that cannot be told). A caller that already knows it (the
+     * Manager asks once at start) passes it to {@link #create(Path, long, PoolPages.Kind)}.
+     */
     public static SharedMemoryFile create(Path path, long sizeBytes) throws IOException {
+        PoolPages.Kind pages;
+        try {
+            pages = PoolPages.of(path.toAbsolutePath().getParent()).kind();
+        } catch (IOException e) {
+            pages = PoolPages.Kind.NONE; // fallocate alone reserves; only huge=advise would miss its huge pages
+        }
+        return create(path, sizeBytes, pages);
+    }
+
+    /**
+     * Creates {@code path} exclusively (mode 0600), reserves {@code sizeBytes} and maps it, for a directory whose
+     * {@link PoolPages} kind is {@code pages}: ADVISE reserves by faulting every page in through the madvised mapping
+     * (huge pages), the others by {@code fallocate} alone.
+     */
+    public static SharedMemoryFile create(Path path, long sizeBytes, PoolPages.Kind pages) throws IOException {
+        java.util.Objects.requireNonNull(pages, "pages");
         if (sizeBytes <= 0) {
             throw new IllegalArgumentException("shared-memory size must be positive, got " + sizeBytes);
         }
@@ -62,8 +82,8 @@ public final class SharedMemoryFile implements AutoCloseable {
                 fd.truncate(sizeBytes); // sparse: allocates nothing yet
             }
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, sizeBytes, arena);
-            PoolPages.Kind pages = adviseHugePages(path, segment);
-            reserve(path, channel, sizeBytes, pages == PoolPages.Kind.ADVISE ? segment : null);
+            boolean advised = adviseHugePages(path, segment);
+            reserve(path, channel, sizeBytes, advised && pages == PoolPages.Kind.ADVISE ? segment : null);
             return new SharedMemoryFile(path, sizeBytes, true, arena, segment);
         } catch (IOException | RuntimeException e) {
             arena.close();
@@ -125,23 +145,19 @@ public final class SharedMemoryFile implements AutoCloseable {
     private static final int EOPNOTSUPP = 95;
 
     /**
-     * {@code madvise(MADV_HUGEPAGE)} on the fresh mapping (EINVAL: a kernel without transparent huge pages, ignored;
-     * any other error fails the create) and the directory's {@link PoolPages} kind (NONE when it cannot be told).
+     * {@code madvise(MADV_HUGEPAGE)} on the fresh mapping; false: a kernel without transparent huge pages (EINVAL,
+     * ignored); any other error fails the create or map.
      */
-    private static PoolPages.Kind adviseHugePages(Path path, MemorySegment segment) throws IOException {
+    private static boolean adviseHugePages(Path path, MemorySegment segment) throws IOException {
         try {
             Libc.madvise(segment, Libc.MADV_HUGEPAGE, path);
+            return true;
         } catch (NativeIoException e) {
             if (e.errno() != NativeIoException.EINVAL) {
                 throw new IOException("could not advise huge pages for the shared memory " + path + ": "
                         + e.getMessage(), e);
             }
-            return PoolPages.Kind.NONE;
-        }
-        try {
-            return PoolPages.of(path.toAbsolutePath().getParent()).kind();
-        } catch (IOException e) {
-            return PoolPages.Kind.NONE; // fallocate alone reserves; only huge=advise would miss its huge pages
+            return false;
         }
     }
 

@@ -1,6 +1,5 @@
 package io.orbitkv.perf.peer;
 
-import io.orbitkv.nativeio.shm.Smaps;
 import io.orbitkv.nativeio.shm.TmpfsMount;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -66,14 +65,5 @@ final class BenchPoolDir implements AutoCloseable {
             mount.close();
             Files.deleteIfExists(dir);
         }
-    }
-
-    /**
-     * Bytes of this process's mappings of files under {@code dir} that the kernel maps with 2 MiB pages
-     * ({@code ShmemPmdMapped} and {@code FilePmdMapped} in {@code /proc/self/smaps}): the proof that the pool really
-     * is on huge pages, whatever the mount options promised.
-     */
-    static long hugeMappedBytes(Path dir) throws IOException {
-        return Smaps.hugeMappedBytesUnder(dir);
     }
 }

@@ -371,7 +371,7 @@ public final class PeerBench {
             double submit = median(submitMs);
             progress("%s: per %d-page fetch (medians, %d in flight): acquire (reserve + pins + local slots) %.1f ms, "
                     + "submit (stream + verifying seal + release) %.1f ms", transport, pages, inFlight, acquire, submit);
-            long huge = BenchPoolDir.hugeMappedBytes(poolDir);
+            long huge = io.orbitkv.nativeio.shm.Smaps.hugeMappedBytesUnder(poolDir);
             progress("%s: requester pool mapped with 2 MiB pages: %d MiB", transport, huge >> 20);
             return new Mode(transport, rate, latencies, bytes, mismatches, prefaultMs, sourceChecksums, acquire, submit,
                     huge, verifiedOffLoop, verifiedOnLoop);

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.orbitkv.nativeio.shm.Smaps;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -47,7 +48,7 @@ class PeerBenchPartsTest {
                 for (long o = 0; o < (4L << 20); o += 4096) {
                     file.segment().set(ValueLayout.JAVA_BYTE, o, (byte) 1);
                 }
-                assertThat(BenchPoolDir.hugeMappedBytes(mountPoint)).isGreaterThanOrEqualTo(4L << 20);
+                assertThat(Smaps.hugeMappedBytesUnder(mountPoint)).isGreaterThanOrEqualTo(4L << 20);
             }
         }
         assertThat(Files.readString(Path.of("/proc/self/mountinfo"))).doesNotContain(" " + mountPoint + " ");
@@ -61,7 +62,7 @@ class PeerBenchPartsTest {
             for (long o = 0; o < pool.sizeBytes(); o += 4096) {
                 pool.segment().set(ValueLayout.JAVA_BYTE, o, (byte) 1);
             }
-            long huge = BenchPoolDir.hugeMappedBytes(shmDir);
+            long huge = Smaps.hugeMappedBytesUnder(shmDir);
             // /dev/shm gives 4 KiB pages unless the machine forces huge shmem pages
             String shmem = Files.readString(Path.of("/sys/kernel/mm/transparent_hugepage/shmem_enabled"));
             if (!shmem.contains("[force]")) {
