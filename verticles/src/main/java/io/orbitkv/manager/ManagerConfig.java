@@ -205,7 +205,7 @@ public record ManagerConfig(
         d.put("peer.staging-bytes", "64MiB");
         d.put("peer.prefault-bytes", "4GiB");
         d.put("peer.transfer-loops", "auto");
-        // auto: min(4, max(1, cores / 4)) (PeerSettings.VERIFY_THREADS_DEFAULT); 0: the CRC32C inline on the loop.
+        // auto: min(4, cores / 4) (PeerSettings.VERIFY_THREADS_DEFAULT); 0: the CRC32C inline on the loop.
         d.put("peer.verify-threads", "auto");
         d.put("peer.attempt-timeout-ms", String.valueOf(PeerAttemptPolicy.CEILING_DEFAULT_MS));
         d.put("peer.fallback-reserve-ms", String.valueOf(PeerAttemptPolicy.FALLBACK_RESERVE_DEFAULT_MS));

@@ -28,12 +28,13 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
                            int transferLoops, int verifyThreads) {
     public static final long PREFAULT_DEFAULT = 4L << 30;
     /**
-     * {@code peer.verify-threads} when not set: min(4, max(1, cores / 4)). Why: a receiving loop lands a page at the
-     * rate of one recv copy, and one thread's CRC32C (the intrinsic) runs at about twice that rate over the landed
+     * {@code peer.verify-threads} when not set ({@code auto}): min(4, cores / 4). Why: a receiving loop lands a page at
+     * the rate of one recv copy, and one thread's CRC32C (the intrinsic) runs at about twice that rate over the landed
      * bytes (the profile: the CRC costs about half the copy), so one verifier keeps up with one busy loop, and a few
      * keep up with the several loops (and sources) of a large host; a quarter of the cores, at most 4, leaves the rest
-     * to the event loops, the engines and the storage role. Never 0 by default: the point is to take the CRC off the
-     * loop. On this project's 2-core VM: 1; on a 16-core host: 4.
+     * to the event loops, the engines and the storage role. Below 4 cores: 0 (inline), because a verifier then only
+     * competes with the loops for the same cores: on the 2-core VM `bench peer` measured 0.64 inline against 0.56 with
+     * one verifier (two runs each, perf/README.md). On a 16-core host: 4 (not yet measured there).
      */
     public static final int VERIFY_THREADS_DEFAULT = defaultVerifyThreads(Runtime.getRuntime().availableProcessors());
     public static final PeerSettings OFF = new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096, 0, 0, 64L << 20);
@@ -49,7 +50,7 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
 
     /** The default verifier count for a host with {@code cores} processors (see {@link #VERIFY_THREADS_DEFAULT}). */
     public static int defaultVerifyThreads(int cores) {
-        return Math.min(4, Math.max(1, cores / 4));
+        return Math.min(4, cores / 4);
     }
 
     /** Without transfer-loops and verifier settings: the defaults. */

@@ -151,8 +151,9 @@ class ManagerConfigTest {
         assertThat(ManagerConfig.from(Map.of()).peer().verifyThreads()).as("empty: the default for this host")
                 .isEqualTo(PeerSettings.VERIFY_THREADS_DEFAULT)
                 .isEqualTo(PeerSettings.defaultVerifyThreads(Runtime.getRuntime().availableProcessors()));
-        assertThat(PeerSettings.defaultVerifyThreads(1)).isEqualTo(1);
-        assertThat(PeerSettings.defaultVerifyThreads(2)).isEqualTo(1);
+        assertThat(PeerSettings.defaultVerifyThreads(1)).isZero();
+        assertThat(PeerSettings.defaultVerifyThreads(2)).as("a verifier on 2 cores only competes with the loops").isZero();
+        assertThat(PeerSettings.defaultVerifyThreads(4)).isEqualTo(1);
         assertThat(PeerSettings.defaultVerifyThreads(8)).isEqualTo(2);
         assertThat(PeerSettings.defaultVerifyThreads(16)).isEqualTo(4);
         assertThat(PeerSettings.defaultVerifyThreads(128)).isEqualTo(4);
