@@ -11,6 +11,7 @@ import io.netty.channel.EventLoopGroup;
 import io.netty.channel.epoll.EpollSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
@@ -118,7 +119,11 @@ import org.slf4j.LoggerFactory;
  * successful completion implies the same. {@link #close} stops the verifiers and waits for every queued check (each
  * skips or ends within one page's CRC), so the owner unmaps the pool only after no verifier can read it. Measured:
  * {@code orbitkv_peer_verify_seconds} and {@code orbitkv_peer_verified_bytes_total}, both labelled by the thread
- * that actually ran the CRC ({@code event_loop} or {@code verifier}).
+ * that actually ran the CRC ({@code event_loop} or {@code verifier}), and {@code orbitkv_peer_verify_pending}.
+ * Granularity: a whole page per check keeps the value a plain CRC32C (no combining) and the hand-over to one task per
+ * page (2 MiB in the bench); the page is read back shortly after its last byte landed (mostly from the shared cache,
+ * not the loop's). On a 2-core host the verifier competes with the loop and the source for the cores, so the gain is
+ * for hosts with cores to spare (measured in perf/README and the branch notes).
  *
  * <p>Nothing else writes a destination while the receive is on it, and nothing after the fence.
  *
@@ -182,7 +187,7 @@ public final class TcpPeerTransport implements PeerTransport {
     private FileChannel poolFile;
     /** The received pages' CRC32C off the loops ({@code peer.verify-threads}); null: inline on the loop. */
     private final ThreadPoolExecutor verifiers;
-    /** Checks handed to {@link #verifiers} and not yet reported back to their receive (tests, and a gauge). */
+    /** Checks handed to {@link #verifiers} that have not ended yet (queued or running; tests, and a gauge). */
     private final AtomicInteger pendingChecks = new AtomicInteger();
     /** Fences waiting for their receive's outstanding checks (tests). */
     private final AtomicInteger fencesWaiting = new AtomicInteger();
@@ -230,8 +235,8 @@ public final class TcpPeerTransport implements PeerTransport {
         this.onLoop = Meters.of(registry, "event_loop");
         this.offLoop = Meters.of(registry, "verifier");
         this.verifiers = settings.verifyThreads() == 0 ? null : newVerifiers(settings.verifyThreads());
-        io.micrometer.core.instrument.Gauge.builder("orbitkv_peer_verify_pending", pendingChecks, AtomicInteger::get)
-                .description("Received peer pages handed to the verifiers whose check has not reported back yet")
+        Gauge.builder("orbitkv_peer_verify_pending", pendingChecks, AtomicInteger::get)
+                .description("Received peer pages handed to the verifiers whose check has not ended yet")
                 .register(registry);
         this.tls = new PemKeyCertOptions().setCertPath(cert.toString()).setKeyPath(key.toString());
         this.trust = new PemTrustOptions().addCertPath(ca.toString());
@@ -304,7 +309,7 @@ public final class TcpPeerTransport implements PeerTransport {
         return pool;
     }
 
-    /** Checks handed to the verifiers and not yet reported back (0 when none runs or waits; tests). */
+    /** Checks handed to the verifiers that have not ended (queued or running; 0 when none; tests). */
     public int verificationsPending() {
         return pendingChecks.get();
     }
