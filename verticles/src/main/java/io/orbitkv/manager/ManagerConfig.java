@@ -205,8 +205,8 @@ public record ManagerConfig(
         d.put("peer.staging-bytes", "64MiB");
         d.put("peer.prefault-bytes", "4GiB");
         d.put("peer.transfer-loops", "auto");
-        // auto: min(4, cores / 4) (PeerSettings.VERIFY_THREADS_DEFAULT); 0: the CRC32C inline on the loop.
-        d.put("peer.verify-threads", "auto");
+        // 0: the CRC32C inline on the loop (PeerSettings.VERIFY_THREADS_DEFAULT); auto: min(4, cores / 4) verifiers.
+        d.put("peer.verify-threads", "0");
         d.put("peer.attempt-timeout-ms", String.valueOf(PeerAttemptPolicy.CEILING_DEFAULT_MS));
         d.put("peer.fallback-reserve-ms", String.valueOf(PeerAttemptPolicy.FALLBACK_RESERVE_DEFAULT_MS));
         d.put("cluster.member-id", "");
@@ -322,7 +322,8 @@ public record ManagerConfig(
                 (int) integer(v, "peer.max-keys", 1, 1 << 16), integer(v, "peer.test-flip-page", 0, Long.MAX_VALUE),
                 (int) integer(v, "peer.test-stall-lease-pages", 0, 1 << 16), size(v, "peer.staging-bytes", 0, 1L << 40),
                 size(v, "peer.prefault-bytes", 0, 1L << 50), transferLoops(v),
-                v.get("peer.verify-threads").strip().equals("auto") ? PeerSettings.VERIFY_THREADS_DEFAULT
+                v.get("peer.verify-threads").strip().equals("auto")
+                        ? PeerSettings.autoVerifyThreads(Runtime.getRuntime().availableProcessors())
                         : (int) integer(v, "peer.verify-threads", 0, 64));
     }
 

@@ -28,15 +28,13 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
                            int transferLoops, int verifyThreads) {
     public static final long PREFAULT_DEFAULT = 4L << 30;
     /**
-     * {@code peer.verify-threads} when not set ({@code auto}): min(4, cores / 4). Why: a receiving loop lands a page at
-     * the rate of one recv copy, and one thread's CRC32C (the intrinsic) runs at about twice that rate over the landed
-     * bytes (the profile: the CRC costs about half the copy), so one verifier keeps up with one busy loop, and a few
-     * keep up with the several loops (and sources) of a large host; a quarter of the cores, at most 4, leaves the rest
-     * to the event loops, the engines and the storage role. Below 4 cores: 0 (inline), because a verifier then only
-     * competes with the loops for the same cores: on the 2-core VM `bench peer` measured 0.64 inline against 0.56 with
-     * one verifier (two runs each, perf/README.md). On a 16-core host: 4 (not yet measured there).
+     * {@code peer.verify-threads} when not set: 0, the CRC32C inline on the transfer loop. Verifier threads are opt-in
+     * until they are shown to help: on the 2-core VM `bench peer` measured 0.64 inline against 0.56 with one verifier
+     * (two runs each, perf/README.md), and on many cores the transfer loops already spread the checks (each loop
+     * checks its own stream's pages), which is what the 16-core figures were measured with. {@code auto} asks for
+     * {@link #autoVerifyThreads}.
      */
-    public static final int VERIFY_THREADS_DEFAULT = defaultVerifyThreads(Runtime.getRuntime().availableProcessors());
+    public static final int VERIFY_THREADS_DEFAULT = 0;
     public static final PeerSettings OFF = new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096, 0, 0, 64L << 20);
 
     /**
@@ -48,8 +46,13 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
         return Math.clamp(Runtime.getRuntime().availableProcessors() / 4, 1, 4);
     }
 
-    /** The default verifier count for a host with {@code cores} processors (see {@link #VERIFY_THREADS_DEFAULT}). */
-    public static int defaultVerifyThreads(int cores) {
+    /**
+     * {@code peer.verify-threads: auto}: min(4, cores / 4). A receiving loop lands a page at the rate of one recv copy
+     * and one thread's CRC32C (the intrinsic) runs at about twice that rate, so one verifier keeps up with one busy
+     * loop; a quarter of the cores, at most 4, leaves the rest to the loops, the engines and the roles; below 4 cores
+     * none (a verifier there only competes with the loops for the same cores).
+     */
+    public static int autoVerifyThreads(int cores) {
         return Math.min(4, cores / 4);
     }
 

@@ -147,16 +147,17 @@ class ManagerConfigTest {
     }
 
     @Test
-    void peerVerifyThreadsIsAKeyWithADefaultFromTheCoresAndTypedErrors() {
-        assertThat(ManagerConfig.from(Map.of()).peer().verifyThreads()).as("empty: the default for this host")
-                .isEqualTo(PeerSettings.VERIFY_THREADS_DEFAULT)
-                .isEqualTo(PeerSettings.defaultVerifyThreads(Runtime.getRuntime().availableProcessors()));
-        assertThat(PeerSettings.defaultVerifyThreads(1)).isZero();
-        assertThat(PeerSettings.defaultVerifyThreads(2)).as("a verifier on 2 cores only competes with the loops").isZero();
-        assertThat(PeerSettings.defaultVerifyThreads(4)).isEqualTo(1);
-        assertThat(PeerSettings.defaultVerifyThreads(8)).isEqualTo(2);
-        assertThat(PeerSettings.defaultVerifyThreads(16)).isEqualTo(4);
-        assertThat(PeerSettings.defaultVerifyThreads(128)).isEqualTo(4);
+    void peerVerifyThreadsIsAKeyInlineByDefaultWithAnAutoFromTheCoresAndTypedErrors() {
+        assertThat(ManagerConfig.from(Map.of()).peer().verifyThreads()).as("inline unless asked")
+                .isEqualTo(PeerSettings.VERIFY_THREADS_DEFAULT).isZero();
+        assertThat(ManagerConfig.from(Map.of("peer.verify-threads", "auto")).peer().verifyThreads())
+                .isEqualTo(PeerSettings.autoVerifyThreads(Runtime.getRuntime().availableProcessors()));
+        assertThat(PeerSettings.autoVerifyThreads(1)).isZero();
+        assertThat(PeerSettings.autoVerifyThreads(2)).as("a verifier on 2 cores only competes with the loops").isZero();
+        assertThat(PeerSettings.autoVerifyThreads(4)).isEqualTo(1);
+        assertThat(PeerSettings.autoVerifyThreads(8)).isEqualTo(2);
+        assertThat(PeerSettings.autoVerifyThreads(16)).isEqualTo(4);
+        assertThat(PeerSettings.autoVerifyThreads(128)).isEqualTo(4);
         assertThat(ManagerConfig.from(Map.of("peer.verify-threads", "0")).peer().verifyThreads()).as("inline").isZero();
         assertThat(ManagerConfig.from(Map.of("peer.verify-threads", " 6 ")).peer().verifyThreads()).isEqualTo(6);
         for (String value : List.of("-1", "65", "two", "1.5", "0x2")) {
