@@ -98,9 +98,10 @@ import org.slf4j.LoggerFactory;
  * without another pass over the pages, and a byte changed in flight still fails the seal (never served). Two ways,
  * by {@code peer.verify-threads}:
  * <ul>
- *   <li>0 (inline, the default): on the connection's context, right after each read landed bytes in a slot (recv into the slot, or
- *   the copy into it), the receive folds exactly that region, still in cache, into the page's running CRC32C. The
- *   loop thread then does recv + CRC, which caps a single transfer near 2/3 of a recv-only receiver.</li>
+ *   <li>0 (inline, the default): on the connection's context, right after each read landed bytes in a slot (recv
+ *   into the slot, or the copy into it), the receive folds exactly that region, still in cache, into the page's
+ *   running CRC32C. The loop thread then does recv + CRC, which caps a single transfer near 2/3 of a recv-only
+ *   receiver; the transfer loops spread several transfers over cores.</li>
  *   <li>N &gt; 0 (off the loop, opt-in): the loop only receives. When a page's last byte has landed (the cursor
  *   moved past the page's end, on the context), the receive hands that whole page to the transport's verifiers
  *   ({@link #verifiers}: N named daemon threads, shared by every receive of this transport; each page is one task, so
