@@ -105,8 +105,10 @@ import javax.net.ssl.SSLPeerUnverifiedException;
  * transport that computes none leaves the seal to read the slots. A failed receive is fenced before its slots are
  * aborted, and the fence waits for the receive's outstanding checks, so no verifier reads a slot after its abort.
  *
- * <p>Concurrency: all lease and fetch state lives on this verticle's context. At start a worker prefaults this role's
- * pool mapping ({@link #startPrefault}); {@link #stop} waits for it before unmapping.
+ * <p>Concurrency: all lease and fetch state lives on this verticle's context. The payload moves on the transport's own
+ * loops ({@code peer.transfer-loops}), and everything the transport calls back (a source lease's begin and finished,
+ * a receive's completion and fence) arrives on this context ({@link TcpPeerTransport}'s design note). At start a
+ * worker prefaults this role's pool mapping ({@link #startPrefault}); {@link #stop} waits for it before unmapping.
  */
 public final class PeerVerticle extends VerticleBase {
     /** The storage instance id under which fetched pages are published locally. */
