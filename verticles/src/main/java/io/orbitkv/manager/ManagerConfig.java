@@ -321,16 +321,15 @@ public record ManagerConfig(
                 integer(v, "peer.max-lease-ms", 10, 600_000), size(v, "peer.credit-bytes", 4096, 1L << 40),
                 (int) integer(v, "peer.max-keys", 1, 1 << 16), integer(v, "peer.test-flip-page", 0, Long.MAX_VALUE),
                 (int) integer(v, "peer.test-stall-lease-pages", 0, 1 << 16), size(v, "peer.staging-bytes", 0, 1L << 40),
-                size(v, "peer.prefault-bytes", 0, 1L << 50), transferLoops(v),
-                v.get("peer.verify-threads").strip().equals("auto")
-                        ? PeerSettings.autoVerifyThreads(Runtime.getRuntime().availableProcessors())
-                        : (int) integer(v, "peer.verify-threads", 0, 64));
+                size(v, "peer.prefault-bytes", 0, 1L << 50),
+                countOrAuto(v, "peer.transfer-loops", PeerSettings.defaultTransferLoops(), 64),
+                countOrAuto(v, "peer.verify-threads",
+                        PeerSettings.autoVerifyThreads(Runtime.getRuntime().availableProcessors()), 64));
     }
 
-    /** {@code peer.transfer-loops}: {@code auto} ({@link PeerSettings#defaultTransferLoops()}) or 0..64. */
-    private static int transferLoops(Map<String, String> v) {
-        return v.get("peer.transfer-loops").strip().equals("auto") ? PeerSettings.defaultTransferLoops()
-                : (int) integer(v, "peer.transfer-loops", 0, 64);
+    /** A count of threads or loops: {@code auto} (then {@code auto}'s value for this host) or 0..{@code max}. */
+    private static int countOrAuto(Map<String, String> v, String key, int auto, int max) {
+        return v.get(key).strip().equals("auto") ? auto : (int) integer(v, key, 0, max);
     }
 
     /**
