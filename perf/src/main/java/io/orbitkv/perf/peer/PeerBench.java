@@ -24,7 +24,6 @@ import io.orbitkv.protocol.engine.PageKey;
 import io.orbitkv.protocol.engine.PublishSlot;
 import io.orbitkv.protocol.engine.Representation;
 import io.orbitkv.protocol.engine.SlotStatus;
-import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.storage.StateKey;
 import io.vertx.core.json.JsonObject;
@@ -160,8 +159,7 @@ public final class PeerBench {
                 .config("rounds", shape.rounds()).config("warm_up_fetches", shape.warmUps())
                 .config("single_fetches", shape.singles()).config("iperf_seconds", shape.iperfSeconds())
                 .config("manager_settings", settings.toString())
-                .config("transfer_loops", settings.getOrDefault("peer.transfer-loops", "auto").strip().equals("auto")
-                        ? PeerSettings.defaultTransferLoops() : Integer.parseInt(settings.get("peer.transfer-loops").strip()))
+                .config("transfer_loops", ManagerConfig.from(settings).peer().transferLoops())
                 .config("requester_verify_threads", shape.effectiveVerifyThreads())
                 .config("requester_verify_threads_source", shape.verifyThreads() < 0 ? "default" : "--verify-threads")
                 .config("available_processors", Runtime.getRuntime().availableProcessors());
