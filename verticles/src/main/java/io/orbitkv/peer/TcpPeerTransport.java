@@ -494,10 +494,11 @@ public final class TcpPeerTransport implements PeerTransport {
         }
 
         private void finished(long leaseId, boolean sent) {
-            onOwner(owner, () -> {
+            if (currentContext() == owner) {
                 source.finished(leaseId, sent);
-                return null;
-            });
+            } else {
+                owner.runOnContext(v -> source.finished(leaseId, sent));
+            }
         }
 
         Future<Void> send(List<PageSlice> pages) {
