@@ -55,7 +55,7 @@ import java.util.Set;
 public final class StorageVerticle extends VerticleBase {
     private final StorageSettings settings;
     private final MeterRegistry registry;
-    private final Ticker ticker = Ticker.SYSTEM;
+    private final Ticker ticker;
     /** How often the role itself re-checks the pool's real page sizes when its mount promises huge pages. */
     static final long HUGE_PAGE_CHECK_MILLIS = 60_000;
     private SharedMemoryFile poolFile;
@@ -82,10 +82,14 @@ public final class StorageVerticle extends VerticleBase {
     private long quarantineTimer = -1;
     private volatile StorageCommands.StorageStats snapshot;
 
-    /** A storage role with {@code settings} (see {@link StorageSettings}: the pool, and optionally the SSD tier and cost). */
-    public StorageVerticle(StorageSettings settings, MeterRegistry registry) {
+    /**
+     * A storage role with {@code settings} (see {@link StorageSettings}: the pool, and optionally the SSD tier and
+     * cost); quarantine deadlines, read timings and the huge-page meter's rate come from {@code ticker}.
+     */
+    public StorageVerticle(StorageSettings settings, MeterRegistry registry, Ticker ticker) {
         this.settings = settings.validate();
         this.registry = registry;
+        this.ticker = ticker;
         this.ssd = settings.ssd();
         this.cost = settings.cost();
         this.dramPool = settings.dramPool();
@@ -503,11 +507,11 @@ public final class StorageVerticle extends VerticleBase {
             ImageStore.ImageRef image = hold.slots().get(i).image();
             long alignedLength = (image.lengthBytes() + 4095) / 4096 * 4096;
             MemorySegment slot = poolFile.segment().asSlice(image.offset(), alignedLength);
-            long startNanos = System.nanoTime();
+            long startNanos = ticker.nanos();
             SsdLease lease = hold.leases().get(i);
             reads.add(materializer.track(() -> ssd.readInto(lease, slot)).onComplete(ar -> {
                 boolean bounced = ar.succeeded() && ar.result().path() == SsdReadResult.ReadPath.BOUNCE;
-                observeSsdRead(image.lengthBytes(), System.nanoTime() - startNanos, ar.succeeded(), bounced);
+                observeSsdRead(image.lengthBytes(), ticker.nanos() - startNanos, ar.succeeded(), bounced);
             }));
         }
         return Future.join(reads).transform(ignored -> {
