@@ -24,6 +24,7 @@ import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.ssd.SsdCommands;
 import io.orbitkv.ssd.SsdEntry;
 import io.orbitkv.ssd.SsdLease;
+import io.orbitkv.ssd.SsdPageOutcome;
 import io.orbitkv.ssd.SsdProxy;
 import io.orbitkv.ssd.SsdReadResult;
 import io.orbitkv.ssd.SsdResidencyChange;
@@ -171,7 +172,7 @@ public final class StorageVerticle extends VerticleBase {
                     }
                 });
         if (ssd != null) {
-            materializer = new Materializer(store, poolFile.segment(), this::fillFromSsd, this::onMaterialized, ticker);
+            materializer = new Materializer(store, poolFile.segment(), readBack(), this::onReadBack, ticker);
         }
         measureFragmentation();
         fragmentationTimer = vertx.setPeriodic(1000, id -> measureFragmentation());
@@ -416,175 +417,111 @@ public final class StorageVerticle extends VerticleBase {
         return materializer == null ? 0 : materializer.start(keys);
     }
 
-    private Future<SsdReadResult> fillFromSsd(StateKey key, long generation,
-                                                            MemorySegment slot) {
-        return ssd.acquireLease(key, generation)
-                .compose(lease -> ssd.readInto(lease, slot).eventually(() -> ssd.release(lease)));
+    /** The SSD role's batched read-back commands, as the materializer calls them. */
+    private Materializer.SsdReadBack readBack() {
+        return new Materializer.SsdReadBack() {
+            @Override
+            public Future<List<SsdPageOutcome<SsdLease>>> acquireLeases(List<SsdCommands.AcquireLease> pages) {
+                return ssd.acquireLeases(pages);
+            }
+
+            @Override
+            public Future<List<SsdPageOutcome<SsdReadResult>>> readInto(List<SsdCommands.ReadInto> reads) {
+                return ssd.readInto(reads);
+            }
+
+            @Override
+            public Future<Integer> release(List<SsdLease> leases) {
+                return ssd.release(leases);
+            }
+        };
     }
 
-    private void onMaterialized(ImageStore.ImageRef image, SsdReadResult result, long nanos) {
-        if (result != null) {
-            ssdTierPages.increment();
-            ssdTierBytes.increment(image.lengthBytes());
-        } else {
-            materializeFailures.increment();
+    private void onReadBack(List<ImageStore.ImageRef> images, List<SsdPageOutcome<SsdReadResult>> outcomes,
+                            long nanos) {
+        for (int i = 0; i < images.size(); i++) {
+            if (outcomes.get(i).succeeded()) {
+                ssdTierPages.increment();
+                ssdTierBytes.increment(images.get(i).lengthBytes());
+            } else {
+                materializeFailures.increment();
+            }
         }
-        boolean bounced = result != null && result.path() == SsdReadResult.ReadPath.BOUNCE;
-        observeSsdRead(image.lengthBytes(), nanos, result != null, bounced);
+        observeSsdReads(images, outcomes, nanos);
         refresh();
     }
 
     /**
-     * Host materialization from SSD for the planning role, step one (see io.orbitkv.planning.LocalReplicaPort): pool
-     * slots reserved (WRITING, invisible to queries) and exact-generation SSD extent leases taken, all or nothing.
-     *
-     * <p>Design note (ownership): a hold owns its slots and its SSD leases from here until {@link #readFromSsd} ends
-     * (the leases end when every read is terminal; the slots become sealed pinned images, or are freed) or until
-     * {@link #releaseSsdHold} frees both unread. A hold is never read twice.
+     * Host materialization from SSD for the planning role (see io.orbitkv.planning.LocalReplicaPort), step one: pool
+     * slots reserved (WRITING, invisible to queries) and exact-generation SSD extent leases taken, all or nothing;
+     * the {@link Materializer} owns the hold until it is read or released.
      */
-    private record SsdHold(List<ImageStore.Materialization> slots, List<SsdLease> leases) {}
-
-    private final Map<Long, SsdHold> ssdHolds = new HashMap<>();
-    private long nextSsdHold = 1;
-
     private Future<StorageCommands.SsdHold> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
-        if (ssd == null || materializer == null || materializer.closed()) {
+        if (materializer == null || materializer.closed()) {
             return Future.failedFuture(new IllegalStateException("the SSD tier is off or the storage role is stopping"));
         }
-        ImageStore.SsdReservation reservation = store.reserveFromSsd(pages);
-        if (!reservation.complete()) {
-            refresh();
-            return Future.succeededFuture(new StorageCommands.SsdHold(0, reservation.missing()));
-        }
-        List<Future<SsdLease>> leases = new ArrayList<>(pages.size());
-        for (ImageStore.Materialization m : reservation.reserved()) {
-            leases.add(ssd.acquireLease(m.image().key(), m.ssdGeneration()));
-        }
-        refresh();
-        return Future.join(leases).transform(ignored -> {
-            List<SsdLease> taken = new ArrayList<>();
-            StateKey stale = null;
-            for (int i = 0; i < leases.size(); i++) {
-                if (leases.get(i).succeeded()) {
-                    taken.add(leases.get(i).result());
-                } else if (stale == null) {
-                    stale = reservation.reserved().get(i).image().key();
-                }
-            }
-            if (stale == null) {
-                long id = nextSsdHold++;
-                ssdHolds.put(id, new SsdHold(reservation.reserved(), List.copyOf(taken)));
-                return Future.succeededFuture(new StorageCommands.SsdHold(id, null));
-            }
-            for (ImageStore.Materialization m : reservation.reserved()) {
-                store.finishMaterialization(m.image(), false, ImageStore.ImageRef.CRC_UNKNOWN);
-            }
-            StateKey staleKey = stale;
-            return releaseLeases(taken).transform(v -> changed(new StorageCommands.SsdHold(0, staleKey)));
-        });
+        return materializer.acquire(pages).andThen(ar -> refresh());
     }
 
-    private Future<Void> releaseLeases(List<SsdLease> leases) {
-        List<Future<Boolean>> released = new ArrayList<>(leases.size());
-        for (SsdLease lease : leases) {
-            released.add(ssd.release(lease));
-        }
-        return Future.join(released).mapEmpty();
-    }
-
-    /**
-     * Step two: reads every page of the hold into its slot (verified), and when every read is terminal, seals and pins
-     * them all in one step, or, if any failed, seals the good ones unpinned (they are real bytes) and frees the rest,
-     * failing the whole segment: a wrong byte is never served, and a failed segment leaves nothing pinned.
-     */
+    /** Step two: reads the hold's pages and seals and pins them in one step (see {@link Materializer#read}). */
     private Future<StorageCommands.ReadPages> readFromSsd(long id) {
-        SsdHold hold = ssdHolds.remove(id);
-        if (hold == null) {
+        if (materializer == null) {
             return Future.failedFuture(new IllegalStateException("no unread SSD hold " + id));
         }
-        List<Future<SsdReadResult>> reads = new ArrayList<>(hold.slots().size());
-        for (int i = 0; i < hold.slots().size(); i++) {
-            ImageStore.ImageRef image = hold.slots().get(i).image();
-            long alignedLength = (image.lengthBytes() + 4095) / 4096 * 4096;
-            MemorySegment slot = poolFile.segment().asSlice(image.offset(), alignedLength);
-            long startNanos = ticker.nanos();
-            SsdLease lease = hold.leases().get(i);
-            reads.add(materializer.track(() -> ssd.readInto(lease, slot)).onComplete(ar -> {
-                boolean bounced = ar.succeeded() && ar.result().path() == SsdReadResult.ReadPath.BOUNCE;
-                observeSsdRead(image.lengthBytes(), ticker.nanos() - startNanos, ar.succeeded(), bounced);
-            }));
-        }
-        return Future.join(reads).transform(ignored -> {
-            boolean all = reads.stream().allMatch(Future::succeeded);
-            List<ImageStore.ImageRef> pinned = new ArrayList<>(reads.size());
-            Throwable cause = null;
-            for (int i = 0; i < reads.size(); i++) {
-                ImageStore.ImageRef image = hold.slots().get(i).image();
-                Future<SsdReadResult> read = reads.get(i);
-                long crc = read.succeeded() ? Integer.toUnsignedLong(read.result().payloadCrc32c())
-                        : ImageStore.ImageRef.CRC_UNKNOWN;
-                if (read.succeeded()) {
-                    ssdTierPages.increment();
-                    ssdTierBytes.increment(image.lengthBytes());
-                } else {
-                    materializeFailures.increment();
-                    cause = cause == null ? read.cause() : cause;
-                }
-                if (all) {
-                    pinned.add(store.finishMaterializationPinned(image, crc));
-                    // Pinned for a lease like any DRAM hit: the dram tier counts every page leased (read back or not).
-                    dramTierPages.increment();
-                    dramTierBytes.increment(image.lengthBytes());
-                } else {
-                    store.finishMaterialization(image, read.succeeded(), crc);
-                }
+        return materializer.read(id).andThen(ar -> {
+            if (ar.succeeded()) {
+                // Pinned for a lease like any DRAM hit: the dram tier counts every page leased (read back or not).
+                dramTierPages.increment(ar.result().size());
+                dramTierBytes.increment(ar.result().stream().mapToLong(ImageStore.ImageRef::lengthBytes).sum());
             }
-            Throwable failure = cause;
-            return releaseLeases(hold.leases()).transform(v -> {
-                refresh();
-                return all ? Future.succeededFuture(new StorageCommands.ReadPages(List.copyOf(pinned)))
-                        : Future.failedFuture(failure);
-            });
-        });
+            refresh();
+        }).map(StorageCommands.ReadPages::new);
     }
 
     private Future<Boolean> releaseSsdHold(long id) {
-        SsdHold hold = ssdHolds.remove(id);
-        if (hold == null) {
-            return Future.succeededFuture(false);
-        }
-        for (ImageStore.Materialization m : hold.slots()) {
-            store.finishMaterialization(m.image(), false, ImageStore.ImageRef.CRC_UNKNOWN);
-        }
-        refresh();
-        return releaseLeases(hold.leases()).map(v -> true);
+        return materializer == null ? Future.succeededFuture(false) : materializer.release(id).andThen(ar -> refresh());
     }
 
     /**
-     * Reports the SSD read that filled a slot and asks the cost role, in shadow, whether the other read path of the
-     * SSD store would have been cheaper for the same work: straight into the slot (needs a 4 KiB-aligned slot that
-     * covers the rounded length: every pool slot does) versus through a bounce buffer plus a copy (always possible).
+     * Reports one read-back's SSD reads and asks the cost role, in shadow, whether the other read path of the SSD
+     * store would have been cheaper for the same work: straight into the slot (needs a 4 KiB-aligned slot that covers
+     * the rounded length: every pool slot does) versus through a bounce buffer plus a copy (always possible). One
+     * observation per path taken, covering its pages (the read command's time); the failed pages as one failure.
      * Shadow never launches the alternative and never changes execution; an alternative never executed stays unknown.
      */
-    private void observeSsdRead(long bytes, long nanos, boolean succeeded, boolean bounced) {
+    private void observeSsdReads(List<ImageStore.ImageRef> images, List<SsdPageOutcome<SsdReadResult>> outcomes,
+                                 long nanos) {
         if (cost == null || !cost.observationsEnabled()) {
             return;
         }
-        CostEstimateKey direct = CostEstimateKey.operation(CostPath.SSD_READ,
-                ssdStore, RepresentationFamily.RAW, SizeBucket.of(bytes),
-                SizeBucket.of(1));
-        CostEstimateKey viaBounce = CostEstimateKey.operation(
-                CostPath.SSD_READ_BOUNCED, ssdStore, RepresentationFamily.RAW,
-                SizeBucket.of(bytes), SizeBucket.of(1));
-        CostEstimateKey executed = bounced ? viaBounce : direct;
-        cost.report(ObservationRecord.of(executed,
-                succeeded ? ObservationOutcome.SUCCEEDED : ObservationOutcome.FAILED,
-                nanos, succeeded ? ObservedBytes.of(bytes, bytes) : ObservedBytes.UNKNOWN));
-        if (succeeded) {
-            ShadowAlternative other = bounced
-                    ? ShadowAlternative.when(direct, () -> true) // pool slots are aligned and rounded
-                    : ShadowAlternative.when(viaBounce, () -> true);
-            cost.recordShadow(new ShadowRequest(executed, List.of(other)));
+        long[] bytes = new long[3]; // direct, bounced, failed
+        int[] pages = new int[3];
+        for (int i = 0; i < images.size(); i++) {
+            SsdPageOutcome<SsdReadResult> outcome = outcomes.get(i);
+            int kind = !outcome.succeeded() ? 2 : outcome.value().path() == SsdReadResult.ReadPath.BOUNCE ? 1 : 0;
+            bytes[kind] += images.get(i).lengthBytes();
+            pages[kind]++;
+        }
+        for (int kind = 0; kind < 3; kind++) {
+            if (pages[kind] == 0) {
+                continue;
+            }
+            boolean bounced = kind == 1;
+            boolean succeeded = kind != 2;
+            CostEstimateKey direct = CostEstimateKey.operation(CostPath.SSD_READ, ssdStore, RepresentationFamily.RAW,
+                    SizeBucket.of(bytes[kind]), SizeBucket.of(pages[kind]));
+            CostEstimateKey viaBounce = CostEstimateKey.operation(CostPath.SSD_READ_BOUNCED, ssdStore,
+                    RepresentationFamily.RAW, SizeBucket.of(bytes[kind]), SizeBucket.of(pages[kind]));
+            CostEstimateKey executed = bounced ? viaBounce : direct;
+            cost.report(ObservationRecord.of(executed,
+                    succeeded ? ObservationOutcome.SUCCEEDED : ObservationOutcome.FAILED,
+                    nanos, succeeded ? ObservedBytes.of(bytes[kind], bytes[kind]) : ObservedBytes.UNKNOWN));
+            if (succeeded) {
+                ShadowAlternative other = bounced
+                        ? ShadowAlternative.when(direct, () -> true) // pool slots are aligned and rounded
+                        : ShadowAlternative.when(viaBounce, () -> true);
+                cost.recordShadow(new ShadowRequest(executed, List.of(other)));
+            }
         }
     }
 
