@@ -269,7 +269,7 @@ public final class Manager implements AutoCloseable {
             if (ssd != null) {
                 storageSettings.ssd(new SsdProxy(vertx), ssdStore);
             }
-            StorageVerticle storage = new StorageVerticle(storageSettings, registry);
+            StorageVerticle storage = new StorageVerticle(storageSettings, registry, Ticker.SYSTEM);
             AdmissionVerticle admission = new AdmissionVerticle(AdmissionVerticle.Settings.builder()
                     .maxOutstanding(config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding())
                     .waitBudgetNanos(TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()))

@@ -20,19 +20,29 @@ public final class SsdCommands {
 
     public record Entries(List<SsdEntry> entries) {}
 
+    /** One page to lease: the committed extent of {@code key} at exactly {@code generation}. */
     public record AcquireLease(StateKey key, long generation) {}
+
+    public record AcquireLeases(List<AcquireLease> pages) {}
+
+    public record LeaseOutcomes(List<SsdPageOutcome<SsdLease>> leases) {}
 
     /** The destination is a descriptor of shared memory (a pool slot); payload bytes never cross the bus. */
     public record ReadInto(SsdLease lease, MemorySegment destination) {}
 
-    public record Release(SsdLease lease) {}
+    public record ReadAll(List<ReadInto> reads) {}
+
+    public record ReadOutcomes(List<SsdPageOutcome<SsdReadResult>> reads) {}
+
+    public record Release(List<SsdLease> leases) {}
 
     public record GetStats() {}
 
     public record GetCommittedEntries() {}
 
     static final List<Class<?>> MESSAGE_TYPES = List.of(OfferWrite.class, NoteReuse.class, GetWritePolicy.class,
-            Lookup.class, Entries.class, AcquireLease.class, ReadInto.class, Release.class, GetStats.class,
+            Lookup.class, Entries.class, AcquireLeases.class, LeaseOutcomes.class, ReadAll.class, ReadOutcomes.class,
+            Release.class, GetStats.class,
             GetCommittedEntries.class, SsdLease.class, SsdReadResult.class, SsdStats.class, SsdResidencyChange.class,
             SsdWritePolicy.class);
 }

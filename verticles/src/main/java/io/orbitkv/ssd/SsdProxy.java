@@ -11,7 +11,6 @@ import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
 import io.vertx.core.eventbus.ReplyException;
 import io.vertx.core.eventbus.ReplyFailure;
-import java.lang.foreign.MemorySegment;
 import java.util.List;
 
 /**
@@ -21,15 +20,16 @@ import java.util.List;
  * <p>Integration: the storage role calls {@link #offerWrite} when a publish is sealed (holding only a weak source)
  * and, under the reuse-aware policy ({@link #writePolicy}), {@link #noteReuse} when a resident image is seen again,
  * subscribes to {@link #residencyChanges} (seeded by {@link #committedEntries}) for its residency stream; the query
- * path calls {@link #lookup} (metadata only), then {@link #acquireLease} for the exact generation it selected,
- * {@link #readInto} a pool slot, and {@link #release} once the slot holds the bytes (or on cancellation).
+ * path calls {@link #lookup} (metadata only), then, one command each for all the pages of a read-back,
+ * {@link #acquireLeases} for the exact generations it selected, {@link #readInto} their pool slots, and
+ * {@link #release} once the slots hold the bytes (or when it gives up before reading).
  */
 public final class SsdProxy {
     static final String OFFER_WRITE = "orbitkv.ssd.offer-write";
     static final String NOTE_REUSE = "orbitkv.ssd.note-reuse";
     static final String WRITE_POLICY = "orbitkv.ssd.write-policy";
     static final String LOOKUP = "orbitkv.ssd.lookup";
-    static final String ACQUIRE_LEASE = "orbitkv.ssd.acquire-lease";
+    static final String ACQUIRE_LEASES = "orbitkv.ssd.acquire-leases";
     static final String READ_INTO = "orbitkv.ssd.read-into";
     static final String RELEASE = "orbitkv.ssd.release";
     static final String STATS = "orbitkv.ssd.stats";
@@ -78,21 +78,29 @@ public final class SsdProxy {
         return this.<SsdCommands.Entries>request(LOOKUP, new SsdCommands.Lookup(keys)).map(SsdCommands.Entries::entries);
     }
 
-    /** Pins exactly {@code generation} of {@code key}; fails NOT_FOUND / STALE_GENERATION. */
-    public Future<SsdLease> acquireLease(StateKey key, long generation) {
-        return request(ACQUIRE_LEASE, new SsdCommands.AcquireLease(key, generation));
+    /**
+     * Pins each page's extent at exactly its generation, in one command: one outcome per page, in order (a failed one
+     * is NOT_FOUND, STALE_GENERATION or CLOSED); the caller owns the leases taken and releases them with
+     * {@link #release}, also when it gives up because another page failed.
+     */
+    public Future<List<SsdPageOutcome<SsdLease>>> acquireLeases(List<SsdCommands.AcquireLease> pages) {
+        return this.<SsdCommands.LeaseOutcomes>request(ACQUIRE_LEASES, new SsdCommands.AcquireLeases(pages))
+                .map(SsdCommands.LeaseOutcomes::leases);
     }
 
     /**
-     * Reads the leased page into {@code destination} (a 4096-aligned pool slot, ideally holding the length rounded up
-     * to 4096) and verifies it. The slot belongs to the SSD role until the future completes.
+     * Reads each leased page into its destination (a 4096-aligned pool slot, ideally holding the length rounded up to
+     * 4096) and verifies it, in one command: one outcome per read, in order. Every destination belongs to the SSD role
+     * until the future completes, which is only once every read of the batch is terminal.
      */
-    public Future<SsdReadResult> readInto(SsdLease lease, MemorySegment destination) {
-        return request(READ_INTO, new SsdCommands.ReadInto(lease, destination));
+    public Future<List<SsdPageOutcome<SsdReadResult>>> readInto(List<SsdCommands.ReadInto> reads) {
+        return this.<SsdCommands.ReadOutcomes>request(READ_INTO, new SsdCommands.ReadAll(reads))
+                .map(SsdCommands.ReadOutcomes::reads);
     }
 
-    public Future<Boolean> release(SsdLease lease) {
-        return request(RELEASE, new SsdCommands.Release(lease));
+    /** Ends these leases in one command; answers how many were held (an ended one is skipped). */
+    public Future<Integer> release(List<SsdLease> leases) {
+        return request(RELEASE, new SsdCommands.Release(leases));
     }
 
     public Future<SsdStats> stats() {

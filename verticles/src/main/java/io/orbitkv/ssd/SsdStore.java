@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -297,6 +298,65 @@ public final class SsdStore {
         checkLoop();
         Objects.requireNonNull(destination, "destination");
         return reads.readInto(lease, destination);
+    }
+
+    /**
+     * {@link #acquireLease} for each page, in order: a page that cannot be leased (NOT_FOUND, STALE_GENERATION,
+     * CLOSED) is a failed outcome and the others are leased all the same; the caller releases what it does not use.
+     */
+    public List<SsdPageOutcome<SsdLease>> acquireLeases(List<SsdCommands.AcquireLease> pages) {
+        checkLoop();
+        List<SsdPageOutcome<SsdLease>> outcomes = new ArrayList<>(pages.size());
+        for (SsdCommands.AcquireLease page : pages) {
+            try {
+                outcomes.add(SsdPageOutcome.of(reads.acquireLease(page.key(), page.generation())));
+            } catch (SsdException miss) {
+                outcomes.add(SsdPageOutcome.failed(miss));
+            }
+        }
+        return outcomes;
+    }
+
+    /**
+     * {@link #readInto} for each read, in order; completes (on the role thread) once every one of them is terminal,
+     * with one outcome per read. Every destination belongs to the store until then, even when one read failed early:
+     * the answer never runs ahead of an I/O still writing into a caller's memory. The stage cannot be completed or
+     * cancelled by the caller.
+     */
+    public CompletionStage<List<SsdPageOutcome<SsdReadResult>>> readInto(List<SsdCommands.ReadInto> batch) {
+        checkLoop();
+        for (SsdCommands.ReadInto read : batch) {
+            Objects.requireNonNull(read.destination(), "destination"); // before any read is started
+        }
+        List<SsdReadFuture> started = new ArrayList<>(batch.size());
+        for (SsdCommands.ReadInto read : batch) {
+            started.add(reads.readInto(read.lease(), read.destination()));
+        }
+        // Each read settles into its own outcome, so one failure never ends the wait for the others.
+        List<CompletableFuture<SsdPageOutcome<SsdReadResult>>> outcomes = new ArrayList<>(started.size());
+        for (SsdReadFuture read : started) {
+            outcomes.add(read.handle((result, failure) -> failure == null ? SsdPageOutcome.of(result)
+                    : SsdPageOutcome.failed(unwrap(failure))));
+        }
+        CompletableFuture<List<SsdPageOutcome<SsdReadResult>>> all = CompletableFuture
+                .allOf(outcomes.toArray(CompletableFuture[]::new))
+                .thenApply(ignored -> outcomes.stream().map(CompletableFuture::join).toList());
+        return all.minimalCompletionStage();
+    }
+
+    /** Ends each lease that is held, in order; answers how many it ended (an unknown or ended lease is skipped). */
+    public int release(List<SsdLease> leases) {
+        checkLoop();
+        int ended = 0;
+        for (SsdLease lease : leases) {
+            try {
+                reads.release(lease);
+                ended++;
+            } catch (SsdException unknown) {
+                // UNKNOWN_LEASE: already ended (by the store's close or an earlier release); nothing to undo
+            }
+        }
+        return ended;
     }
 
     // ------------------------------------------------------------------------------------------------ stats, close

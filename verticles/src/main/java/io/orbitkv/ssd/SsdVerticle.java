@@ -1,5 +1,6 @@
 package io.orbitkv.ssd;
 
+import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.BoundedHandoff;
 import io.orbitkv.common.LocalCodec;
@@ -28,6 +29,21 @@ public final class SsdVerticle extends VerticleBase {
     private final List<MessageConsumer<?>> consumers = new ArrayList<>();
     private SsdStore store;
     private BoundedHandoff<Object> offers;
+    private ReadBackCommands commands;
+
+    /** Read-back commands served, by kind: one of each per read-back however many pages it has. */
+    private record ReadBackCommands(Counter acquire, Counter read, Counter release) {
+        static ReadBackCommands register(MeterRegistry registry) {
+            return new ReadBackCommands(counter(registry, "acquire"), counter(registry, "read"),
+                    counter(registry, "release"));
+        }
+
+        private static Counter counter(MeterRegistry registry, String command) {
+            return Counter.builder("orbitkv.ssd.commands").tag("command", command)
+                    .description("Batched read-back commands the SSD role served (each covers every page of one "
+                            + "read-back)").register(registry);
+        }
+    }
 
     public SsdVerticle(SsdSettings settings, MeterRegistry registry) {
         this.settings = settings;
@@ -37,6 +53,7 @@ public final class SsdVerticle extends VerticleBase {
     @Override
     public Future<?> start() {
         EventBus bus = vertx.eventBus();
+        commands = ReadBackCommands.register(registry);
         LocalCodec.register(vertx, SsdCommands.MESSAGE_TYPES.toArray(Class<?>[]::new));
         RoleLoop loop = RoleLoop.ofCurrentContext();
         BoundedHandoff<SsdResidencyChange> residency = BoundedHandoff.create(vertx, SsdProxy.RESIDENCY,
@@ -68,13 +85,18 @@ public final class SsdVerticle extends VerticleBase {
                 c -> Future.succeededFuture(settings.writePolicy())));
         consumers.add(RoleProxies.<SsdCommands.Lookup, SsdCommands.Entries>serve(bus, SsdProxy.LOOKUP,
                 c -> Future.succeededFuture(new SsdCommands.Entries(store.lookup(c.keys())))));
-        consumers.add(RoleProxies.<SsdCommands.AcquireLease, SsdLease>serve(bus, SsdProxy.ACQUIRE_LEASE,
-                c -> Future.succeededFuture(store.acquireLease(c.key(), c.generation()))));
-        consumers.add(RoleProxies.<SsdCommands.ReadInto, SsdReadResult>serve(bus, SsdProxy.READ_INTO,
-                c -> Future.fromCompletionStage(store.readInto(c.lease(), c.destination()), context)));
-        consumers.add(RoleProxies.<SsdCommands.Release, Boolean>serve(bus, SsdProxy.RELEASE, c -> {
-            store.release(c.lease());
-            return Future.succeededFuture(Boolean.TRUE);
+        consumers.add(RoleProxies.<SsdCommands.AcquireLeases, SsdCommands.LeaseOutcomes>serve(bus,
+                SsdProxy.ACQUIRE_LEASES, c -> {
+                    commands.acquire.increment();
+                    return Future.succeededFuture(new SsdCommands.LeaseOutcomes(store.acquireLeases(c.pages())));
+                }));
+        consumers.add(RoleProxies.<SsdCommands.ReadAll, SsdCommands.ReadOutcomes>serve(bus, SsdProxy.READ_INTO, c -> {
+            commands.read.increment();
+            return Future.fromCompletionStage(store.readInto(c.reads()), context).map(SsdCommands.ReadOutcomes::new);
+        }));
+        consumers.add(RoleProxies.<SsdCommands.Release, Integer>serve(bus, SsdProxy.RELEASE, c -> {
+            commands.release.increment();
+            return Future.succeededFuture(store.release(c.leases()));
         }));
         consumers.add(RoleProxies.<SsdCommands.GetStats, SsdStats>serve(bus, SsdProxy.STATS,
                 c -> Future.succeededFuture(store.stats())));

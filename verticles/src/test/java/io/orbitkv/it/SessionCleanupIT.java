@@ -69,7 +69,7 @@ class SessionCleanupIT {
                 .pool(pool, poolBytes).quarantineNanos(quarantineNanos)
                 .cleanupFaults(step -> failing.contains(step) ? new IllegalStateException("injected failure of " + step) : null);
         vertx.deployVerticle(new StorageVerticle(new StorageSettings().pool(pool, poolBytes).chunkBytes(1L << 20)
-                        .residencyCapacity(1024).incarnation(1).quarantineNanos(quarantineNanos), registry))
+                        .residencyCapacity(1024).incarnation(1).quarantineNanos(quarantineNanos), registry, Ticker.SYSTEM))
                 .compose(id -> vertx.deployVerticle(new PlanningVerticle(PlanningVerticle.Settings.localOnly(false,
                         new RouteResources(new ResourceId(ResourceKind.DRAM_POOL, "dram-pool", 1),
                                 new ResourceId(ResourceKind.SSD_STORE, "ssd-store", 1))), registry, Ticker.SYSTEM, null)))

@@ -2,7 +2,6 @@ package io.orbitkv.ssd;
 
 import static io.orbitkv.ssd.SsdTesting.key;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
@@ -59,20 +58,35 @@ class SsdVerticleTest {
             assertThat(entries.get(0)).isEqualTo(new SsdEntry(key(7), true, change.generation(), length));
             assertThat(entries.get(1).present()).isFalse();
 
-            assertThatThrownBy(() -> join(proxy.acquireLease(key(7), change.generation() + 1)))
-                    .isInstanceOfSatisfying(SsdException.class,
-                            e -> assertThat(e.failure()).isEqualTo(SsdFailure.STALE_GENERATION));
-            SsdLease lease = join(proxy.acquireLease(key(7), change.generation()));
+            // One command per phase for the whole batch; a stale page is a miss of its own, the others are leased.
+            List<SsdPageOutcome<SsdLease>> leases = join(proxy.acquireLeases(List.of(
+                    new SsdCommands.AcquireLease(key(7), change.generation() + 1),
+                    new SsdCommands.AcquireLease(key(7), change.generation()),
+                    new SsdCommands.AcquireLease(key(8), 1))));
+            assertThat(leases).hasSize(3);
+            assertThat(leases.get(0).failure()).isInstanceOfSatisfying(SsdException.class,
+                    e -> assertThat(e.failure()).isEqualTo(SsdFailure.STALE_GENERATION));
+            assertThat(leases.get(2).failure()).isInstanceOfSatisfying(SsdException.class,
+                    e -> assertThat(e.failure()).isEqualTo(SsdFailure.NOT_FOUND));
+            SsdLease lease = leases.get(1).value();
             MemorySegment slot = arena.allocate(SsdLayout.alignUp(length), 4096);
-            SsdReadResult result = join(proxy.readInto(lease, slot));
-            assertThat(result.lengthBytes()).isEqualTo(length);
+            MemorySegment tooSmall = arena.allocate(4096, 4096);
+            List<SsdPageOutcome<SsdReadResult>> reads = join(proxy.readInto(List.of(
+                    new SsdCommands.ReadInto(lease, slot), new SsdCommands.ReadInto(lease, tooSmall))));
+            assertThat(reads.get(0).value().lengthBytes()).isEqualTo(length);
             assertThat(SsdTesting.matches(slot, length, 7)).isTrue();
-            assertThat(join(proxy.release(lease))).isTrue();
-            assertThatThrownBy(() -> join(proxy.release(lease))).isInstanceOfSatisfying(SsdException.class,
-                    e -> assertThat(e.failure()).isEqualTo(SsdFailure.UNKNOWN_LEASE));
+            assertThat(reads.get(1).failure()).isInstanceOfSatisfying(SsdException.class,
+                    e -> assertThat(e.failure()).isEqualTo(SsdFailure.DESTINATION_TOO_SMALL));
+            assertThat(join(proxy.release(List.of(lease)))).isEqualTo(1);
+            assertThat(join(proxy.release(List.of(lease)))).as("already ended: skipped").isZero();
+            for (String command : List.of("acquire", "read", "release")) {
+                assertThat(registry.get("orbitkv.ssd.commands").tag("command", command).counter().count())
+                        .isEqualTo(command.equals("release") ? 2.0 : 1.0);
+            }
 
             SsdStats stats = join(proxy.stats());
             assertThat(stats.readHits()).isEqualTo(1);
+            assertThat(stats.activeLeases()).as("every lease ended").isZero();
             assertThat(stats.writesCommitted()).isEqualTo(1);
             assertThat(registry.find("orbitkv.ssd.write.bytes").counter().count()).isEqualTo(length);
             assertThat(registry.find("orbitkv.ssd.queue.depth").tags("lane", "RESTORE", "state", "in_flight")

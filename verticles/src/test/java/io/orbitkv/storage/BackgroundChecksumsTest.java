@@ -3,6 +3,7 @@ package io.orbitkv.storage;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.common.Ticker;
 import io.orbitkv.manager.Manager;
 import io.vertx.core.Vertx;
 import java.nio.ByteBuffer;
@@ -39,7 +40,7 @@ class BackgroundChecksumsTest {
     void aSealWithoutChecksumsGetsTheBytesCrcRememberedInTheBackground() throws Exception {
         vertx = Manager.newVertx(2);
         vertx.deployVerticle(new StorageVerticle(new StorageSettings().pool(pool, 8 * PAGE).chunkBytes(PAGE)
-                .residencyCapacity(1024).incarnation(1).backgroundChecksums(true), registry)).await(30, TimeUnit.SECONDS);
+                .residencyCapacity(1024).incarnation(1).backgroundChecksums(true), registry, Ticker.SYSTEM)).await(30, TimeUnit.SECONDS);
         StorageProxy storage = new StorageProxy(vertx);
         List<StateKey> keys = ImageStoreTest.keys(0, 2);
         ImageStore.AllocateResult allocated = storage.allocate(1, keys, List.of(PAGE, PAGE)).await(10, TimeUnit.SECONDS);

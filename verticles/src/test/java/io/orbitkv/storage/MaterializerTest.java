@@ -3,22 +3,27 @@ package io.orbitkv.storage;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.orbitkv.common.Ticker;
+import io.orbitkv.ssd.SsdCommands;
+import io.orbitkv.ssd.SsdException;
+import io.orbitkv.ssd.SsdFailure;
 import io.orbitkv.ssd.SsdLease;
+import io.orbitkv.ssd.SsdPageOutcome;
 import io.orbitkv.ssd.SsdReadResult;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
-import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
-import java.util.Map;
+import java.util.Set;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * Reads back from SSD with injected failures: every reserved slot is returned, whether the read fails, starting it
- * throws, or the read completes after the others; the drain waits for the last read in flight.
+ * Reads back from SSD with injected failures, through a scripted SSD role: one command per phase however many pages,
+ * every reserved slot settles exactly once (sealed, or freed when its lease, its read or a whole command failed), the
+ * leases end, and the drain waits for the read command in flight.
  */
 class MaterializerTest {
     static final long PAGE = 1 << 20;
@@ -27,23 +32,67 @@ class MaterializerTest {
     final PoolAllocator allocator = new PoolAllocator(8 * PAGE, 2 * PAGE);
     final ImageStore store = new ImageStore(allocator, pool, 6 * PAGE, new ResidencyStream(1, 1024),
             new ImageStore.Listener() {});
-    final Map<StateKey, Promise<SsdReadResult>> reads = new HashMap<>();
-    final List<SsdReadResult> settled = new ArrayList<>();
-    final List<ImageStore.ImageRef> failed = new ArrayList<>();
+    final ScriptedSsd ssd = new ScriptedSsd();
+    final List<List<SsdPageOutcome<SsdReadResult>>> settled = new ArrayList<>();
+    final Materializer materializer = new Materializer(store, pool, ssd,
+            (images, outcomes, nanos) -> settled.add(outcomes), Ticker.SYSTEM);
+
+    /** The SSD role's three commands, answered by the test: stale keys get no lease, reads wait for {@link #reads}. */
+    static final class ScriptedSsd implements Materializer.SsdReadBack {
+        final Set<StateKey> stale = new HashSet<>();
+        final List<List<SsdCommands.ReadInto>> readCommands = new ArrayList<>();
+        final List<Promise<List<SsdPageOutcome<SsdReadResult>>>> reads = new ArrayList<>();
+        final List<SsdLease> held = new ArrayList<>();
+        int acquireCommands;
+        int releaseCommands;
+        boolean readThrows;
+        long nextLease = 1;
+
+        @Override
+        public Future<List<SsdPageOutcome<SsdLease>>> acquireLeases(List<SsdCommands.AcquireLease> pages) {
+            acquireCommands++;
+            List<SsdPageOutcome<SsdLease>> outcomes = new ArrayList<>();
+            for (SsdCommands.AcquireLease page : pages) {
+                if (stale.contains(page.key())) {
+                    outcomes.add(SsdPageOutcome.failed(new SsdException(SsdFailure.STALE_GENERATION, "injected")));
+                } else {
+                    SsdLease lease = new SsdLease(nextLease++, page.key(), page.generation(), PAGE);
+                    held.add(lease);
+                    outcomes.add(SsdPageOutcome.of(lease));
+                }
+            }
+            return Future.succeededFuture(outcomes);
+        }
+
+        @Override
+        public Future<List<SsdPageOutcome<SsdReadResult>>> readInto(List<SsdCommands.ReadInto> batch) {
+            if (readThrows) {
+                throw new IllegalStateException("injected: the SSD proxy threw while sending the reads");
+            }
+            readCommands.add(batch);
+            Promise<List<SsdPageOutcome<SsdReadResult>>> answer = Promise.promise();
+            reads.add(answer);
+            return answer.future();
+        }
+
+        @Override
+        public Future<Integer> release(List<SsdLease> leases) {
+            releaseCommands++;
+            int ended = 0;
+            for (SsdLease lease : leases) {
+                ended += held.remove(lease) ? 1 : 0;
+            }
+            return Future.succeededFuture(ended);
+        }
+
+        static SsdPageOutcome<SsdReadResult> ok(SsdCommands.ReadInto read, int crc) {
+            return SsdPageOutcome.of(new SsdReadResult(read.lease(), PAGE, SsdReadResult.ReadPath.DIRECT, crc));
+        }
+    }
 
     @AfterEach
     void close() {
         arena.close();
-    }
-
-    Materializer materializer(Materializer.SlotFiller filler) {
-        return new Materializer(store, pool, filler, (image, result, nanos) -> {
-            if (result == null) {
-                failed.add(image);
-            } else {
-                settled.add(result);
-            }
-        }, Ticker.SYSTEM);
     }
 
     List<StateKey> onSsd(int n) {
@@ -57,55 +106,102 @@ class MaterializerTest {
     }
 
     @Test
-    void aFailedOrThrowingReadReturnsItsSlotAndTheOthersStillSeal() {
+    void aStaleLeaseOrAFailedReadReturnsItsSlotAndTheOthersSealWithOneCommandPerPhase() {
         List<StateKey> keys = onSsd(4);
-        Materializer m = materializer((key, generation, slot) -> {
-            if (key.equals(keys.get(1))) {
-                throw new IllegalStateException("injected: the SSD proxy threw while starting the read");
-            }
-            Promise<SsdReadResult> read = Promise.promise();
-            reads.put(key, read);
-            return read.future();
-        });
-        assertThat(m.start(keys)).isEqualTo(4);
-        assertThat(failed).as("the read that threw settled at once").hasSize(1);
-        assertThat(m.inFlight()).isEqualTo(3);
-        Future<Void> drained = m.drained();
-        reads.get(keys.get(0)).complete(new SsdReadResult(new SsdLease(1, keys.get(0), 100, PAGE), PAGE,
-                SsdReadResult.ReadPath.DIRECT, 7));
-        reads.get(keys.get(2)).fail(new IllegalStateException("injected: checksum mismatch"));
-        assertThat(drained.isComplete()).as("one read still in flight").isFalse();
-        reads.get(keys.get(3)).fail(new IllegalStateException("injected: I/O error"));
+        ssd.stale.add(keys.get(1));
+        assertThat(materializer.start(keys)).isEqualTo(4);
+        assertThat(ssd.acquireCommands).isEqualTo(1);
+        assertThat(ssd.readCommands).hasSize(1);
+        List<SsdCommands.ReadInto> batch = ssd.readCommands.getFirst();
+        assertThat(batch).as("the stale page is not read").hasSize(3);
+        assertThat(materializer.inFlight()).isEqualTo(4);
+        Future<Void> drained = materializer.drained();
+        assertThat(drained.isComplete()).isFalse();
+        ssd.reads.getFirst().complete(List.of(ScriptedSsd.ok(batch.get(0), 7),
+                SsdPageOutcome.failed(new SsdException(SsdFailure.CHECKSUM_MISMATCH, "injected")),
+                ScriptedSsd.ok(batch.get(2), 9)));
         assertThat(drained.succeeded()).isTrue();
-        assertThat(m.inFlight()).isZero();
+        assertThat(ssd.releaseCommands).isEqualTo(1);
+        assertThat(ssd.held).as("every lease taken ended").isEmpty();
+        assertThat(materializer.inFlight()).isZero();
         assertThat(store.materializingImages()).isZero();
         assertThat(settled).hasSize(1);
-        assertThat(failed).hasSize(3);
+        assertThat(settled.getFirst()).extracting(SsdPageOutcome::succeeded).containsExactly(true, false, false, true);
         assertThat(store.stateOf(keys.get(0))).isEqualTo(ImageStore.ImageState.SEALED);
-        for (int i = 1; i < 4; i++) {
-            assertThat(store.stateOf(keys.get(i))).as("failed key %d holds no slot", i).isNull();
-        }
-        assertThat(allocator.requestedBytes()).as("only the sealed page holds a slot").isEqualTo(PAGE);
-        // The keys whose reads failed can be read back again: nothing of them stayed reserved.
-        assertThat(m.start(keys.subList(1, 4))).isEqualTo(3);
+        assertThat(store.stateOf(keys.get(1))).isNull();
+        assertThat(store.stateOf(keys.get(2))).isNull();
+        assertThat(store.stateOf(keys.get(3))).isEqualTo(ImageStore.ImageState.SEALED);
+        assertThat(allocator.requestedBytes()).as("only the sealed pages hold slots").isEqualTo(2 * PAGE);
+        // The keys whose read-back failed can be read back again: nothing of them stayed reserved.
+        ssd.stale.clear();
+        assertThat(materializer.start(keys.subList(1, 3))).isEqualTo(2);
+    }
+
+    @Test
+    void aReadCommandThatThrowsFreesEverySlotAndEndsTheLeases() {
+        List<StateKey> keys = onSsd(3);
+        ssd.readThrows = true;
+        assertThat(materializer.start(keys)).isEqualTo(3);
+        assertThat(materializer.inFlight()).isZero();
+        assertThat(ssd.held).isEmpty();
+        assertThat(ssd.releaseCommands).isEqualTo(1);
+        assertThat(allocator.requestedBytes()).isZero();
+        assertThat(settled.getFirst()).extracting(SsdPageOutcome::succeeded).containsOnly(false);
     }
 
     @Test
     void aClosedMaterializerStartsNothingAndDrainsWhatIsInFlight() {
         List<StateKey> keys = onSsd(2);
-        Materializer m = materializer((key, generation, slot) -> {
-            Promise<SsdReadResult> read = Promise.promise();
-            reads.put(key, read);
-            return read.future();
-        });
-        assertThat(m.start(keys.subList(0, 1))).isEqualTo(1);
-        m.close();
-        assertThat(m.start(keys.subList(1, 2))).as("closed: no new reservation").isZero();
+        assertThat(materializer.start(keys.subList(0, 1))).isEqualTo(1);
+        materializer.close();
+        assertThat(materializer.start(keys.subList(1, 2))).as("closed: no new reservation").isZero();
         assertThat(store.stateOf(keys.get(1))).isNull();
-        Future<Void> drained = m.drained();
+        Future<Void> drained = materializer.drained();
         assertThat(drained.isComplete()).isFalse();
-        reads.get(keys.get(0)).fail(new IllegalStateException("injected: store closed"));
+        ssd.reads.getFirst().complete(List.of(SsdPageOutcome.failed(
+                new SsdException(SsdFailure.CLOSED, "injected: store closed"))));
         assertThat(drained.succeeded()).isTrue();
         assertThat(allocator.requestedBytes()).isZero();
+        assertThat(ssd.held).isEmpty();
+    }
+
+    @Test
+    void aHoldIsAllOrNothingAndIsReadOrReleasedOnce() {
+        List<StateKey> keys = onSsd(3);
+        List<ImageStore.KeyGeneration> pages = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            pages.add(new ImageStore.KeyGeneration(keys.get(i), 100 + i));
+        }
+        ssd.stale.add(keys.get(2));
+        StorageCommands.SsdHold refused = materializer.acquire(pages).result();
+        assertThat(refused.hold()).isZero();
+        assertThat(refused.staleKey()).isEqualTo(keys.get(2));
+        assertThat(ssd.held).as("the leases taken were released").isEmpty();
+        assertThat(allocator.requestedBytes()).isZero();
+
+        ssd.stale.clear();
+        long hold = materializer.acquire(pages).result().hold();
+        assertThat(hold).isPositive();
+        Future<List<ImageStore.ImageRef>> read = materializer.read(hold);
+        assertThat(ssd.readCommands.getLast()).hasSize(3);
+        assertThat(materializer.inFlight()).isEqualTo(3);
+        List<SsdCommands.ReadInto> batch = ssd.readCommands.getLast();
+        ssd.reads.getLast().complete(List.of(ScriptedSsd.ok(batch.get(0), 1), ScriptedSsd.ok(batch.get(1), 2),
+                ScriptedSsd.ok(batch.get(2), 3)));
+        assertThat(read.succeeded()).isTrue();
+        assertThat(read.result()).extracting(ImageStore.ImageRef::crc32c).containsExactly(1L, 2L, 3L);
+        assertThat(store.pinnedImages()).as("sealed and pinned in one step").isEqualTo(3);
+        assertThat(ssd.held).isEmpty();
+        assertThat(materializer.read(hold).failed()).as("never read twice").isTrue();
+        store.unpin(List.of(read.result()));
+
+        store.ssdAdded(ImageStoreTest.key(9), 200, PAGE);
+        long unread = materializer.acquire(List.of(new ImageStore.KeyGeneration(ImageStoreTest.key(9), 200)))
+                .result().hold();
+        assertThat(materializer.release(unread).result()).isTrue();
+        assertThat(materializer.release(unread).result()).isFalse();
+        assertThat(store.stateOf(ImageStoreTest.key(9))).isNull();
+        assertThat(ssd.held).isEmpty();
+        assertThat(store.materializingImages()).isZero();
     }
 }

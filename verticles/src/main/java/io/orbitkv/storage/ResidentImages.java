@@ -1,0 +1,169 @@
+package io.orbitkv.storage;
+
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Which key lives in which pool slot, the LRU eviction order and the lease pins: the core the other parts of
+ * {@link ImageStore} share.
+ *
+ * <p>Design note (eviction): LRU over sealed, unpinned, unheld images (access order refreshed by every lookup that
+ * pins, and by a read-back for the keys it needs). Pinned and writing images are never evicted, nor is an image an SSD
+ * write is copying at that moment ({@link Image#tryRetire}: a queued SSD write holds only a weak reference and never
+ * delays eviction otherwise). Allocation evicts from the LRU head until the allocator can satisfy the request or
+ * nothing evictable remains. Loop-confined, like the store.
+ */
+final class ResidentImages {
+    private final PoolAllocator allocator;
+    private final ResidencyStream residency;
+    private final ImageStore.Listener listener;
+    private final Map<StateKey, Image> images = new HashMap<>();
+    /** Sealed, unpinned, unheld images in LRU order (eldest first). */
+    private final LinkedHashMap<StateKey, Image> evictable = new LinkedHashMap<>(16, 0.75f, true);
+    private long evictions;
+    private long pinnedImages;
+    private long sealedBytes;
+
+    ResidentImages(PoolAllocator allocator, ResidencyStream residency, ImageStore.Listener listener) {
+        this.allocator = allocator;
+        this.residency = residency;
+        this.listener = listener;
+    }
+
+    Image get(StateKey key) {
+        return images.get(key);
+    }
+
+    boolean contains(StateKey key) {
+        return images.containsKey(key);
+    }
+
+    void add(Image image) {
+        images.put(image.key, image);
+    }
+
+    /** Takes an unsealed image out of the key index; its slot stays allocated (the caller frees or holds it). */
+    void detach(Image image) {
+        images.remove(image.key);
+    }
+
+    /** Takes an unsealed image out of the key index and frees its slot. */
+    void free(Image image) {
+        images.remove(image.key);
+        allocator.free(image.slot);
+    }
+
+    /** Makes a key most recently used, when it is evictable (a read-back needs it). */
+    void touch(StateKey key) {
+        evictable.get(key);
+    }
+
+    /** A slot of {@code length} bytes, evicting from the LRU head as needed; null when nothing evictable is left. */
+    PoolAllocator.Slot allocateEvicting(long length) {
+        PoolAllocator.Slot slot = allocator.allocate(length);
+        while (slot == null) {
+            Image victim = null;
+            for (Image candidate : evictable.values()) {
+                if (candidate.tryRetire()) {
+                    victim = candidate;
+                    break;
+                }
+            }
+            if (victim == null) {
+                return null;
+            }
+            evict(victim);
+            slot = allocator.allocate(length);
+        }
+        return slot;
+    }
+
+    /** Frees a sealed image claimed by {@link Image#tryRetire}; the residency stream and the listener hear of it. */
+    void evict(Image image) {
+        evictable.remove(image.key);
+        images.remove(image.key);
+        allocator.free(image.slot);
+        sealedBytes -= image.slot.lengthBytes();
+        evictions++;
+        residency.append(ResidencyStream.Change.DRAM_REMOVED, image.key, image.slot.generation(), image.slot.lengthBytes());
+        listener.onEvicted(image.ref());
+    }
+
+    /** A written image becomes resident: sealed, evictable, announced on the residency stream. */
+    void seal(Image image) {
+        image.state = ImageStore.ImageState.SEALED;
+        evictable.put(image.key, image);
+        sealedBytes += image.slot.lengthBytes();
+        residency.append(ResidencyStream.Change.DRAM_ADDED, image.key, image.slot.generation(), image.slot.lengthBytes());
+    }
+
+    /** Back into the eviction order when nothing holds it any more. */
+    void releasedHold(Image image) {
+        if (image.evictable()) {
+            evictable.put(image.key, image);
+        }
+    }
+
+    void pin(Image image) {
+        if (image.pins++ == 0) {
+            evictable.remove(image.key);
+            pinnedImages++;
+        }
+    }
+
+    void unpin(Image image) {
+        if (--image.pins == 0) {
+            pinnedImages--;
+            if (image.evictable()) {
+                evictable.put(image.key, image);
+            }
+        }
+    }
+
+    /**
+     * Checks that every reference is pinned at its exact generation and not named more often than it is pinned;
+     * throws before anything changes otherwise.
+     */
+    void checkUnpin(List<List<ImageStore.ImageRef>> pinned) {
+        Map<Image, Integer> drops = new IdentityHashMap<>();
+        for (List<ImageStore.ImageRef> chain : pinned) {
+            for (ImageStore.ImageRef ref : chain) {
+                Image image = images.get(ref.key());
+                if (image == null || image.slot.generation() != ref.generation() || image.pins == 0) {
+                    throw new IllegalStateException("unpin of an image that is not pinned: " + ref.key());
+                }
+                if (drops.merge(image, 1, Integer::sum) > image.pins) {
+                    throw new IllegalStateException("unpin of more pins than held: " + ref.key());
+                }
+            }
+        }
+    }
+
+    Collection<Image> all() {
+        return images.values();
+    }
+
+    int size() {
+        return images.size();
+    }
+
+    long evictions() {
+        return evictions;
+    }
+
+    long pinnedImages() {
+        return pinnedImages;
+    }
+
+    long sealedBytes() {
+        return sealedBytes;
+    }
+
+    PoolAllocator allocator() {
+        return allocator;
+    }
+}
