@@ -10,6 +10,7 @@ import io.orbitkv.cluster.ClusterVertx;
 import io.orbitkv.cluster.InventoryRole;
 import io.orbitkv.cluster.MemberRecord;
 import io.orbitkv.cluster.MembershipRole;
+import io.orbitkv.common.RoleProxies;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.cost.CostVerticle;
@@ -227,6 +228,7 @@ public final class Manager implements AutoCloseable {
             return Future.failedFuture(new IllegalStateException("no native transport (io_uring/epoll): Unix-socket gRPC is unavailable: "
                     + vertx.unavailableNativeTransportCause()));
         }
+        RoleProxies.bindMetrics(vertx, registry);
         Path poolPath = config.poolPath(incarnation);
         Future<Prepared> prepared = vertx.executeBlocking(() -> {
             prepareDataDir(config.dataDir());
