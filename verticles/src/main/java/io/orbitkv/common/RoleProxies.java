@@ -38,7 +38,8 @@ import java.util.function.Function;
  * completes, even after the caller timed out) and refuses more with {@link RoleCallFailure#IN_FLIGHT_LIMIT}; (3) a
  * role is never re-entered mid-update: a direct call to a role whose handler is on the stack (A calls B, which calls A
  * back before A's handler returned) is queued on the role's context, as the bus would deliver it, and runs after the
- * update finished. Each is counted per address ({@code orbitkv.role.calls.*}) once {@link #bindMetrics} was called.
+ * update finished. Each is counted per address ({@code orbitkv.role.calls.*}, tag {@code command}: a fixed role
+ * address, never a reply address) once {@link #bindMetrics} was called.
  * Either path gives the caller the same typed failures.
  *
  * <p>Withdrawal: a stopping role calls {@link #withdrawAll} first thing; its handlers leave the direct path and the
@@ -232,13 +233,13 @@ public final class RoleProxies {
     }
 
     private static void register(MeterRegistry registry, String address, CallStats stats) {
-        FunctionCounter.builder("orbitkv.role.calls.refused", stats, s -> s.gate().refused()).tag("address", address)
+        FunctionCounter.builder("orbitkv.role.calls.refused", stats, s -> s.gate().refused()).tag("command", address)
                 .description("Calls refused because the role had its bound of calls in flight").register(registry);
-        FunctionCounter.builder("orbitkv.role.calls.timed.out", stats, s -> s.timedOut().get()).tag("address", address)
+        FunctionCounter.builder("orbitkv.role.calls.timed.out", stats, s -> s.timedOut().get()).tag("command", address)
                 .description("Direct calls not answered within their send timeout").register(registry);
-        FunctionCounter.builder("orbitkv.role.calls.deferred", stats, s -> s.deferred().get()).tag("address", address)
+        FunctionCounter.builder("orbitkv.role.calls.deferred", stats, s -> s.deferred().get()).tag("command", address)
                 .description("Direct calls queued because the role was mid-update").register(registry);
-        Gauge.builder("orbitkv.role.calls.in.flight", stats, s -> s.gate().inFlight()).tag("address", address)
+        Gauge.builder("orbitkv.role.calls.in.flight", stats, s -> s.gate().inFlight()).tag("command", address)
                 .description("Calls the role has not answered yet").register(registry);
     }
 

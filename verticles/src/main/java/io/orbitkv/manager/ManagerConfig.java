@@ -200,8 +200,6 @@ public record ManagerConfig(
         d.put("peer.max-lease-ms", "10000");
         d.put("peer.credit-bytes", "256MiB");
         d.put("peer.max-keys", "4096");
-        d.put("peer.test-flip-page", "0");
-        d.put("peer.test-stall-lease-pages", "0");
         d.put("peer.staging-bytes", "64MiB");
         d.put("peer.prefault-bytes", "4GiB");
         d.put("peer.transfer-loops", "auto");
@@ -223,8 +221,10 @@ public record ManagerConfig(
         d.put("cluster.inventory.interval-ms", "50");
         d.put("cluster.inventory.max-batch", "1024");
         d.put("cluster.inventory.max-keys-per-peer", "65536");
-        // Test hook only: the inventory publisher skips its N-th non-empty batch (0 = never).
-        d.put("cluster.inventory.test-drop-batch", "0");
+        // Test hooks only, never for operators (0 = off): each breaks something on purpose.
+        d.put("fault-injection.peer.flip-page", "0");
+        d.put("fault-injection.peer.stall-lease-pages", "0");
+        d.put("fault-injection.inventory.drop-batch", "0");
         return Map.copyOf(d);
     }
 
@@ -319,8 +319,8 @@ public record ManagerConfig(
         }
         return new PeerSettings(port, transferPort, transport.equals("plaintext"),
                 integer(v, "peer.max-lease-ms", 10, 600_000), size(v, "peer.credit-bytes", 4096, 1L << 40),
-                (int) integer(v, "peer.max-keys", 1, 1 << 16), integer(v, "peer.test-flip-page", 0, Long.MAX_VALUE),
-                (int) integer(v, "peer.test-stall-lease-pages", 0, 1 << 16), size(v, "peer.staging-bytes", 0, 1L << 40),
+                (int) integer(v, "peer.max-keys", 1, 1 << 16), integer(v, "fault-injection.peer.flip-page", 0, Long.MAX_VALUE),
+                (int) integer(v, "fault-injection.peer.stall-lease-pages", 0, 1 << 16), size(v, "peer.staging-bytes", 0, 1L << 40),
                 size(v, "peer.prefault-bytes", 0, 1L << 50),
                 countOrAuto(v, "peer.transfer-loops", PeerSettings.defaultTransferLoops(), 64),
                 countOrAuto(v, "peer.verify-threads",
@@ -400,7 +400,7 @@ public record ManagerConfig(
                 integer(v, "cluster.inventory.interval-ms", 5, 60_000),
                 (int) integer(v, "cluster.inventory.max-batch", 1, 1 << 16),
                 (int) integer(v, "cluster.inventory.max-keys-per-peer", 16, 1 << 24),
-                integer(v, "cluster.inventory.test-drop-batch", 0, Long.MAX_VALUE)));
+                integer(v, "fault-injection.inventory.drop-batch", 0, Long.MAX_VALUE)));
     }
 
     /** A TLS file the cluster needs: named, and readable now (else the Manager would fail later, at first contact). */

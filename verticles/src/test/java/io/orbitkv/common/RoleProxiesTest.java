@@ -205,7 +205,7 @@ class RoleProxiesTest {
         assertThat(viaBus.failure()).isEqualTo(RoleCallFailure.IN_FLIGHT_LIMIT);
         assertThat(RoleProxies.inFlight(vertx, "busy")).isEqualTo(2);
         assertThat(RoleProxies.refused(vertx, "busy")).isEqualTo(2);
-        assertThat(registry.get("orbitkv.role.calls.refused").tag("address", "busy").functionCounter().count())
+        assertThat(registry.get("orbitkv.role.calls.refused").tag("command", "busy").functionCounter().count())
                 .isEqualTo(2);
 
         busy.on(() -> {

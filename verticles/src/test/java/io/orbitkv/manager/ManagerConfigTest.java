@@ -226,6 +226,18 @@ class ManagerConfigTest {
     }
 
     @Test
+    void testHooksLiveOnlyUnderFaultInjection() {
+        assertThat(ManagerConfig.DEFAULTS.keySet()).filteredOn(key -> !key.startsWith("fault-injection."))
+                .noneMatch(key -> key.contains("test"));
+        assertThat(ManagerConfig.DEFAULTS).containsKeys("fault-injection.peer.flip-page",
+                "fault-injection.peer.stall-lease-pages", "fault-injection.inventory.drop-batch");
+        assertThat(ManagerConfig.from(Map.of("fault-injection.inventory.drop-batch", "2", "cluster.enabled", "false"))
+                .cluster()).isEmpty();
+        assertThatThrownBy(() -> ManagerConfig.from(Map.of("peer.test-flip-page", "5")))
+                .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.key()).isEqualTo("peer.test-flip-page"));
+    }
+
+    @Test
     void theShippedYamlParsesToTheEmbeddedDefaults() throws Exception {
         Path yaml = Path.of("..", "conf", "orbitkv.yaml");
         Vertx vertx = Vertx.vertx();
