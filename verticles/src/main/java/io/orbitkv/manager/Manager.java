@@ -1,5 +1,6 @@
 package io.orbitkv.manager;
 
+import io.orbitkv.common.ConfigException;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.orbitkv.clusterkit.ClusterCertificates;
-import io.orbitkv.manager.ConfigException;
+import io.orbitkv.common.ConfigException;
 import io.orbitkv.manager.ManagerConfig;
 import java.nio.file.Path;
 import java.time.Duration;

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.OrbitKvException;
-import io.orbitkv.manager.ConfigException;
+import io.orbitkv.common.ConfigException;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.protocol.engine.ErrorReason;

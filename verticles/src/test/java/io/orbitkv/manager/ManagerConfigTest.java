@@ -3,6 +3,7 @@ package io.orbitkv.manager;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.orbitkv.common.ConfigException;
 import io.orbitkv.peer.PeerAttemptPolicy;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.planning.Medium;
