@@ -78,12 +78,12 @@ public final class Manager implements AutoCloseable {
     private final HealthAndMetricsVerticle health;
     private final String token;
     private final Path poolPath;
-    private CostProxy costProxy;
-    private RouteResources planningResources;
+    private final CostProxy costProxy;
+    private final RouteResources planningResources;
     /** The cluster roles; null in single-host mode. */
-    private ClusterRoles cluster;
+    private final ClusterRoles cluster;
     /** The peer role; null without {@code peer.port}. */
-    private io.orbitkv.peer.PeerVerticle peer;
+    private final io.orbitkv.peer.PeerVerticle peer;
 
     /** The deployment ids of the roles, for the ordered stop; ssd is null without the SSD tier. */
     private static final class Deployments {
@@ -112,19 +112,21 @@ public final class Manager implements AutoCloseable {
     private final Deployments deployments;
     private Future<StopReport> stopping;
 
-    private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, EngineVerticle engine,
-                    HealthAndMetricsVerticle health, String token, Path poolPath, StorageVerticle storage,
-                    SsdProxy ssd, Deployments deployments) {
-        this.storage = storage;
-        this.ssd = ssd;
-        this.deployments = deployments;
+    private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, Roles roles) {
         this.vertx = vertx;
         this.config = config;
         this.registry = registry;
-        this.engine = engine;
-        this.health = health;
-        this.token = token;
-        this.poolPath = poolPath;
+        this.engine = roles.engine;
+        this.health = roles.health;
+        this.token = roles.token;
+        this.poolPath = roles.poolPath;
+        this.storage = roles.storage;
+        this.ssd = roles.ssd == null ? null : new SsdProxy(vertx);
+        this.deployments = roles.deployments;
+        this.costProxy = roles.cost.proxy();
+        this.planningResources = roles.planningResources;
+        this.cluster = roles.cluster;
+        this.peer = roles.peer;
     }
 
     /**
@@ -212,6 +214,8 @@ public final class Manager implements AutoCloseable {
     /**
      * Starts a Manager whose restore workers pass {@code restoreGate} before each copy batch: a test seam that lets
      * a test hold copies in flight to observe admission and cancellation; {@link #start(ManagerConfig)} passes none.
+     * Steps: a Vertx (clustered with the cluster on), the blocking preparation (data directory, pool directory, token),
+     * the roles built from their settings, deployed in dependency order.
      */
     public static Future<Manager> start(ManagerConfig config, RestoreVerticle.CopyGate restoreGate) {
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
@@ -231,118 +235,43 @@ public final class Manager implements AutoCloseable {
         }
         RoleProxies.bindMetrics(vertx, registry);
         Path poolPath = config.poolPath(incarnation);
-        Future<Prepared> prepared = vertx.executeBlocking(() -> {
-            prepareDataDir(config.dataDir());
-            if (!Files.isDirectory(config.poolShmDir())) {
-                throw new ConfigException("pool.shm-dir", config.poolShmDir() + " is not a directory");
-            }
-            PoolPages.Answer poolPages = checkHugePages(config);
-            if (config.ssd().enabled() && config.ssd().defaultDirectory()) {
-                Files.createDirectories(config.ssd().directory());
-                Files.setPosixFilePermissions(config.ssd().directory(), PosixFilePermissions.fromString("rwx------"));
-            }
-            for (Path stale : StalePools.removeDead(config.poolShmDir())) {
-                LOG.info("removed the pool file {} of a Manager that is no longer running", stale);
-            }
-            try {
-                return new Prepared(EngineToken.loadOrCreate(config.authTokenFile(), Libc.effectiveUid()), poolPages);
-            } catch (EngineToken.InsecureTokenFileException e) {
-                throw new ConfigException("auth.token-file", e.getMessage());
-            }
-        });
-        CostVerticle cost = new CostVerticle(config.cost(), registry);
-        Future<Manager> started = prepared.compose(ready -> {
-            String token = ready.token();
-            long poolBytes = config.poolSizeBytes();
-            ResourceId dramPool = new ResourceId(ResourceKind.DRAM_POOL,
-                    "dram-pool", incarnation);
-            ResourceId ssdStore = new ResourceId(ResourceKind.SSD_STORE,
-                    "ssd-store", incarnation);
-            SsdVerticle ssd = config.ssd().enabled()
-                    ? new SsdVerticle(config.ssd().settings()
-                            .observer(new SsdWriteObservations(cost.proxy(), ssdStore, dramPool)), registry) : null;
-            StorageSettings storageSettings = new StorageSettings().pool(poolPath, poolBytes)
-                    .poolPages(ready.poolPages())
-                    .chunkBytes(config.poolChunkBytes())
-                    .publishBudgetBytes((long) (poolBytes * config.publishBudgetFraction()))
-                    .incarnation(incarnation)
-                    .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
-                    .cost(cost.proxy(), dramPool)
-                    .backgroundChecksums(config.peer().enabled());
-            if (ssd != null) {
-                storageSettings.ssd(new SsdProxy(vertx), ssdStore);
-            }
-            StorageVerticle storage = new StorageVerticle(storageSettings, registry);
-            AdmissionVerticle admission = new AdmissionVerticle(AdmissionVerticle.Settings.builder()
-                    .maxOutstanding(config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding())
-                    .waitBudgetNanos(TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()))
-                    .replyTtlNanos(TimeUnit.MILLISECONDS.toNanos(config.queryReplyTtlMillis()))
-                    .leaseBudgetBytes((long) (poolBytes * config.queryByteBudgetFraction()))
-                    .instanceBudgetBytes((long) (poolBytes * config.queryByteBudgetFraction()
-                            * config.queryInstanceBudgetFraction()))
-                    .speculativeBudgetBytes((long) (poolBytes * config.querySpeculativeFraction()))
-                    .tenantShares(config.queryTenantShares())
-                    .maxAnswered(config.answered().perInstance(), config.answered().total())
-                    .build(), registry, Ticker.SYSTEM, cost.proxy(), dramPool);
-            RouteResources planningResources = new RouteResources(dramPool, ssdStore);
-            RestoreVerticle restore = new RestoreVerticle(
-                    new RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate),
-                    registry, cost.proxy());
-            EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
-            ClusterRoles cluster = config.cluster().map(settings -> new ClusterRoles(settings, incarnation,
-                    eventBusPort, config.ssd().enabled(), registry, vertx, config.peer().enabled()
-                            ? java.util.Map.of("peer", settings.host() + ":" + config.peer().port()) : java.util.Map.of()))
-                    .orElse(null);
-            io.orbitkv.peer.PeerVerticle peer = cluster == null || !config.peer().enabled() ? null
-                    : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
-                            poolBytes, registry, cost.proxy())
-                            .poolPageBytes(io.orbitkv.peer.PoolPrefault.pageBytes(ready.poolPages()));
-            // Peer evidence counts only for current members. With the cluster on, discovery merges the inventory's
-            // peer records with local evidence; with the peer role too, peer DRAM and peer SSD (the source stages its
-            // own extents) are executable through it, one execution owner for both.
-            PlanningVerticle.Settings planningSettings = PlanningVerticle.Settings.localOnly(config.ssd().enabled(),
-                    planningResources).withRestoreRole().withTransfers(config.planningTransfers());
-            if (peer != null) {
-                planningSettings = new PlanningVerticle.Settings(
-                        planningSettings.capabilities().with(RouteTemplate.HOST_FROM_PEER_DRAM)
-                                .with(RouteTemplate.HOST_FROM_PEER_SSD),
-                        planningSettings.transfers(), planningSettings.resources());
-            }
-            PlanningVerticle planning = new PlanningVerticle(planningSettings, registry, Ticker.SYSTEM, cost.proxy())
-                    .members(cluster == null ? MembershipView.NONE : cluster.membership());
-            if (cluster != null) {
-                PeerExecutionOwner peerOwner = peer == null ? null
-                        : new PeerExecutionOwner(vertx, peer, Duration.ofMillis(config.queryWaitBudgetMillis()),
-                                config.peerAttempts());
-                planning.peers(local -> ClusterEvidence.merged(local, cluster.inventory()), peerOwner == null ? Map.of()
-                        : Map.of(RouteTemplate.HOST_FROM_PEER_DRAM, peerOwner, RouteTemplate.HOST_FROM_PEER_SSD, peerOwner));
-            }
-            HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
-            Deployments deployments = new Deployments();
-            return vertx.deployVerticle(cost).onSuccess(id -> deployments.cost = id)
-                    .compose(id -> ssd == null ? Future.succeededFuture(id)
-                            : vertx.deployVerticle(ssd).onSuccess(ssdId -> deployments.ssd = ssdId))
-                    .compose(id -> vertx.deployVerticle(storage)).onSuccess(id -> deployments.storage = id)
-                    .compose(id -> cluster == null ? Future.succeededFuture(id) : cluster.deploy(vertx))
-                    .compose(id -> vertx.deployVerticle(planning)).onSuccess(id -> deployments.planning = id)
-                    .compose(id -> peer == null ? Future.succeededFuture(id)
-                            : vertx.deployVerticle(peer).onSuccess(peerId -> deployments.peer = peerId))
-                    .compose(id -> vertx.deployVerticle(restore)).onSuccess(id -> deployments.restore = id)
-                    .compose(id -> vertx.deployVerticle(admission)).onSuccess(id -> deployments.admission = id)
-                    .compose(id -> vertx.deployVerticle(engine)).onSuccess(id -> deployments.engine = id)
-                    .compose(id -> vertx.deployVerticle(health)).onSuccess(id -> deployments.health = id)
-                    .map(id -> {
-                        Manager manager = new Manager(vertx, config, registry, engine, health, token, poolPath,
-                                storage, ssd == null ? null : new SsdProxy(vertx), deployments);
-                        manager.costProxy = cost.proxy();
-                        manager.planningResources = planningResources;
-                        manager.cluster = cluster;
-                        manager.peer = peer;
-                        return manager;
-                    });
-        });
-        // The caller's future is completed outside any Vert.x context: on failure the Vertx is closed first, from a
-        // thread it does not own, so nothing is left running when the caller hears of the failure.
+        Future<Manager> started = vertx.executeBlocking(() -> prepare(config))
+                .map(prepared -> new Roles(config, prepared, vertx, registry, incarnation, eventBusPort, poolPath,
+                        restoreGate))
+                .compose(roles -> roles.deployInOrder(vertx))
+                .map(roles -> new Manager(vertx, config, registry, roles));
+        return outsideVertx(vertx, started);
+    }
+
+    /**
+     * The blocking part of start, on a worker: the data directory, the pool directory and its page answer, the SSD
+     * directory when it is the default one, stale pool files of dead Managers, the engine token.
+     */
+    private static Prepared prepare(ManagerConfig config) throws IOException {
+        prepareDataDir(config.dataDir());
+        if (!Files.isDirectory(config.poolShmDir())) {
+            throw new ConfigException("pool.shm-dir", config.poolShmDir() + " is not a directory");
+        }
+        PoolPages.Answer poolPages = checkHugePages(config);
+        if (config.ssd().enabled() && config.ssd().defaultDirectory()) {
+            Files.createDirectories(config.ssd().directory());
+            Files.setPosixFilePermissions(config.ssd().directory(), PosixFilePermissions.fromString("rwx------"));
+        }
+        for (Path stale : StalePools.removeDead(config.poolShmDir())) {
+            LOG.info("removed the pool file {} of a Manager that is no longer running", stale);
+        }
+        try {
+            return new Prepared(EngineToken.loadOrCreate(config.authTokenFile(), Libc.effectiveUid()), poolPages);
+        } catch (EngineToken.InsecureTokenFileException e) {
+            throw new ConfigException("auth.token-file", e.getMessage());
+        }
+    }
+
+    /**
+     * The caller's future is completed outside any Vert.x context: on failure the Vertx is closed first, from a thread
+     * it does not own, so nothing is left running when the caller hears of the failure.
+     */
+    private static Future<Manager> outsideVertx(Vertx vertx, Future<Manager> started) {
         CompletableFuture<Manager> result = new CompletableFuture<>();
         started.onComplete(ar -> {
             if (ar.succeeded()) {
@@ -359,6 +288,131 @@ public final class Manager implements AutoCloseable {
             });
         });
         return Future.fromCompletionStage(result);
+    }
+
+    /**
+     * The roles of one Manager, each built from its settings, and their deployment ids once deployed. Optional roles
+     * are null: ssd without the SSD tier, cluster in single-host mode, peer without {@code peer.port}.
+     */
+    private static final class Roles {
+        final String token;
+        final Path poolPath;
+        final RouteResources planningResources;
+        final CostVerticle cost;
+        final SsdVerticle ssd;
+        final StorageVerticle storage;
+        final ClusterRoles cluster;
+        final io.orbitkv.peer.PeerVerticle peer;
+        final PlanningVerticle planning;
+        final RestoreVerticle restore;
+        final AdmissionVerticle admission;
+        final EngineVerticle engine;
+        final HealthAndMetricsVerticle health;
+        final Deployments deployments = new Deployments();
+
+        Roles(ManagerConfig config, Prepared prepared, Vertx vertx, PrometheusMeterRegistry registry, long incarnation,
+              int eventBusPort, Path poolPath, RestoreVerticle.CopyGate restoreGate) {
+            this.token = prepared.token();
+            this.poolPath = poolPath;
+            long poolBytes = config.poolSizeBytes();
+            ResourceId dramPool = new ResourceId(ResourceKind.DRAM_POOL, "dram-pool", incarnation);
+            ResourceId ssdStore = new ResourceId(ResourceKind.SSD_STORE, "ssd-store", incarnation);
+            this.planningResources = new RouteResources(dramPool, ssdStore);
+            this.cost = new CostVerticle(config.cost(), registry);
+            CostProxy costs = cost.proxy();
+            this.ssd = config.ssd().enabled() ? new SsdVerticle(config.ssd().settings()
+                    .observer(new SsdWriteObservations(costs, ssdStore, dramPool)), registry) : null;
+            StorageSettings storageSettings = new StorageSettings().pool(poolPath, poolBytes)
+                    .poolPages(prepared.poolPages())
+                    .chunkBytes(config.poolChunkBytes())
+                    .publishBudgetBytes((long) (poolBytes * config.publishBudgetFraction()))
+                    .incarnation(incarnation)
+                    .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
+                    .cost(costs, dramPool)
+                    .backgroundChecksums(config.peer().enabled());
+            if (ssd != null) {
+                storageSettings.ssd(new SsdProxy(vertx), ssdStore);
+            }
+            this.storage = new StorageVerticle(storageSettings, registry);
+            this.admission = new AdmissionVerticle(admissionSettings(config), registry, Ticker.SYSTEM, costs, dramPool);
+            this.restore = new RestoreVerticle(
+                    new RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate), registry, costs);
+            this.engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
+            this.cluster = config.cluster().map(settings -> new ClusterRoles(settings, incarnation,
+                    eventBusPort, config.ssd().enabled(), registry, vertx, config.peer().enabled()
+                            ? java.util.Map.of("peer", settings.host() + ":" + config.peer().port()) : java.util.Map.of()))
+                    .orElse(null);
+            this.peer = cluster == null || !config.peer().enabled() ? null
+                    : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
+                            poolBytes, registry, costs)
+                            .poolPageBytes(io.orbitkv.peer.PoolPrefault.pageBytes(prepared.poolPages()));
+            this.planning = planning(config, vertx, registry, costs);
+            this.health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
+        }
+
+        /**
+         * Peer evidence counts only for current members. With the cluster on, discovery merges the inventory's peer
+         * records with local evidence; with the peer role too, peer DRAM and peer SSD (the source stages its own
+         * extents) are executable through it, one execution owner for both.
+         */
+        private PlanningVerticle planning(ManagerConfig config, Vertx vertx, PrometheusMeterRegistry registry,
+                                          CostProxy costs) {
+            PlanningVerticle.Settings settings = PlanningVerticle.Settings.localOnly(config.ssd().enabled(),
+                    planningResources).withRestoreRole().withTransfers(config.planningTransfers());
+            if (peer != null) {
+                settings = new PlanningVerticle.Settings(
+                        settings.capabilities().with(RouteTemplate.HOST_FROM_PEER_DRAM)
+                                .with(RouteTemplate.HOST_FROM_PEER_SSD),
+                        settings.transfers(), settings.resources());
+            }
+            PlanningVerticle planning = new PlanningVerticle(settings, registry, Ticker.SYSTEM, costs)
+                    .members(cluster == null ? MembershipView.NONE : cluster.membership());
+            if (cluster != null) {
+                PeerExecutionOwner peerOwner = peer == null ? null
+                        : new PeerExecutionOwner(vertx, peer, Duration.ofMillis(config.queryWaitBudgetMillis()),
+                                config.peerAttempts());
+                planning.peers(local -> ClusterEvidence.merged(local, cluster.inventory()), peerOwner == null ? Map.of()
+                        : Map.of(RouteTemplate.HOST_FROM_PEER_DRAM, peerOwner, RouteTemplate.HOST_FROM_PEER_SSD, peerOwner));
+            }
+            return planning;
+        }
+
+        /** Deploys in dependency order: each role after what it calls at start. */
+        Future<Roles> deployInOrder(Vertx vertx) {
+            return deploy(vertx, cost, id -> deployments.cost = id)
+                    .compose(v -> deploy(vertx, ssd, id -> deployments.ssd = id))
+                    .compose(v -> deploy(vertx, storage, id -> deployments.storage = id))
+                    .compose(v -> cluster == null ? Future.succeededFuture() : cluster.deploy(vertx))
+                    .compose(v -> deploy(vertx, planning, id -> deployments.planning = id))
+                    .compose(v -> deploy(vertx, peer, id -> deployments.peer = id))
+                    .compose(v -> deploy(vertx, restore, id -> deployments.restore = id))
+                    .compose(v -> deploy(vertx, admission, id -> deployments.admission = id))
+                    .compose(v -> deploy(vertx, engine, id -> deployments.engine = id))
+                    .compose(v -> deploy(vertx, health, id -> deployments.health = id))
+                    .map(v -> this);
+        }
+
+        /** Deploys {@code verticle} and keeps its id; nothing for an absent (null) role. */
+        private static Future<?> deploy(Vertx vertx, io.vertx.core.Deployable verticle,
+                                        java.util.function.Consumer<String> deployed) {
+            return verticle == null ? Future.succeededFuture() : vertx.deployVerticle(verticle).onSuccess(deployed::accept);
+        }
+    }
+
+    /** The admission role's settings: its bounds, and its byte budgets as fractions of the pool. */
+    static AdmissionVerticle.Settings admissionSettings(ManagerConfig config) {
+        long poolBytes = config.poolSizeBytes();
+        return AdmissionVerticle.Settings.builder()
+                .maxOutstanding(config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding())
+                .waitBudgetNanos(TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()))
+                .replyTtlNanos(TimeUnit.MILLISECONDS.toNanos(config.queryReplyTtlMillis()))
+                .leaseBudgetBytes((long) (poolBytes * config.queryByteBudgetFraction()))
+                .instanceBudgetBytes((long) (poolBytes * config.queryByteBudgetFraction()
+                        * config.queryInstanceBudgetFraction()))
+                .speculativeBudgetBytes((long) (poolBytes * config.querySpeculativeFraction()))
+                .tenantShares(config.queryTenantShares())
+                .maxAnswered(config.answered().perInstance(), config.answered().total())
+                .build();
     }
 
     /** The engine role's settings from the configuration. */
