@@ -173,11 +173,11 @@ class ManagerConfigTest {
         ManagerConfig defaults = ManagerConfig.from(Map.of());
         assertThat(defaults.bridge().enabled()).isFalse();
         assertThat(defaults.bridge()).isEqualTo(new ManagerConfig.BridgeDoor("127.0.0.1", -1, 24L << 20, 64, 64));
-        assertThat(Manager.engineSettings(defaults, "0123456789abcdef", Path.of("/pool")).bridgeEnabled()).isFalse();
+        assertThat(ManagerRoles.engineSettings(defaults, "0123456789abcdef", Path.of("/pool")).bridgeEnabled()).isFalse();
         ManagerConfig on = ManagerConfig.from(Map.of("bridge.port", "0", "bridge.max-frame", "1MiB",
                 "bridge.max-outstanding-per-connection", "8", "bridge.max-connections", "2"));
         assertThat(on.bridge()).isEqualTo(new ManagerConfig.BridgeDoor("127.0.0.1", 0, 1L << 20, 8, 2));
-        var settings = Manager.engineSettings(on, "0123456789abcdef", Path.of("/pool"));
+        var settings = ManagerRoles.engineSettings(on, "0123456789abcdef", Path.of("/pool"));
         assertThat(settings.bridgeEnabled()).isTrue();
         assertThat(settings.bridgePort()).isZero();
         assertThat(settings.bridgeMaxFrameBytes()).isEqualTo(1L << 20);
