@@ -69,7 +69,7 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
- * Issue 14 item 5: the event-bus bridge door, tested over a raw TCP socket speaking the bridge's framing (4-byte
+ * The event-bus bridge door, tested over a raw TCP socket speaking the bridge's framing (4-byte
  * length + JSON) against a real Manager. The whole engine cycle works through it with payload only in the shared
  * pool; refusals carry the same ErrorReason name, code and text as on gRPC; the token is required on every frame;
  * only the engine calls are reachable; malformed and oversized frames, too many connections and clients that do not

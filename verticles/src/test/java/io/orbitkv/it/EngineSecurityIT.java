@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 9 item 8, security at start: a token file others may read or replace stops startup with a clear error (the
+ * Security at start: a token file others may read or replace stops startup with a clear error (the
  * configuration-error path, exit code 2 in {@code orbitkv manager}); the Unix socket is owner-only from its first
  * moment at its path; callers on it are checked by peer credentials against the allowed uids, in addition to the token.
  */
