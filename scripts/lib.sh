@@ -58,3 +58,54 @@ need_tool() {
 
 ORBITKV_JAR="$ORBITKV_ROOT/app/target/orbitkv.jar"
 ORBITKV_JVM_FLAGS=(--enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow)
+ORBITKV_BUILD_LOCK="$ORBITKV_ROOT/.orbitkv-build.lock"
+
+# The files the fat jar is built from: in a git checkout the tracked ones and new ones git does not ignore, so that
+# what a build generates (target/, ignored) never counts as a change; outside git, the same paths found on disk with
+# every target/ pruned. NUL-separated.
+jar_sources() {
+  if git -C "$ORBITKV_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git -C "$ORBITKV_ROOT" ls-files -z --cached --others --exclude-standard -- '*pom.xml' '*/src/main/*'
+  else
+    (cd "$ORBITKV_ROOT" && find . \( -name target -o -name .git \) -prune -o -type f \
+      \( -name pom.xml -o -path '*/src/main/*' \) -printf '%P\0')
+  fi
+}
+
+# Whether the fat jar is missing or older than one of its sources.
+jar_stale() {
+  [ -f "$ORBITKV_JAR" ] || return 0
+  local source
+  while IFS= read -r -d '' source; do
+    [ "$ORBITKV_ROOT/$source" -nt "$ORBITKV_JAR" ] && return 0
+  done < <(jar_sources)
+  return 1
+}
+
+# Takes this tree's build lock for the rest of the calling process: scripts/test holds it for its whole run (the
+# Python tests run Managers from the jar it built) and scripts/orbitkv while it rebuilds the jar, so that neither
+# rebuilds the jar under the other. Waits, saying so, while another build holds it. Children inherit the lock
+# (ORBITKV_BUILD_LOCK_HELD) and must not take it again.
+hold_build_lock() {
+  if [ -n "${ORBITKV_BUILD_LOCK_HELD:-}" ]; then
+    return 0
+  fi
+  if ! command -v flock >/dev/null 2>&1; then
+    echo "orbitkv: flock (util-linux) is missing: builds of this tree are not serialized" >&2
+    return 0
+  fi
+  exec 9>>"$ORBITKV_BUILD_LOCK"
+  if ! flock -n 9; then
+    echo "orbitkv: waiting for another build of this tree to finish ($ORBITKV_BUILD_LOCK)" >&2
+    flock 9
+  fi
+  export ORBITKV_BUILD_LOCK_HELD=$$
+}
+
+# Gives the build lock back (before exec'ing a long-running process that would otherwise inherit it).
+release_build_lock() {
+  if [ "${ORBITKV_BUILD_LOCK_HELD:-}" = "$$" ]; then
+    exec 9>&-
+    unset ORBITKV_BUILD_LOCK_HELD
+  fi
+}

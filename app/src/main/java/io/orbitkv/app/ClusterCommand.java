@@ -1,8 +1,8 @@
 package io.orbitkv.app;
 
-import io.orbitkv.cluster.ClusterCertificates;
-import io.orbitkv.cluster.LocalCluster;
-import io.orbitkv.cluster.LocalEtcd;
+import io.orbitkv.clusterkit.ClusterCertificates;
+import io.orbitkv.clusterkit.LocalCluster;
+import io.orbitkv.clusterkit.LocalEtcd;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -3,7 +3,7 @@ package io.orbitkv.app;
 import com.google.protobuf.ByteString;
 import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
-import io.orbitkv.cluster.LocalCluster;
+import io.orbitkv.clusterkit.LocalCluster;
 import io.orbitkv.protocol.engine.AllocatePublishReply;
 import io.orbitkv.protocol.engine.GroupChain;
 import io.orbitkv.protocol.engine.GroupKind;

@@ -1,7 +1,7 @@
 package io.orbitkv.app;
 
 import io.orbitkv.client.sim.EngineSimulator;
-import io.orbitkv.manager.ConfigException;
+import io.orbitkv.common.ConfigException;
 import io.orbitkv.manager.ConfigSources;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.manager.ManagerConfig;

@@ -3,7 +3,7 @@ package io.orbitkv.app;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.orbitkv.cluster.LocalEtcd;
+import io.orbitkv.clusterkit.LocalEtcd;
 import io.vertx.core.json.JsonObject;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;

@@ -1,9 +1,15 @@
 package io.orbitkv.cluster;
 
+import io.orbitkv.common.ConfigException;
+import io.orbitkv.common.ConfigValues;
 import java.net.URI;
+import java.net.URISyntaxException;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.regex.Pattern;
 
 /**
@@ -61,5 +67,72 @@ public record ClusterSettings(String memberId, List<URI> etcdEndpoints, String p
     public ClusterSettings withMember(String id, int newHazelcastPort, Path cert, Path key) {
         return new ClusterSettings(id, etcdEndpoints, prefix, leaseTtlSeconds, host, eventBusPort, newHazelcastPort,
                 staticSeeds, tlsCa, cert, key, inventoryIntervalMs, inventoryMaxBatch, maxKeysPerPeer, testDropBatch);
+    }
+
+    /** The {@code cluster.*} section (and the inventory fault-injection knob); empty unless {@code cluster.enabled}. */
+    public static Optional<ClusterSettings> fromConfig(ConfigValues v) {
+        if (!v.bool("cluster.enabled")) {
+            return Optional.empty();
+        }
+        String id = v.string("cluster.member-id").strip();
+        if (!validMemberId(id)) {
+            throw new ConfigException("cluster.member-id", "must be 1..63 of [a-z0-9-] starting with a letter or digit (it is "
+                    + "the only peer label metrics carry), got '" + id + "'");
+        }
+        List<URI> endpoints = new ArrayList<>();
+        for (String e : v.string("cluster.etcd-endpoints").split(",")) {
+            if (e.isBlank()) {
+                continue;
+            }
+            try {
+                URI uri = new URI(e.strip());
+                if (!"http".equals(uri.getScheme()) && !"https".equals(uri.getScheme()) || uri.getHost() == null || uri.getPort() < 0) {
+                    throw new URISyntaxException(e, "not http(s)://host:port");
+                }
+                endpoints.add(uri);
+            } catch (URISyntaxException ex) {
+                throw new ConfigException("cluster.etcd-endpoints", "must be comma-separated http://host:port URLs, got '"
+                        + v.string("cluster.etcd-endpoints") + "'");
+            }
+        }
+        if (endpoints.isEmpty()) {
+            throw new ConfigException("cluster.etcd-endpoints", "at least one etcd URL is needed");
+        }
+        String prefix = v.string("cluster.prefix").strip();
+        if (!prefix.matches("/[A-Za-z0-9._/-]{1,100}") || prefix.endsWith("/")) {
+            throw new ConfigException("cluster.prefix", "must be an etcd key prefix such as /orbitkv, got '" + prefix + "'");
+        }
+        List<String> seeds = new ArrayList<>();
+        for (String seed : v.string("cluster.hazelcast-seeds").split(",")) {
+            if (!seed.isBlank()) {
+                if (!seed.strip().matches("[A-Za-z0-9.:\\[\\]-]+:\\d{1,5}")) {
+                    throw new ConfigException("cluster.hazelcast-seeds", "must be comma-separated host:port, got '" + seed + "'");
+                }
+                seeds.add(seed.strip());
+            }
+        }
+        Path ca = tlsFile(v, "cluster.tls.ca");
+        Path cert = tlsFile(v, "cluster.tls.cert");
+        Path key = tlsFile(v, "cluster.tls.key");
+        return Optional.of(new ClusterSettings(id, endpoints, prefix,
+                (int) v.integer("cluster.lease-ttl-s", 2, 300), v.host("cluster.host"), v.port("cluster.eventbus-port"),
+                (int) v.integer("cluster.hazelcast-port", 1, 65535), seeds, ca, cert, key,
+                v.integer("cluster.inventory.interval-ms", 5, 60_000),
+                (int) v.integer("cluster.inventory.max-batch", 1, 1 << 16),
+                (int) v.integer("cluster.inventory.max-keys-per-peer", 16, 1 << 24),
+                v.integer("fault-injection.inventory.drop-batch", 0, Long.MAX_VALUE)));
+    }
+
+    /** A TLS file the cluster needs: named, and readable now (else the Manager would fail later, at first contact). */
+    private static Path tlsFile(ConfigValues v, String key) {
+        String p = v.string(key).strip();
+        if (p.isEmpty()) {
+            throw new ConfigException(key, "is required with cluster.enabled (make them with ./scripts/orbitkv cluster certs)");
+        }
+        Path path = Path.of(p);
+        if (!Files.isReadable(path)) {
+            throw new ConfigException(key, path + " is not a readable file");
+        }
+        return path;
     }
 }

@@ -203,7 +203,7 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
             lastPublished = last;
             if (!page.events().isEmpty() && ++nonEmptyBatches == settings.testDropBatch()) {
                 // The test hook of the gap → resync test: this batch is lost on the way.
-                LOG.info("cluster: test hook cluster.inventory.test-drop-batch: batch ({}, {}] not sent", after, last);
+                LOG.info("cluster: test hook fault-injection.inventory.drop-batch: batch ({}, {}] not sent", after, last);
                 droppedByTestHook.increment();
                 return;
             }

@@ -3,14 +3,15 @@ package io.orbitkv.common;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.netty.channel.EventLoop;
+import io.netty.util.concurrent.SingleThreadEventExecutor;
 import io.vertx.core.Context;
 import io.vertx.core.Vertx;
+import io.vertx.core.internal.ContextInternal;
 import io.vertx.core.shareddata.LocalMap;
 import io.vertx.core.shareddata.Shareable;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -20,15 +21,17 @@ import org.slf4j.LoggerFactory;
  * (storage → SSD) and the SSD residency changes (SSD → storage).
  *
  * <p>Design note: the event bus queues a message per send on the receiving context without bound, so a slow receiver
- * would grow memory without limit. Here a slot is taken (compare-and-set, never above {@code capacity}) before a
- * message joins a lock-free queue and is given back as the receiver takes it, so at most {@code capacity} messages
- * wait; the first message into an empty queue schedules one drain task on the receiver's context, which takes
- * everything queued. When no slot is free the message is refused: {@link #offer} answers false at once (the sender
+ * would grow memory without limit. Here a slot of an {@link InFlightGate} is taken before a message joins a lock-free
+ * queue and is given back as the receiver takes it, so at most {@code capacity} messages wait; the first message into
+ * an empty queue schedules one drain task on the receiver's context, which takes everything queued. A receiver that
+ * is fed from another thread once per small unit of work (the cost role's observations) asks for lazy wake-ups:
+ * such a drain is queued with netty's {@code lazyExecute}, so it runs when the loop next wakes for its own work
+ * instead of waking an idle loop per message; that receiver drains on a timer of its own as a backstop and before
+ * answering anything ({@link #drainNow}). When no slot is free the message is refused: {@link #offer} answers false at once (the sender
  * never waits), the refusal is counted ({@code orbitkv.handoff.refused{handoff}}) and {@link #overflowed} is set, so a
  * receiver that mirrors state (residency) knows it missed something and resyncs. Before the receiver opens or after it
  * closed, offers are refused the same way but not counted (nobody listens: a receiver seeds itself when it opens).
- * Sender and receiver find the same instance by name in the Vertx's local map; the receiver creates it. The same shape
- * as the cost role's intake.
+ * Sender and receiver find the same instance by name in the Vertx's local map; the receiver creates it.
  *
  * @param <T> the message type (records passed by reference; nothing is serialized)
  */
@@ -37,18 +40,33 @@ public final class BoundedHandoff<T> implements Shareable {
     private static final String HANDOFFS = "orbitkv.handoffs";
 
     private final String name;
-    private final int capacity;
-    private final AtomicInteger queued = new AtomicInteger();
-    private final AtomicLong refused = new AtomicLong();
+    private final InFlightGate slots;
+    private final boolean lazyWakeup;
     private final AtomicBoolean drainScheduled = new AtomicBoolean();
     private final AtomicBoolean overflowed = new AtomicBoolean();
     private final ConcurrentLinkedQueue<T> messages = new ConcurrentLinkedQueue<>();
     private volatile Context receiver;
+    private volatile EventLoop receiverLoop;
     private volatile Consumer<T> sink;
+    private final Runnable lazyDrain = () -> {
+        Context context = receiver;
+        if (context != null) {
+            context.runOnContext(v -> drain());
+        }
+    };
 
-    private BoundedHandoff(String name, int capacity) {
+    private BoundedHandoff(String name, InFlightGate slots, boolean lazyWakeup) {
         this.name = name;
-        this.capacity = capacity;
+        this.slots = slots;
+        this.lazyWakeup = lazyWakeup;
+    }
+
+    /**
+     * A hand-off its owner holds directly (not found by name), taking its slots from {@code slots}, which the owner
+     * may share with other work it bounds together; {@code lazyWakeup}: see the design note.
+     */
+    public static <T> BoundedHandoff<T> owned(String name, InFlightGate slots, boolean lazyWakeup) {
+        return new BoundedHandoff<>(name, slots, lazyWakeup);
     }
 
     /**
@@ -58,14 +76,14 @@ public final class BoundedHandoff<T> implements Shareable {
     @SuppressWarnings("unchecked")
     public static <T> BoundedHandoff<T> create(Vertx vertx, String name, int capacity, MeterRegistry registry) {
         LocalMap<String, BoundedHandoff<?>> handoffs = vertx.sharedData().getLocalMap(HANDOFFS);
-        BoundedHandoff<T> created = new BoundedHandoff<>(name, capacity);
+        BoundedHandoff<T> created = new BoundedHandoff<>(name, new InFlightGate(capacity), false);
         BoundedHandoff<T> existing = (BoundedHandoff<T>) handoffs.putIfAbsent(name, created);
         BoundedHandoff<T> handoff = existing != null ? existing : created;
         if (registry != null && existing == null) {
-            FunctionCounter.builder("orbitkv.handoff.refused", handoff, h -> h.refused.get()).tag("handoff", name)
+            FunctionCounter.builder("orbitkv.handoff.refused", handoff, h -> h.slots.refused()).tag("handoff", name)
                     .description("Messages refused because the receiving role's hand-off was full")
                     .register(registry);
-            Gauge.builder("orbitkv.handoff.queued", handoff, h -> h.queued.get()).tag("handoff", name)
+            Gauge.builder("orbitkv.handoff.queued", handoff, h -> h.slots.inFlight()).tag("handoff", name)
                     .description("Messages waiting for the receiving role").register(registry);
         }
         return handoff;
@@ -80,6 +98,7 @@ public final class BoundedHandoff<T> implements Shareable {
     /** Starts delivering to {@code sink} on {@code context} (the caller's, normally). */
     public void open(Context context, Consumer<T> sink) {
         this.sink = sink;
+        this.receiverLoop = ((ContextInternal) context).nettyEventLoop();
         this.receiver = context;
         if (!messages.isEmpty() && drainScheduled.compareAndSet(false, true)) {
             context.runOnContext(v -> drain());
@@ -89,7 +108,18 @@ public final class BoundedHandoff<T> implements Shareable {
     /** Stops delivering: later offers are refused; queued messages are dropped when the receiver next drains. */
     public void close() {
         receiver = null;
+        receiverLoop = null;
         sink = null;
+    }
+
+    /** Whether a receiver is open. */
+    public boolean isOpen() {
+        return receiver != null;
+    }
+
+    /** The receiver's context while open, else null. */
+    public Context receiver() {
+        return receiver;
     }
 
     /** Queues {@code message} for the receiver; false (refused, {@link #overflowed} set) when full (counted) or closed. */
@@ -99,28 +129,25 @@ public final class BoundedHandoff<T> implements Shareable {
             overflowed.set(true);
             return false;
         }
-        if (!takeSlot()) {
-            refused.incrementAndGet();
+        if (!slots.tryEnter()) {
             overflowed.set(true);
             return false;
         }
         messages.add(message);
         if (drainScheduled.compareAndSet(false, true)) {
-            context.runOnContext(v -> drain());
+            EventLoop loop = receiverLoop;
+            if (lazyWakeup && loop != null && !loop.inEventLoop() && loop instanceof SingleThreadEventExecutor executor) {
+                executor.lazyExecute(lazyDrain);
+            } else {
+                context.runOnContext(v -> drain());
+            }
         }
         return true;
     }
 
-    private boolean takeSlot() {
-        for (;;) {
-            int current = queued.get();
-            if (current >= capacity) {
-                return false;
-            }
-            if (queued.compareAndSet(current, current + 1)) {
-                return true;
-            }
-        }
+    /** Delivers everything queued now; on the receiver's context only (its backstop timer, before it answers). */
+    public void drainNow() {
+        drain();
     }
 
     private void drain() {
@@ -128,7 +155,7 @@ public final class BoundedHandoff<T> implements Shareable {
         Consumer<T> target = sink;
         T message;
         while ((message = messages.poll()) != null) {
-            queued.decrementAndGet();
+            slots.exit();
             if (target != null) {
                 try {
                     target.accept(message);
@@ -149,10 +176,11 @@ public final class BoundedHandoff<T> implements Shareable {
     }
 
     public long refused() {
-        return refused.get();
+        return slots.refused();
     }
 
+    /** Messages waiting (with a shared gate: everything holding one of its slots). */
     public int queued() {
-        return queued.get();
+        return slots.inFlight();
     }
 }

@@ -1,7 +1,7 @@
 package io.orbitkv.cost;
 
+import io.orbitkv.common.ConfigValues;
 import io.vertx.core.json.JsonObject;
-
 import java.util.Map;
 import java.util.Objects;
 
@@ -81,5 +81,16 @@ public record CostSettings(boolean observationsEnabled, boolean selectionEnabled
             node = object.getValue(part);
         }
         return node;
+    }
+
+    /**
+     * The {@code cost.*} section of the Manager's configuration ({@code ORBITKV_COST_OBSERVATIONS=1} arrives here as
+     * {@code cost.observations}): observation and shadow on or off; selection needs both.
+     */
+    public static CostSettings fromConfig(ConfigValues v) {
+        boolean observations = v.bool("cost.observations");
+        boolean selection = v.bool("cost.selection");
+        return new CostSettings(observations, observations && selection,
+                (int) v.integer("cost.intake-capacity", 1, 1 << 20));
     }
 }

@@ -1,5 +1,6 @@
 package io.orbitkv.manager;
 
+import io.orbitkv.common.ConfigException;
 import io.vertx.config.ConfigRetriever;
 import io.vertx.config.ConfigRetrieverOptions;
 import io.vertx.config.ConfigStoreOptions;

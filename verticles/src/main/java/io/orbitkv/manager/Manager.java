@@ -1,21 +1,16 @@
 package io.orbitkv.manager;
 
+import io.orbitkv.common.ConfigException;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
-import io.orbitkv.admission.AdmissionVerticle;
-import io.orbitkv.cluster.ClusterEvidence;
 import io.orbitkv.cluster.ClusterRoles;
 import io.orbitkv.cluster.ClusterVertx;
 import io.orbitkv.cluster.InventoryRole;
 import io.orbitkv.cluster.MemberRecord;
 import io.orbitkv.cluster.MembershipRole;
-import io.orbitkv.common.Ticker;
+import io.orbitkv.common.RoleProxies;
 import io.orbitkv.cost.CostProxy;
-import io.orbitkv.cost.CostVerticle;
-import io.orbitkv.cost.ResourceId;
-import io.orbitkv.cost.ResourceKind;
-import io.orbitkv.engine.EngineSettings;
 import io.orbitkv.engine.EngineToken;
 import io.orbitkv.engine.EngineVerticle;
 import io.orbitkv.nativeio.libc.Libc;
@@ -23,15 +18,10 @@ import io.orbitkv.nativeio.shm.PoolPages;
 import io.orbitkv.planning.DemandEvidence;
 import io.orbitkv.planning.EvidenceSource;
 import io.orbitkv.planning.MembershipView;
-import io.orbitkv.peer.PeerExecutionOwner;
-import io.orbitkv.planning.PlanningVerticle;
-import io.orbitkv.planning.RouteTemplate;
 import io.orbitkv.planning.RouteResources;
 import io.orbitkv.restore.RestoreVerticle;
 import io.orbitkv.ssd.SsdProxy;
 import io.orbitkv.ssd.SsdStats;
-import io.orbitkv.ssd.SsdVerticle;
-import io.orbitkv.storage.StorageSettings;
 import io.orbitkv.storage.StorageVerticle;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -51,7 +41,6 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.EnumSet;
 import java.util.List;
-import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -60,9 +49,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * One running Manager: its Vertx, its metrics registry, and its role verticles, started in dependency order
- * (cost → ssd → storage → restore → admission → engine → health/metrics) and stopped in an order that drains each
- * owner before what it uses goes away ({@link #stop}).
+ * One running Manager: its Vertx, its metrics registry, and its role verticles ({@link ManagerRoles}), started in
+ * dependency order (cost → ssd → storage → cluster → planning → peer → restore → admission → engine →
+ * health/metrics) and stopped in an order that drains each owner before what it uses goes away ({@link #stop}).
  *
  * <p>Design note: each Manager owns its own Vertx and registry, so tests can run several in one JVM. Starting fails
  * (and releases what it made) before anything listens when the data directory or the pool cannot be created.
@@ -76,25 +65,13 @@ public final class Manager implements AutoCloseable {
     private final HealthAndMetricsVerticle health;
     private final String token;
     private final Path poolPath;
-    private CostProxy costProxy;
-    private RouteResources planningResources;
+    private final CostProxy costProxy;
+    private final RouteResources planningResources;
     /** The cluster roles; null in single-host mode. */
-    private ClusterRoles cluster;
+    private final ClusterRoles cluster;
     /** The peer role; null without {@code peer.port}. */
-    private io.orbitkv.peer.PeerVerticle peer;
+    private final io.orbitkv.peer.PeerVerticle peer;
 
-    /** The deployment ids of the roles, for the ordered stop; ssd is null without the SSD tier. */
-    private static final class Deployments {
-        String cost;
-        String ssd;
-        String storage;
-        String planning;
-        String restore;
-        String admission;
-        String engine;
-        String health;
-        String peer;
-    }
 
     /**
      * What an ordered stop saw: reads back from SSD into pool slots that the storage role had submitted and not seen
@@ -107,22 +84,24 @@ public final class Manager implements AutoCloseable {
 
     private final StorageVerticle storage;
     private final SsdProxy ssd;
-    private final Deployments deployments;
+    private final ManagerRoles.Deployments deployments;
     private Future<StopReport> stopping;
 
-    private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, EngineVerticle engine,
-                    HealthAndMetricsVerticle health, String token, Path poolPath, StorageVerticle storage,
-                    SsdProxy ssd, Deployments deployments) {
-        this.storage = storage;
-        this.ssd = ssd;
-        this.deployments = deployments;
+    private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, ManagerRoles roles) {
         this.vertx = vertx;
         this.config = config;
         this.registry = registry;
-        this.engine = engine;
-        this.health = health;
-        this.token = token;
-        this.poolPath = poolPath;
+        this.engine = roles.engine;
+        this.health = roles.health;
+        this.token = roles.token;
+        this.poolPath = roles.poolPath;
+        this.storage = roles.storage;
+        this.ssd = roles.ssd == null ? null : new SsdProxy(vertx);
+        this.deployments = roles.deployments;
+        this.costProxy = roles.cost.proxy();
+        this.planningResources = roles.planningResources;
+        this.cluster = roles.cluster;
+        this.peer = roles.peer;
     }
 
     /**
@@ -210,6 +189,8 @@ public final class Manager implements AutoCloseable {
     /**
      * Starts a Manager whose restore workers pass {@code restoreGate} before each copy batch: a test seam that lets
      * a test hold copies in flight to observe admission and cancellation; {@link #start(ManagerConfig)} passes none.
+     * Steps: a Vertx (clustered with the cluster on), the blocking preparation (data directory, pool directory, token),
+     * the roles built from their settings, deployed in dependency order.
      */
     public static Future<Manager> start(ManagerConfig config, RestoreVerticle.CopyGate restoreGate) {
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
@@ -227,119 +208,45 @@ public final class Manager implements AutoCloseable {
             return Future.failedFuture(new IllegalStateException("no native transport (io_uring/epoll): Unix-socket gRPC is unavailable: "
                     + vertx.unavailableNativeTransportCause()));
         }
+        RoleProxies.bindMetrics(vertx, registry);
         Path poolPath = config.poolPath(incarnation);
-        Future<Prepared> prepared = vertx.executeBlocking(() -> {
-            prepareDataDir(config.dataDir());
-            if (!Files.isDirectory(config.poolShmDir())) {
-                throw new ConfigException("pool.shm-dir", config.poolShmDir() + " is not a directory");
-            }
-            PoolPages.Answer poolPages = checkHugePages(config);
-            if (config.ssd().enabled() && config.ssd().defaultDirectory()) {
-                Files.createDirectories(config.ssd().directory());
-                Files.setPosixFilePermissions(config.ssd().directory(), PosixFilePermissions.fromString("rwx------"));
-            }
-            for (Path stale : StalePools.removeDead(config.poolShmDir())) {
-                LOG.info("removed the pool file {} of a Manager that is no longer running", stale);
-            }
-            try {
-                return new Prepared(EngineToken.loadOrCreate(config.authTokenFile(), Libc.effectiveUid()), poolPages);
-            } catch (EngineToken.InsecureTokenFileException e) {
-                throw new ConfigException("auth.token-file", e.getMessage());
-            }
-        });
-        CostVerticle cost = new CostVerticle(config.cost(), registry);
-        Future<Manager> started = prepared.compose(ready -> {
-            String token = ready.token();
-            long poolBytes = config.poolSizeBytes();
-            ResourceId dramPool = new ResourceId(ResourceKind.DRAM_POOL,
-                    "dram-pool", incarnation);
-            ResourceId ssdStore = new ResourceId(ResourceKind.SSD_STORE,
-                    "ssd-store", incarnation);
-            SsdVerticle ssd = config.ssd().enabled()
-                    ? new SsdVerticle(config.ssd().settings()
-                            .observer(new SsdWriteObservations(cost.proxy(), ssdStore, dramPool)), registry) : null;
-            StorageSettings storageSettings = new StorageSettings().pool(poolPath, poolBytes)
-                    .poolPages(ready.poolPages())
-                    .chunkBytes(config.poolChunkBytes())
-                    .publishBudgetBytes((long) (poolBytes * config.publishBudgetFraction()))
-                    .incarnation(incarnation)
-                    .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
-                    .cost(cost.proxy(), dramPool)
-                    .backgroundChecksums(config.peer().enabled());
-            if (ssd != null) {
-                storageSettings.ssd(new SsdProxy(vertx), ssdStore);
-            }
-            StorageVerticle storage = new StorageVerticle(storageSettings, registry, Ticker.SYSTEM);
-            AdmissionVerticle admission = new AdmissionVerticle(AdmissionVerticle.Settings.builder()
-                    .maxOutstanding(config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding())
-                    .waitBudgetNanos(TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()))
-                    .replyTtlNanos(TimeUnit.MILLISECONDS.toNanos(config.queryReplyTtlMillis()))
-                    .leaseBudgetBytes((long) (poolBytes * config.queryByteBudgetFraction()))
-                    .instanceBudgetBytes((long) (poolBytes * config.queryByteBudgetFraction()
-                            * config.queryInstanceBudgetFraction()))
-                    .speculativeBudgetBytes((long) (poolBytes * config.querySpeculativeFraction()))
-                    .tenantShares(config.queryTenantShares())
-                    .maxAnswered(config.answered().perInstance(), config.answered().total())
-                    .build(), registry, Ticker.SYSTEM, cost.proxy(), dramPool);
-            RouteResources planningResources = new RouteResources(dramPool, ssdStore);
-            RestoreVerticle restore = new RestoreVerticle(
-                    new RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate),
-                    registry, cost.proxy());
-            EngineVerticle engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
-            ClusterRoles cluster = config.cluster().map(settings -> new ClusterRoles(settings, incarnation,
-                    eventBusPort, config.ssd().enabled(), registry, vertx, config.peer().enabled()
-                            ? java.util.Map.of("peer", settings.host() + ":" + config.peer().port()) : java.util.Map.of()))
-                    .orElse(null);
-            io.orbitkv.peer.PeerVerticle peer = cluster == null || !config.peer().enabled() ? null
-                    : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
-                            poolBytes, registry, cost.proxy())
-                            .poolPageBytes(io.orbitkv.peer.PoolPrefault.pageBytes(ready.poolPages()));
-            // Peer evidence counts only for current members. With the cluster on, discovery merges the inventory's
-            // peer records with local evidence; with the peer role too, peer DRAM and peer SSD (the source stages its
-            // own extents) are executable through it, one execution owner for both.
-            PlanningVerticle.Settings planningSettings = PlanningVerticle.Settings.localOnly(config.ssd().enabled(),
-                    planningResources).withRestoreRole().withTransfers(config.planningTransfers());
-            if (peer != null) {
-                planningSettings = new PlanningVerticle.Settings(
-                        planningSettings.capabilities().with(RouteTemplate.HOST_FROM_PEER_DRAM)
-                                .with(RouteTemplate.HOST_FROM_PEER_SSD),
-                        planningSettings.transfers(), planningSettings.resources());
-            }
-            PlanningVerticle planning = new PlanningVerticle(planningSettings, registry, Ticker.SYSTEM, cost.proxy())
-                    .members(cluster == null ? MembershipView.NONE : cluster.membership());
-            if (cluster != null) {
-                PeerExecutionOwner peerOwner = peer == null ? null
-                        : new PeerExecutionOwner(vertx, peer, Duration.ofMillis(config.queryWaitBudgetMillis()),
-                                config.peerAttempts());
-                planning.peers(local -> ClusterEvidence.merged(local, cluster.inventory()), peerOwner == null ? Map.of()
-                        : Map.of(RouteTemplate.HOST_FROM_PEER_DRAM, peerOwner, RouteTemplate.HOST_FROM_PEER_SSD, peerOwner));
-            }
-            HealthAndMetricsVerticle health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
-            Deployments deployments = new Deployments();
-            return vertx.deployVerticle(cost).onSuccess(id -> deployments.cost = id)
-                    .compose(id -> ssd == null ? Future.succeededFuture(id)
-                            : vertx.deployVerticle(ssd).onSuccess(ssdId -> deployments.ssd = ssdId))
-                    .compose(id -> vertx.deployVerticle(storage)).onSuccess(id -> deployments.storage = id)
-                    .compose(id -> cluster == null ? Future.succeededFuture(id) : cluster.deploy(vertx))
-                    .compose(id -> vertx.deployVerticle(planning)).onSuccess(id -> deployments.planning = id)
-                    .compose(id -> peer == null ? Future.succeededFuture(id)
-                            : vertx.deployVerticle(peer).onSuccess(peerId -> deployments.peer = peerId))
-                    .compose(id -> vertx.deployVerticle(restore)).onSuccess(id -> deployments.restore = id)
-                    .compose(id -> vertx.deployVerticle(admission)).onSuccess(id -> deployments.admission = id)
-                    .compose(id -> vertx.deployVerticle(engine)).onSuccess(id -> deployments.engine = id)
-                    .compose(id -> vertx.deployVerticle(health)).onSuccess(id -> deployments.health = id)
-                    .map(id -> {
-                        Manager manager = new Manager(vertx, config, registry, engine, health, token, poolPath,
-                                storage, ssd == null ? null : new SsdProxy(vertx), deployments);
-                        manager.costProxy = cost.proxy();
-                        manager.planningResources = planningResources;
-                        manager.cluster = cluster;
-                        manager.peer = peer;
-                        return manager;
-                    });
-        });
-        // The caller's future is completed outside any Vert.x context: on failure the Vertx is closed first, from a
-        // thread it does not own, so nothing is left running when the caller hears of the failure.
+        Future<Manager> started = vertx.executeBlocking(() -> prepare(config))
+                .map(prepared -> new ManagerRoles(config, prepared.token(), prepared.poolPages(), vertx, registry,
+                        incarnation, eventBusPort, poolPath, restoreGate))
+                .compose(roles -> roles.deployInOrder(vertx))
+                .map(roles -> new Manager(vertx, config, registry, roles));
+        return outsideVertx(vertx, started);
+    }
+
+    /**
+     * The blocking part of start, on a worker: the data directory, the pool directory and its page answer, the SSD
+     * directory when it is the default one, stale pool files of dead Managers, the engine token.
+     */
+    private static Prepared prepare(ManagerConfig config) throws IOException {
+        prepareDataDir(config.dataDir());
+        if (!Files.isDirectory(config.poolShmDir())) {
+            throw new ConfigException("pool.shm-dir", config.poolShmDir() + " is not a directory");
+        }
+        PoolPages.Answer poolPages = checkHugePages(config);
+        if (config.ssd().enabled() && config.ssd().defaultDirectory()) {
+            Files.createDirectories(config.ssd().directory());
+            Files.setPosixFilePermissions(config.ssd().directory(), PosixFilePermissions.fromString("rwx------"));
+        }
+        for (Path stale : StalePools.removeDead(config.poolShmDir())) {
+            LOG.info("removed the pool file {} of a Manager that is no longer running", stale);
+        }
+        try {
+            return new Prepared(EngineToken.loadOrCreate(config.authTokenFile(), Libc.effectiveUid()), poolPages);
+        } catch (EngineToken.InsecureTokenFileException e) {
+            throw new ConfigException("auth.token-file", e.getMessage());
+        }
+    }
+
+    /**
+     * The caller's future is completed outside any Vert.x context: on failure the Vertx is closed first, from a thread
+     * it does not own, so nothing is left running when the caller hears of the failure.
+     */
+    private static Future<Manager> outsideVertx(Vertx vertx, Future<Manager> started) {
         CompletableFuture<Manager> result = new CompletableFuture<>();
         started.onComplete(ar -> {
             if (ar.succeeded()) {
@@ -356,25 +263,6 @@ public final class Manager implements AutoCloseable {
             });
         });
         return Future.fromCompletionStage(result);
-    }
-
-    /** The engine role's settings from the configuration. */
-    static EngineSettings engineSettings(ManagerConfig config, String token, Path poolPath) {
-        return new EngineSettings()
-                .unixSocket(config.grpcUnixSocket())
-                .tcp(config.grpcTcpHost(), config.grpcTcpPort())
-                .maxMessageBytes(config.grpcMaxMessageBytes())
-                .maxPagesPerRequest(config.grpcMaxPagesPerRequest())
-                .sessionTtlNanos(TimeUnit.MILLISECONDS.toNanos(config.sessionTtlMillis()))
-                .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
-                .maxSessions(config.sessions().maxRegistered())
-                .allowedPeerUids(config.sessions().allowedPeerUids())
-                .token(token)
-                .pool(poolPath, config.poolSizeBytes())
-                .bridge(config.bridge().host(), config.bridge().enabled() ? config.bridge().port() : EngineSettings.BRIDGE_OFF)
-                .bridgeMaxFrameBytes(config.bridge().maxFrameBytes())
-                .bridgeMaxOutstandingPerConnection(config.bridge().maxOutstandingPerConnection())
-                .bridgeMaxConnections(config.bridge().maxConnections());
     }
 
     private static void prepareDataDir(Path dataDir) throws IOException {

@@ -1,5 +1,7 @@
 package io.orbitkv.manager;
 
+import io.orbitkv.common.ConfigException;
+import io.orbitkv.common.ConfigValues;
 import io.orbitkv.admission.TenantShares;
 import io.orbitkv.cluster.ClusterSettings;
 import io.orbitkv.codecs.extent.SsdExtentHeader;
@@ -10,21 +12,13 @@ import io.orbitkv.planning.TransferScheduler;
 import io.orbitkv.ssd.SsdSettings;
 import io.orbitkv.ssd.SsdWritePolicy;
 import io.vertx.core.json.JsonObject;
-import java.net.URI;
-import java.net.URISyntaxException;
-import java.nio.file.Files;
-import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * The Manager's validated configuration. Built from a flat map of dotted keys (defaults from {@code
@@ -200,8 +194,6 @@ public record ManagerConfig(
         d.put("peer.max-lease-ms", "10000");
         d.put("peer.credit-bytes", "256MiB");
         d.put("peer.max-keys", "4096");
-        d.put("peer.test-flip-page", "0");
-        d.put("peer.test-stall-lease-pages", "0");
         d.put("peer.staging-bytes", "64MiB");
         d.put("peer.prefault-bytes", "4GiB");
         d.put("peer.transfer-loops", "auto");
@@ -223,8 +215,10 @@ public record ManagerConfig(
         d.put("cluster.inventory.interval-ms", "50");
         d.put("cluster.inventory.max-batch", "1024");
         d.put("cluster.inventory.max-keys-per-peer", "65536");
-        // Test hook only: the inventory publisher skips its N-th non-empty batch (0 = never).
-        d.put("cluster.inventory.test-drop-batch", "0");
+        // Test hooks only, never for operators (0 = off): each breaks something on purpose.
+        d.put("fault-injection.peer.flip-page", "0");
+        d.put("fault-injection.peer.stall-lease-pages", "0");
+        d.put("fault-injection.inventory.drop-batch", "0");
         return Map.copyOf(d);
     }
 
@@ -234,53 +228,54 @@ public record ManagerConfig(
                 throw new ConfigException(key, "unknown key (known keys: " + String.join(", ", new TreeMap<>(DEFAULTS).keySet()) + ")");
             }
         }
-        Map<String, String> v = new TreeMap<>(DEFAULTS);
-        v.putAll(raw);
-        Path dataDir = path(v, "data-dir", false);
-        long pool = size(v, "pool.size", 4L << 20, 1L << 40);
-        long chunk = size(v, "pool.chunk", 64L << 10, 1L << 30);
+        Map<String, String> merged = new TreeMap<>(DEFAULTS);
+        merged.putAll(raw);
+        ConfigValues v = new ConfigValues(merged);
+        Path dataDir = v.path("data-dir", false);
+        long pool = v.size("pool.size", 4L << 20, 1L << 40);
+        long chunk = v.size("pool.chunk", 64L << 10, 1L << 30);
         if (chunk % 4096 != 0) {
-            throw new ConfigException("pool.chunk", "must be a multiple of 4KiB, got " + v.get("pool.chunk"));
+            throw new ConfigException("pool.chunk", "must be a multiple of 4KiB, got " + v.string("pool.chunk"));
         }
         if (pool % chunk != 0) {
-            throw new ConfigException("pool.size", "must be a multiple of pool.chunk (" + v.get("pool.chunk") + "), got " + v.get("pool.size"));
+            throw new ConfigException("pool.size", "must be a multiple of pool.chunk (" + v.string("pool.chunk") + "), got " + v.string("pool.size"));
         }
-        String socket = v.get("grpc.unix-socket");
-        String token = v.get("auth.token-file");
+        String socket = v.string("grpc.unix-socket");
+        String token = v.string("auth.token-file");
         return new ManagerConfig(
                 dataDir,
                 pool,
                 chunk,
-                path(v, "pool.shm-dir", false),
+                v.path("pool.shm-dir", false),
                 hugePages(v),
                 socket.isBlank() ? dataDir.resolve("engine.sock") : Path.of(socket),
-                host(v, "grpc.tcp-host"),
-                port(v, "grpc.tcp-port"),
-                size(v, "grpc.max-message", 64L << 10, 1L << 30),
-                (int) integer(v, "grpc.max-pages-per-request", 1, 1 << 20),
-                host(v, "metrics.host"),
-                port(v, "metrics.port"),
-                integer(v, "session.ttl-ms", 100, 24L * 3600 * 1000),
-                (int) integer(v, "query.max-outstanding-per-instance", 1, 1 << 20),
-                (int) integer(v, "query.max-outstanding", 1, 1 << 24),
-                integer(v, "query.wait-budget-ms", 0, 3600_000),
-                integer(v, "query.reply-ttl-ms", 100, 3600_000),
-                fraction(v, "query.byte-budget-fraction"),
-                fraction(v, "publish.budget-fraction"),
+                v.host("grpc.tcp-host"),
+                v.port("grpc.tcp-port"),
+                v.size("grpc.max-message", 64L << 10, 1L << 30),
+                (int) v.integer("grpc.max-pages-per-request", 1, 1 << 20),
+                v.host("metrics.host"),
+                v.port("metrics.port"),
+                v.integer("session.ttl-ms", 100, 24L * 3600 * 1000),
+                (int) v.integer("query.max-outstanding-per-instance", 1, 1 << 20),
+                (int) v.integer("query.max-outstanding", 1, 1 << 24),
+                v.integer("query.wait-budget-ms", 0, 3600_000),
+                v.integer("query.reply-ttl-ms", 100, 3600_000),
+                v.fraction("query.byte-budget-fraction"),
+                v.fraction("publish.budget-fraction"),
                 token.isBlank() ? dataDir.resolve("engine.token") : Path.of(token),
-                fraction(v, "query.instance-budget-fraction"),
-                fraction(v, "query.speculative-fraction"),
+                v.fraction("query.instance-budget-fraction"),
+                v.fraction("query.speculative-fraction"),
                 tenantShares(v, "query.tenant-shares"),
-                (int) integer(v, "manager.event-loop-threads", 1, 256),
-                costSettings(v),
+                (int) v.integer("manager.event-loop-threads", 1, 256),
+                CostSettings.fromConfig(v),
                 ssdTier(v, dataDir),
                 sessionPolicy(v),
                 bridgeDoor(v),
-                new AnsweredBounds((int) integer(v, "query.max-answered-per-instance", 1, 1 << 20),
-                        (int) integer(v, "query.max-answered", 1, 1 << 24)),
-                cluster(v),
-                peer(v),
-                peerAttempts(v),
+                new AnsweredBounds((int) v.integer("query.max-answered-per-instance", 1, 1 << 20),
+                        (int) v.integer("query.max-answered", 1, 1 << 24)),
+                ClusterSettings.fromConfig(v),
+                PeerSettings.fromConfig(v),
+                PeerAttemptPolicy.fromConfig(v),
                 planningTransfers(v));
     }
 
@@ -288,203 +283,75 @@ public record ManagerConfig(
      * The planning role's transfer queues, one per source medium: outstanding (submitted, not yet terminal) bytes, the
      * share of them speculative reads may hold, and how many transfers may wait.
      */
-    private static TransferScheduler.Settings planningTransfers(Map<String, String> v) {
-        long outstanding = size(v, "planning.transfers.outstanding-per-medium", 4096, 1L << 40);
-        double speculative = fraction(v, "planning.transfers.speculative-fraction");
-        int queued = (int) integer(v, "planning.transfers.max-queued-per-medium", 1, 1 << 20);
+    private static TransferScheduler.Settings planningTransfers(ConfigValues v) {
+        long outstanding = v.size("planning.transfers.outstanding-per-medium", 4096, 1L << 40);
+        double speculative = v.fraction("planning.transfers.speculative-fraction");
+        int queued = (int) v.integer("planning.transfers.max-queued-per-medium", 1, 1 << 20);
         return TransferScheduler.Settings.uniform(outstanding, speculative, queued);
     }
 
-    private static HugePages hugePages(Map<String, String> v) {
-        return switch (v.get("pool.huge-pages").strip().toLowerCase(Locale.ROOT)) {
+    private static HugePages hugePages(ConfigValues v) {
+        return switch (v.string("pool.huge-pages").strip().toLowerCase(Locale.ROOT)) {
             case "prefer" -> HugePages.PREFER;
             case "require" -> HugePages.REQUIRE;
             default -> throw new ConfigException("pool.huge-pages", "must be prefer or require, got '"
-                    + v.get("pool.huge-pages") + "'");
+                    + v.string("pool.huge-pages") + "'");
         };
     }
 
-    private static PeerSettings peer(Map<String, String> v) {
-        int port = (int) integer(v, "peer.port", -1, 65535);
-        int transferPort = (int) integer(v, "peer.transfer-port", -1, 65535);
-        if ((port > 0) != (transferPort > 0)) {
-            throw new ConfigException("peer.transfer-port", "peer.port and peer.transfer-port are set together (or neither)");
-        }
-        if (port > 0 && !bool(v, "cluster.enabled")) {
-            throw new ConfigException("peer.port", "needs cluster.enabled (peers are cluster members)");
-        }
-        String transport = v.get("peer.transport").strip();
-        if (!transport.equals("tls") && !transport.equals("plaintext")) {
-            throw new ConfigException("peer.transport", "must be tls or plaintext, got '" + transport + "'");
-        }
-        return new PeerSettings(port, transferPort, transport.equals("plaintext"),
-                integer(v, "peer.max-lease-ms", 10, 600_000), size(v, "peer.credit-bytes", 4096, 1L << 40),
-                (int) integer(v, "peer.max-keys", 1, 1 << 16), integer(v, "peer.test-flip-page", 0, Long.MAX_VALUE),
-                (int) integer(v, "peer.test-stall-lease-pages", 0, 1 << 16), size(v, "peer.staging-bytes", 0, 1L << 40),
-                size(v, "peer.prefault-bytes", 0, 1L << 50),
-                countOrAuto(v, "peer.transfer-loops", PeerSettings.defaultTransferLoops(), 64),
-                countOrAuto(v, "peer.verify-threads",
-                        PeerSettings.autoVerifyThreads(Runtime.getRuntime().availableProcessors()), 64));
+    private static BridgeDoor bridgeDoor(ConfigValues v) {
+        int port = v.string("bridge.port").isBlank() ? -1 : v.port("bridge.port");
+        return new BridgeDoor(v.host("bridge.host"), port, v.size("bridge.max-frame", 1024, (1L << 30)),
+                (int) v.integer("bridge.max-outstanding-per-connection", 1, 1 << 16),
+                (int) v.integer("bridge.max-connections", 1, 1 << 16));
     }
 
-    /** A count of threads or loops: {@code auto} (then {@code auto}'s value for this host) or 0..{@code max}. */
-    private static int countOrAuto(Map<String, String> v, String key, int auto, int max) {
-        return v.get(key).strip().equals("auto") ? auto : (int) integer(v, key, 0, max);
-    }
-
-    /**
-     * How a requester bounds one peer attempt: a ceiling of its own (0: none; never above {@code peer.max-lease-ms},
-     * which caps it anyway) and the reserve it leaves of a demand's waiting budget for the fallback route.
-     */
-    private static PeerAttemptPolicy peerAttempts(Map<String, String> v) {
-        long ceiling = integer(v, "peer.attempt-timeout-ms", 0, 600_000);
-        long maxLease = integer(v, "peer.max-lease-ms", 10, 600_000);
-        if (ceiling > maxLease) {
-            throw new ConfigException("peer.attempt-timeout-ms", "must not exceed peer.max-lease-ms (" + maxLease
-                    + "): a source lease never lasts longer, got " + ceiling);
-        }
-        if (ceiling > 0 && ceiling < 10) {
-            throw new ConfigException("peer.attempt-timeout-ms", "must be 0 (no ceiling) or at least 10 ms, got "
-                    + ceiling);
-        }
-        return new PeerAttemptPolicy(ceiling, integer(v, "peer.fallback-reserve-ms", 0, 600_000));
-    }
-
-    private static Optional<ClusterSettings> cluster(Map<String, String> v) {
-        if (!bool(v, "cluster.enabled")) {
-            return Optional.empty();
-        }
-        String id = v.get("cluster.member-id").strip();
-        if (!ClusterSettings.validMemberId(id)) {
-            throw new ConfigException("cluster.member-id", "must be 1..63 of [a-z0-9-] starting with a letter or digit (it is "
-                    + "the only peer label metrics carry), got '" + id + "'");
-        }
-        List<URI> endpoints = new ArrayList<>();
-        for (String e : v.get("cluster.etcd-endpoints").split(",")) {
-            if (e.isBlank()) {
-                continue;
-            }
-            try {
-                URI uri = new URI(e.strip());
-                if (!"http".equals(uri.getScheme()) && !"https".equals(uri.getScheme()) || uri.getHost() == null || uri.getPort() < 0) {
-                    throw new URISyntaxException(e, "not http(s)://host:port");
-                }
-                endpoints.add(uri);
-            } catch (URISyntaxException ex) {
-                throw new ConfigException("cluster.etcd-endpoints", "must be comma-separated http://host:port URLs, got '"
-                        + v.get("cluster.etcd-endpoints") + "'");
-            }
-        }
-        if (endpoints.isEmpty()) {
-            throw new ConfigException("cluster.etcd-endpoints", "at least one etcd URL is needed");
-        }
-        String prefix = v.get("cluster.prefix").strip();
-        if (!prefix.matches("/[A-Za-z0-9._/-]{1,100}") || prefix.endsWith("/")) {
-            throw new ConfigException("cluster.prefix", "must be an etcd key prefix such as /orbitkv, got '" + prefix + "'");
-        }
-        List<String> seeds = new ArrayList<>();
-        for (String seed : v.get("cluster.hazelcast-seeds").split(",")) {
-            if (!seed.isBlank()) {
-                if (!seed.strip().matches("[A-Za-z0-9.:\\[\\]-]+:\\d{1,5}")) {
-                    throw new ConfigException("cluster.hazelcast-seeds", "must be comma-separated host:port, got '" + seed + "'");
-                }
-                seeds.add(seed.strip());
-            }
-        }
-        Path ca = tlsFile(v, "cluster.tls.ca");
-        Path cert = tlsFile(v, "cluster.tls.cert");
-        Path key = tlsFile(v, "cluster.tls.key");
-        return Optional.of(new ClusterSettings(id, endpoints, prefix,
-                (int) integer(v, "cluster.lease-ttl-s", 2, 300), host(v, "cluster.host"), port(v, "cluster.eventbus-port"),
-                (int) integer(v, "cluster.hazelcast-port", 1, 65535), seeds, ca, cert, key,
-                integer(v, "cluster.inventory.interval-ms", 5, 60_000),
-                (int) integer(v, "cluster.inventory.max-batch", 1, 1 << 16),
-                (int) integer(v, "cluster.inventory.max-keys-per-peer", 16, 1 << 24),
-                integer(v, "cluster.inventory.test-drop-batch", 0, Long.MAX_VALUE)));
-    }
-
-    /** A TLS file the cluster needs: named, and readable now (else the Manager would fail later, at first contact). */
-    private static Path tlsFile(Map<String, String> v, String key) {
-        String p = v.get(key).strip();
-        if (p.isEmpty()) {
-            throw new ConfigException(key, "is required with cluster.enabled (make them with ./scripts/orbitkv cluster certs)");
-        }
-        Path path = Path.of(p);
-        if (!Files.isReadable(path)) {
-            throw new ConfigException(key, path + " is not a readable file");
-        }
-        return path;
-    }
-
-    private static BridgeDoor bridgeDoor(Map<String, String> v) {
-        int port = v.get("bridge.port").isBlank() ? -1 : port(v, "bridge.port");
-        return new BridgeDoor(host(v, "bridge.host"), port, size(v, "bridge.max-frame", 1024, (1L << 30)),
-                (int) integer(v, "bridge.max-outstanding-per-connection", 1, 1 << 16),
-                (int) integer(v, "bridge.max-connections", 1, 1 << 16));
-    }
-
-    private static SessionPolicy sessionPolicy(Map<String, String> v) {
-        long ttl = integer(v, "session.ttl-ms", 100, 24L * 3600 * 1000);
-        long quarantine = v.get("session.quarantine-ms").isBlank() ? 2 * ttl
-                : integer(v, "session.quarantine-ms", 0, 7L * 24 * 3600 * 1000);
-        int maxRegistered = (int) integer(v, "session.max-registered", 1, 1 << 20);
+    private static SessionPolicy sessionPolicy(ConfigValues v) {
+        long ttl = v.integer("session.ttl-ms", 100, 24L * 3600 * 1000);
+        long quarantine = v.string("session.quarantine-ms").isBlank() ? 2 * ttl
+                : v.integer("session.quarantine-ms", 0, 7L * 24 * 3600 * 1000);
+        int maxRegistered = (int) v.integer("session.max-registered", 1, 1 << 20);
         Set<Integer> uids = new TreeSet<>();
-        for (String uid : v.get("grpc.allowed-uids").split(",")) {
+        for (String uid : v.string("grpc.allowed-uids").split(",")) {
             if (!uid.isBlank()) {
                 try {
                     uids.add(Integer.parseUnsignedInt(uid.strip()));
                 } catch (NumberFormatException e) {
                     throw new ConfigException("grpc.allowed-uids", "must be comma-separated numeric uids, got '"
-                            + v.get("grpc.allowed-uids") + "'");
+                            + v.string("grpc.allowed-uids") + "'");
                 }
             }
         }
         return new SessionPolicy(quarantine, maxRegistered, Set.copyOf(uids));
     }
 
-    private static SsdTier ssdTier(Map<String, String> v, Path dataDir) {
-        long extent = size(v, "ssd.extent", 4096, 1L << 30);
+    private static SsdTier ssdTier(ConfigValues v, Path dataDir) {
+        long extent = v.size("ssd.extent", 4096, 1L << 30);
         if (extent % 4096 != 0) {
-            throw new ConfigException("ssd.extent", "must be a multiple of 4KiB, got " + v.get("ssd.extent"));
+            throw new ConfigException("ssd.extent", "must be a multiple of 4KiB, got " + v.string("ssd.extent"));
         }
-        long capacity = size(v, "ssd.capacity", 0, 1L << 50);
+        long capacity = v.size("ssd.capacity", 0, 1L << 50);
         if (capacity < extent + 4096) {
             throw new ConfigException("ssd.capacity", "must hold at least one extent of " + (extent + 4096) + " bytes, got " + capacity);
         }
-        SsdWritePolicy policy = switch (v.get("ssd.write-policy").strip().toLowerCase(Locale.ROOT)) {
+        SsdWritePolicy policy = switch (v.string("ssd.write-policy").strip().toLowerCase(Locale.ROOT)) {
             case "all" -> SsdWritePolicy.ALL;
             case "reuse-aware" -> SsdWritePolicy.REUSE_AWARE;
-            default -> throw new ConfigException("ssd.write-policy", "must be all or reuse-aware, got '" + v.get("ssd.write-policy") + "'");
+            default -> throw new ConfigException("ssd.write-policy", "must be all or reuse-aware, got '" + v.string("ssd.write-policy") + "'");
         };
-        int depth = (int) integer(v, "ssd.queue-depth", 1, 4096);
-        boolean sync = bool(v, "ssd.sync-writes");
-        boolean preallocate = bool(v, "ssd.preallocate");
-        boolean fromPool = bool(v, "ssd.write-from-pool");
-        int offers = (int) integer(v, "ssd.offer-handoff-capacity", 1, 1 << 24);
-        int residency = (int) integer(v, "ssd.residency-handoff-capacity", 1, 1 << 24);
-        if (!bool(v, "ssd.enabled")) {
+        int depth = (int) v.integer("ssd.queue-depth", 1, 4096);
+        boolean sync = v.bool("ssd.sync-writes");
+        boolean preallocate = v.bool("ssd.preallocate");
+        boolean fromPool = v.bool("ssd.write-from-pool");
+        int offers = (int) v.integer("ssd.offer-handoff-capacity", 1, 1 << 24);
+        int residency = (int) v.integer("ssd.residency-handoff-capacity", 1, 1 << 24);
+        if (!v.bool("ssd.enabled")) {
             return new SsdTier(null, false, capacity, extent, policy, depth, sync, preallocate, fromPool, offers,
                     residency);
         }
-        String dir = v.get("ssd.dir").strip();
+        String dir = v.string("ssd.dir").strip();
         return new SsdTier(dir.isEmpty() ? dataDir.resolve("ssd") : Path.of(dir), dir.isEmpty(), capacity, extent,
                 policy, depth, sync, preallocate, fromPool, offers, residency);
-    }
-
-    /** ORBITKV_COST_OBSERVATIONS=1 (cost.observations) turns observation and shadow on; selection needs both. */
-    private static CostSettings costSettings(Map<String, String> v) {
-        boolean observations = bool(v, "cost.observations");
-        boolean selection = bool(v, "cost.selection");
-        return new CostSettings(observations, observations && selection,
-                (int) integer(v, "cost.intake-capacity", 1, 1 << 20));
-    }
-
-    private static boolean bool(Map<String, String> v, String key) {
-        return switch (v.get(key).strip().toLowerCase(Locale.ROOT)) {
-            case "1", "true", "yes", "on" -> true;
-            case "0", "false", "no", "off" -> false;
-            default -> throw new ConfigException(key, "must be true/false (or 1/0), got '" + v.get(key) + "'");
-        };
     }
 
     /** A pool file name unique to this Manager's data directory and process. */
@@ -502,99 +369,11 @@ public record ManagerConfig(
                 .put("metrics.host", metricsHost).put("metrics.port", metricsPort);
     }
 
-    private static final Pattern SIZE = Pattern.compile("(\\d+)\\s*([KMGT]i?B|B)?", Pattern.CASE_INSENSITIVE);
-
-    static long parseSize(String key, String text) {
-        Matcher m = SIZE.matcher(text.strip());
-        if (!m.matches()) {
-            throw new ConfigException(key, "must be a size such as 1GiB, 512MiB or 4096, got '" + text + "'");
-        }
-        long n;
+    private static TenantShares tenantShares(ConfigValues v, String key) {
         try {
-            n = Long.parseLong(m.group(1));
-        } catch (NumberFormatException e) {
-            throw new ConfigException(key, "number too large: '" + text + "'");
-        }
-        String unit = m.group(2) == null ? "B" : m.group(2).toUpperCase(Locale.ROOT);
-        int shift = switch (unit.charAt(0)) {
-            case 'K' -> 10;
-            case 'M' -> 20;
-            case 'G' -> 30;
-            case 'T' -> 40;
-            default -> 0;
-        };
-        if (shift > 0 && !unit.contains("I")) {
-            throw new ConfigException(key, "use binary units (KiB, MiB, GiB, TiB), got '" + text + "'");
-        }
-        if (n > (Long.MAX_VALUE >> shift)) {
-            throw new ConfigException(key, "size too large: '" + text + "'");
-        }
-        return n << shift;
-    }
-
-    private static long size(Map<String, String> v, String key, long min, long max) {
-        long n = parseSize(key, v.get(key));
-        if (n < min || n > max) {
-            throw new ConfigException(key, "must be between " + min + " and " + max + " bytes, got " + n);
-        }
-        return n;
-    }
-
-    private static long integer(Map<String, String> v, String key, long min, long max) {
-        long n;
-        try {
-            n = Long.parseLong(v.get(key).strip());
-        } catch (NumberFormatException e) {
-            throw new ConfigException(key, "must be an integer, got '" + v.get(key) + "'");
-        }
-        if (n < min || n > max) {
-            throw new ConfigException(key, "must be between " + min + " and " + max + ", got " + n);
-        }
-        return n;
-    }
-
-    private static int port(Map<String, String> v, String key) {
-        return (int) integer(v, key, 0, 65535);
-    }
-
-    private static double fraction(Map<String, String> v, String key) {
-        double d;
-        try {
-            d = Double.parseDouble(v.get(key).strip());
-        } catch (NumberFormatException e) {
-            throw new ConfigException(key, "must be a fraction in (0, 1], got '" + v.get(key) + "'");
-        }
-        if (!(d > 0 && d <= 1)) {
-            throw new ConfigException(key, "must be a fraction in (0, 1], got " + d);
-        }
-        return d;
-    }
-
-    private static TenantShares tenantShares(Map<String, String> v, String key) {
-        try {
-            return TenantShares.parse(v.get(key));
+            return TenantShares.parse(v.string(key));
         } catch (IllegalArgumentException e) {
             throw new ConfigException(key, e.getMessage());
-        }
-    }
-
-    private static String host(Map<String, String> v, String key) {
-        String h = v.get(key).strip();
-        if (h.isEmpty() || h.contains(" ") || h.contains("/")) {
-            throw new ConfigException(key, "must be a host name or address, got '" + v.get(key) + "'");
-        }
-        return h;
-    }
-
-    private static Path path(Map<String, String> v, String key, boolean mayBeEmpty) {
-        String p = v.get(key).strip();
-        if (p.isEmpty() && !mayBeEmpty) {
-            throw new ConfigException(key, "must not be empty");
-        }
-        try {
-            return Path.of(p);
-        } catch (InvalidPathException e) {
-            throw new ConfigException(key, "not a valid path: " + e.getMessage());
         }
     }
 }

@@ -1,5 +1,7 @@
 package io.orbitkv.peer;
 
+import io.orbitkv.common.ConfigException;
+import io.orbitkv.common.ConfigValues;
 import io.orbitkv.planning.TimeEstimate;
 import java.util.concurrent.TimeUnit;
 
@@ -77,5 +79,23 @@ public record PeerAttemptPolicy(long ceilingMillis, long fallbackReserveMillis) 
             bound = Math.min(bound, Math.max(1, remainingNanos - reserve));
         }
         return bound;
+    }
+
+    /**
+     * The {@code peer.attempt-timeout-ms} and {@code peer.fallback-reserve-ms} keys: how a requester bounds one peer attempt: a ceiling of its own (0: none; never above {@code peer.max-lease-ms},
+     * which caps it anyway) and the reserve it leaves of a demand's waiting budget for the fallback route.
+     */
+    public static PeerAttemptPolicy fromConfig(ConfigValues v) {
+        long ceiling = v.integer("peer.attempt-timeout-ms", 0, 600_000);
+        long maxLease = v.integer("peer.max-lease-ms", 10, 600_000);
+        if (ceiling > maxLease) {
+            throw new ConfigException("peer.attempt-timeout-ms", "must not exceed peer.max-lease-ms (" + maxLease
+                    + "): a source lease never lasts longer, got " + ceiling);
+        }
+        if (ceiling > 0 && ceiling < 10) {
+            throw new ConfigException("peer.attempt-timeout-ms", "must be 0 (no ceiling) or at least 10 ms, got "
+                    + ceiling);
+        }
+        return new PeerAttemptPolicy(ceiling, v.integer("peer.fallback-reserve-ms", 0, 600_000));
     }
 }

@@ -1,5 +1,8 @@
 package io.orbitkv.peer;
 
+import io.orbitkv.common.ConfigException;
+import io.orbitkv.common.ConfigValues;
+
 /**
  * The peer-transfer settings of one Manager (the {@code peer.*} keys; they act only with {@code cluster.enabled}).
  *
@@ -91,5 +94,29 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
 
     public boolean enabled() {
         return port > 0 && transferPort > 0;
+    }
+
+    /** The {@code peer.*} section (and the peer fault-injection knobs) of the Manager's configuration. */
+    public static PeerSettings fromConfig(ConfigValues v) {
+        int port = (int) v.integer("peer.port", -1, 65535);
+        int transferPort = (int) v.integer("peer.transfer-port", -1, 65535);
+        if ((port > 0) != (transferPort > 0)) {
+            throw new ConfigException("peer.transfer-port", "peer.port and peer.transfer-port are set together (or neither)");
+        }
+        if (port > 0 && !v.bool("cluster.enabled")) {
+            throw new ConfigException("peer.port", "needs cluster.enabled (peers are cluster members)");
+        }
+        String transport = v.string("peer.transport").strip();
+        if (!transport.equals("tls") && !transport.equals("plaintext")) {
+            throw new ConfigException("peer.transport", "must be tls or plaintext, got '" + transport + "'");
+        }
+        return new PeerSettings(port, transferPort, transport.equals("plaintext"),
+                v.integer("peer.max-lease-ms", 10, 600_000), v.size("peer.credit-bytes", 4096, 1L << 40),
+                (int) v.integer("peer.max-keys", 1, 1 << 16), v.integer("fault-injection.peer.flip-page", 0, Long.MAX_VALUE),
+                (int) v.integer("fault-injection.peer.stall-lease-pages", 0, 1 << 16), v.size("peer.staging-bytes", 0, 1L << 40),
+                v.size("peer.prefault-bytes", 0, 1L << 50),
+                v.countOrAuto("peer.transfer-loops", defaultTransferLoops(), 64),
+                v.countOrAuto("peer.verify-threads",
+                        autoVerifyThreads(Runtime.getRuntime().availableProcessors()), 64));
     }
 }

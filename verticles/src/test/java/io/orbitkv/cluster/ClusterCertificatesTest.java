@@ -2,6 +2,7 @@ package io.orbitkv.cluster;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.orbitkv.clusterkit.ClusterCertificates;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.ClientAuth;
 import io.vertx.core.net.NetClientOptions;

@@ -3,7 +3,8 @@ package io.orbitkv.cluster;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.orbitkv.manager.ConfigException;
+import io.orbitkv.clusterkit.ClusterCertificates;
+import io.orbitkv.common.ConfigException;
 import io.orbitkv.manager.ManagerConfig;
 import java.nio.file.Path;
 import java.time.Duration;

@@ -4,6 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.orbitkv.clusterkit.ClusterCertificates;
+import io.orbitkv.clusterkit.LocalEtcd;
+import io.orbitkv.clusterkit.LocalCluster;
 import com.google.protobuf.ByteString;
 import io.orbitkv.it.RunningManager;
 import io.orbitkv.client.EngineSession;
@@ -48,7 +51,7 @@ import org.junit.jupiter.api.io.TempDir;
  * pid), sharing one cluster per class to keep the suite short. Evidence is observed through each Manager's metrics:
  * {@code orbitkv_cluster_peer_evidence_keys{member=...}}, members, resyncs, gaps, fenced evidence.
  *
- * <p>manager-1 drops its 2nd non-empty inventory batch (the test hook {@code cluster.inventory.test-drop-batch}); the
+ * <p>manager-1 drops its 2nd non-empty inventory batch (the test hook {@code fault-injection.inventory.drop-batch}); the
  * SSD tier is off so that only publishes make batches and the count is exact.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
@@ -74,7 +77,7 @@ class ClusterFaultIT {
         m2 = cluster.node(2);
         // manager-1 again, with the test hook (restarting it here is also the first restart: a new incarnation).
         cluster.stop(m1);
-        cluster.launch(m1, Map.of("cluster.inventory.test-drop-batch", "2"));
+        cluster.launch(m1, Map.of("fault-injection.inventory.drop-batch", "2"));
         try {
             await().atMost(Duration.ofSeconds(30)).until(() -> members(m1) == 2 && members(m2) == 2);
         } catch (org.awaitility.core.ConditionTimeoutException e) {
@@ -193,6 +196,7 @@ class ClusterFaultIT {
     @Order(4)
     void aNodeWithoutACertificateGetsNoMessage() throws Exception {
         AtomicInteger rogueReceived = new AtomicInteger();
+        AtomicInteger forgedSeenLocally = new AtomicInteger();
         ClusterSettings rogueSettings = new ClusterSettings("rogue", List.of(URI.create(cluster.etcd().endpoint())),
                 "/orbitkv-fault-test", 2, "127.0.0.1", 0, LocalEtcd.freePort(), List.of("127.0.0.1:" + hazelcastPort(m2)),
                 null, null, null, 50, 1024, 1024, 0);
@@ -216,6 +220,8 @@ class ClusterFaultIT {
             io.vertx.core.Handler<io.vertx.core.eventbus.Message<Buffer>> count = m -> {
                 if (String.valueOf(m.headers().get(InventoryRole.MEMBER_HEADER)).startsWith("manager-")) {
                     rogueReceived.incrementAndGet();
+                } else {
+                    forgedSeenLocally.incrementAndGet();
                 }
             };
             rogue.eventBus().<Buffer>consumer(InventoryRole.BATCHES, count).completion().await(10, TimeUnit.SECONDS);
@@ -234,7 +240,14 @@ class ClusterFaultIT {
             // A forged batch from the rogue side does not reach the Managers either.
             rogue.eventBus().publish(InventoryRole.BATCHES, Buffer.buffer(new byte[] {1, 2, 3}));
             foreigner.eventBus().publish(InventoryRole.BATCHES, Buffer.buffer(new byte[] {1, 2, 3}));
-            Thread.sleep(1500); // a message that would arrive arrives within this (heartbeats flow every 0.5 s)
+            // A positive fence instead of a pause: the forged batches went out (each node delivered its own locally),
+            // and a later batch of m1's has since reached m2; neither forged batch reached a Manager, and neither of
+            // m1's batches reached a node without the cluster's certificate.
+            await().atMost(SOON).until(() -> forgedSeenLocally.get() >= 2);
+            try (Engine engine = Engine.connect(m1)) {
+                engine.publish("after-forgery", 2);
+            }
+            await().atMost(SOON).until(() -> evidence(m2, m1) == keys + 7);
             assertThat(rogueReceived.get()).isZero();
             assertThat(metric(m1, "orbitkv_cluster_messages_rejected_total", "reason=\"malformed\"")).isZero();
             assertThat(metric(m2, "orbitkv_cluster_messages_rejected_total", "reason=\"malformed\"")).isZero();

@@ -2,6 +2,7 @@ package io.orbitkv.cluster;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.orbitkv.clusterkit.LocalCluster;
 import java.util.List;
 
 /** What every cluster test asserts at its end: closing the cluster left no Manager process and no etcd running. */

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.orbitkv.clusterkit.LocalEtcd;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.planning.PeerOwner;
 import io.vertx.core.Vertx;
@@ -56,20 +57,27 @@ class MembershipRoleIT {
         }
     }
 
-    private ClusterSettings settings(String id) {
-        return new ClusterSettings(id, List.of(URI.create(etcd.endpoint())), prefix, 2, "127.0.0.1", 0, 5701,
+    /** The lease ttl of these tests' members unless a test needs a long one. */
+    static final int TTL_S = 2;
+
+    private ClusterSettings settings(String id, int ttlSeconds) {
+        return new ClusterSettings(id, List.of(URI.create(etcd.endpoint())), prefix, ttlSeconds, "127.0.0.1", 0, 5701,
                 List.of(), null, null, null, 50, 1024, 1024, 0);
     }
 
     record Started(Vertx vertx, MembershipRole role, List<String> heard) {}
 
     private Started start(String id, long incarnation) throws Exception {
+        return start(id, incarnation, TTL_S);
+    }
+
+    private Started start(String id, long incarnation, int ttlSeconds) throws Exception {
         if (prefix == null) {
             prefix = "/orbitkv-test-" + (++prefixes);
         }
         Vertx vertx = Vertx.vertx();
         vertxes.add(vertx);
-        MembershipRole role = new MembershipRole(settings(id), incarnation, Map.of("hazelcast", "127.0.0.1:1"),
+        MembershipRole role = new MembershipRole(settings(id, ttlSeconds), incarnation, Map.of("hazelcast", "127.0.0.1:1"),
                 List.of("dram"), new SimpleMeterRegistry());
         List<String> heard = new CopyOnWriteArrayList<>();
         role.addListener(new MembershipRole.Listener() {
@@ -100,8 +108,10 @@ class MembershipRoleIT {
 
     @Test
     void membersSeeEachOtherJoinAndLeave() throws Exception {
-        Started a = start("a", 10);
-        Started b = start("b", 20);
+        // A lease ttl far beyond every wait below: a leave heard within them came from the revoke, not from expiry.
+        int longTtlS = 120;
+        Started a = start("a", 10, longTtlS);
+        Started b = start("b", 20, longTtlS);
         await().atMost(Duration.ofSeconds(5)).until(() -> a.role().members().keySet().equals(java.util.Set.of("a", "b")));
         assertThat(a.role().isCurrent(new PeerOwner("b", 20))).isTrue();
         assertThat(a.role().isCurrent(new PeerOwner("b", 19))).as("another incarnation is not current").isFalse();
@@ -109,11 +119,9 @@ class MembershipRoleIT {
         assertThat(b.role().members().get("a").endpoints()).containsEntry("hazelcast", "127.0.0.1:1");
         assertThat(b.role().epoch()).isEqualTo(1);
         // A clean stop revokes the lease: the peer hears the leave at once, not after the ttl.
-        long stopped = System.nanoTime();
         b.vertx().close().await(10, TimeUnit.SECONDS);
         vertxes.remove(b.vertx());
-        await().atMost(Duration.ofSeconds(5)).until(() -> !a.role().members().containsKey("b"));
-        assertThat(Duration.ofNanos(System.nanoTime() - stopped)).isLessThan(Duration.ofMillis(1500));
+        await().atMost(Duration.ofSeconds(30)).until(() -> !a.role().members().containsKey("b"));
         assertThat(a.heard()).contains("Joined:b", "Left:b");
     }
 

@@ -4,6 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.orbitkv.clusterkit.ClusterCertificates;
+import io.orbitkv.clusterkit.LocalEtcd;
+import io.orbitkv.clusterkit.LocalCluster;
 import com.google.protobuf.ByteString;
 import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
@@ -79,7 +82,7 @@ class PeerDemandIT {
         cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
                 "cluster.lease-ttl-s", TTL_S, "cluster.prefix", "/orbitkv-peer-demand", "ssd.enabled", "false",
                 "session.ttl-ms", "60000", "peer.port", String.valueOf(LocalEtcd.freePort()),
-                "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.test-stall-lease-pages", "16")));
+                "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "fault-injection.peer.stall-lease-pages", "16")));
         source = cluster.node(1);
         Map<String, String> s = PeerITFixture.requesterSettings(dir, cluster, "manager-2", "/orbitkv-peer-demand", TTL_S);
         s.put("ssd.enabled", "true");

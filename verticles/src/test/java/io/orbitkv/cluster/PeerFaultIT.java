@@ -5,6 +5,9 @@ import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.orbitkv.clusterkit.ClusterCertificates;
+import io.orbitkv.clusterkit.LocalEtcd;
+import io.orbitkv.clusterkit.LocalCluster;
 import com.google.protobuf.ByteString;
 import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;
@@ -70,7 +73,7 @@ class PeerFaultIT {
         cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
                 "cluster.lease-ttl-s", TTL_S, "cluster.prefix", PREFIX, "ssd.enabled", "false",
                 "session.ttl-ms", "60000", "pool.size", "16MiB", "peer.port", String.valueOf(LocalEtcd.freePort()),
-                "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.test-stall-lease-pages", "16",
+                "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "fault-injection.peer.stall-lease-pages", "16",
                 "peer.max-lease-ms", "30000")));
         source = cluster.node(1);
         requester = PeerITFixture.startRequester(requesterSettings("manager-3"), source);

@@ -5,6 +5,9 @@ import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.orbitkv.clusterkit.ClusterCertificates;
+import io.orbitkv.clusterkit.LocalEtcd;
+import io.orbitkv.clusterkit.LocalCluster;
 import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.peer.PeerTransport;

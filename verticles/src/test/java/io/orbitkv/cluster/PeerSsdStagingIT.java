@@ -5,6 +5,9 @@ import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.orbitkv.clusterkit.ClusterCertificates;
+import io.orbitkv.clusterkit.LocalEtcd;
+import io.orbitkv.clusterkit.LocalCluster;
 import com.google.protobuf.ByteString;
 import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.OrbitKvClient;

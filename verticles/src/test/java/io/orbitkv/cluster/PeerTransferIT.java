@@ -5,6 +5,9 @@ import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.orbitkv.clusterkit.ClusterCertificates;
+import io.orbitkv.clusterkit.LocalEtcd;
+import io.orbitkv.clusterkit.LocalCluster;
 import com.google.protobuf.ByteString;
 import io.orbitkv.cost.CompletionTarget;
 import io.orbitkv.cost.CostEstimateResult;
@@ -89,8 +92,8 @@ class PeerTransferIT {
         LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
                 "cluster.lease-ttl-s", "2", "cluster.prefix", "/orbitkv-peer-test", "ssd.enabled", "false",
                 "session.ttl-ms", "60000", "peer.port", String.valueOf(LocalEtcd.freePort()),
-                "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.test-flip-page", "5",
-                "peer.test-stall-lease-pages", "16")));
+                "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "fault-injection.peer.flip-page", "5",
+                "fault-injection.peer.stall-lease-pages", "16")));
         try {
             rig = PeerITFixture.SourceAndRequester.start(dir, cluster,
                     cluster.inProcessMember(2).peer("tls").set("cost.observations", "true")

@@ -69,7 +69,7 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
- * Issue 14 item 5: the event-bus bridge door, tested over a raw TCP socket speaking the bridge's framing (4-byte
+ * The event-bus bridge door, tested over a raw TCP socket speaking the bridge's framing (4-byte
  * length + JSON) against a real Manager. The whole engine cycle works through it with payload only in the shared
  * pool; refusals carry the same ErrorReason name, code and text as on gRPC; the token is required on every frame;
  * only the engine calls are reachable; malformed and oversized frames, too many connections and clients that do not
@@ -141,10 +141,12 @@ class BridgeEngineDoorIT {
                 QueryReply reply = bridge.call("SubmitQuery", SubmitQueryRequest.newBuilder().setSession(session)
                         .setNamespaceId(registered.getNamespaceId())
                         .addGroups(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hashes)).build(), QueryReply.parser());
-                while (reply.getStatus() == QueryStatus.PENDING) {
-                    reply = bridge.call("PollQuery", PollQueryRequest.newBuilder().setSession(session)
-                            .setTicket(reply.getTicket()).build(), QueryReply.parser());
-                }
+                QueryReply[] polled = {reply};
+                await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(5))
+                        .until(() -> polled[0].getStatus() != QueryStatus.PENDING || (polled[0] = bridge.call("PollQuery",
+                                PollQueryRequest.newBuilder().setSession(session).setTicket(polled[0].getTicket())
+                                        .build(), QueryReply.parser())).getStatus() != QueryStatus.PENDING);
+                reply = polled[0];
                 assertThat(reply.getStatus()).isEqualTo(QueryStatus.READY);
                 assertThat(reply.getReadyBlocks()).isEqualTo(pages);
                 for (LeasedPage leased : reply.getLease().getPagesList()) {

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.OrbitKvException;
-import io.orbitkv.manager.ConfigException;
+import io.orbitkv.common.ConfigException;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.protocol.engine.ErrorReason;
@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 9 item 8, security at start: a token file others may read or replace stops startup with a clear error (the
+ * Security at start: a token file others may read or replace stops startup with a clear error (the
  * configuration-error path, exit code 2 in {@code orbitkv manager}); the Unix socket is owner-only from its first
  * moment at its path; callers on it are checked by peer credentials against the allowed uids, in addition to the token.
  */

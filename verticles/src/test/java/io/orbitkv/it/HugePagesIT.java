@@ -3,7 +3,7 @@ package io.orbitkv.it;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.orbitkv.manager.ConfigException;
+import io.orbitkv.common.ConfigException;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.nativeio.shm.PoolPages;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;

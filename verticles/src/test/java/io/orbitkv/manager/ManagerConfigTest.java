@@ -3,6 +3,7 @@ package io.orbitkv.manager;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.orbitkv.common.ConfigException;
 import io.orbitkv.peer.PeerAttemptPolicy;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.planning.Medium;
@@ -172,11 +173,11 @@ class ManagerConfigTest {
         ManagerConfig defaults = ManagerConfig.from(Map.of());
         assertThat(defaults.bridge().enabled()).isFalse();
         assertThat(defaults.bridge()).isEqualTo(new ManagerConfig.BridgeDoor("127.0.0.1", -1, 24L << 20, 64, 64));
-        assertThat(Manager.engineSettings(defaults, "0123456789abcdef", Path.of("/pool")).bridgeEnabled()).isFalse();
+        assertThat(ManagerRoles.engineSettings(defaults, "0123456789abcdef", Path.of("/pool")).bridgeEnabled()).isFalse();
         ManagerConfig on = ManagerConfig.from(Map.of("bridge.port", "0", "bridge.max-frame", "1MiB",
                 "bridge.max-outstanding-per-connection", "8", "bridge.max-connections", "2"));
         assertThat(on.bridge()).isEqualTo(new ManagerConfig.BridgeDoor("127.0.0.1", 0, 1L << 20, 8, 2));
-        var settings = Manager.engineSettings(on, "0123456789abcdef", Path.of("/pool"));
+        var settings = ManagerRoles.engineSettings(on, "0123456789abcdef", Path.of("/pool"));
         assertThat(settings.bridgeEnabled()).isTrue();
         assertThat(settings.bridgePort()).isZero();
         assertThat(settings.bridgeMaxFrameBytes()).isEqualTo(1L << 20);
@@ -223,6 +224,18 @@ class ManagerConfigTest {
                     .isInstanceOfSatisfying(ConfigException.class,
                             e -> assertThat(e.key()).isEqualTo("peer.transfer-loops"));
         }
+    }
+
+    @Test
+    void testHooksLiveOnlyUnderFaultInjection() {
+        assertThat(ManagerConfig.DEFAULTS.keySet()).filteredOn(key -> !key.startsWith("fault-injection."))
+                .noneMatch(key -> key.contains("test"));
+        assertThat(ManagerConfig.DEFAULTS).containsKeys("fault-injection.peer.flip-page",
+                "fault-injection.peer.stall-lease-pages", "fault-injection.inventory.drop-batch");
+        assertThat(ManagerConfig.from(Map.of("fault-injection.inventory.drop-batch", "2", "cluster.enabled", "false"))
+                .cluster()).isEmpty();
+        assertThatThrownBy(() -> ManagerConfig.from(Map.of("peer.test-flip-page", "5")))
+                .isInstanceOfSatisfying(ConfigException.class, e -> assertThat(e.key()).isEqualTo("peer.test-flip-page"));
     }
 
     @Test

@@ -2,7 +2,7 @@ package io.orbitkv.peer;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.orbitkv.cluster.ClusterCertificates;
+import io.orbitkv.clusterkit.ClusterCertificates;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.vertx.core.Context;

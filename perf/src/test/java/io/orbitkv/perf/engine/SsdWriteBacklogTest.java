@@ -2,6 +2,7 @@ package io.orbitkv.perf.engine;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
 
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
@@ -46,9 +47,8 @@ class SsdWriteBacklogTest {
             bounded.complete(null);
         });
         // 10 sealed, nothing settled, bound 4: it waits (parks between reads) until 10 - 4/2 = 8 are settled.
-        while (waiter.getState() != Thread.State.TIMED_WAITING && !bounded.isDone()) {
-            Thread.onSpinWait();
-        }
+        await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(1))
+                .until(() -> waiter.getState() == Thread.State.TIMED_WAITING || bounded.isDone());
         committed.increment(7);
         assertThat(bounded).as("7 of the 8 it needs").isNotDone();
         dropped.increment(1);

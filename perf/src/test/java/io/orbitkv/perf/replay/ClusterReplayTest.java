@@ -3,7 +3,7 @@ package io.orbitkv.perf.replay;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.orbitkv.cluster.LocalEtcd;
+import io.orbitkv.clusterkit.LocalEtcd;
 import io.orbitkv.perf.trace.SharedTraces;
 import io.vertx.core.json.JsonObject;
 import java.nio.file.Path;

@@ -1,4 +1,4 @@
-package io.orbitkv.manager;
+package io.orbitkv.common;
 
 /** An invalid configuration value: names the key and the reason. The Manager exits non-zero before listening. */
 public final class ConfigException extends RuntimeException {

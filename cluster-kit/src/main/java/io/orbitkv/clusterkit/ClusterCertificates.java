@@ -1,4 +1,4 @@
-package io.orbitkv.cluster;
+package io.orbitkv.clusterkit;
 
 import java.io.IOException;
 import java.io.StringWriter;

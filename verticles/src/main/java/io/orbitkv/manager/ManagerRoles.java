@@ -1,0 +1,190 @@
+package io.orbitkv.manager;
+
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.orbitkv.admission.AdmissionVerticle;
+import io.orbitkv.cluster.ClusterEvidence;
+import io.orbitkv.cluster.ClusterRoles;
+import io.orbitkv.common.Ticker;
+import io.orbitkv.cost.CostProxy;
+import io.orbitkv.cost.CostVerticle;
+import io.orbitkv.cost.ResourceId;
+import io.orbitkv.cost.ResourceKind;
+import io.orbitkv.engine.EngineSettings;
+import io.orbitkv.engine.EngineVerticle;
+import io.orbitkv.nativeio.shm.PoolPages;
+import io.orbitkv.peer.PeerExecutionOwner;
+import io.orbitkv.planning.MembershipView;
+import io.orbitkv.planning.PlanningVerticle;
+import io.orbitkv.planning.RouteResources;
+import io.orbitkv.planning.RouteTemplate;
+import io.orbitkv.restore.RestoreVerticle;
+import io.orbitkv.ssd.SsdProxy;
+import io.orbitkv.ssd.SsdVerticle;
+import io.orbitkv.storage.StorageSettings;
+import io.orbitkv.storage.StorageVerticle;
+import io.vertx.core.Deployable;
+import io.vertx.core.Future;
+import io.vertx.core.Vertx;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+
+/**
+ * The roles of one Manager, each built from its settings, and their deployment ids once deployed. Optional roles
+ * are null: ssd without the SSD tier, cluster in single-host mode, peer without {@code peer.port}.
+ */
+final class ManagerRoles {
+    /** The deployment ids of the roles, for the ordered stop; ssd is null without the SSD tier. */
+    static final class Deployments {
+        String cost;
+        String ssd;
+        String storage;
+        String planning;
+        String restore;
+        String admission;
+        String engine;
+        String health;
+        String peer;
+    }
+
+    final String token;
+    final Path poolPath;
+    final RouteResources planningResources;
+    final CostVerticle cost;
+    final SsdVerticle ssd;
+    final StorageVerticle storage;
+    final ClusterRoles cluster;
+    final io.orbitkv.peer.PeerVerticle peer;
+    final PlanningVerticle planning;
+    final RestoreVerticle restore;
+    final AdmissionVerticle admission;
+    final EngineVerticle engine;
+    final HealthAndMetricsVerticle health;
+    final Deployments deployments = new Deployments();
+
+    ManagerRoles(ManagerConfig config, String token, PoolPages.Answer poolPages, Vertx vertx,
+                 PrometheusMeterRegistry registry, long incarnation, int eventBusPort, Path poolPath,
+                 RestoreVerticle.CopyGate restoreGate) {
+        this.token = token;
+        this.poolPath = poolPath;
+        long poolBytes = config.poolSizeBytes();
+        ResourceId dramPool = new ResourceId(ResourceKind.DRAM_POOL, "dram-pool", incarnation);
+        ResourceId ssdStore = new ResourceId(ResourceKind.SSD_STORE, "ssd-store", incarnation);
+        this.planningResources = new RouteResources(dramPool, ssdStore);
+        this.cost = new CostVerticle(config.cost(), registry);
+        CostProxy costs = cost.proxy();
+        this.ssd = config.ssd().enabled() ? new SsdVerticle(config.ssd().settings()
+                .observer(new SsdWriteObservations(costs, ssdStore, dramPool)), registry) : null;
+        StorageSettings storageSettings = new StorageSettings().pool(poolPath, poolBytes)
+                .poolPages(poolPages)
+                .chunkBytes(config.poolChunkBytes())
+                .publishBudgetBytes((long) (poolBytes * config.publishBudgetFraction()))
+                .incarnation(incarnation)
+                .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
+                .cost(costs, dramPool)
+                .backgroundChecksums(config.peer().enabled());
+        if (ssd != null) {
+            storageSettings.ssd(new SsdProxy(vertx), ssdStore);
+        }
+        this.storage = new StorageVerticle(storageSettings, registry, Ticker.SYSTEM);
+        this.admission = new AdmissionVerticle(admissionSettings(config), registry, Ticker.SYSTEM, costs, dramPool);
+        this.restore = new RestoreVerticle(
+                new RestoreVerticle.Settings(poolPath, poolBytes, incarnation).withGate(restoreGate), registry, costs);
+        this.engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
+        this.cluster = config.cluster().map(settings -> new ClusterRoles(settings, incarnation,
+                eventBusPort, config.ssd().enabled(), registry, vertx, config.peer().enabled()
+                        ? Map.of("peer", settings.host() + ":" + config.peer().port()) : Map.of()))
+                .orElse(null);
+        this.peer = cluster == null || !config.peer().enabled() ? null
+                : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
+                        poolBytes, registry, costs)
+                        .poolPageBytes(io.orbitkv.peer.PoolPrefault.pageBytes(poolPages));
+        this.planning = planning(config, vertx, registry, costs);
+        this.health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
+    }
+
+    /**
+     * Peer evidence counts only for current members. With the cluster on, discovery merges the inventory's peer
+     * records with local evidence; with the peer role too, peer DRAM and peer SSD (the source stages its own
+     * extents) are executable through it, one execution owner for both.
+     */
+    private PlanningVerticle planning(ManagerConfig config, Vertx vertx, PrometheusMeterRegistry registry,
+                                      CostProxy costs) {
+        PlanningVerticle.Settings settings = PlanningVerticle.Settings.localOnly(config.ssd().enabled(),
+                planningResources).withRestoreRole().withTransfers(config.planningTransfers());
+        if (peer != null) {
+            settings = new PlanningVerticle.Settings(
+                    settings.capabilities().with(RouteTemplate.HOST_FROM_PEER_DRAM)
+                            .with(RouteTemplate.HOST_FROM_PEER_SSD),
+                    settings.transfers(), settings.resources());
+        }
+        PlanningVerticle planning = new PlanningVerticle(settings, registry, Ticker.SYSTEM, costs)
+                .members(cluster == null ? MembershipView.NONE : cluster.membership());
+        if (cluster != null) {
+            PeerExecutionOwner peerOwner = peer == null ? null
+                    : new PeerExecutionOwner(vertx, peer, Duration.ofMillis(config.queryWaitBudgetMillis()),
+                            config.peerAttempts());
+            planning.peers(local -> ClusterEvidence.merged(local, cluster.inventory()), peerOwner == null ? Map.of()
+                    : Map.of(RouteTemplate.HOST_FROM_PEER_DRAM, peerOwner, RouteTemplate.HOST_FROM_PEER_SSD, peerOwner));
+        }
+        return planning;
+    }
+
+    /** Deploys in dependency order: each role after what it calls at start. */
+    Future<ManagerRoles> deployInOrder(Vertx vertx) {
+        return deploy(vertx, cost, id -> deployments.cost = id)
+                .compose(v -> deploy(vertx, ssd, id -> deployments.ssd = id))
+                .compose(v -> deploy(vertx, storage, id -> deployments.storage = id))
+                .compose(v -> cluster == null ? Future.succeededFuture() : cluster.deploy(vertx))
+                .compose(v -> deploy(vertx, planning, id -> deployments.planning = id))
+                .compose(v -> deploy(vertx, peer, id -> deployments.peer = id))
+                .compose(v -> deploy(vertx, restore, id -> deployments.restore = id))
+                .compose(v -> deploy(vertx, admission, id -> deployments.admission = id))
+                .compose(v -> deploy(vertx, engine, id -> deployments.engine = id))
+                .compose(v -> deploy(vertx, health, id -> deployments.health = id))
+                .map(v -> this);
+    }
+
+    /** Deploys {@code verticle} and keeps its id; nothing for an absent (null) role. */
+    private static Future<?> deploy(Vertx vertx, Deployable verticle,
+                                    Consumer<String> deployed) {
+        return verticle == null ? Future.succeededFuture() : vertx.deployVerticle(verticle).onSuccess(deployed::accept);
+    }
+
+    /** The admission role's settings: its bounds, and its byte budgets as fractions of the pool. */
+    static AdmissionVerticle.Settings admissionSettings(ManagerConfig config) {
+        long poolBytes = config.poolSizeBytes();
+        return AdmissionVerticle.Settings.builder()
+                .maxOutstanding(config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding())
+                .waitBudgetNanos(TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()))
+                .replyTtlNanos(TimeUnit.MILLISECONDS.toNanos(config.queryReplyTtlMillis()))
+                .leaseBudgetBytes((long) (poolBytes * config.queryByteBudgetFraction()))
+                .instanceBudgetBytes((long) (poolBytes * config.queryByteBudgetFraction()
+                        * config.queryInstanceBudgetFraction()))
+                .speculativeBudgetBytes((long) (poolBytes * config.querySpeculativeFraction()))
+                .tenantShares(config.queryTenantShares())
+                .maxAnswered(config.answered().perInstance(), config.answered().total())
+                .build();
+    }
+
+    /** The engine role's settings from the configuration. */
+    static EngineSettings engineSettings(ManagerConfig config, String token, Path poolPath) {
+        return new EngineSettings()
+                .unixSocket(config.grpcUnixSocket())
+                .tcp(config.grpcTcpHost(), config.grpcTcpPort())
+                .maxMessageBytes(config.grpcMaxMessageBytes())
+                .maxPagesPerRequest(config.grpcMaxPagesPerRequest())
+                .sessionTtlNanos(TimeUnit.MILLISECONDS.toNanos(config.sessionTtlMillis()))
+                .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
+                .maxSessions(config.sessions().maxRegistered())
+                .allowedPeerUids(config.sessions().allowedPeerUids())
+                .token(token)
+                .pool(poolPath, config.poolSizeBytes())
+                .bridge(config.bridge().host(), config.bridge().enabled() ? config.bridge().port() : EngineSettings.BRIDGE_OFF)
+                .bridgeMaxFrameBytes(config.bridge().maxFrameBytes())
+                .bridgeMaxOutstandingPerConnection(config.bridge().maxOutstandingPerConnection())
+                .bridgeMaxConnections(config.bridge().maxConnections());
+    }
+}
