@@ -292,7 +292,7 @@ public final class Manager implements AutoCloseable {
                     .orElse(null);
             io.orbitkv.peer.PeerVerticle peer = cluster == null || !config.peer().enabled() ? null
                     : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
-                            poolBytes, registry, cost.proxy())
+                            poolBytes, registry, cost.proxy(), Ticker.SYSTEM)
                             .poolPageBytes(io.orbitkv.peer.PoolPrefault.pageBytes(ready.poolPages()));
             // Peer evidence counts only for current members. With the cluster on, discovery merges the inventory's
             // peer records with local evidence; with the peer role too, peer DRAM and peer SSD (the source stages its
@@ -309,7 +309,7 @@ public final class Manager implements AutoCloseable {
                     .members(cluster == null ? MembershipView.NONE : cluster.membership());
             if (cluster != null) {
                 PeerExecutionOwner peerOwner = peer == null ? null
-                        : new PeerExecutionOwner(vertx, peer, Duration.ofMillis(config.queryWaitBudgetMillis()),
+                        : new PeerExecutionOwner(vertx, config.peer(), Duration.ofMillis(config.queryWaitBudgetMillis()),
                                 config.peerAttempts());
                 planning.peers(local -> ClusterEvidence.merged(local, cluster.inventory()), peerOwner == null ? Map.of()
                         : Map.of(RouteTemplate.HOST_FROM_PEER_DRAM, peerOwner, RouteTemplate.HOST_FROM_PEER_SSD, peerOwner));
@@ -441,8 +441,13 @@ public final class Manager implements AutoCloseable {
         return cluster == null ? Optional.empty() : Optional.of(cluster.inventory());
     }
 
-    /** The peer role when {@code peer.port} is set (tests and tools fetch through it). */
-    public java.util.Optional<io.orbitkv.peer.PeerVerticle> peer() {
+    /** The peer role's proxy when {@code peer.port} is set (tests and tools fetch through it). */
+    public java.util.Optional<io.orbitkv.peer.PeerProxy> peer() {
+        return peer == null ? java.util.Optional.empty() : java.util.Optional.of(new io.orbitkv.peer.PeerProxy(vertx));
+    }
+
+    /** The peer role's verticle when {@code peer.port} is set (tests and tools: its transport, prefault, seams). */
+    public java.util.Optional<io.orbitkv.peer.PeerVerticle> peerRole() {
         return java.util.Optional.ofNullable(peer);
     }
 

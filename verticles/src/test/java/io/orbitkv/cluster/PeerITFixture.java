@@ -10,6 +10,7 @@ import io.orbitkv.engine.Namespaces;
 import io.orbitkv.manager.ManagerConfig;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.peer.PeerTransport;
+import io.orbitkv.peer.PeerProxy;
 import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.protocol.engine.InstanceRole;
@@ -288,8 +289,12 @@ final class PeerITFixture {
             return new PeerOwner(source.memberId(), source.incarnation());
         }
 
-        PeerVerticle peer() {
+        PeerProxy peer() {
             return requester.peer().orElseThrow();
+        }
+
+        PeerVerticle peerRole() {
+            return requester.peerRole().orElseThrow();
         }
 
         StorageCommands.StorageStats requesterStorage() throws Exception {
