@@ -7,6 +7,8 @@ import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
+import io.vertx.core.eventbus.ReplyException;
+import io.vertx.core.eventbus.ReplyFailure;
 import java.time.Duration;
 import java.util.List;
 
@@ -33,9 +35,21 @@ public final class PeerProxy {
         return new DeliveryOptions().setLocalOnly(true).setSendTimeout(budget.toMillis() + REPLY_MARGIN_MILLIS);
     }
 
+    private <R> Future<R> request(String address, Object command, DeliveryOptions options) {
+        return RoleProxies.<R>request(bus, address, command, options).recover(failure -> {
+            if (failure instanceof ReplyException reply && reply.failureType() == ReplyFailure.RECIPIENT_FAILURE) {
+                PeerException peer = PeerException.fromFailure(reply.failureCode(), reply.getMessage());
+                if (peer != null) {
+                    return Future.failedFuture(peer);
+                }
+            }
+            return Future.failedFuture(failure);
+        });
+    }
+
     /** CANDIDATE → RESERVED: the source lease at exactly these generations, then the local slots. All or nothing. */
     public Future<PeerCommands.Acquired> acquire(PeerCommands.Pages pages) {
-        return RoleProxies.request(bus, ACQUIRE, new PeerCommands.Acquire(pages), within(pages.budget()));
+        return request(ACQUIRE, new PeerCommands.Acquire(pages), within(pages.budget()));
     }
 
     /** Acquire of DRAM pages only. */
@@ -50,7 +64,7 @@ public final class PeerProxy {
      * either way the source lease goes.
      */
     public Future<PeerCommands.Fetched> submit(PeerCommands.Acquired acquired, boolean pin) {
-        return RoleProxies.request(bus, SUBMIT, new PeerCommands.Submit(acquired, pin),
+        return request(SUBMIT, new PeerCommands.Submit(acquired, pin),
                 within(Duration.ofNanos(acquired.budgetNanos)));
     }
 
@@ -61,12 +75,12 @@ public final class PeerProxy {
 
     /** Ends an acquired fetch that will not be submitted. */
     public Future<Void> abandon(PeerCommands.Acquired acquired) {
-        return RoleProxies.request(bus, ABANDON, new PeerCommands.Abandon(acquired), within(Duration.ZERO));
+        return request(ABANDON, new PeerCommands.Abandon(acquired), within(Duration.ZERO));
     }
 
     /** Acquire then submit, within one budget; the pages end sealed and unpinned here. */
     public Future<PeerCommands.Fetched> fetch(PeerCommands.Pages pages) {
-        return RoleProxies.request(bus, FETCH, new PeerCommands.Fetch(pages), within(pages.budget()));
+        return request(FETCH, new PeerCommands.Fetch(pages), within(pages.budget()));
     }
 
     /** Fetch of DRAM pages only. */

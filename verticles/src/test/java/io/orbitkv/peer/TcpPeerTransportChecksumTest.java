@@ -1,6 +1,7 @@
 package io.orbitkv.peer;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import io.orbitkv.cluster.ClusterCertificates;
 import io.orbitkv.manager.Manager;
@@ -202,11 +203,7 @@ class TcpPeerTransportChecksumTest {
             assertThat(holding.await(20, TimeUnit.SECONDS)).as("the first page landed and its check started").isTrue();
             Future<Void> fenced = receive.fence(); // queues its step on the receive's loop, from this thread
             // The fence's step ends the receive, closes the connection, then waits for the held check.
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-            while (requester.fencesWaitingForVerification() == 0 && System.nanoTime() < deadline) {
-                Thread.onSpinWait();
-            }
-            assertThat(requester.fencesWaitingForVerification()).isEqualTo(1);
+            await().atMost(Duration.ofSeconds(10)).until(() -> requester.fencesWaitingForVerification() == 1);
             assertThat(fenced.isComplete()).as("the fence waits while a verifier holds a page").isFalse();
             assertThat(requester.verificationsPending()).isPositive();
             assertThat(receive.completion().failed()).as("the receive ended at the fence").isTrue();
