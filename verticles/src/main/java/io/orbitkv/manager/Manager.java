@@ -330,7 +330,12 @@ public final class Manager implements AutoCloseable {
     }
 
     /** The peer role when {@code peer.port} is set (tests and tools fetch through it). */
-    public java.util.Optional<io.orbitkv.peer.PeerVerticle> peer() {
+    public java.util.Optional<io.orbitkv.peer.PeerProxy> peer() {
+        return peer == null ? java.util.Optional.empty() : java.util.Optional.of(new io.orbitkv.peer.PeerProxy(vertx));
+    }
+
+    /** The peer role's verticle when {@code peer.port} is set (tests and tools: its transport, prefault, seams). */
+    public java.util.Optional<io.orbitkv.peer.PeerVerticle> peerRole() {
         return java.util.Optional.ofNullable(peer);
     }
 

@@ -99,7 +99,7 @@ final class ManagerRoles {
                 .orElse(null);
         this.peer = cluster == null || !config.peer().enabled() ? null
                 : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
-                        poolBytes, registry, costs)
+                        poolBytes, registry, costs, Ticker.SYSTEM)
                         .poolPageBytes(io.orbitkv.peer.PoolPrefault.pageBytes(poolPages));
         this.planning = planning(config, vertx, registry, costs);
         this.health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
@@ -124,7 +124,7 @@ final class ManagerRoles {
                 .members(cluster == null ? MembershipView.NONE : cluster.membership());
         if (cluster != null) {
             PeerExecutionOwner peerOwner = peer == null ? null
-                    : new PeerExecutionOwner(vertx, peer, Duration.ofMillis(config.queryWaitBudgetMillis()),
+                    : new PeerExecutionOwner(vertx, config.peer(), Duration.ofMillis(config.queryWaitBudgetMillis()),
                             config.peerAttempts());
             planning.peers(local -> ClusterEvidence.merged(local, cluster.inventory()), peerOwner == null ? Map.of()
                     : Map.of(RouteTemplate.HOST_FROM_PEER_DRAM, peerOwner, RouteTemplate.HOST_FROM_PEER_SSD, peerOwner));

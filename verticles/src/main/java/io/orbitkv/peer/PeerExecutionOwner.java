@@ -13,9 +13,7 @@ import io.orbitkv.protocol.peer.PeerRejection;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.StateKey;
 import io.orbitkv.storage.StorageProxy;
-import io.vertx.core.Context;
 import io.vertx.core.Future;
-import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -30,14 +28,14 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@link RouteTemplate#HOST_FROM_PEER_SSD}, backed by the peer role: acquire = the source lease (exact generations from
  * the segment's peer evidence: DRAM slot generations, or, for peer SSD evidence, the owner's committed extent
  * generations, flagged so that the source stages those pages from its SSD into bounded staging before it grants) and
- * the local slots; submit = transfer, CRC32C-verified seal, then a local pin so the host pages stay resident for the
- * lease; release = the pin, or (never submitted) the slots and the source lease (whose end also frees the source's
- * staging).
+ * the local slots; submit = transfer, then the CRC32C-verified seal and a local pin in one storage step, so the host
+ * pages stay resident for the lease; release = the pin, or (never submitted) the slots and the source lease (whose end
+ * also frees the source's staging).
  *
  * <p>Design note (ownership): this object owns one entry per granted lease until its release; a submit that failed
  * has already fenced its transfer and freed its slots (the peer role's contract), so release then only forgets it.
- * Futures complete on the caller's context (the planning role's loop). The Manager registers it with the planning
- * role for both peer templates when the peer role runs.
+ * It reaches the peer role through {@link PeerProxy}, whose answers complete on the caller's context (the planning
+ * role's loop). The Manager registers it with the planning role for both peer templates when the peer role runs.
  *
  * <p>Design note (time): each acquisition bounds its attempt, reserve to READY, by {@link PeerAttemptPolicy}: what the
  * demand has left of its waiting budget ({@link AttemptWindow}) less a reserve for the fallback, the planner's
@@ -49,54 +47,41 @@ public final class PeerExecutionOwner implements ExecutionOwner {
     private enum State { ACQUIRED, SUBMITTING, SUBMITTED, FAILED }
 
     private static final class Held {
-        final PeerVerticle.Acquired acquired;
+        final PeerCommands.Acquired acquired;
         State state = State.ACQUIRED;
-        List<List<ImageStore.ImageRef>> pinned = List.of();
+        List<ImageStore.ImageRef> pinned = List.of();
 
-        Held(PeerVerticle.Acquired acquired) {
+        Held(PeerCommands.Acquired acquired) {
             this.acquired = acquired;
         }
     }
 
-    private final PeerVerticle peer;
+    private final PeerProxy peer;
     private final StorageProxy storage;
     private final AtomicLong nextLease = new AtomicLong(1);
     private final Map<Long, Held> held = new ConcurrentHashMap<>();
 
     private final long budgetMillis;
+    private final long leaseMillis;
     private final PeerAttemptPolicy policy;
 
     /** With the peer role's longest lease as the default budget of each acquired segment. */
-    public PeerExecutionOwner(Vertx vertx, PeerVerticle peer) {
-        this(vertx, peer, Duration.ofMillis(peer.leaseMillis()));
-    }
-
-    /** With the default {@link PeerAttemptPolicy}. */
-    public PeerExecutionOwner(Vertx vertx, PeerVerticle peer, Duration budget) {
-        this(vertx, peer, budget, PeerAttemptPolicy.DEFAULT);
+    public PeerExecutionOwner(Vertx vertx, PeerSettings settings) {
+        this(vertx, settings, Duration.ofMillis(settings.maxLeaseMillis()), PeerAttemptPolicy.DEFAULT);
     }
 
     /**
      * @param budget the default budget of a segment's whole fetch, from its acquisition to READY (source lease, local
      *               slots, transfer, checksum-verified seal), for a caller whose demand names no waiting budget;
-     *               capped by the peer role's longest lease
+     *               capped by the peer role's longest lease ({@code settings})
      * @param policy how each attempt is bounded within the demand's remaining waiting budget
      */
-    public PeerExecutionOwner(Vertx vertx, PeerVerticle peer, Duration budget, PeerAttemptPolicy policy) {
-        this.peer = peer;
+    public PeerExecutionOwner(Vertx vertx, PeerSettings settings, Duration budget, PeerAttemptPolicy policy) {
+        this.peer = new PeerProxy(vertx);
         this.storage = new StorageProxy(vertx);
-        this.budgetMillis = Math.max(1, Math.min(budget.toMillis(), peer.leaseMillis()));
+        this.leaseMillis = settings.maxLeaseMillis();
+        this.budgetMillis = Math.max(1, Math.min(budget.toMillis(), leaseMillis));
         this.policy = policy;
-    }
-
-    private static <T> Future<T> onCaller(Future<T> future) {
-        Context caller = Vertx.currentContext();
-        if (caller == null) {
-            return future;
-        }
-        Promise<T> p = Promise.promise();
-        future.onComplete(ar -> caller.runOnContext(v -> p.handle(ar)));
-        return p.future();
     }
 
     @Override
@@ -131,15 +116,14 @@ public final class PeerExecutionOwner implements ExecutionOwner {
             }
         }
         long attempt = policy.attemptNanos(window.remainingNanos(), window.expected(),
-                TimeUnit.MILLISECONDS.toNanos(window.bounded() ? peer.leaseMillis() : budgetMillis));
+                TimeUnit.MILLISECONDS.toNanos(window.bounded() ? leaseMillis : budgetMillis));
         if (attempt <= 0) {
             // Nothing asked of the source; no page named, so the owner is not avoided for it.
             return Future.failedFuture(new PlanningException(PlanningFailure.SOURCE_REJECTED,
                     "the demand's waiting budget is spent: no peer attempt starts"));
         }
-        long deadline = System.nanoTime() + attempt;
-        Future<SegmentLease> lease = peer.acquire(segment.owner().get(), keys.getFirst().namespace(), keys, generations,
-                fromSsd, deadline).transform(ar -> {
+        return peer.acquire(new PeerCommands.Pages(segment.owner().get(), keys.getFirst().namespace(), keys,
+                generations, fromSsd, Duration.ofNanos(attempt))).transform(ar -> {
                     if (ar.succeeded()) {
                         long id = nextLease.getAndIncrement();
                         held.put(id, new Held(ar.result()));
@@ -147,7 +131,6 @@ public final class PeerExecutionOwner implements ExecutionOwner {
                     }
                     return Future.failedFuture(translate(ar.cause(), segment));
                 });
-        return onCaller(lease);
     }
 
     private static Throwable translate(Throwable cause, PlannedSegment segment) {
@@ -172,22 +155,17 @@ public final class PeerExecutionOwner implements ExecutionOwner {
             return Future.failedFuture(new IllegalStateException("lease " + lease.leaseId() + " is not acquired"));
         }
         h.state = State.SUBMITTING;
-        Future<SegmentLease> done = peer.submit(h.acquired)
-                .compose(fetched -> storage.pinExact(List.of(h.acquired.keys())).compose(pin -> {
-                    if (!pin.complete()) {
-                        return Future.failedFuture(new PeerException(PeerException.Kind.TRANSFER_FAILED,
-                                "a fetched page left the pool before it was pinned"));
-                    }
-                    h.pinned = pin.pinned();
-                    return Future.succeededFuture(lease.withHostPages(pin.pinned().getFirst()));
-                }))
+        return peer.submit(h.acquired, true)
+                .map(fetched -> {
+                    h.pinned = fetched.pinned();
+                    return lease.withHostPages(fetched.pinned());
+                })
                 .transform(ar -> {
                     h.state = ar.succeeded() ? State.SUBMITTED : State.FAILED;
                     return ar.succeeded() ? Future.succeededFuture(ar.result())
                             : Future.failedFuture(new PlanningException(PlanningFailure.TRANSFER_FAILED,
                                     String.valueOf(ar.cause().getMessage()), lease.segment().pages().getFirst()));
                 });
-        return onCaller(done);
     }
 
     @Override
@@ -198,10 +176,10 @@ public final class PeerExecutionOwner implements ExecutionOwner {
         }
         Future<?> ended = switch (h.state) {
             case ACQUIRED -> peer.abandon(h.acquired);
-            case SUBMITTED -> h.pinned.isEmpty() ? Future.succeededFuture() : storage.unpin(h.pinned);
+            case SUBMITTED -> h.pinned.isEmpty() ? Future.succeededFuture() : storage.unpin(List.of(h.pinned));
             case FAILED, SUBMITTING -> Future.succeededFuture();
         };
-        return onCaller(ended.transform(ar -> Future.succeededFuture(true)));
+        return ended.transform(ar -> Future.succeededFuture(true));
     }
 
     /** Leases granted and not yet released (tests). */

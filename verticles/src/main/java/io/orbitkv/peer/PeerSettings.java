@@ -21,10 +21,10 @@ import io.orbitkv.common.ConfigValues;
  *                          (every 4 KiB page once, values unchanged), so receives land in mapped pages; 0 = never
  * @param transferLoops     event loops of the transfer port's own (both sides): the payload's socket reads, writes and
  *                          received checksums run there, spread over them by connection, off the roles' loops;
- *                          0 = on the peer role's own context (one thread for every transfer, as before)
+ *                          0 = on the peer role's own context (one thread for every transfer)
  * @param verifyThreads     requester: threads that compute each received page's CRC32C once the page has landed, off
  *                          the transfer connection's event loop ({@link TcpPeerTransport}); 0 = inline on the loop as
- *                          each read lands (the old path)
+ *                          each read lands
  */
 public record PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes,
                            int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes,

@@ -19,7 +19,7 @@ import java.util.List;
  * verified io_uring read of its own extents, and then sent exactly like DRAM pages (same lease, same transfer, the
  * CRC32C of the verified read). An SSD extent is never exposed as readable memory: only the verified pool copy is.
  *
- * <p>Design note (ownership). The peer role's context owns this object (not thread-safe). One reserve acquires in a
+ * <p>Design note (ownership). The peer source's context owns this object (not thread-safe). One reserve acquires in a
  * fixed order, each step undone on a later failure: (1) metadata only ({@code discover}): every SSD key must still be
  * at exactly its advertised extent generation (else CHANGED_GENERATION, before anything is held); a key that is also
  * in DRAM here is served from its DRAM image (pinned at that exact generation), the others are staged; (2) the
@@ -33,7 +33,7 @@ import java.util.List;
  *
  * <p>Release: the lease that received the staged pages owns them and their staging charge; whoever ends the lease
  * (the requester's Release, the lease expiry, the requester leaving membership, the role's stop: see
- * {@link PeerVerticle}) calls {@link #release}, which unpins the DRAM pages and asks the storage role to unpin and free
+ * {@link PeerSource}) calls {@link #release}, which unpins the DRAM pages and asks the storage role to unpin and free
  * the staged ones ({@code releaseStaged}: a staged page someone else pinned meanwhile stays as an ordinary verified
  * cached image). The staging charge returns at once; the slots are free once the storage role ran the command.
  *

@@ -21,6 +21,15 @@ public final class StorageCommands {
 
     public record Abort(long instance, long publishId) {}
 
+    /**
+     * A seal, then (when it succeeded, in the same step on the storage loop, so nothing is evicted in between) exact
+     * pins of {@code pin} (none when empty): a peer requester that keeps the pages it fetched.
+     */
+    public record SealAndPin(Seal seal, List<StateKey> pin) {}
+
+    /** The answer to {@link SealAndPin}: the seal's result and the pins (null when none were asked for). */
+    public record SealedAndPinned(ImageStore.SealResult sealed, ImageStore.ExactPin pin) {}
+
 
     public record Probe(List<ImageStore.GroupProbe> groups) {}
 
@@ -89,5 +98,5 @@ public final class StorageCommands {
             ImageStore.SealResult.class, Integer.class, Probe.class, PinExact.class, Presence.class,
             ImageStore.ExactPin.class, Discover.class, Discovery.class, PinGenerations.class, UnpinRefs.class,
             AcquireFromSsd.class, SsdHold.class, ReadFromSsd.class, ReadPages.class, ReleaseSsdHold.class,
-            ReleaseStaged.class);
+            ReleaseStaged.class, SealAndPin.class, SealedAndPinned.class);
 }

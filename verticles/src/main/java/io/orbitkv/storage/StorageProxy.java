@@ -28,6 +28,7 @@ public final class StorageProxy {
     static final String RELEASE_STAGED = "orbitkv.storage.release-staged";
     static final String RESIDENCY_SINCE = "orbitkv.storage.residency-since";
     static final String RESIDENCY_SNAPSHOT = "orbitkv.storage.residency-snapshot";
+    static final String SEAL_AND_PIN = "orbitkv.storage.seal-and-pin";
 
     private final EventBus bus;
     private final DeliveryOptions options = new DeliveryOptions().setSendTimeout(10_000).setLocalOnly(true);
@@ -53,6 +54,11 @@ public final class StorageProxy {
                                                       List<ImageStore.ImageRef> written, List<Integer> received) {
         return RoleProxies.request(bus, SEAL, new StorageCommands.Seal(instance, publishId, crc32c, written, received),
                 options);
+    }
+
+    /** A seal and, in the same step, exact pins of {@code pin} (see {@link StorageCommands.SealAndPin}). */
+    public Future<StorageCommands.SealedAndPinned> sealAndPin(StorageCommands.Seal seal, List<StateKey> pin) {
+        return RoleProxies.request(bus, SEAL_AND_PIN, new StorageCommands.SealAndPin(seal, pin), options);
     }
 
     public Future<Integer> abort(long instance, long publishId) {

@@ -149,6 +149,8 @@ public final class StorageVerticle extends VerticleBase {
                 c -> changed(store.allocate(c.instance(), c.keys(), c.lengths())));
         RoleProxies.<StorageCommands.Seal, ImageStore.SealResult>serve(bus, StorageProxy.SEAL,
                 this::seal);
+        RoleProxies.<StorageCommands.SealAndPin, StorageCommands.SealedAndPinned>serve(bus, StorageProxy.SEAL_AND_PIN,
+                this::sealAndPin);
         RoleProxies.<StorageCommands.Abort, Integer>serve(bus, StorageProxy.ABORT,
                 c -> changed(store.abort(c.instance(), c.publishId())));
         RoleProxies.<StorageCommands.Probe, StorageCommands.Presence>serve(bus, StorageProxy.PROBE,
@@ -204,6 +206,24 @@ public final class StorageVerticle extends VerticleBase {
         RoleProxies.<StorageCommands.ResidencySnapshotOf, ImageStore.ResidencySnapshot>serve(bus,
                 StorageProxy.RESIDENCY_SNAPSHOT, c -> Future.succeededFuture(store.residencySnapshot(c.maxKeys())));
         return ssdReady;
+    }
+
+    /**
+     * A seal, then the pins: the seal's last step and the pins run in one task on this loop (the seal's future
+     * completes here, and {@code compose} runs its function at once), so nothing is evicted between them.
+     */
+    private Future<StorageCommands.SealedAndPinned> sealAndPin(StorageCommands.SealAndPin c) {
+        return seal(c.seal()).compose(sealed -> {
+            if (c.pin().isEmpty()) {
+                return Future.succeededFuture(new StorageCommands.SealedAndPinned(sealed, null));
+            }
+            ImageStore.ExactPin pin = store.pinExact(List.of(c.pin()));
+            if (pin.complete()) {
+                metrics.dramTierPages.increment(c.pin().size());
+                metrics.dramTierBytes.increment(pin.pinnedBytes());
+            }
+            return changed(new StorageCommands.SealedAndPinned(sealed, pin));
+        });
     }
 
     /** Seals a publish, checking its checksums on the loop or a worker (see {@link SealChecksums}). */

@@ -320,7 +320,7 @@ class PeerDemandIT {
         double replansBefore = requesterMetric("orbitkv_queries_replans_total");
         double avoidedBefore = requesterMetric("orbitkv_planning_peers_avoided_total");
         double timeoutsBefore = requesterSum("orbitkv_peer_fetch_failures_total", "kind=\"timeout\"");
-        long before = TcpPeerTransport.receivedBytes();
+        long before = requester.peerRole().orElseThrow().transport().receivedBytes();
         // The engine's own budget for this demand (max_wait), shorter than the configured one: the peer attempt
         // gets what it has left less the fallback reserve (peer.fallback-reserve-ms, default 1 s).
         Demand demand = Demand.newBuilder().setRequestId("sigstop").setRevision(0).setOperationId(5)
@@ -336,7 +336,7 @@ class PeerDemandIT {
         assertThat(first.getStatus()).isEqualTo(QueryStatus.PENDING);
         QueryReply settled;
         try {
-            await().atMost(SOON).until(() -> TcpPeerTransport.receivedBytes() - before >= 8L * PAGE);
+            await().atMost(SOON).until(() -> requester.peerRole().orElseThrow().transport().receivedBytes() - before >= 8L * PAGE);
             await().atMost(SOON).pollInterval(Duration.ofMillis(5)).until(() -> {
                 QueryReply now = engine.poll(first.getTicket()).await(10, TimeUnit.SECONDS);
                 seen.add(now);
@@ -348,7 +348,7 @@ class PeerDemandIT {
             // slots aborted, nothing of it sealed) and the segment was replanned onto this Manager's SSD copy.
             assertThat(settled.getStatus()).as("settled: " + seen).isEqualTo(QueryStatus.READY);
             assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofMillis(STOP_BUDGET_MS));
-            assertThat(TcpPeerTransport.receivedBytes() - before).as("the stopped source sent no more")
+            assertThat(requester.peerRole().orElseThrow().transport().receivedBytes() - before).as("the stopped source sent no more")
                     .isLessThan(16L * PAGE);
         } finally {
             signalSource("CONT");
@@ -406,14 +406,14 @@ class PeerDemandIT {
         List<StateKey> keys = keys(hashes);
         assertThat(residentHere(keys)).as("evicted from this Manager's pool").isZero();
         awaitPeerEvidence(keys);
-        long before = TcpPeerTransport.receivedBytes();
+        long before = requester.peerRole().orElseThrow().transport().receivedBytes();
         List<QueryReply> seen = new ArrayList<>();
         long started = System.nanoTime();
         QueryReply first = engine.submit(List.of(chain(hashes)), 0).await(10, TimeUnit.SECONDS);
         assertThat(first.getStatus()).isEqualTo(QueryStatus.PENDING);
         assertThat(first.getDetail()).isEqualTo(QueryStatus.CANDIDATE);
         seen.add(first);
-        await().atMost(SOON).until(() -> TcpPeerTransport.receivedBytes() - before >= 8L * PAGE);
+        await().atMost(SOON).until(() -> requester.peerRole().orElseThrow().transport().receivedBytes() - before >= 8L * PAGE);
         // The source granted the lease and stalls half way (its test hook): the demand is RESERVED (source lease
         // held, bytes not yet sealed here), never RESIDENT or READY, for as long as the transfer is held.
         await().atMost(SOON).pollInterval(Duration.ofMillis(5)).until(() -> {
@@ -423,7 +423,7 @@ class PeerDemandIT {
         });
         assertThat(seen.getLast().getStatus()).isEqualTo(QueryStatus.PENDING);
         assertThat(seen).extracting(QueryReply::getDetail).containsOnly(QueryStatus.CANDIDATE, QueryStatus.RESERVED);
-        assertThat(TcpPeerTransport.receivedBytes() - before).as("still held half way").isLessThan(16L * PAGE);
+        assertThat(requester.peerRole().orElseThrow().transport().receivedBytes() - before).as("still held half way").isLessThan(16L * PAGE);
         cluster.kill(source); // SIGKILL while the transfer is in flight
 
         QueryReply settled = settle(seen.getLast(), seen);

@@ -15,7 +15,7 @@ import io.orbitkv.engine.Namespaces;
 import io.orbitkv.it.RunningManager;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.peer.PeerException;
-import io.orbitkv.peer.PeerVerticle;
+import io.orbitkv.peer.PeerCommands;
 import io.orbitkv.peer.TcpPeerTransport;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.planning.ReplicaEvidence;
@@ -158,12 +158,12 @@ class PeerFaultIT {
         List<Long> generations = generations(keys);
         double pinnedBefore = sourceMetric("orbitkv_images_pinned");
         assertThat(pinnedBefore).isZero();
-        long before = TcpPeerTransport.receivedBytes();
+        long before = requester.peerRole().orElseThrow().transport().receivedBytes();
         Duration budget = Duration.ofSeconds(3);
         long started = System.nanoTime();
-        Future<PeerVerticle.Fetched> fetch = requester.peer().orElseThrow().fetch(owner(), namespace, keys, generations,
+        Future<PeerCommands.Fetched> fetch = requester.peer().orElseThrow().fetch(owner(), namespace, keys, generations,
                 budget);
-        await().atMost(SOON).until(() -> TcpPeerTransport.receivedBytes() - before >= 8L * PAGE);
+        await().atMost(SOON).until(() -> requester.peerRole().orElseThrow().transport().receivedBytes() - before >= 8L * PAGE);
         assertThat(fetch.isComplete()).isFalse();
         assertThat(sourceMetric("orbitkv_images_pinned")).isEqualTo(16.0); // the source's lease pins them
         signal("STOP"); // mid-transfer: the payload has started

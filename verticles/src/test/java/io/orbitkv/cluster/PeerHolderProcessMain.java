@@ -2,7 +2,7 @@ package io.orbitkv.cluster;
 
 import io.orbitkv.it.RunningManager;
 import io.orbitkv.manager.Manager;
-import io.orbitkv.peer.PeerVerticle;
+import io.orbitkv.peer.PeerCommands;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.storage.StateKey;
 import java.nio.file.Files;
@@ -64,8 +64,8 @@ public final class PeerHolderProcessMain {
                 keys.add(StateKey.of(namespace, Integer.parseInt(f[0]), HexFormat.of().parseHex(f[1])));
                 generations.add(Long.parseLong(f[2]));
             }
-            PeerVerticle.Acquired held = manager.peer().orElseThrow().acquire(new PeerOwner(owner[0], Long.parseLong(owner[1])),
-                    namespace, keys, generations, System.nanoTime() + TimeUnit.SECONDS.toNanos(60)).await(30, TimeUnit.SECONDS);
+            PeerCommands.Acquired held = manager.peer().orElseThrow().acquire(new PeerOwner(owner[0], Long.parseLong(owner[1])),
+                    namespace, keys, generations, java.time.Duration.ofSeconds(60)).await(30, TimeUnit.SECONDS);
             System.out.println("PEER HELD " + held.keys().size());
             System.out.flush();
         }

@@ -12,6 +12,7 @@ import io.orbitkv.engine.Namespaces;
 import io.orbitkv.manager.ManagerConfig;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.peer.PeerTransport;
+import io.orbitkv.peer.PeerProxy;
 import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.protocol.engine.InstanceRole;
@@ -290,8 +291,12 @@ final class PeerITFixture {
             return new PeerOwner(source.memberId(), source.incarnation());
         }
 
-        PeerVerticle peer() {
+        PeerProxy peer() {
             return requester.peer().orElseThrow();
+        }
+
+        PeerVerticle peerRole() {
+            return requester.peerRole().orElseThrow();
         }
 
         StorageCommands.StorageStats requesterStorage() throws Exception {

@@ -11,7 +11,8 @@ import io.orbitkv.clusterkit.LocalCluster;
 import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.peer.PeerTransport;
-import io.orbitkv.peer.PeerVerticle;
+import io.orbitkv.peer.PeerCommands;
+import io.orbitkv.peer.PeerProxy;
 import io.orbitkv.peer.TcpPeerTransport;
 import io.orbitkv.protocol.peer.PeerGrant;
 import io.orbitkv.protocol.peer.PeerReleaseRequest;
@@ -91,17 +92,17 @@ class PeerPlaintextTransferIT {
     @Test
     @Order(1)
     void plaintextFetchesLandEveryByteStraightInTheSlotsOverOneReusedConnection() throws Exception {
-        PeerVerticle peer = rig.peer();
-        long opened = peer.transferConnectionsOpened();
-        long inPlace = TcpPeerTransport.receivedInPlaceBytes();
+        PeerProxy peer = rig.peer();
+        long opened = rig.peerRole().transferConnectionsOpened();
+        long inPlace = rig.peerRole().transport().receivedInPlaceBytes();
         int fetchedPages = 0;
         for (String seed : List.of("plain-a", "plain-b", "plain-c")) {
             int n = seed.equals("plain-b") ? 1 : 3;
             List<StateKey> keys = rig.publish(seed, n);
-            PeerVerticle.Fetched fetched = peer.fetch(rig.owner(), rig.namespace, keys,
+            PeerCommands.Fetched fetched = peer.fetch(rig.owner(), rig.namespace, keys,
                     rig.generations(keys), Duration.ofSeconds(20)).await(30, TimeUnit.SECONDS);
-            assertThat(fetched.stages()).containsExactly(PeerVerticle.Stage.CANDIDATE, PeerVerticle.Stage.RESERVED,
-                    PeerVerticle.Stage.RESIDENT, PeerVerticle.Stage.READY);
+            assertThat(fetched.stages()).containsExactly(PeerCommands.Stage.CANDIDATE, PeerCommands.Stage.RESERVED,
+                    PeerCommands.Stage.RESIDENT, PeerCommands.Stage.READY);
             assertThat(fetched.bytes()).isEqualTo((long) n * PAGE);
             MemorySegment expected = Arena.ofAuto().allocate(PAGE);
             for (int i = 0; i < n; i++) {
@@ -114,8 +115,8 @@ class PeerPlaintextTransferIT {
             fetchedPages += n;
         }
         // Received by recv(2) into the slots themselves (no intermediate buffer), over one connection for 3 leases.
-        assertThat(TcpPeerTransport.receivedInPlaceBytes() - inPlace).isEqualTo((long) fetchedPages * PAGE);
-        assertThat(peer.transferConnectionsOpened() - opened).isEqualTo(1);
+        assertThat(rig.peerRole().transport().receivedInPlaceBytes() - inPlace).isEqualTo((long) fetchedPages * PAGE);
+        assertThat(rig.peerRole().transferConnectionsOpened() - opened).isEqualTo(1);
         assertThat(rig.requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count()).isZero();
         assertNothingLeaked();
     }

@@ -19,6 +19,8 @@ import io.orbitkv.it.RunningManager;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.peer.PeerException;
+import io.orbitkv.peer.PeerCommands;
+import io.orbitkv.peer.PeerProxy;
 import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.cost.CompletionTarget;
 import io.orbitkv.peer.PeerExecutionOwner;
@@ -262,8 +264,12 @@ class PeerSsdStagingIT {
         return new PeerOwner(source.memberId(), source.incarnation());
     }
 
-    static PeerVerticle peer() {
+    static PeerProxy peer() {
         return requester.peer().orElseThrow();
+    }
+
+    static PeerVerticle peerRole() {
+        return requester.peerRole().orElseThrow();
     }
 
     static double sourceMetric(String name) {
@@ -369,7 +375,7 @@ class PeerSsdStagingIT {
         assertThat(residentHere(demanded)).as("nothing of it is here before the demand").isZero();
         double stagedBefore = sourceMetric("orbitkv_peer_staged_pages_total");
         double fetchedBefore = requesterMetric("orbitkv_peer_fetched_pages_total");
-        CostEstimateKey route = PeerVerticle.costKey(CostPath.PEER_SSD_HOST_READY_ROUTE, owner(),
+        CostEstimateKey route = PeerCommands.costKey(CostPath.PEER_SSD_HOST_READY_ROUTE, owner(),
                 (long) DEMANDED_PAGES * PAGE, DEMANDED_PAGES);
         assertThat(samples(route)).isZero();
         try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", requester.grpcTcpPort(), requester.token())) {
@@ -394,7 +400,7 @@ class PeerSsdStagingIT {
             awaitSourceAtBaseline(); // its staging is freed, no lease or pin left
             // The complete-route sample, keyed by the source Manager at its incarnation (not by any other incarnation).
             await().atMost(SOON).until(() -> samples(route) >= 1);
-            assertThat(samples(PeerVerticle.costKey(CostPath.PEER_SSD_HOST_READY_ROUTE,
+            assertThat(samples(PeerCommands.costKey(CostPath.PEER_SSD_HOST_READY_ROUTE,
                     new PeerOwner(source.memberId(), source.incarnation() + 1), (long) DEMANDED_PAGES * PAGE,
                     DEMANDED_PAGES))).isZero();
             engine.close();
@@ -406,15 +412,15 @@ class PeerSsdStagingIT {
     void pagesTheSourceHoldsOnlyOnItsSsdAreStagedVerifiedServedAndTheStagingEndsWithTheLease() throws Exception {
         List<StateKey> keys = onSsd.subList(0, 4);
         double stagedBefore = sourceMetric("orbitkv_peer_staged_pages_total");
-        PeerVerticle.Acquired acquired = peer().acquire(owner(), namespace, keys, ssdGenerations.subList(0, 4),
-                allFromSsd(4), System.nanoTime() + TimeUnit.SECONDS.toNanos(20)).await(30, TimeUnit.SECONDS);
+        PeerCommands.Acquired acquired = peer().acquire(new PeerCommands.Pages(owner(), namespace, keys,
+                ssdGenerations.subList(0, 4), allFromSsd(4), Duration.ofSeconds(20))).await(30, TimeUnit.SECONDS);
         assertThat(acquired.stagedPages()).as("the grant says the source staged them").isEqualTo(4);
         // While the lease holds them, the staged pages are in the source's pool (bounded: 4 pages = the 1 MiB bound).
         assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isEqualTo(4.0 * PAGE);
         assertThat(sourceMetric("orbitkv_pool_requested_bytes")).isEqualTo(baselineRequestedBytes + 4.0 * PAGE);
-        PeerVerticle.Fetched fetched = peer().submit(acquired).await(30, TimeUnit.SECONDS);
-        assertThat(fetched.stages()).containsExactly(PeerVerticle.Stage.CANDIDATE, PeerVerticle.Stage.RESERVED,
-                PeerVerticle.Stage.RESIDENT, PeerVerticle.Stage.READY);
+        PeerCommands.Fetched fetched = peer().submit(acquired).await(30, TimeUnit.SECONDS);
+        assertThat(fetched.stages()).containsExactly(PeerCommands.Stage.CANDIDATE, PeerCommands.Stage.RESERVED,
+                PeerCommands.Stage.RESIDENT, PeerCommands.Stage.READY);
         MemorySegment expected = Arena.ofAuto().allocate(PAGE);
         for (int i = 0; i < 4; i++) {
             ImageStore.ImageRef ref = fetched.local().get(i);
@@ -485,11 +491,10 @@ class PeerSsdStagingIT {
         long dramGeneration = ((ReplicaEvidence.PeerDram) peers(inDram).stream()
                 .filter(e -> e instanceof ReplicaEvidence.PeerDram).findFirst().orElseThrow()).ownerGeneration();
         List<StateKey> keys = List.of(onSsd.get(5), inDram);
-        PeerVerticle.Acquired acquired = peer().acquire(owner(), namespace, keys,
-                List.of(ssdGenerations.get(5), dramGeneration), List.of(true, false),
-                System.nanoTime() + TimeUnit.SECONDS.toNanos(20)).await(30, TimeUnit.SECONDS);
+        PeerCommands.Acquired acquired = peer().acquire(new PeerCommands.Pages(owner(), namespace, keys,
+                List.of(ssdGenerations.get(5), dramGeneration), List.of(true, false), Duration.ofSeconds(20))).await(30, TimeUnit.SECONDS);
         assertThat(acquired.stagedPages()).isEqualTo(1);
-        PeerVerticle.Fetched fetched = peer().submit(acquired).await(30, TimeUnit.SECONDS);
+        PeerCommands.Fetched fetched = peer().submit(acquired).await(30, TimeUnit.SECONDS);
         MemorySegment expected = Arena.ofAuto().allocate(PAGE);
         fill(expected, SEED, 5);
         assertThat(fetched.local().get(0).key()).isEqualTo(onSsd.get(5));
@@ -507,8 +512,8 @@ class PeerSsdStagingIT {
         corruptOnSourceSsd(marker(SEED, victim));
         double failuresBefore = sourceMetric("orbitkv_peer_staging_failures_total");
         List<StateKey> keys = onSsd.subList(victim, victim + 1);
-        PeerException e = failure(peer().fetch(owner(), namespace, keys, ssdGenerations.subList(victim, victim + 1),
-                allFromSsd(1), Duration.ofSeconds(20)));
+        PeerException e = failure(peer().fetch(new PeerCommands.Pages(owner(), namespace, keys,
+                ssdGenerations.subList(victim, victim + 1), allFromSsd(1), Duration.ofSeconds(20))));
         assertThat(e.kind()).isEqualTo(PeerException.Kind.REJECTED);
         assertThat(e.rejection()).isEqualTo(PeerRejection.SSD_READ_FAILED);
         assertThat(e.beforePayload()).isTrue(); // nothing moved: the requester may replan
@@ -554,7 +559,7 @@ class PeerSsdStagingIT {
         // own membership check passed, not yet sent.
         AtomicReference<PeerOwner> heldFor = new AtomicReference<>();
         Promise<Void> open = Promise.promise();
-        peer().reserveGate(owner -> heldFor.compareAndSet(null, owner) ? open.future() : Future.succeededFuture());
+        peerRole().reserveGate(owner -> heldFor.compareAndSet(null, owner) ? open.future() : Future.succeededFuture());
         try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", requester.grpcTcpPort(), requester.token())) {
             EngineSession engine = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
             QueryReply first = engine.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hashes)
@@ -601,7 +606,7 @@ class PeerSsdStagingIT {
             assertRequesterHoldsNothing(engine);
             engine.close();
         } finally {
-            peer().reserveGate(PeerVerticle.ReserveGate.OPEN);
+            peerRole().reserveGate(PeerVerticle.ReserveGate.OPEN);
         }
         await().atMost(SOON).untilAsserted(() -> {
             assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
@@ -657,11 +662,11 @@ class PeerSsdStagingIT {
 
         // The old incarnation's evidence is rejected before any payload, by the requester's check and by the planner's
         // port (STALE_EVIDENCE: the planner drops the record and replans), nothing held on either side.
-        PeerException local = failure(peer().fetch(old, namespace, keys, oldGenerations, allFromSsd(keys.size()),
-                Duration.ofSeconds(5)));
+        PeerException local = failure(peer().fetch(new PeerCommands.Pages(old, namespace, keys, oldGenerations,
+                allFromSsd(keys.size()), Duration.ofSeconds(5))));
         assertThat(local.rejection()).isEqualTo(PeerRejection.STALE_INCARNATION);
         assertThat(local.beforePayload()).isTrue();
-        PeerExecutionOwner port = new PeerExecutionOwner(requester.vertx(), peer());
+        PeerExecutionOwner port = new PeerExecutionOwner(requester.vertx(), peerRole().settings());
         PlannedSegment stale = new PlannedSegment(0, new BlockRange(0, keys.size()), RouteTemplate.HOST_FROM_PEER_SSD,
                 oldEvidence, (long) keys.size() * PAGE, CompletionTarget.hostReady());
         ExecutionException e = assertThrows(ExecutionException.class, () -> port.acquire(stale)

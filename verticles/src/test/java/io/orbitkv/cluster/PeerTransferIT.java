@@ -16,7 +16,7 @@ import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerExecutionOwner;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.peer.PeerTransport;
-import io.orbitkv.peer.PeerVerticle;
+import io.orbitkv.peer.PeerCommands;
 import io.orbitkv.peer.TcpPeerTransport;
 import io.orbitkv.planning.AttemptWindow;
 import io.orbitkv.planning.PeerOwner;
@@ -132,10 +132,10 @@ class PeerTransferIT {
     @Order(1)
     void aPeersPagesAreFetchedIntoLocalSlotsAndVerifiedBeforeReady() throws Exception {
         List<StateKey> keys = rig.publish("alpha", 4); // pages 1..4 the source sends
-        PeerVerticle.Fetched fetched = rig.peer().fetch(rig.owner(), rig.namespace, keys, rig.generations(keys), Duration.ofSeconds(20))
+        PeerCommands.Fetched fetched = rig.peer().fetch(rig.owner(), rig.namespace, keys, rig.generations(keys), Duration.ofSeconds(20))
                 .await(30, TimeUnit.SECONDS);
-        assertThat(fetched.stages()).containsExactly(PeerVerticle.Stage.CANDIDATE, PeerVerticle.Stage.RESERVED,
-                PeerVerticle.Stage.RESIDENT, PeerVerticle.Stage.READY);
+        assertThat(fetched.stages()).containsExactly(PeerCommands.Stage.CANDIDATE, PeerCommands.Stage.RESERVED,
+                PeerCommands.Stage.RESIDENT, PeerCommands.Stage.READY);
         assertThat(fetched.local()).hasSize(4);
         assertThat(fetched.bytes()).isEqualTo(4L * PAGE);
         MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(PAGE);
@@ -157,7 +157,7 @@ class PeerTransferIT {
         await().atMost(SOON).until(() -> rig.sourceMetric("orbitkv_images_pinned") == 0.0);
         // Cost samples keyed by the peer Manager's incarnation: the fetch operation and the complete host-ready route.
         for (CostPath path : List.of(CostPath.PEER_FETCH, CostPath.PEER_HOST_READY_ROUTE)) {
-            CostEstimateResult estimate = rig.requester.cost().estimate(PeerVerticle.costKey(path, rig.owner(), 4L * PAGE, 4))
+            CostEstimateResult estimate = rig.requester.cost().estimate(PeerCommands.costKey(path, rig.owner(), 4L * PAGE, 4))
                     .await(10, TimeUnit.SECONDS);
             assertThat(estimate instanceof CostEstimateResult.Usable
                     || (estimate instanceof CostEstimateResult.Unavailable u && u.sampleCount() >= 1
@@ -249,7 +249,7 @@ class PeerTransferIT {
             stalePages.add(new PlannedPage(i, keys.get(i), i < 2 ? dram : new ReplicaEvidence.PeerDram(dram.owner(),
                     dram.inventorySequence(), dram.ownerGeneration() + 1, dram.storedBytes(), dram.representation())));
         }
-        PeerExecutionOwner owner = new PeerExecutionOwner(rig.requester.vertx(), rig.peer());
+        PeerExecutionOwner owner = new PeerExecutionOwner(rig.requester.vertx(), rig.peerRole().settings());
         // Evidence whose generation changed: STALE_EVIDENCE before any payload, nothing held.
         PlannedSegment stale = new PlannedSegment(0, new BlockRange(0, 3), RouteTemplate.HOST_FROM_PEER_DRAM, stalePages,
                 3L * PAGE, CompletionTarget.hostReady());
@@ -298,9 +298,9 @@ class PeerTransferIT {
         rig.peer().fetch(rig.owner(), rig.namespace, keys.subList(0, 2), generations.subList(0, 2), Duration.ofSeconds(20))
                 .await(30, TimeUnit.SECONDS);
         // keys 0 and 1 are resident here now: their bytes arrive into scratch, only key 2 gets a slot to verify
-        PeerVerticle.Fetched fetched = rig.peer().fetch(rig.owner(), rig.namespace, keys, generations, Duration.ofSeconds(20))
+        PeerCommands.Fetched fetched = rig.peer().fetch(rig.owner(), rig.namespace, keys, generations, Duration.ofSeconds(20))
                 .await(30, TimeUnit.SECONDS);
-        assertThat(fetched.stages()).contains(PeerVerticle.Stage.READY);
+        assertThat(fetched.stages()).contains(PeerCommands.Stage.READY);
         assertThat(fetched.local()).extracting(ImageStore.ImageRef::key).containsExactly(keys.get(2));
         MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(PAGE);
         fill(expected, "partly-resident", 2);
@@ -469,7 +469,7 @@ class PeerTransferIT {
         List<StateKey> keys = rig.publish("held-check", 4);
         List<Long> generations = rig.generations(keys);
         StorageCommands.StorageStats before = rig.requesterStorage();
-        TcpPeerTransport transport = rig.peer().transport();
+        TcpPeerTransport transport = rig.peerRole().transport();
         double timeouts = rig.requester.registry().get("orbitkv_peer_fetch_failures_total").tag("kind", "timeout")
                 .counter().count();
         CountDownLatch holding = new CountDownLatch(1);
@@ -486,7 +486,7 @@ class PeerTransferIT {
             }
         });
         try {
-            Future<PeerVerticle.Fetched> fetch = rig.peer().fetch(rig.owner(), rig.namespace, keys, generations,
+            Future<PeerCommands.Fetched> fetch = rig.peer().fetch(rig.owner(), rig.namespace, keys, generations,
                     Duration.ofSeconds(2));
             assertThat(holding.await(20, TimeUnit.SECONDS)).as("a page landed and its check started").isTrue();
             // The budget passes while the check is held: the receive times out and the peer role fences it; the
@@ -521,11 +521,11 @@ class PeerTransferIT {
     void theSourceKilledMidTransferEndsTheFetchWithinItsBudgetAndItsSlotsAreReleased() throws Exception {
         List<StateKey> keys = rig.publish("gamma", 16); // a 16-page lease: the source sends 8 pages, then stalls
         List<Long> generations = rig.generations(keys);
-        long before = TcpPeerTransport.receivedBytes();
+        long before = rig.peerRole().transport().receivedBytes();
         Duration budget = Duration.ofSeconds(30);
         long started = System.nanoTime();
-        Future<PeerVerticle.Fetched> fetch = rig.peer().fetch(rig.owner(), rig.namespace, keys, generations, budget);
-        await().atMost(SOON).until(() -> TcpPeerTransport.receivedBytes() - before >= 8L * PAGE);
+        Future<PeerCommands.Fetched> fetch = rig.peer().fetch(rig.owner(), rig.namespace, keys, generations, budget);
+        await().atMost(SOON).until(() -> rig.peerRole().transport().receivedBytes() - before >= 8L * PAGE);
         assertThat(fetch.isComplete()).isFalse();
         rig.cluster.kill(rig.source); // SIGKILL mid-transfer
         PeerException e = failure(fetch);

@@ -24,6 +24,7 @@ import io.orbitkv.protocol.engine.PageKey;
 import io.orbitkv.protocol.engine.PublishSlot;
 import io.orbitkv.protocol.engine.Representation;
 import io.orbitkv.protocol.engine.SlotStatus;
+import io.orbitkv.peer.PeerProxy;
 import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.storage.StateKey;
 import io.vertx.core.json.JsonObject;
@@ -288,11 +289,12 @@ public final class PeerBench {
                 session.close();
             }
             PeerOwner owner = new PeerOwner(source.memberId(), source.incarnation());
-            PeerVerticle peer = requester.peer().orElseThrow();
+            PeerVerticle role = requester.peerRole().orElseThrow();
+            PeerProxy peer = requester.peer().orElseThrow();
             // The requester's start-up prefault of its pool mapping (peer.prefault-bytes) ends before measuring: a
             // Manager that has been up a while receives into mapped pages (reported: requester_prefault_ms).
-            peer.prefaulted().await(300, TimeUnit.SECONDS);
-            double prefaultMs = peer.prefaultNanos() / 1e6;
+            role.prefaulted().await(300, TimeUnit.SECONDS);
+            double prefaultMs = role.prefaultNanos() / 1e6;
             // Warm-up (not measured): connections, TLS sessions, JIT.
             for (int w = 0; w < warmUps; w++) {
                 List<StateKey> warm = batches.get(rounds + singles + w);
@@ -316,8 +318,7 @@ public final class PeerBench {
             for (int r = 0; r < rounds && failure.get() == null; r++) {
                 window.acquire();
                 long fetchStarted = System.nanoTime();
-                long deadline = fetchStarted + TimeUnit.SECONDS.toNanos(60);
-                peer.acquire(owner, namespace, batches.get(r), roundGenerations.get(r), deadline).compose(a -> {
+                peer.acquire(owner, namespace, batches.get(r), roundGenerations.get(r), Duration.ofSeconds(60)).compose(a -> {
                     long acquired = System.nanoTime();
                     synchronized (acquireMs) {
                         acquireMs.add((acquired - fetchStarted) / 1e6);
