@@ -406,7 +406,8 @@ public final class PeerBench {
             List<List<ByteString>> batches = new ArrayList<>();
             try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
                     OrbitKvClient.readToken(source.tokenFile()))) {
-                EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+                // A harness wait, not a measured one: a source that just started on a loaded host can take seconds.
+                EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE).await(60, TimeUnit.SECONDS);
                 for (int r = 0; r < rounds; r++) {
                     batches.add(publish(session, mode + "-round-" + r, pages, hooks));
                 }
@@ -537,7 +538,7 @@ public final class PeerBench {
         long compared = 0;
         int wrongPages = 0;
         try (OrbitKvClient client = OrbitKvClient.connectUnix(requester.unixSocket(), requester.token());
-             EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS)) {
+             EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(60, TimeUnit.SECONDS)) {
             for (int round : sample) {
                 List<ByteString> hashes = batches.get(round);
                 QueryReply reply = session.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hashes)
@@ -699,7 +700,9 @@ public final class PeerBench {
                 .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
         try {
             String out = "";
-            for (int attempt = 0; attempt < 50; attempt++) {
+            // Until the server listens: on a loaded host a fresh iperf3 process can take seconds to bind.
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (System.nanoTime() < deadline) {
                 Process client = new ProcessBuilder(iperf, "-c", "127.0.0.1", "-p", String.valueOf(port), "-t",
                         String.valueOf(seconds), "-J").redirectErrorStream(true).start();
                 out = new String(client.getInputStream().readAllBytes());
