@@ -4,8 +4,9 @@
 # It builds what it needs (the fat jar, through scripts/orbitkv) and then:
 #   1. the CUDA façade's GPU test (CudaRuntimeTest: pinned 2 MiB host->device->host round trip, IPC handle export);
 #   2. orbitkv bench gpu-restore: restore throughput of 2 MiB pages from the Manager's pinned pool into engine device
-#      memory imported through CUDA IPC from a second (engine) process, every restored byte verified on the device,
-#      against cudaMemcpyAsync of the same bytes from the same pinned pool in the same run (restore_ratio).
+#      memory imported through CUDA IPC from a second (engine) process, against cudaMemcpyAsync of the same bytes from
+#      the same pinned pool in the same run, paired per round in alternating order (restore_ratio); both sides poisoned,
+#      read back and compared with key-derived bytes in every round.
 # Results go to perf/gpu/out/ (test log, the bench's JSON report); the last stdout line is the bench report.
 # Exit status: 0 only when both steps passed. Without a GPU it stops at the first step, naming the cause.
 set -euo pipefail

@@ -10,13 +10,15 @@ import io.orbitkv.perf.BenchArgs;
 import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.LatencyRecorder;
 import io.orbitkv.perf.report.LatencySummary;
+import io.orbitkv.perf.report.Bootstrap;
+import io.orbitkv.perf.report.KeyedContent;
 import com.google.protobuf.ByteString;
+import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -29,21 +31,24 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>(a) Publish-then-restore of 2 MiB pages through a real Manager's shared-memory pool: allocate slots, copy the
  * engine's pages in, seal, query, copy the leased pages out, release. Baseline: plain memcpy of the same bytes the
- * engine copies anyway (its pages into scratch memory and back out), same buffers, same JVM. In each round both
- * sides run once, the cycle first in even rounds and memcpy first in odd ones, so neither always inherits the other's
- * cache state; the ratio is of medians. Each side starts from a poisoned destination and its restored bytes are
- * verified right after it, before the other side writes the destination: a cycle that restored wrong or no bytes
- * fails the run even though memcpy would have rewritten the destination correctly afterwards.
+ * engine copies anyway (its pages into scratch memory and back out), same buffers, same JVM. Each round publishes a
+ * fresh chain whose page bytes derive from the page keys ({@link KeyedContent}), so an older round's slot or a page
+ * that was not written mismatches. In each round both sides run once, the cycle first in even rounds and memcpy first
+ * in odd ones; the headline is the median of the per-round paired ratios with a bootstrap interval. Each side starts
+ * from a poisoned destination and its restored bytes are compared with the key-derived bytes right after it, before
+ * the other side writes the destination. A slot the Manager did not answer {@code ALLOCATED}, a query that is not
+ * READY for the whole batch, or one wrong byte fails the round: the report lists it and the run does not pass.
  *
  * <p>(b) The query round trip of a 64-page hit over the Unix-socket gRPC channel (submit → READY with 64 leased
  * descriptors), against a no-op gRPC call (Ping) on the same channel, interleaved one for one, Ping first in even
  * iterations and the query first in odd ones; p50 and p99 of each.
  */
 public final class DramBench {
-    /** The content seed of the engine's source pages. */
-    static final long CONTENT_SEED = 7;
     /** What a destination holds before a side runs: never a valid page. */
     private static final byte POISON = (byte) 0xA5;
+    /** Resamples and seed of the paired ratio's bootstrap interval (seeded: the interval can be recomputed). */
+    private static final int BOOTSTRAP_RESAMPLES = 10_000;
+    private static final long BOOTSTRAP_SEED = 42;
 
     private DramBench() {}
 
@@ -51,7 +56,39 @@ public final class DramBench {
     record Settings(long pageBytes, int batchPages, int rounds, int queryIterations, int queryWarmup, int rpcWarmup,
                     String poolSize, int eventLoopThreads) {}
 
+    /**
+     * A bench-side seam for the tests that break the path: each method sees one step of a timed round (0-based) and
+     * may change what the bench gets or what the pool holds. {@link #NONE} in the command; warm-up cycles never call it.
+     */
+    interface Fault {
+        Fault NONE = new Fault() {};
+
+        /** The Manager's answer to the allocation, as the bench will act on it. */
+        default AllocatePublishReply allocated(int round, AllocatePublishReply reply) {
+            return reply;
+        }
+
+        /** After the seal: the published pages are in the pool. */
+        default void sealed(int round, EngineSession session, AllocatePublishReply allocated) {}
+
+        /** The Manager's READY answer, as the bench will copy from it. */
+        default QueryReply ready(int round, QueryReply reply) {
+            return reply;
+        }
+    }
+
+    /** A round whose path failed (a check the bench makes): the report lists its message and the run fails. */
+    static final class RoundFailure extends RuntimeException {
+        RoundFailure(String message) {
+            super(message);
+        }
+    }
+
     public static JsonObject run(BenchArgs a) {
+        return run(a, Fault.NONE);
+    }
+
+    static JsonObject run(BenchArgs a, Fault fault) {
         Settings s = new Settings(
                 a.bytes("page-bytes", "2MiB"),
                 a.integer("batch-pages", 64),
@@ -68,7 +105,7 @@ public final class DramBench {
                     + "--query-iterations are positive; the warm-ups are >= 0");
         }
         try {
-            return measure(s);
+            return measure(s, fault);
         } catch (RuntimeException e) {
             throw e;
         } catch (Exception e) {
@@ -76,7 +113,7 @@ public final class DramBench {
         }
     }
 
-    private static JsonObject measure(Settings s) throws Exception {
+    private static JsonObject measure(Settings s, Fault fault) throws Exception {
         long pageBytes = s.pageBytes();
         int batchPages = s.batchPages();
         int rounds = s.rounds();
@@ -91,6 +128,7 @@ public final class DramBench {
         settings.put("ssd.enabled", "false");
         settings.put("manager.event-loop-threads", Integer.toString(s.eventLoopThreads()));
         ManagerConfig config = ManagerConfig.from(settings);
+        BenchReport.Builder report = BenchReport.builder("dram");
         try (Manager manager = Manager.start(config).await(120, TimeUnit.SECONDS);
              OrbitKvClient client = OrbitKvClient.connectUnix(manager.unixSocket(), manager.token());
              Arena arena = Arena.ofShared()) {
@@ -108,7 +146,7 @@ public final class DramBench {
                     source[i] = arena.allocate(pageBytes, 4096);
                     destination[i] = arena.allocate(pageBytes, 4096);
                     scratch[i] = arena.allocate(pageBytes, 4096);
-                    SyntheticKv.fill(source[i], CONTENT_SEED, 0, i);
+                    source[i].fill((byte) 1);
                     destination[i].fill((byte) 1);
                     scratch[i].fill((byte) 1);
                 }
@@ -116,7 +154,9 @@ public final class DramBench {
                 // so that neither interpreted code nor first-touch page faults are measured.
                 for (int w = 0; w < s.rpcWarmup(); w++) {
                     List<ByteString> small = SyntheticKv.chain(-1 - w, 4);
-                    publish(session, small, source, 0, 4096);
+                    AllocatePublishReply allocated = allocate(session, small, -1, Fault.NONE);
+                    copyIn(session, allocated, source, 4096);
+                    session.seal(allocated.getPublishId(), List.of()).await();
                     QueryReply reply = session.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(small).build()), 0).await();
                     session.release(reply.getLease().getLeaseId()).await();
                     client.ping().await();
@@ -125,32 +165,67 @@ public final class DramBench {
                 int warmRounds = (int) Math.max(2, poolBytes / (pageBytes * batchPages) + 1);
                 long keySeed = 1000;
                 for (int w = 0; w < warmRounds; w++) {
-                    cycle(session, source, destination, keySeed++);
+                    cycle(session, SyntheticKv.chain(keySeed++, batchPages), source, destination, -1, Fault.NONE);
                     memcpyBaseline(source, scratch, destination);
                 }
                 double[] cycleBps = new double[rounds];
                 double[] memcpyBps = new double[rounds];
                 long roundBytes = pageBytes * batchPages;
                 int cycleFirstRounds = 0;
+                int completed = 0;
                 for (int r = 0; r < rounds; r++) {
-                    long seed = keySeed++;
-                    long[] nanos = measuredRound(r, () -> cycle(session, source, destination, seed),
-                            () -> memcpyBaseline(source, scratch, destination), destination);
+                    int round = r;
+                    List<ByteString> chain = SyntheticKv.chain(keySeed++, batchPages);
+                    for (int i = 0; i < batchPages; i++) {
+                        KeyedContent.fill(source[i], chain.get(i)); // this round's pages, untimed
+                    }
+                    long[] nanos;
+                    try {
+                        nanos = measuredRound(r, () -> cycle(session, chain, source, destination, round, fault),
+                                () -> memcpyBaseline(source, scratch, destination), destination, chain);
+                    } catch (RoundFailure failure) {
+                        report.failure(failure.getMessage());
+                        System.err.println("dram round " + (r + 1) + " FAILED: " + failure.getMessage());
+                        break;
+                    }
                     cycleFirstRounds += cycleFirst(r) ? 1 : 0;
                     cycleBps[r] = roundBytes * 1e9 / nanos[0];
                     memcpyBps[r] = roundBytes * 1e9 / nanos[1];
-                    System.err.printf("dram round %d/%d (%s first): cycle %.2f GB/s, memcpy %.2f GB/s%n", r + 1, rounds,
-                            cycleFirst(r) ? "cycle" : "memcpy", cycleBps[r] / 1e9, memcpyBps[r] / 1e9);
+                    completed++;
+                    System.err.printf("dram round %d/%d (%s first): cycle %.2f GB/s, memcpy %.2f GB/s, ratio %.3f%n",
+                            r + 1, rounds, cycleFirst(r) ? "cycle" : "memcpy", cycleBps[r] / 1e9, memcpyBps[r] / 1e9,
+                            cycleBps[r] / memcpyBps[r]);
                 }
                 System.err.println("cycle phases (ms, all rounds) publish/query/copy-out/release: "
                         + Arrays.toString(Arrays.stream(PHASES).map(x -> x / 1_000_000).toArray()));
+                report.config("page_bytes", pageBytes).config("batch_pages", batchPages).config("rounds", rounds)
+                        .config("completed_rounds", completed)
+                        .config("query_iterations", queryIterations).config("query_warmup_iterations", s.queryWarmup())
+                        .config("rpc_warmup_cycles", s.rpcWarmup()).config("pool_size", poolSize)
+                        .config("cycle_first_rounds", cycleFirstRounds).config("memcpy_first_rounds", completed - cycleFirstRounds)
+                        .config("verification", "every byte of every restored page, compared with bytes derived from "
+                                + "the round's keys, after each side of each round on a destination poisoned before it")
+                        .config("channel", "grpc over unix socket")
+                        .config("manager_event_loop_threads", config.eventLoopThreads());
+                if (completed < rounds) { // a round failed: no figure of a broken path
+                    StatsReply stats = session.stats().await();
+                    return report.check(stats.getActiveLeases() == 0, "leases leaked: " + stats.getActiveLeases())
+                            .build().toJson();
+                }
+                double[] paired = new double[rounds];
+                for (int r = 0; r < rounds; r++) {
+                    paired[r] = cycleBps[r] / memcpyBps[r];
+                }
+                Bootstrap.Interval pairedRatio = Bootstrap.medianInterval(paired, 0.95, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
                 double cycleMedian = median(cycleBps);
                 double memcpyMedian = median(memcpyBps);
 
                 // (b) query round trip of a 64-page hit vs a no-op call on the same channel.
                 int hitPages = 64;
                 List<ByteString> hitChain = SyntheticKv.chain(424242, hitPages);
-                publish(session, hitChain, source, 0);
+                AllocatePublishReply hit = allocate(session, hitChain, -1, Fault.NONE);
+                copyIn(session, hit, source, Long.MAX_VALUE);
+                session.seal(hit.getPublishId(), List.of()).await();
                 GroupChain hitQuery = GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hitChain).build();
                 LatencyRecorder queryLatency = LatencyRecorder.singleWriter();
                 LatencyRecorder pingLatency = LatencyRecorder.singleWriter();
@@ -183,30 +258,25 @@ public final class DramBench {
                 LatencySummary query = queryLatency.summary();
                 LatencySummary ping = pingLatency.summary();
                 StatsReply stats = session.stats().await();
-                if (stats.getActiveLeases() != 0) {
-                    throw new IllegalStateException("leases leaked: " + stats.getActiveLeases());
-                }
-                return BenchReport.builder("dram")
+                return report
+                        .topLevelRatio("throughput_ratio", pairedRatio.estimate())
+                        .ratio("throughput_ratio_lower_95", pairedRatio.lower())
+                        .ratio("throughput_ratio_upper_95", pairedRatio.upper())
+                        .figure("throughput_ratio_paired", pairedRatio.toJson()
+                                .put("rounds", new JsonArray(Arrays.stream(paired).boxed().toList())))
                         .figure("publish_restore_bytes_per_second_median", cycleMedian)
-                        .figure("publish_restore_rounds_bytes_per_second", new io.vertx.core.json.JsonArray(Arrays.stream(cycleBps).boxed().toList()))
+                        .figure("publish_restore_rounds_bytes_per_second", new JsonArray(Arrays.stream(cycleBps).boxed().toList()))
                         .figure("query_64_page_hit", query.toJson())
                         .figure("verified_pages", 2L * rounds * batchPages)
                         .baseline("memcpy_bytes_per_second_median", memcpyMedian)
-                        .baseline("memcpy_rounds_bytes_per_second", new io.vertx.core.json.JsonArray(Arrays.stream(memcpyBps).boxed().toList()))
+                        .baseline("memcpy_rounds_bytes_per_second", new JsonArray(Arrays.stream(memcpyBps).boxed().toList()))
                         .baseline("noop_grpc_ping", ping.toJson())
-                        .topLevelRatio("throughput_ratio", cycleMedian, memcpyMedian)
                         .topLevelRatio("query_p50_ratio", query.p50Nanos(), ping.p50Nanos())
                         .ratio("query_p99_ratio", query.p99Nanos(), ping.p99Nanos())
-                        .config("page_bytes", pageBytes).config("batch_pages", batchPages).config("rounds", rounds)
-                        .config("query_iterations", queryIterations).config("query_warmup_iterations", warmupIterations)
-                        .config("rpc_warmup_cycles", s.rpcWarmup()).config("pool_size", poolSize)
-                        .config("cycle_first_rounds", cycleFirstRounds).config("memcpy_first_rounds", rounds - cycleFirstRounds)
+                        .ratio("throughput_ratio_of_medians", cycleMedian, memcpyMedian)
                         .config("ping_first_iterations", pingFirstIterations)
                         .config("query_first_iterations", queryIterations - pingFirstIterations)
-                        .config("verification", "every byte of every restored page, after each side of each round, "
-                                + "before the other side writes the destination")
-                        .config("channel", "grpc over unix socket")
-                        .config("manager_event_loop_threads", config.eventLoopThreads())
+                        .check(stats.getActiveLeases() == 0, "leases leaked: " + stats.getActiveLeases())
                         .build().toJson();
             }
         } finally {
@@ -214,20 +284,34 @@ public final class DramBench {
         }
     }
 
-    /** One publish-then-restore of a batch under fresh keys: the full engine path. */
     /** Time spent per phase of the cycle, summed over rounds: where the gap to memcpy goes. */
     private static final long[] PHASES = new long[4];
 
-    private static void cycle(EngineSession session, MemorySegment[] source, MemorySegment[] destination, long keySeed) {
+    /**
+     * One publish-then-restore of a batch under {@code chain}: the full engine path. Throws {@link RoundFailure} when
+     * a slot is not {@code ALLOCATED} (the publish is aborted) or the query is not READY for the whole batch.
+     */
+    private static void cycle(EngineSession session, List<ByteString> chain, MemorySegment[] source,
+                              MemorySegment[] destination, int round, Fault fault) {
         long a = System.nanoTime();
-        List<ByteString> chain = SyntheticKv.chain(keySeed, source.length);
-        publish(session, chain, source, 0);
+        AllocatePublishReply allocated = allocate(session, chain, round, fault);
+        copyIn(session, allocated, source, Long.MAX_VALUE);
+        session.seal(allocated.getPublishId(), List.of()).await();
+        if (round >= 0) {
+            fault.sealed(round, session, allocated);
+        }
         long b = System.nanoTime();
         PHASES[0] += b - a;
         QueryReply reply = session.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(chain).build()), 0).await();
+        if (reply.getStatus() == QueryStatus.READY && round >= 0) {
+            reply = fault.ready(round, reply);
+        }
         if (reply.getStatus() != QueryStatus.READY || reply.getReadyBlocks() != source.length) {
-            throw new IllegalStateException("expected READY for " + source.length + " pages, got " + reply.getStatus()
-                    + " for " + reply.getReadyBlocks());
+            if (reply.hasLease()) {
+                session.release(reply.getLease().getLeaseId()).await();
+            }
+            throw new RoundFailure(roundName(round) + ": expected READY for " + source.length + " pages, got "
+                    + reply.getStatus() + " for " + reply.getReadyBlocks());
         }
         long c = System.nanoTime();
         PHASES[1] += c - b;
@@ -240,25 +324,39 @@ public final class DramBench {
         PHASES[3] += System.nanoTime() - d;
     }
 
-    private static void publish(EngineSession session, List<ByteString> chain, MemorySegment[] source, int firstSource) {
-        publish(session, chain, source, firstSource, Long.MAX_VALUE);
-    }
-
-    /** Publishes a chain, copying at most {@code copyBytes} of each page (the warm-up copies little). */
-    private static void publish(EngineSession session, List<ByteString> chain, MemorySegment[] source, int firstSource,
-                                long copyBytes) {
+    /**
+     * Allocates slots for a fresh chain; every slot must be {@code ALLOCATED} (the keys are new, so anything else is a
+     * Manager claiming bytes it does not hold): otherwise the publish is aborted and the round fails.
+     */
+    private static AllocatePublishReply allocate(EngineSession session, List<ByteString> chain, int round, Fault fault) {
         List<PageKey> keys = chain.stream().map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList();
         AllocatePublishReply allocated = session.allocate(keys).await();
-        for (int i = 0; i < allocated.getSlotsCount(); i++) {
-            PublishSlot slot = allocated.getSlots(i);
-            if (slot.getStatus() == SlotStatus.ALLOCATED) {
-                MemorySegment target = session.slot(slot.getSlot());
-                MemorySegment from = source[(firstSource + i) % source.length];
-                long n = Math.min(copyBytes, target.byteSize());
-                target.asSlice(0, n).copyFrom(from.asSlice(0, n));
+        if (round >= 0) {
+            allocated = fault.allocated(round, allocated);
+        }
+        for (int i = 0; i < allocated.getSlotsCount() || i < chain.size(); i++) {
+            SlotStatus status = i < allocated.getSlotsCount() ? allocated.getSlots(i).getStatus() : null;
+            if (status != SlotStatus.ALLOCATED) {
+                session.abort(allocated.getPublishId()).await();
+                throw new RoundFailure(roundName(round) + ": slot " + i + " of a fresh chain answered "
+                        + (status == null ? "nothing" : status) + ", not ALLOCATED");
             }
         }
-        session.seal(allocated.getPublishId(), List.of()).await();
+        return allocated;
+    }
+
+    /** Copies at most {@code copyBytes} of each source page into its slot (the warm-up copies little). */
+    private static void copyIn(EngineSession session, AllocatePublishReply allocated, MemorySegment[] source, long copyBytes) {
+        for (int i = 0; i < allocated.getSlotsCount(); i++) {
+            MemorySegment target = session.slot(allocated.getSlots(i).getSlot());
+            MemorySegment from = source[i % source.length];
+            long n = Math.min(copyBytes, target.byteSize());
+            target.asSlice(0, n).copyFrom(from.asSlice(0, n));
+        }
+    }
+
+    private static String roundName(int round) {
+        return round >= 0 ? "round " + (round + 1) : "warm-up";
     }
 
     /** The cycle goes first in even rounds, memcpy in odd ones. */
@@ -279,10 +377,12 @@ public final class DramBench {
 
     /**
      * One measured round: {@code [cycle nanos, memcpy nanos]}. Each side runs alone on a poisoned destination (the
-     * poisoning is not timed) and the destination is verified right after it, before the other side writes it, so a
-     * side that restored wrong bytes, or none, fails here whatever runs next.
+     * poisoning is not timed) and the destination is compared with the bytes of {@code chain} right after it, before
+     * the other side writes it, so a side that restored wrong bytes, an older round's, or none fails here whatever
+     * runs next.
      */
-    static long[] measuredRound(int round, Runnable cycle, Runnable memcpy, MemorySegment[] destination) {
+    static long[] measuredRound(int round, Runnable cycle, Runnable memcpy, MemorySegment[] destination,
+                                List<ByteString> chain) {
         long[] nanos = new long[2];
         for (int step = 0; step < 2; step++) {
             boolean isCycle = (step == 0) == cycleFirst(round);
@@ -292,18 +392,18 @@ public final class DramBench {
             long t0 = System.nanoTime();
             (isCycle ? cycle : memcpy).run();
             nanos[isCycle ? 0 : 1] = System.nanoTime() - t0;
-            verifyRestored(destination, isCycle ? "the publish→restore cycle" : "the memcpy baseline", round);
+            verifyRestored(destination, chain, isCycle ? "the publish→restore cycle" : "the memcpy baseline", round);
         }
         return nanos;
     }
 
-    /** Page i must hold SyntheticKv's stream for (seed {@value #CONTENT_SEED}, group 0, position i). */
-    static void verifyRestored(MemorySegment[] destination, String side, int round) {
+    /** Page i must hold the bytes of {@code chain.get(i)} ({@link KeyedContent}). */
+    static void verifyRestored(MemorySegment[] destination, List<ByteString> chain, String side, int round) {
         for (int i = 0; i < destination.length; i++) {
-            long wrong = SyntheticKv.verify(destination[i], CONTENT_SEED, 0, i);
+            long wrong = KeyedContent.firstMismatch(destination[i], chain.get(i));
             if (wrong >= 0) {
-                throw new IllegalStateException("round " + (round + 1) + ": after " + side + ", restored page " + i
-                        + " differs from the published page at byte " + wrong);
+                throw new RoundFailure("round " + (round + 1) + ": after " + side + ", restored page " + i
+                        + " differs from the bytes published under its key at byte " + wrong);
             }
         }
     }

@@ -6,6 +6,8 @@ import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.sim.SyntheticKv;
 import io.orbitkv.nativeio.cuda.CudaRuntime;
 import io.orbitkv.protocol.engine.*;
+import io.orbitkv.perf.report.KeyedContent;
+import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -16,17 +18,19 @@ import java.util.List;
 /**
  * The engine side of {@code bench gpu-restore}, run as a second process (CUDA IPC handles cannot be opened by the
  * process that exported them): it allocates device memory for {@code pages} pages, exports its IPC handle, registers
- * with the Manager with that allocation as a CUDA restore destination, publishes the pages, then per round
+ * with the Manager with that allocation as a CUDA restore destination, publishes the pages (bytes derived from their
+ * keys), then runs {@link RestoreRounds} with these two sides:
  * <ol>
  *   <li>restore (measured): a demand with engine_restore (route CUDA_IPC): the Manager imports the allocation and
  *       copies from its pinned pool into it; timed from submit to READY;</li>
  *   <li>baseline (same run, same bytes): an engine-local demand of the same pages, then {@code cudaMemcpyAsync} of the
  *       leased slots from this process's own pinned mapping of the same pool into the same device buffer on one
- *       stream, timed from the first copy to the stream's completion (so the RPC is not charged to the baseline).</li>
+ *       stream, timed from the first copy to the stream's completion (the demand is timed apart, lease_nanos).</li>
  * </ol>
- * After each restore round the device bytes are copied back and compared with what was published (every byte). Prints
- * one JSON line on stdout: {@code restore_nanos}, {@code baseline_nanos} (per round), {@code bytes}, {@code verified},
- * {@code mismatches}. Arguments: socket token pages pageBytes rounds device.
+ * The destination is poisoned (a host buffer of {@link RestoreRounds#POISON} copied over it) and read back before each
+ * side, and read back and compared after it, every round, both sides. Prints one JSON line on stdout:
+ * {@link RestoreRounds.Result#toJson()} plus {@code lease_nanos} and {@code bytes}, or {@code error}.
+ * Arguments: socket token pages pageBytes rounds device.
  */
 public final class GpuEngineProcess {
     static final long SEED = 0x5EEDL;
@@ -72,50 +76,57 @@ public final class GpuEngineProcess {
                     return;
                 }
                 List<ByteString> chain = SyntheticKv.chain(SEED, pages);
-                publish(session, chain, pageBytes);
+                publish(session, chain);
                 MemorySegment back = arena.allocate(deviceBytes, 4096);
-                List<Long> restoreNanos = new ArrayList<>();
-                List<Long> baselineNanos = new ArrayList<>();
+                MemorySegment poison = arena.allocate(deviceBytes, 4096);
+                poison.fill(RestoreRounds.POISON);
                 List<Long> leaseNanos = new ArrayList<>();
-                long mismatches = 0;
                 try (CudaRuntime.HostRegistration pinnedPool = CudaRuntime.registerHost(session.pool());
                      CudaRuntime.CudaStream stream = CudaRuntime.createStream();
                      CudaRuntime.CudaEvent done = CudaRuntime.createEvent(false)) {
-                    for (int round = 0; round < rounds; round++) {
-                        // Measured: the Manager-executed restore, submit to READY.
+                    RestoreRounds.Destination destination = new RestoreRounds.Destination() {
+                        @Override
+                        public void poison() {
+                            CudaRuntime.copy(buffer.address(), poison.address(), deviceBytes, CudaRuntime.MEMCPY_HOST_TO_DEVICE);
+                        }
+
+                        @Override
+                        public void readBack(MemorySegment host) {
+                            CudaRuntime.copy(host.address(), buffer.address(), deviceBytes, CudaRuntime.MEMCPY_DEVICE_TO_HOST);
+                        }
+                    };
+                    RestoreRounds.Side restore = round -> {
                         long start = System.nanoTime();
                         QueryReply ready = session.demand(demand(session, chain, "restore-" + round, round * 2L + 1, pages, true)).await();
-                        restoreNanos.add(System.nanoTime() - start);
+                        long nanos = System.nanoTime() - start;
                         if (ready.getStatus() != QueryStatus.READY || ready.getRestore().getRestoredPages() != pages) {
-                            result.put("error", "restore round " + round + " answered " + ready.getStatus()
-                                    + " with " + ready.getRestore().getRestoredPages() + " pages");
-                            break;
+                            throw new IllegalStateException("the restore answered " + ready.getStatus() + " with "
+                                    + ready.getRestore().getRestoredPages() + " of " + pages + " pages");
                         }
-                        CudaRuntime.copy(back.address(), buffer.address(), deviceBytes, CudaRuntime.MEMCPY_DEVICE_TO_HOST);
-                        for (int p = 0; p < pages; p++) {
-                            if (SyntheticKv.verify(back.asSlice(p * pageBytes, pageBytes), SEED, 0, p) >= 0) {
-                                mismatches++;
-                            }
-                        }
-                        // Baseline: the same pages from this process's pinned mapping, one stream, same destination.
-                        // (its demand is timed too: an engine that copies for itself must lease the pages first)
+                        return nanos;
+                    };
+                    RestoreRounds.Side baseline = round -> {
                         long leaseStart = System.nanoTime();
                         QueryReply leased = session.demand(demand(session, chain, "baseline-" + round, round * 2L + 2, pages, false)).await();
                         long copyStart = System.nanoTime();
                         leaseNanos.add(copyStart - leaseStart);
+                        if (leased.getStatus() != QueryStatus.READY || leased.getLease().getPagesCount() != pages) {
+                            throw new IllegalStateException("the baseline's lease answered " + leased.getStatus() + " with "
+                                    + leased.getLease().getPagesCount() + " of " + pages + " pages");
+                        }
                         for (LeasedPage page : leased.getLease().getPagesList()) {
                             MemorySegment slot = session.slot(page.getSlot());
                             stream.copyHostToDevice(buffer.address() + page.getPosition() * pageBytes, slot, slot.byteSize());
                         }
                         stream.record(done);
                         done.synchronize();
-                        baselineNanos.add(System.nanoTime() - copyStart);
+                        long nanos = System.nanoTime() - copyStart;
                         session.release(leased.getLease().getLeaseId()).await();
-                    }
+                        return nanos;
+                    };
+                    result = RestoreRounds.run(rounds, chain, pageBytes, destination, back, restore, baseline).toJson();
                 }
-                result.put("restore_nanos", restoreNanos).put("baseline_nanos", baselineNanos).put("lease_nanos", leaseNanos)
-                        .put("bytes", deviceBytes).put("verified_pages", (long) pages * restoreNanos.size())
-                        .put("mismatches", mismatches);
+                result.put("lease_nanos", new JsonArray(leaseNanos)).put("bytes", deviceBytes);
             }
         } catch (RuntimeException e) {
             result.put("error", e.toString());
@@ -123,14 +134,20 @@ public final class GpuEngineProcess {
         System.out.println(result.encode());
     }
 
-    static void publish(EngineSession session, List<ByteString> chain, long pageBytes) {
+    /** Publishes the chain, each page holding the bytes of its key. */
+    static void publish(EngineSession session, List<ByteString> chain) {
         List<PageKey> keys = new ArrayList<>();
         for (ByteString hash : chain) {
             keys.add(PageKey.newBuilder().setGroupId(0).setBlockHash(hash).build());
         }
         AllocatePublishReply allocated = session.allocate(keys).await();
         for (int p = 0; p < allocated.getSlotsCount(); p++) {
-            SyntheticKv.fill(session.slot(allocated.getSlots(p).getSlot()), SEED, 0, p);
+            if (allocated.getSlots(p).getStatus() != SlotStatus.ALLOCATED) {
+                session.abort(allocated.getPublishId()).await();
+                throw new IllegalStateException("publish: slot " + p + " answered " + allocated.getSlots(p).getStatus()
+                        + ", not ALLOCATED");
+            }
+            KeyedContent.fill(session.slot(allocated.getSlots(p).getSlot()), chain.get(p));
         }
         session.seal(allocated.getPublishId(), List.of()).await();
     }

@@ -4,6 +4,7 @@ import io.orbitkv.nativeio.cuda.CudaRuntime;
 import io.orbitkv.perf.BenchArgs;
 import io.orbitkv.perf.engine.InProcessManager;
 import io.orbitkv.perf.report.BenchReport;
+import io.orbitkv.perf.report.Bootstrap;
 import io.orbitkv.perf.report.MachineInfo;
 import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
@@ -20,15 +21,20 @@ import java.util.concurrent.TimeUnit;
  * {@code orbitkv bench gpu-restore}: the CUDA restore route. This JVM runs the Manager (its restore role pins the pool
  * with {@code cudaHostRegister} and imports engine allocations through CUDA IPC); a second process
  * ({@link GpuEngineProcess}) is the engine: it exports a device allocation, registers it as a restore destination,
- * publishes {@code --pages} pages of {@code --page-bytes}, and per round measures the Manager-executed restore (submit
- * to READY, the bytes then verified on the device) and, as the same-run baseline, {@code cudaMemcpyAsync} of the same
- * leased bytes from its own pinned mapping of the same pool into the same device buffer.
+ * publishes {@code --pages} pages of {@code --page-bytes} (bytes derived from their keys), and runs the rounds of
+ * {@link RestoreRounds}: per round the Manager-executed restore (submit to READY) and, as the same-run baseline,
+ * {@code cudaMemcpyAsync} of the same leased bytes from the engine's own pinned mapping of the same pool into the same
+ * device buffer, in alternating order, each on a destination poisoned before it and compared after it.
  *
- * <p>Reported: restore and baseline throughput (median over rounds, GB/s) and their ratio ({@code restore_ratio},
- * restore over baseline; the restore includes the RPCs and polling, the baseline only the copies). Fails (exit 1)
- * without a GPU, naming the probe's cause, and on any byte mismatch or refused round.
+ * <p>Reported first: {@code restore_ratio}, the median of the per-round paired ratios (restore over baseline
+ * throughput; the restore includes the RPCs and polling, the baseline only the copies) with a bootstrap interval;
+ * then the medians of each side. Fails (exit 1) without a GPU, naming the probe's cause, and on any mismatch on either
+ * side, a poison that did not take, a page left unverified, or a refused round.
  */
 public final class GpuRestoreBench {
+    private static final int BOOTSTRAP_RESAMPLES = 10_000;
+    private static final long BOOTSTRAP_SEED = 42;
+
     private GpuRestoreBench() {}
 
     public static JsonObject run(BenchArgs args) {
@@ -74,37 +80,78 @@ public final class GpuRestoreBench {
             }
             JsonObject result = last == null ? new JsonObject().put("error", "engine process printed nothing")
                     : new JsonObject(last);
-            if (result.containsKey("error")) {
-                return report.failure(result.getString("error")).build().toJson();
-            }
-            double bytes = result.getLong("bytes");
-            double restore = bytes / median(result.getJsonArray("restore_nanos"));
-            double baseline = bytes / median(result.getJsonArray("baseline_nanos"));
-            // The engine's own alternative: lease the pages (a demand without restore), then cudaMemcpyAsync them.
-            JsonArray leaseThenCopy = new JsonArray();
-            for (int i = 0; i < result.getJsonArray("lease_nanos").size(); i++) {
-                leaseThenCopy.add(result.getJsonArray("lease_nanos").getLong(i) + result.getJsonArray("baseline_nanos").getLong(i));
-            }
-            double leaseThenCopyRate = bytes / median(leaseThenCopy);
-            report.figure("restore_gb_per_s", restore).figure("restore_nanos", result.getJsonArray("restore_nanos"))
-                    .figure("verified_pages", result.getLong("verified_pages"))
-                    .baseline("cuda_memcpy_async_gb_per_s", baseline)
-                    .baseline("cuda_memcpy_async_nanos", result.getJsonArray("baseline_nanos"))
-                    .topLevelRatio("restore_ratio", restore, baseline)
-                    .figure("lease_demand_nanos", result.getJsonArray("lease_nanos"))
-                    .baseline("lease_then_copy_gb_per_s", leaseThenCopyRate)
-                    .topLevelRatio("restore_vs_lease_then_copy_ratio", restore, leaseThenCopyRate)
-                    .check(result.getLong("mismatches") == 0, result.getLong("mismatches") + " restored pages differ from"
-                            + " the published bytes")
+            return reduce(result, pages, rounds, report)
                     .check(engine.exitValue() == 0, "engine process exited " + engine.exitValue())
                     .check(manager.manager().registry().find("orbitkv.leases.active").gauge().value() == 0,
-                            "leases left after the run");
-            return report.build().toJson();
+                            "leases left after the run")
+                    .build().toJson();
         } catch (IllegalArgumentException | BenchArgs.HelpRequested e) {
             throw e;
         } catch (Exception e) {
             return report.failure("gpu-restore bench failed: " + e).build().toJson();
         }
+    }
+
+    /**
+     * The engine process's result ({@link RestoreRounds.Result#toJson()} plus {@code lease_nanos} and {@code bytes})
+     * into the report: figures only when every round ran; a failure for an error, a mismatch on either side, a poison
+     * that did not take, or fewer verified pages than {@code 2 × rounds × pages}.
+     */
+    static BenchReport.Builder reduce(JsonObject result, int pages, int rounds, BenchReport.Builder report) {
+        if (result.containsKey("error")) {
+            report.failure(result.getString("error"));
+        }
+        long restoreMismatches = result.getLong("restore_mismatches", 0L);
+        long baselineMismatches = result.getLong("baseline_mismatches", 0L);
+        long poisonFailures = result.getLong("poison_failures", 0L);
+        long verified = result.getLong("verified_pages", 0L);
+        long expectedVerified = 2L * rounds * pages;
+        JsonArray details = result.getJsonArray("mismatch_details", new JsonArray());
+        report.check(restoreMismatches == 0, restoreMismatches + " restored pages (over all rounds) differ from the "
+                        + "bytes published under their keys" + (details.isEmpty() ? "" : ": " + details.getString(0)))
+                .check(baselineMismatches == 0, baselineMismatches + " baseline pages (over all rounds) differ from the "
+                        + "bytes published under their keys")
+                .check(poisonFailures == 0, poisonFailures + " pages still held their expected bytes after the poison")
+                .check(verified == expectedVerified, "verified " + verified + " pages, expected " + expectedVerified
+                        + " (every page, both sides, every round, each after a poison)");
+        JsonArray restoreNanos = result.getJsonArray("restore_nanos", new JsonArray());
+        JsonArray baselineNanos = result.getJsonArray("baseline_nanos", new JsonArray());
+        JsonArray leaseNanos = result.getJsonArray("lease_nanos", new JsonArray());
+        report.figure("verified_pages", verified)
+                .config("restore_first_rounds", result.getInteger("restore_first_rounds", 0))
+                .config("verification", "every byte of every page, both sides, every round, read back from the device "
+                        + "after a poison that was read back first, compared with bytes derived from the page's key");
+        if (result.containsKey("error") || restoreNanos.size() != rounds || baselineNanos.size() != rounds
+                || leaseNanos.size() != rounds) {
+            return report;
+        }
+        double bytes = result.getLong("bytes");
+        double[] paired = new double[rounds];
+        double[] pairedWithLease = new double[rounds];
+        for (int r = 0; r < rounds; r++) {
+            paired[r] = (double) baselineNanos.getLong(r) / restoreNanos.getLong(r);
+            pairedWithLease[r] = (double) (leaseNanos.getLong(r) + baselineNanos.getLong(r)) / restoreNanos.getLong(r);
+        }
+        Bootstrap.Interval ratio = Bootstrap.medianInterval(paired, 0.95, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
+        Bootstrap.Interval withLease = Bootstrap.medianInterval(pairedWithLease, 0.95, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
+        double restore = bytes / median(restoreNanos);
+        double baseline = bytes / median(baselineNanos);
+        JsonArray leaseThenCopy = new JsonArray();
+        for (int i = 0; i < rounds; i++) {
+            leaseThenCopy.add(leaseNanos.getLong(i) + baselineNanos.getLong(i));
+        }
+        return report.topLevelRatio("restore_ratio", ratio.estimate())
+                .ratio("restore_ratio_lower_95", ratio.lower()).ratio("restore_ratio_upper_95", ratio.upper())
+                .figure("restore_ratio_paired", ratio.toJson().put("rounds", new JsonArray(Arrays.stream(paired).boxed().toList())))
+                .figure("restore_gb_per_s", restore).figure("restore_nanos", restoreNanos)
+                .baseline("cuda_memcpy_async_gb_per_s", baseline)
+                .baseline("cuda_memcpy_async_nanos", baselineNanos)
+                .figure("lease_demand_nanos", leaseNanos)
+                .baseline("lease_then_copy_gb_per_s", bytes / median(leaseThenCopy))
+                .topLevelRatio("restore_vs_lease_then_copy_ratio", withLease.estimate())
+                .ratio("restore_vs_lease_then_copy_ratio_lower_95", withLease.lower())
+                .ratio("restore_vs_lease_then_copy_ratio_upper_95", withLease.upper())
+                .ratio("restore_ratio_of_medians", restore, baseline);
     }
 
     /** Median of nanosecond samples, in nanoseconds (GB/s = bytes / ns). */

@@ -6,8 +6,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 
 /**
- * Where {@code bench peer} puts both Managers' pool files: a directory the caller names, or a private tmpfs mounted
- * with {@code huge=within_size} for the bench (root only), the configuration the README recommends for the DRAM pool.
+ * Where {@code bench peer} puts both Managers' pool files: a directory the caller names, the Manager's default
+ * ({@code /dev/shm}), or a private tmpfs mounted with {@code huge=within_size} for the bench (root only), the
+ * configuration the README recommends for the DRAM pool.
  * On this kind of machine a pool on 4 KiB pages moves bytes 2-3x slower than the same pool on 2 MiB pages (every
  * first touch and TLB miss of a 4 KiB page is paid per page), so the bench says which one it measured.
  *
@@ -33,6 +34,17 @@ final class BenchPoolDir implements AutoCloseable {
     /** How the directory came to be (reported in the bench's config). */
     String description() {
         return description;
+    }
+
+    /** Whether this is the huge-page tmpfs the bench mounted (not a fallback or a given directory). */
+    boolean hugeMount() {
+        return mount != null;
+    }
+
+    /** The Manager's default pool directory, as a Manager with no pool settings would use it. */
+    static BenchPoolDir managerDefault(Path dir) {
+        BenchPoolDir given = given(dir);
+        return new BenchPoolDir(given.dir, null, dir + " (the default pool.shm-dir)");
     }
 
     /** The caller's directory, as is. */

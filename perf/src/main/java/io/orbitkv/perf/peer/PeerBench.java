@@ -15,7 +15,12 @@ import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.MachineInfo;
 import io.orbitkv.planning.PeerOwner;
 import io.orbitkv.planning.ReplicaEvidence;
+import io.orbitkv.perf.report.KeyedContent;
 import io.orbitkv.protocol.engine.AllocatePublishReply;
+import io.orbitkv.protocol.engine.GroupChain;
+import io.orbitkv.protocol.engine.LeasedPage;
+import io.orbitkv.protocol.engine.QueryReply;
+import io.orbitkv.protocol.engine.QueryStatus;
 import io.orbitkv.protocol.engine.GroupKind;
 import io.orbitkv.protocol.engine.GroupSpec;
 import io.orbitkv.protocol.engine.InstanceIdentity;
@@ -27,10 +32,10 @@ import io.orbitkv.protocol.engine.SlotStatus;
 import io.orbitkv.peer.PeerProxy;
 import io.orbitkv.peer.PeerVerticle;
 import io.orbitkv.storage.StateKey;
+import io.vertx.core.Future;
 import io.vertx.core.json.JsonObject;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -40,30 +45,40 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.SplittableRandom;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
 
 /**
  * {@code orbitkv bench peer}: restore throughput between two Managers on 127.0.0.1 through the peer transport, against
  * {@code iperf3} on loopback in the same run. The source Manager is a process (started by pid, with etcd), the
- * requester a Manager in this JVM whose peer role fetches; both run twice: plaintext (sendfile from the pool file)
- * then mutual TLS. Each fetch is one lease of {@code --pages} 2 MiB pages into fresh local slots, verified against
- * the source's CRC32C before READY; the measured rounds keep {@code --in-flight} fetches going at once. Reports
- * transfer_ratio (plaintext vs iperf3), tls_transfer_ratio and per-fetch latency percentiles (single-page fetches,
- * one at a time). {@code --verify-threads=N} sets the requester's {@code peer.verify-threads} (0: the CRC32C inline on
- * the transfer connection's event loop; default: the Manager's default for this host), recorded in the report's
- * config with the verified bytes per thread kind, for A/B runs.
+ * requester a Manager in this JVM whose peer role fetches. Each fetch is one lease of {@code --pages} 2 MiB pages into
+ * fresh local slots; the measured rounds keep {@code --in-flight} fetches going at once. The runs (modes): plaintext
+ * (sendfile from the pool file) on the default pool directory ({@code /dev/shm}, 4 KiB pages), plaintext on a
+ * huge-page tmpfs the bench mounts (root only), and mutual TLS on the default pool; {@code --pool-dir} runs every
+ * transport on that one directory instead.
+ *
+ * <p>Headline: {@code parallel_transfer_ratio}, plaintext on the default pool against as many iperf3 pairs as fetches
+ * in flight. The ratios against one iperf3 stream ({@code transfer_ratio}) and the huge-page rows are reported beside it.
+ *
+ * <p>Verification: every received page is CRC32C-checked against the source's checksum by the requester's seal (the
+ * Manager's own check). Independently, a sample of the measured fetches ({@code --read-back-share}) is read back
+ * through an engine session on the requester and compared byte for byte with the bytes derived from each key
+ * ({@link KeyedContent}), which is how the source published them; a sampled page that is not READY at once from the
+ * requester's DRAM, or that needed another peer fetch, fails the run. Each fetch's byte and page counts are checked.
  *
  * <p>Design note (ownership): the bench owns etcd and the source process through {@link LocalCluster} (closed, by pid,
- * in every outcome), each requester Manager (closed in a finally), the iperf3 server it starts (destroyed after its one
- * test) and its temporary directory (deleted). Throughput counts only the measured rounds (a warm-up fetch of the same
- * size runs first); every fetched page is CRC32C-checked against the source by the requester's seal.
+ * in every outcome), each requester Manager and its read-back client (closed in a finally), the iperf3 servers it
+ * starts (destroyed after their one test), the huge-page mount ({@link BenchPoolDir}) and its temporary directory
+ * (deleted). Throughput counts only the measured rounds (warm-up fetches of the same size run first).
  */
 public final class PeerBench {
     static final int PAGE = 2 << 20;
+    /** The seed of the read-back sample (seeded: a report's sample can be recomputed). */
+    private static final long SAMPLE_SEED = 17;
+    /** At most this many failure descriptions per mode (the counts are complete). */
+    private static final int MAX_DETAILS = 8;
 
     private PeerBench() {}
 
@@ -71,7 +86,34 @@ public final class PeerBench {
         System.err.println("bench peer: " + String.format(format, args));
     }
 
+    /**
+     * A bench-side seam for the tests that break the path and for running the source from a test class path;
+     * {@link #NONE} in the command.
+     */
+    interface Hooks {
+        Hooks NONE = new Hooks() {};
+
+        /** The command that runs the source Manager; {@code --set key=value} arguments follow it. */
+        default List<String> sourceCommand() {
+            return List.of(ProcessHandle.current().info().command().orElse("java"), "--enable-native-access=ALL-UNNAMED",
+                    "--sun-misc-unsafe-memory-access=allow", "-Xmx512m", "-cp", System.getProperty("java.class.path"),
+                    "io.orbitkv.app.OrbitKv", "manager");
+        }
+
+        /** A source page of {@code batch} at {@code position}, holding its key's bytes, before the seal. */
+        default void published(String batch, int position, MemorySegment slot) {}
+
+        /** One measured fetch of {@code mode}'s {@code round}; {@code real} runs it. */
+        default Future<io.orbitkv.peer.PeerCommands.Fetched> fetch(String mode, int round, Supplier<Future<io.orbitkv.peer.PeerCommands.Fetched>> real) {
+            return real.get();
+        }
+    }
+
     public static JsonObject run(BenchArgs args) {
+        return run(args, Hooks.NONE);
+    }
+
+    static JsonObject run(BenchArgs args, Hooks hooks) {
         int pages = args.integer("pages", 32);
         int rounds = args.integer("rounds", 16);
         int singles = args.integer("single-fetches", 24);
@@ -81,6 +123,8 @@ public final class PeerBench {
         String poolDir = args.string("pool-dir", "");
         Map<String, String> settings = managerSettings(args.string("setting", ""));
         String verifyThreadsArg = args.string("verify-threads", "");
+        double readBackShare = args.decimal("read-back-share", 0.25);
+        List<String> transports = transports(args.string("transports", "plaintext,tls"));
         args.requireAllUsed();
         int verifyThreads;
         try {
@@ -95,14 +139,34 @@ public final class PeerBench {
             throw new IllegalArgumentException("--pages, --rounds, --single-fetches, --iperf-seconds, --in-flight and "
                     + "--warm-up-fetches must be >= 1");
         }
+        if (!(readBackShare > 0 && readBackShare <= 1)) {
+            throw new IllegalArgumentException("--read-back-share must be in (0, 1], got " + readBackShare);
+        }
         try {
-            return measure(new Shape(pages, rounds, singles, iperfSeconds, inFlight, warmUps, verifyThreads), poolDir,
-                    settings);
+            return measure(new Shape(pages, rounds, singles, iperfSeconds, inFlight, warmUps, verifyThreads,
+                    readBackShare), poolDir, settings, transports, hooks);
         } catch (RuntimeException e) {
             throw e;
         } catch (Exception e) {
             throw new IllegalStateException("peer bench failed: " + e.getMessage(), e);
         }
+    }
+
+    /** {@code --transports=plaintext,tls}: which transports run, plaintext first (the headline needs it). */
+    static List<String> transports(String arg) {
+        List<String> transports = new ArrayList<>();
+        for (String t : arg.split(",")) {
+            String name = t.strip();
+            if (!name.equals("plaintext") && !name.equals("tls") || transports.contains(name)) {
+                throw new IllegalArgumentException("--transports takes plaintext and/or tls, got '" + arg + "'");
+            }
+            transports.add(name);
+        }
+        if (!transports.contains("plaintext")) {
+            throw new IllegalArgumentException("--transports must include plaintext (the headline ratio), got '" + arg + "'");
+        }
+        transports.sort(java.util.Comparator.comparing(t -> t.equals("tls")));
+        return transports;
     }
 
     /**
@@ -126,10 +190,11 @@ public final class PeerBench {
     }
 
     /**
-     * What one run measures: fetch size, measured and warm-up fetches, fetches in flight, single-page fetches, and the
-     * requester's {@code peer.verify-threads} (-1: the Manager's default).
+     * What one run measures: fetch size, measured and warm-up fetches, fetches in flight, single-page fetches, the
+     * requester's {@code peer.verify-threads} (-1: the Manager's default) and the share of measured fetches read back.
      */
-    record Shape(int pages, int rounds, int singles, int iperfSeconds, int inFlight, int warmUps, int verifyThreads) {
+    record Shape(int pages, int rounds, int singles, int iperfSeconds, int inFlight, int warmUps, int verifyThreads,
+                 double readBackShare) {
         /** The requester's verifier threads as the Manager will run them. */
         int effectiveVerifyThreads() {
             return verifyThreads < 0 ? PeerSettings.VERIFY_THREADS_DEFAULT : verifyThreads;
@@ -139,11 +204,28 @@ public final class PeerBench {
         long poolBytes() {
             return ((long) ((rounds + warmUps) * pages + singles) * PAGE / (64L << 20) + 2) * (64L << 20);
         }
+
+        /** The measured rounds read back: {@code ceil(share × rounds)} of them, seeded, in order. */
+        List<Integer> readBackRounds() {
+            int n = (int) Math.max(1, Math.ceil(readBackShare * rounds - 1e-9));
+            List<Integer> all = new ArrayList<>();
+            for (int r = 0; r < rounds; r++) {
+                all.add(r);
+            }
+            java.util.Collections.shuffle(all, new java.util.Random(SAMPLE_SEED));
+            List<Integer> sample = new ArrayList<>(all.subList(0, n));
+            sample.sort(null);
+            return sample;
+        }
     }
 
-    record Mode(String name, double bytesPerSecond, double[] latenciesMs, long fetchedBytes, double mismatches,
-                double prefaultMs, double sourceReserveChecksums, double acquireMs, double submitMs,
-                long hugeMappedBytes, double verifiedOffLoopBytes, double verifiedOnLoopBytes) {}
+    /** One run: its name in the report, the transport and where both pools live. */
+    record Run(String name, String transport, BenchPoolDir pool) {}
+
+    record Mode(String name, String pool, double bytesPerSecond, double[] latenciesMs, long fetchedBytes,
+                double mismatches, double prefaultMs, double sourceReserveChecksums, double acquireMs, double submitMs,
+                long hugeMappedBytes, double verifiedOffLoopBytes, double verifiedOnLoopBytes, long readBackPages,
+                long measuredPages, List<String> failures) {}
 
     private static double median(List<Double> values) {
         if (values.isEmpty()) {
@@ -154,7 +236,8 @@ public final class PeerBench {
         return Math.round(sorted.get(sorted.size() / 2) * 1000) / 1000.0;
     }
 
-    private static JsonObject measure(Shape shape, String poolDirArg, Map<String, String> settings) throws Exception {
+    private static JsonObject measure(Shape shape, String poolDirArg, Map<String, String> settings,
+                                      List<String> transports, Hooks hooks) throws Exception {
         BenchReport.Builder report = BenchReport.builder("peer").config("page_bytes", PAGE)
                 .config("pages_per_fetch", shape.pages()).config("fetches_in_flight", shape.inFlight())
                 .config("rounds", shape.rounds()).config("warm_up_fetches", shape.warmUps())
@@ -163,7 +246,12 @@ public final class PeerBench {
                 .config("transfer_loops", ManagerConfig.from(settings).peer().transferLoops())
                 .config("requester_verify_threads", shape.effectiveVerifyThreads())
                 .config("requester_verify_threads_source", shape.verifyThreads() < 0 ? "default" : "--verify-threads")
-                .config("available_processors", Runtime.getRuntime().availableProcessors());
+                .config("available_processors", Runtime.getRuntime().availableProcessors())
+                .config("read_back_rounds", new io.vertx.core.json.JsonArray(shape.readBackRounds()))
+                .config("verification", "every received page CRC32C-checked against the source's checksum by the "
+                        + "requester's seal; a sample of the measured fetches (read_back_rounds, *_read_back_share) "
+                        + "read back through an engine session on the requester and compared byte for byte with bytes "
+                        + "derived from each key; byte and page counts of every fetch");
         if (!LocalEtcd.installed()) {
             throw new IllegalStateException("etcd is not installed (/usr/bin/etcd): apt-get install etcd-server");
         }
@@ -171,7 +259,7 @@ public final class PeerBench {
         double iperfBefore = iperfLoopback(iperf, shape.iperfSeconds());
         progress("iperf3 loopback: %.2f GB/s", iperfBefore / 1e9);
         // The transport moves the fetches in flight on as many connections, on up to peer.transfer-loops loops a side:
-        // the same number of iperf3 streams, each a process pair, is the parallel baseline.
+        // the same number of iperf3 streams, each a process pair, is the like-for-like baseline.
         int streams = shape.inFlight();
         double parallelBefore = iperfLoopback(iperf, shape.iperfSeconds(), streams);
         progress("iperf3 loopback, %d pairs at once: %.2f GB/s", streams, parallelBefore / 1e9);
@@ -180,32 +268,47 @@ public final class PeerBench {
         ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
         int peerPort = LocalEtcd.freePort();
         int transferPort = LocalEtcd.freePort();
-        String java = ProcessHandle.current().info().command().orElse("java");
-        List<String> command = List.of(java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
-                "-Xmx512m", "-cp", System.getProperty("java.class.path"), "io.orbitkv.app.OrbitKv", "manager");
         List<Mode> modes = new ArrayList<>();
+        BenchPoolDir given = poolDirArg.isEmpty() ? null : BenchPoolDir.given(Path.of(poolDirArg));
+        BenchPoolDir shm = given != null ? null : BenchPoolDir.managerDefault(Path.of(ManagerConfig.DEFAULTS.get("pool.shm-dir")));
         // Both pools, with room for a restarted source's new pool file while the old one is being removed.
-        try (BenchPoolDir pool = poolDirArg.isEmpty() ? BenchPoolDir.hugeOrShm(dir, 3 * poolBytes + (256L << 20))
-                : BenchPoolDir.given(Path.of(poolDirArg))) {
-            progress("pools in %s", pool.description());
-            report.config("pool_dir", pool.description());
+        try (BenchPoolDir huge = given != null ? null : BenchPoolDir.hugeOrShm(dir, 3 * poolBytes + (256L << 20))) {
+            List<Run> runs = new ArrayList<>();
+            for (String transport : transports) {
+                runs.add(new Run(transport, transport, given != null ? given : shm));
+                if (transport.equals("plaintext") && huge != null) {
+                    if (huge.hugeMount()) {
+                        runs.add(new Run("plaintext_huge_pages", transport, huge));
+                    } else {
+                        report.config("huge_pages_pool", huge.description());
+                    }
+                }
+            }
+            report.config("pool_dir", (given != null ? given : shm).description());
+            if (huge != null && huge.hugeMount()) {
+                report.config("huge_pages_pool_dir", huge.description());
+            }
+            Run first = runs.getFirst();
             Map<String, String> sourceSettings = new HashMap<>(Map.of("cluster.lease-ttl-s", "3",
                     "cluster.prefix", "/orbitkv-peer-bench", "ssd.enabled", "false", "pool.size", String.valueOf(poolBytes),
-                    "pool.shm-dir", pool.dir().toString(), "publish.budget-fraction", "0.9", "session.ttl-ms", "120000",
-                    "peer.port", String.valueOf(peerPort), "peer.transfer-port", String.valueOf(transferPort),
-                    "peer.transport", "plaintext"));
+                    "pool.shm-dir", first.pool().dir().toString(), "publish.budget-fraction", "0.9",
+                    "session.ttl-ms", "120000", "peer.port", String.valueOf(peerPort),
+                    "peer.transfer-port", String.valueOf(transferPort), "peer.transport", first.transport()));
             // Source admission sized for the fetches in flight, twice over: a fetch's release reaches the source
             // after the next fetch's reserve, so the bench measures the transport, not NO_CREDIT refusals.
             sourceSettings.put("peer.credit-bytes", String.valueOf(2L * shape.inFlight() * shape.pages() * PAGE));
             sourceSettings.putAll(settings);
-            try (LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, command, sourceSettings))) {
-                for (String transport : List.of("plaintext", "tls")) {
-                    LocalCluster.Node source = cluster.node(1);
-                    if (transport.equals("tls")) {
+            try (LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, hooks.sourceCommand(),
+                    sourceSettings))) {
+                LocalCluster.Node source = cluster.node(1);
+                for (Run run : runs) {
+                    if (run != first) {
                         cluster.stop(source);
-                        cluster.launch(source, Map.of("peer.transport", "tls"));
+                        cluster.launch(source, Map.of("peer.transport", run.transport(),
+                                "pool.shm-dir", run.pool().dir().toString()));
                     }
-                    modes.add(runMode(cluster, source, dir, transport, pool.dir(), shape, settings));
+                    progress("%s: pools in %s", run.name(), run.pool().description());
+                    modes.add(runMode(cluster, source, dir, run, shape, settings, hooks));
                 }
             }
         } finally {
@@ -218,14 +321,34 @@ public final class PeerBench {
         double parallelRate = Math.max(parallelBefore, parallelAfter);
         // The ratios divide by the faster of the two baseline runs: noise on this shared machine never flatters them.
         double iperfRate = Math.max(iperfBefore, iperfAfter);
-        Mode plain = modes.get(0);
-        Mode tls = modes.get(1);
-        report.figure("plaintext_bytes_per_s", Math.round(plain.bytesPerSecond()))
-                .figure("tls_bytes_per_s", Math.round(tls.bytesPerSecond()))
-                .figure("plaintext_fetched_bytes", plain.fetchedBytes()).figure("tls_fetched_bytes", tls.fetchedBytes())
-                .figure("checksum_mismatches", plain.mismatches() + tls.mismatches());
+        Map<String, Mode> byName = new java.util.LinkedHashMap<>();
+        modes.forEach(m -> byName.put(m.name(), m));
+        Mode plain = byName.get("plaintext");
+        Mode hugePlain = byName.get("plaintext_huge_pages");
+        Mode tls = byName.get("tls");
+        report.topLevelRatio("parallel_transfer_ratio", plain.bytesPerSecond(), parallelRate);
+        if (hugePlain != null) {
+            report.topLevelRatio("parallel_transfer_ratio_huge_pages", hugePlain.bytesPerSecond(), parallelRate);
+        }
+        if (tls != null) {
+            report.topLevelRatio("parallel_tls_transfer_ratio", tls.bytesPerSecond(), parallelRate);
+        }
+        report.topLevelRatio("transfer_ratio", plain.bytesPerSecond(), iperfRate);
+        if (hugePlain != null) {
+            report.ratio("transfer_ratio_huge_pages", hugePlain.bytesPerSecond(), iperfRate);
+        }
+        if (tls != null) {
+            report.topLevelRatio("tls_transfer_ratio", tls.bytesPerSecond(), iperfRate);
+        }
+        double mismatches = 0;
         for (Mode m : modes) {
-            report.figure(m.name() + "_requester_prefault_ms", m.prefaultMs())
+            mismatches += m.mismatches();
+            report.figure(m.name() + "_bytes_per_s", Math.round(m.bytesPerSecond()))
+                    .figure(m.name() + "_fetched_bytes", m.fetchedBytes())
+                    .figure(m.name() + "_pool", m.pool())
+                    .figure(m.name() + "_read_back_pages", m.readBackPages())
+                    .figure(m.name() + "_read_back_share", (double) m.readBackPages() / m.measuredPages())
+                    .figure(m.name() + "_requester_prefault_ms", m.prefaultMs())
                     .figure(m.name() + "_source_reserve_checksum_pages", m.sourceReserveChecksums())
                     .figure(m.name() + "_fetch_acquire_ms_p50", m.acquireMs())
                     .figure(m.name() + "_fetch_submit_ms_p50", m.submitMs())
@@ -237,35 +360,43 @@ public final class PeerBench {
             report.figure(m.name() + "_single_page_latency_ms_p50", percentile(l, 0.50))
                     .figure(m.name() + "_single_page_latency_ms_p90", percentile(l, 0.90))
                     .figure(m.name() + "_single_page_latency_ms_p99", percentile(l, 0.99));
+            m.failures().forEach(f -> report.failure(m.name() + ": " + f));
         }
-        report.baseline("iperf3_bytes_per_s", Math.round(iperfRate))
-                .baseline("iperf3_before_bytes_per_s", Math.round(iperfBefore))
-                .baseline("iperf3_after_bytes_per_s", Math.round(iperfAfter))
-                .baseline("iperf3_command", iperf + " -c 127.0.0.1 -t " + shape.iperfSeconds() + " -J (server: iperf3 -s -1), before and after the Managers; ratios use the faster")
-                .topLevelRatio("transfer_ratio", plain.bytesPerSecond(), iperfRate)
-                .topLevelRatio("tls_transfer_ratio", tls.bytesPerSecond(), iperfRate)
+        report.figure("checksum_mismatches", mismatches)
                 .baseline("iperf3_parallel_bytes_per_s", Math.round(parallelRate))
                 .baseline("iperf3_parallel_streams", streams)
-                .topLevelRatio("parallel_transfer_ratio", plain.bytesPerSecond(), parallelRate)
-                .topLevelRatio("parallel_tls_transfer_ratio", tls.bytesPerSecond(), parallelRate)
-                .check(plain.mismatches() + tls.mismatches() == 0, "checksum mismatches without a fault")
+                .baseline("iperf3_parallel_before_bytes_per_s", Math.round(parallelBefore))
+                .baseline("iperf3_parallel_after_bytes_per_s", Math.round(parallelAfter))
+                .baseline("iperf3_bytes_per_s", Math.round(iperfRate))
+                .baseline("iperf3_before_bytes_per_s", Math.round(iperfBefore))
+                .baseline("iperf3_after_bytes_per_s", Math.round(iperfAfter))
+                .baseline("iperf3_command", iperf + " -c 127.0.0.1 -t " + shape.iperfSeconds() + " -J (server: iperf3 -s -1)"
+                        + ", one pair and " + streams + " pairs at once, before and after the Managers; ratios use the faster")
+                .check(mismatches == 0, "checksum mismatches without a fault")
                 .machine(MachineInfo.probe());
         BenchReport built = report.build();
         progress("%s", built.toOneLine());
         return built.toJson();
     }
 
-    private static Mode runMode(LocalCluster cluster, LocalCluster.Node source, Path dir, String transport, Path poolDir,
-                                Shape shape, Map<String, String> settings) throws Exception {
+    private static Mode runMode(LocalCluster cluster, LocalCluster.Node source, Path dir, Run run, Shape shape,
+                                Map<String, String> settings, Hooks hooks) throws Exception {
+        String mode = run.name();
+        Path poolDir = run.pool().dir();
         int pages = shape.pages();
         int rounds = shape.rounds();
         int singles = shape.singles();
         int inFlight = shape.inFlight();
         int warmUps = shape.warmUps();
-        Map<String, String> s = new HashMap<>(cluster.inProcessMember(2).peer(transport)
+        List<String> failures = new ArrayList<>();
+        Map<String, String> s = new HashMap<>(cluster.inProcessMember(2).peer(run.transport())
                 .set("pool.size", String.valueOf(shape.poolBytes())).set("pool.shm-dir", poolDir.toString())
-                .set("publish.budget-fraction", "0.9").set("data-dir", dir.resolve("requester-" + transport).toString())
+                .set("publish.budget-fraction", "0.9").set("data-dir", dir.resolve("requester-" + mode).toString())
                 .set("peer.verify-threads", String.valueOf(shape.effectiveVerifyThreads()))
+                // The source's event-bus address as a seed too: a cold JVM's first etcd read can time out on a loaded
+                // host, and a requester that seeds from etcd alone then forms a cluster of its own and sees no peer.
+                .set("cluster.hazelcast-seeds", "127.0.0.1:"
+                        + cluster.settingsOf(source, Map.of()).get("cluster.hazelcast-port"))
                 .settings());
         s.putAll(settings);
         Manager requester = Manager.start(ManagerConfig.from(s)).await(120, TimeUnit.SECONDS);
@@ -273,21 +404,23 @@ public final class PeerBench {
             waitUntil(() -> requester.membershipRole().orElseThrow().members().containsKey(source.memberId()), 30);
             InstanceIdentity identity = identity();
             byte[] namespace = Namespaces.derive(identity);
-            List<List<StateKey>> batches = new ArrayList<>();
+            List<List<ByteString>> batches = new ArrayList<>();
             try (OrbitKvClient client = OrbitKvClient.connectTcp("127.0.0.1", source.grpcPort(),
                     OrbitKvClient.readToken(source.tokenFile()))) {
-                EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE).await(10, TimeUnit.SECONDS);
+                // A harness wait, not a measured one: a source that just started on a loaded host can take seconds.
+                EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE).await(60, TimeUnit.SECONDS);
                 for (int r = 0; r < rounds; r++) {
-                    batches.add(publish(session, namespace, transport + "-round-" + r, pages));
+                    batches.add(publish(session, mode + "-round-" + r, pages, hooks));
                 }
                 for (int i = 0; i < singles; i++) {
-                    batches.add(publish(session, namespace, transport + "-single-" + i, 1));
+                    batches.add(publish(session, mode + "-single-" + i, 1, hooks));
                 }
                 for (int w = 0; w < warmUps; w++) {
-                    batches.add(publish(session, namespace, transport + "-warm-up-" + w, pages));
+                    batches.add(publish(session, mode + "-warm-up-" + w, pages, hooks));
                 }
                 session.close();
             }
+            List<List<StateKey>> keys = batches.stream().map(b -> keys(namespace, b)).toList();
             PeerOwner owner = new PeerOwner(source.memberId(), source.incarnation());
             PeerVerticle role = requester.peerRole().orElseThrow();
             PeerProxy peer = requester.peer().orElseThrow();
@@ -297,7 +430,7 @@ public final class PeerBench {
             double prefaultMs = role.prefaultNanos() / 1e6;
             // Warm-up (not measured): connections, TLS sessions, JIT.
             for (int w = 0; w < warmUps; w++) {
-                List<StateKey> warm = batches.get(rounds + singles + w);
+                List<StateKey> warm = keys.get(rounds + singles + w);
                 peer.fetch(owner, namespace, warm, generations(requester, warm), Duration.ofSeconds(60))
                         .await(90, TimeUnit.SECONDS);
             }
@@ -305,20 +438,23 @@ public final class PeerBench {
             // last completion, so one fetch's reserve and verifying seal overlap another's stream.
             List<List<Long>> roundGenerations = new ArrayList<>();
             for (int r = 0; r < rounds; r++) {
-                roundGenerations.add(generations(requester, batches.get(r)));
+                roundGenerations.add(generations(requester, keys.get(r)));
             }
             List<Double> acquireMs = new ArrayList<>();
             List<Double> submitMs = new ArrayList<>();
             double sourceChecksumsBefore = cluster.metric(source, "orbitkv_peer_source_checksums_total", null).orElse(0);
             Semaphore window = new Semaphore(inFlight);
             AtomicLong fetchedBytes = new AtomicLong();
-            AtomicReference<Throwable> failure = new AtomicReference<>();
-            progress("%s: measuring %d rounds", transport, rounds);
+            List<String> fetchFailures = java.util.Collections.synchronizedList(new ArrayList<>());
+            long expectedBytes = (long) pages * PAGE;
+            progress("%s: measuring %d rounds", mode, rounds);
             long started = System.nanoTime();
-            for (int r = 0; r < rounds && failure.get() == null; r++) {
+            for (int r = 0; r < rounds; r++) {
                 window.acquire();
+                int round = r;
                 long fetchStarted = System.nanoTime();
-                peer.acquire(owner, namespace, batches.get(r), roundGenerations.get(r), Duration.ofSeconds(60)).compose(a -> {
+                hooks.fetch(mode, r, () -> peer.acquire(owner, namespace, keys.get(round), roundGenerations.get(round),
+                        Duration.ofSeconds(60)).compose(a -> {
                     long acquired = System.nanoTime();
                     synchronized (acquireMs) {
                         acquireMs.add((acquired - fetchStarted) / 1e6);
@@ -328,11 +464,16 @@ public final class PeerBench {
                             submitMs.add((System.nanoTime() - acquired) / 1e6);
                         }
                     });
-                }).onComplete(ar -> {
-                    if (ar.succeeded()) {
-                        fetchedBytes.addAndGet(ar.result().bytes());
+                })).onComplete(ar -> {
+                    if (ar.failed()) {
+                        fetchFailures.add("round " + (round + 1) + ": the fetch failed: " + ar.cause().getMessage());
                     } else {
-                        failure.compareAndSet(null, ar.cause());
+                        fetchedBytes.addAndGet(ar.result().bytes());
+                        if (ar.result().bytes() != expectedBytes || ar.result().local().size() != pages) {
+                            fetchFailures.add("round " + (round + 1) + ": the fetch answered " + ar.result().bytes()
+                                    + " bytes in " + ar.result().local().size() + " local pages, expected "
+                                    + expectedBytes + " in " + pages);
+                        }
                     }
                     window.release();
                 });
@@ -341,20 +482,24 @@ public final class PeerBench {
                 throw new IllegalStateException("the measured fetches did not end within 120 s");
             }
             long nanos = System.nanoTime() - started;
-            if (failure.get() != null) {
-                throw new IllegalStateException("a measured fetch failed: " + failure.get().getMessage(), failure.get());
-            }
+            failures.addAll(fetchFailures);
             long bytes = fetchedBytes.get();
             double sourceChecksums = cluster.metric(source, "orbitkv_peer_source_checksums_total", null).orElse(0)
                     - sourceChecksumsBefore;
             double[] latencies = new double[singles];
             for (int i = 0; i < singles; i++) {
-                List<StateKey> keys = batches.get(rounds + i);
-                List<Long> generations = generations(requester, keys);
+                List<StateKey> single = keys.get(rounds + i);
+                List<Long> generations = generations(requester, single);
                 long t0 = System.nanoTime();
-                peer.fetch(owner, namespace, keys, generations, Duration.ofSeconds(30)).await(60, TimeUnit.SECONDS);
+                io.orbitkv.peer.PeerCommands.Fetched fetched = peer.fetch(owner, namespace, single, generations, Duration.ofSeconds(30))
+                        .await(60, TimeUnit.SECONDS);
                 latencies[i] = (System.nanoTime() - t0) / 1e6;
+                if (fetched.bytes() != PAGE || fetched.local().size() != 1) {
+                    failures.add("single fetch " + (i + 1) + " answered " + fetched.bytes() + " bytes in "
+                            + fetched.local().size() + " local pages, expected " + PAGE + " in 1");
+                }
             }
+            long readBack = readBack(requester, batches, shape.readBackRounds(), pages, failures);
             double rate = bytes / (nanos / 1e9);
             double mismatches = requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count();
             double verifiedOffLoop = requester.registry().get("orbitkv_peer_verified_bytes_total").tag("thread", "verifier")
@@ -362,21 +507,73 @@ public final class PeerBench {
             double verifiedOnLoop = requester.registry().get("orbitkv_peer_verified_bytes_total").tag("thread", "event_loop")
                     .counter().count();
             progress("%s: received bytes checksummed (whole run) on verifier threads %.0f MiB, on the event loop %.0f MiB",
-                    transport, verifiedOffLoop / (1 << 20), verifiedOnLoop / (1 << 20));
-            progress("%s: %d bytes in %.3f s = %.2f GB/s", transport, bytes, nanos / 1e9, rate / 1e9);
+                    mode, verifiedOffLoop / (1 << 20), verifiedOnLoop / (1 << 20));
+            progress("%s: %d bytes in %.3f s = %.2f GB/s; %d of %d measured pages read back and compared", mode, bytes,
+                    nanos / 1e9, rate / 1e9, readBack, (long) rounds * pages);
             progress("%s: requester prefault %.0f ms; the source computed %.0f CRC32C at reserve in the measured rounds",
-                    transport, prefaultMs, sourceChecksums);
+                    mode, prefaultMs, sourceChecksums);
             double acquire = median(acquireMs);
             double submit = median(submitMs);
             progress("%s: per %d-page fetch (medians, %d in flight): acquire (reserve + pins + local slots) %.1f ms, "
-                    + "submit (stream + verifying seal + release) %.1f ms", transport, pages, inFlight, acquire, submit);
+                    + "submit (stream + verifying seal + release) %.1f ms", mode, pages, inFlight, acquire, submit);
             long huge = io.orbitkv.nativeio.shm.Smaps.hugeMappedBytesUnder(poolDir);
-            progress("%s: requester pool mapped with 2 MiB pages: %d MiB", transport, huge >> 20);
-            return new Mode(transport, rate, latencies, bytes, mismatches, prefaultMs, sourceChecksums, acquire, submit,
-                    huge, verifiedOffLoop, verifiedOnLoop);
+            progress("%s: requester pool mapped with 2 MiB pages: %d MiB", mode, huge >> 20);
+            failures.forEach(f -> progress("%s: FAILED: %s", mode, f));
+            return new Mode(mode, run.pool().description(), rate, latencies, bytes, mismatches, prefaultMs,
+                    sourceChecksums, acquire, submit, huge, verifiedOffLoop, verifiedOnLoop, readBack,
+                    (long) rounds * pages, failures);
         } finally {
             requester.close();
         }
+    }
+
+    /**
+     * Reads the sampled measured fetches back through an engine session on the requester and compares every byte of
+     * their pages with the bytes derived from the keys. Each must be READY at once for the whole batch from the
+     * requester's own DRAM, without another peer fetch: a page the measured fetch did not leave there fails. Returns
+     * the pages compared; adds what failed (at most {@link #MAX_DETAILS} page descriptions) to {@code failures}.
+     */
+    private static long readBack(Manager requester, List<List<ByteString>> batches, List<Integer> sample, int pages,
+                                 List<String> failures) throws Exception {
+        double fetchedBefore = requester.registry().get("orbitkv_peer_fetched_pages_total").counter().count();
+        long compared = 0;
+        int wrongPages = 0;
+        try (OrbitKvClient client = OrbitKvClient.connectUnix(requester.unixSocket(), requester.token());
+             EngineSession session = client.register(identity(), InstanceRole.PREFILL_AND_DECODE).await(60, TimeUnit.SECONDS)) {
+            for (int round : sample) {
+                List<ByteString> hashes = batches.get(round);
+                QueryReply reply = session.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(hashes)
+                        .build()), 0).await(30, TimeUnit.SECONDS);
+                if (reply.getStatus() != QueryStatus.READY || reply.getReadyBlocks() != pages) {
+                    if (reply.getStatus() == QueryStatus.PENDING) {
+                        session.cancel(reply.getTicket()).await(30, TimeUnit.SECONDS);
+                    } else if (reply.hasLease() && reply.getLease().getLeaseId() != 0) {
+                        session.release(reply.getLease().getLeaseId()).await(30, TimeUnit.SECONDS);
+                    }
+                    failures.add("read-back of round " + (round + 1) + ": the requester answered " + reply.getStatus()
+                            + " with " + reply.getReadyBlocks() + " of " + pages + " pages ready: the fetched pages are "
+                            + "not in its DRAM");
+                    continue;
+                }
+                for (LeasedPage page : reply.getLease().getPagesList()) {
+                    long wrong = KeyedContent.firstMismatch(session.slot(page.getSlot()), hashes.get(page.getPosition()));
+                    compared++;
+                    if (wrong >= 0 && wrongPages++ < MAX_DETAILS) {
+                        failures.add("read-back of round " + (round + 1) + ": page " + page.getPosition()
+                                + " differs from the bytes published under its key at byte " + wrong);
+                    }
+                }
+                session.release(reply.getLease().getLeaseId()).await(30, TimeUnit.SECONDS);
+            }
+        }
+        if (wrongPages > MAX_DETAILS) {
+            failures.add((wrongPages - MAX_DETAILS) + " more read-back pages differ");
+        }
+        double refetched = requester.registry().get("orbitkv_peer_fetched_pages_total").counter().count() - fetchedBefore;
+        if (refetched != 0) {
+            failures.add("the read-back fetched " + (long) refetched + " pages from the peer again: they were not local");
+        }
+        return compared;
     }
 
     static InstanceIdentity identity() {
@@ -387,24 +584,29 @@ public final class PeerBench {
                 .build();
     }
 
-    private static List<StateKey> publish(EngineSession session, byte[] namespace, String seed, int n) throws Exception {
+    /** Publishes {@code n} pages on the source under keys named after {@code batch}, each holding its key's bytes. */
+    private static List<ByteString> publish(EngineSession session, String batch, int n, Hooks hooks) throws Exception {
         List<ByteString> hashes = new ArrayList<>();
         for (int i = 0; i < n; i++) {
-            hashes.add(ByteString.copyFrom((seed + ":" + i).getBytes()));
+            hashes.add(ByteString.copyFrom((batch + ":" + i).getBytes(java.nio.charset.StandardCharsets.UTF_8)));
         }
         AllocatePublishReply allocated = session.allocate(hashes.stream()
                 .map(h -> PageKey.newBuilder().setGroupId(0).setBlockHash(h).build()).toList()).await(30, TimeUnit.SECONDS);
-        SplittableRandom random = new SplittableRandom(seed.hashCode());
-        for (PublishSlot slot : allocated.getSlotsList()) {
+        for (int i = 0; i < allocated.getSlotsCount(); i++) {
+            PublishSlot slot = allocated.getSlots(i);
             if (slot.getStatus() != SlotStatus.ALLOCATED) {
-                throw new IllegalStateException("the source did not allocate a slot: " + slot.getStatus());
+                session.abort(allocated.getPublishId()).await(30, TimeUnit.SECONDS);
+                throw new IllegalStateException("the source did not allocate a slot for a fresh key: " + slot.getStatus());
             }
             MemorySegment target = session.slot(slot.getSlot());
-            for (long o = 0; o < target.byteSize(); o += 8) {
-                target.set(ValueLayout.JAVA_LONG_UNALIGNED, o, random.nextLong());
-            }
+            KeyedContent.fill(target, hashes.get(i));
+            hooks.published(batch, i, target);
         }
         session.seal(allocated.getPublishId(), List.of()).await(30, TimeUnit.SECONDS);
+        return hashes;
+    }
+
+    private static List<StateKey> keys(byte[] namespace, List<ByteString> hashes) {
         return hashes.stream().map(h -> StateKey.of(namespace, 0, h.toByteArray())).toList();
     }
 
@@ -499,7 +701,9 @@ public final class PeerBench {
                 .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
         try {
             String out = "";
-            for (int attempt = 0; attempt < 50; attempt++) {
+            // Until the server listens: on a loaded host a fresh iperf3 process can take seconds to bind.
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (System.nanoTime() < deadline) {
                 Process client = new ProcessBuilder(iperf, "-c", "127.0.0.1", "-p", String.valueOf(port), "-t",
                         String.valueOf(seconds), "-J").redirectErrorStream(true).start();
                 out = new String(client.getInputStream().readAllBytes());

@@ -3,21 +3,37 @@ package io.orbitkv.perf.dram;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.google.protobuf.ByteString;
+import io.orbitkv.client.EngineSession;
 import io.orbitkv.client.sim.SyntheticKv;
+import io.orbitkv.perf.BenchArgs;
 import io.orbitkv.perf.Benchmarks;
+import io.orbitkv.perf.report.BenchReport;
+import io.orbitkv.perf.report.KeyedContent;
+import io.orbitkv.protocol.engine.AllocatePublishReply;
+import io.orbitkv.protocol.engine.Lease;
+import io.orbitkv.protocol.engine.QueryReply;
+import io.orbitkv.protocol.engine.SlotStatus;
 import io.vertx.core.json.JsonObject;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** {@code bench dram}: verification before the baseline rewrites the destination, alternating order, a small real run. */
+/**
+ * {@code bench dram}: verification against key-derived bytes before the baseline rewrites the destination, alternating
+ * order, and real runs whose path is broken on purpose (a flipped byte in a published page, a wrong ALREADY_PRESENT,
+ * an older round's slot in the lease) that the report must name.
+ */
 class DramBenchTest {
     private static final int PAGES = 4;
     private static final long PAGE_BYTES = 64 << 10;
+    private static final String[] SMALL_RUN = {"--rounds=4", "--batch-pages=8", "--page-bytes=256KiB",
+            "--pool-size=64MiB", "--query-iterations=200", "--query-warmup=50", "--rpc-warmup=50"};
 
     private static MemorySegment[] pages(Arena arena) {
         MemorySegment[] pages = new MemorySegment[PAGES];
@@ -27,53 +43,68 @@ class DramBenchTest {
         return pages;
     }
 
-    private static void restoreCorrectly(MemorySegment[] destination) {
+    private static void restore(MemorySegment[] destination, List<ByteString> chain) {
         for (int i = 0; i < destination.length; i++) {
-            SyntheticKv.fill(destination[i], DramBench.CONTENT_SEED, 0, i);
+            KeyedContent.fill(destination[i], chain.get(i));
         }
     }
 
     @Test
     void aCycleThatRestoredNothingFailsItsRoundEvenWhenMemcpyRewritesTheDestinationAfterIt() {
+        List<ByteString> chain = SyntheticKv.chain(5, PAGES);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment[] destination = pages(arena);
-            restoreCorrectly(destination); // what a previous round left behind
+            restore(destination, chain); // what a previous round left behind
             Runnable brokenCycle = () -> { };
-            Runnable memcpy = () -> restoreCorrectly(destination);
+            Runnable memcpy = () -> restore(destination, chain);
             for (int round : new int[] {0, 1}) { // cycle first, then memcpy first
-                assertThatThrownBy(() -> DramBench.measuredRound(round, brokenCycle, memcpy, destination))
-                        .as("round %d", round).isInstanceOf(IllegalStateException.class)
+                assertThatThrownBy(() -> DramBench.measuredRound(round, brokenCycle, memcpy, destination, chain))
+                        .as("round %d", round).isInstanceOf(DramBench.RoundFailure.class)
                         .hasMessageContaining("after the publish→restore cycle, restored page 0 differs");
             }
         }
     }
 
     @Test
+    void anOlderRoundsPagesAtTheSamePositionsFail() {
+        List<ByteString> older = SyntheticKv.chain(5, PAGES);
+        List<ByteString> current = SyntheticKv.chain(6, PAGES);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment[] destination = pages(arena);
+            assertThatThrownBy(() -> DramBench.measuredRound(0, () -> restore(destination, older),
+                    () -> restore(destination, current), destination, current))
+                    .hasMessageContaining("after the publish→restore cycle, restored page 0 differs");
+        }
+    }
+
+    @Test
     void aCycleThatRestoredOnePageWrongFails() {
+        List<ByteString> chain = SyntheticKv.chain(5, PAGES);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment[] destination = pages(arena);
             Runnable cycle = () -> {
-                restoreCorrectly(destination);
-                destination[2].set(java.lang.foreign.ValueLayout.JAVA_BYTE, 4097, (byte) 0);
+                restore(destination, chain);
+                destination[2].set(ValueLayout.JAVA_BYTE, 4097, (byte) ~destination[2].get(ValueLayout.JAVA_BYTE, 4097));
             };
-            assertThatThrownBy(() -> DramBench.measuredRound(0, cycle, () -> restoreCorrectly(destination), destination))
-                    .hasMessageContaining("restored page 2 differs");
+            assertThatThrownBy(() -> DramBench.measuredRound(0, cycle, () -> restore(destination, chain), destination, chain))
+                    .hasMessageContaining("restored page 2 differs").hasMessageContaining("at byte 4096");
         }
     }
 
     @Test
     void theCycleAndMemcpyAlternateWhichGoesFirst() {
+        List<ByteString> chain = SyntheticKv.chain(5, PAGES);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment[] destination = pages(arena);
             List<String> order = new ArrayList<>();
             for (int round = 0; round < 4; round++) {
                 long[] nanos = DramBench.measuredRound(round, () -> {
                     order.add("cycle");
-                    restoreCorrectly(destination);
+                    restore(destination, chain);
                 }, () -> {
                     order.add("memcpy");
-                    restoreCorrectly(destination);
-                }, destination);
+                    restore(destination, chain);
+                }, destination, chain);
                 assertThat(nanos[0]).isPositive();
                 assertThat(nanos[1]).isPositive();
             }
@@ -83,12 +114,12 @@ class DramBenchTest {
 
     @Test
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
-    void aSmallRealRunVerifiesEveryRoundAndAlternatesBothPairs() {
-        JsonObject report = Benchmarks.run("dram", new String[] {"--rounds=4", "--batch-pages=8", "--page-bytes=256KiB",
-                "--pool-size=64MiB", "--query-iterations=200", "--query-warmup=50", "--rpc-warmup=50"});
+    void aSmallRealRunVerifiesEveryRoundAndReportsThePairedRatioFirst() {
+        JsonObject report = Benchmarks.run("dram", SMALL_RUN);
 
         JsonObject config = report.getJsonObject("config");
-        assertThat(report.getBoolean("passed")).isTrue();
+        assertThat(BenchReport.passed(report)).as(report.encode()).isTrue();
+        assertThat(config.getInteger("completed_rounds")).isEqualTo(4);
         assertThat(config.getInteger("cycle_first_rounds")).isEqualTo(2);
         assertThat(config.getInteger("memcpy_first_rounds")).isEqualTo(2);
         assertThat(config.getInteger("ping_first_iterations")).isEqualTo(100);
@@ -96,6 +127,78 @@ class DramBenchTest {
         assertThat(report.getJsonObject("figures").getLong("verified_pages")).isEqualTo(2L * 4 * 8);
         assertThat(report.getJsonObject("figures").getJsonObject("query_64_page_hit").getLong("count")).isEqualTo(200);
         assertThat(report.getJsonObject("baselines").getJsonObject("noop_grpc_ping").getLong("count")).isEqualTo(200);
-        assertThat(report.getDouble("throughput_ratio")).isPositive();
+        JsonObject ratios = report.getJsonObject("ratios");
+        assertThat(ratios.fieldNames().iterator().next()).isEqualTo("throughput_ratio");
+        assertThat(report.getDouble("throughput_ratio")).isPositive()
+                .isBetween(ratios.getDouble("throughput_ratio_lower_95"), ratios.getDouble("throughput_ratio_upper_95"));
+        assertThat(report.getJsonObject("figures").getJsonObject("throughput_ratio_paired").getJsonArray("rounds"))
+                .hasSize(4);
+    }
+
+    private static JsonObject brokenRun(DramBench.Fault fault) {
+        return DramBench.run(BenchArgs.parse(SMALL_RUN), fault);
+    }
+
+    private static void assertFailed(JsonObject report, String reason) {
+        assertThat(BenchReport.passed(report)).as(report.encode()).isFalse();
+        assertThat(report.getJsonArray(BenchReport.FAILURES).getList()).as(report.encode())
+                .anySatisfy(f -> assertThat((String) f).contains(reason))
+                .noneSatisfy(f -> assertThat((String) f).contains("leases leaked"));
+        assertThat(report.getJsonObject("config").getInteger("completed_rounds")).isEqualTo(1);
+        assertThat(report.containsKey("throughput_ratio")).isFalse();
+    }
+
+    @Test
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void aByteFlippedInAPublishedPageFailsTheRun() {
+        JsonObject report = brokenRun(new DramBench.Fault() {
+            @Override
+            public void sealed(int round, EngineSession session, AllocatePublishReply allocated) {
+                if (round == 1) {
+                    MemorySegment page = session.slot(allocated.getSlots(3).getSlot());
+                    page.set(ValueLayout.JAVA_BYTE, 100, (byte) ~page.get(ValueLayout.JAVA_BYTE, 100));
+                }
+            }
+        });
+        assertFailed(report, "round 2: after the publish→restore cycle, restored page 3 differs from the bytes "
+                + "published under its key at byte 96");
+    }
+
+    @Test
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void aManagerAnsweringAlreadyPresentForAFreshKeyFailsTheRoundInsteadOfSkippingTheSlot() {
+        JsonObject report = brokenRun(new DramBench.Fault() {
+            @Override
+            public AllocatePublishReply allocated(int round, AllocatePublishReply reply) {
+                if (round != 1) {
+                    return reply;
+                }
+                return reply.toBuilder().setSlots(2, reply.getSlots(2).toBuilder().setStatus(SlotStatus.ALREADY_PRESENT))
+                        .build();
+            }
+        });
+        assertFailed(report, "round 2: slot 2 of a fresh chain answered ALREADY_PRESENT, not ALLOCATED");
+    }
+
+    @Test
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void aLeaseOfAnOlderRoundsSlotFailsTheRun() {
+        JsonObject report = brokenRun(new DramBench.Fault() {
+            private Lease previous;
+
+            @Override
+            public QueryReply ready(int round, QueryReply reply) {
+                Lease current = reply.getLease();
+                if (round == 0) {
+                    previous = current;
+                    return reply;
+                }
+                // the older round's image at the same position is still resident (the pool is far from full)
+                Lease stale = current.toBuilder().setPages(5, current.getPages(5).toBuilder()
+                        .setSlot(previous.getPages(5).getSlot())).build();
+                return reply.toBuilder().setLease(stale).build();
+            }
+        });
+        assertFailed(report, "round 2: after the publish→restore cycle, restored page 5 differs");
     }
 }
