@@ -193,6 +193,48 @@ class PlanningRoleTest {
     }
 
     @Test
+    void aDemandTakesOverWhatItsHintPreparedWithoutPlanningOrReadingAgain() {
+        ssdPages();
+        PlanningRole role = role(RouteCapabilities.localOnly(true), replicas.evidence());
+        DemandView demand = demand(fullAttention(), PAGES);
+        Future<PreparationResult> hint = prepare(role, demand.withSpeculation(true, 1f, 0));
+        assertThat(hint.result().kind()).isEqualTo(PreparationResult.Kind.HOST_READY);
+        int discovered = discoveries.get();
+        long granted = replicas.granted.size();
+
+        Future<PreparationResult> ready = handlers.prepare(new PlanningCommands.Prepare(2, demand, Optional.empty(), 1,
+                ADMIT_ALL));
+        assertThat(ready.result().kind()).isEqualTo(PreparationResult.Kind.HOST_READY);
+        assertThat(ready.result().takenOver()).contains(PreparationResult.TakeOver.RESIDENT);
+        assertThat(ready.result().plan()).isEqualTo(hint.result().plan());
+        assertThat(discoveries).as("no second plan").hasValue(discovered);
+        assertThat(replicas.granted).as("no second acquisition").hasSize((int) granted);
+        assertThat(handlers.release(1, false).result()).as("the hint holds nothing now").isZero();
+        assertThat(handlers.release(2, false).result()).isEqualTo(PAGES);
+        assertNothingHeld(role);
+    }
+
+    @Test
+    void aDemandTheHintDoesNotServeReleasesItAndPlansAfresh() {
+        ssdPages();
+        PlanningRole role = role(RouteCapabilities.localOnly(true), replicas.evidence());
+        DemandView demand = demand(fullAttention(), PAGES);
+        Future<PreparationResult> hint = prepare(role, demand.withSpeculation(true, 1f, 0));
+        assertThat(hint.result().kind()).isEqualTo(PreparationResult.Kind.HOST_READY);
+        int discovered = discoveries.get();
+
+        // An explicit route the hint did not ask for: its preparation is released, the demand plans on its own.
+        Future<PreparationResult> ready = handlers.prepare(new PlanningCommands.Prepare(2,
+                demand.withRequestedRoute(RouteTemplate.HOST_FROM_LOCAL_SSD), Optional.empty(), 1, ADMIT_ALL));
+        assertThat(ready.result().kind()).isEqualTo(PreparationResult.Kind.HOST_READY);
+        assertThat(ready.result().takenOver()).isEmpty();
+        assertThat(discoveries).hasValue(discovered + 1);
+        assertThat(handlers.release(1, false).result()).as("released before the demand planned").isZero();
+        assertThat(handlers.release(2, false).result()).isEqualTo(PAGES);
+        assertNothingHeld(role);
+    }
+
+    @Test
     void aPeerThatRefusedIsLeftOutOfPlansForAWhileSoTheReplanTakesLocalSsd() {
         DemandEvidence both = Fixtures.evidence().add(0, 0, PAGES, Fixtures.peerDram(PEER_A, 1))
                 .add(0, 0, PAGES, Fixtures.ssd(2)).build();
