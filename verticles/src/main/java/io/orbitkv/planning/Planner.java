@@ -32,72 +32,54 @@ import java.util.TreeSet;
  *
  * <h2>Who owns what</h2>
  * <pre>
- *   engine ──demand──▶ ADMISSION ──DemandView──▶ PLANNING ──plan──▶ EXECUTION OWNERS ──leases──▶ ADMISSION ──▶ engine
- *                      tickets, revisions        evidence, routes,   storage (DRAM pins,        READY lease =
- *                      waiting budgets           boundary, plan;     SSD → slot), ssd (extent   the prepared plan's
- *                      byte budgets, tenants     transfer queues     leases, io_uring), later   leases
- *                      engine leases             by slack; replans   peer and restore
+ *   engine ──demand──▶ ADMISSION ──prepare──▶ PLANNING ──segments──▶ EXECUTION OWNERS
+ *                      tickets, budgets,  ◀──admit, progress──   plan, execute, replan,     storage, ssd, peer,
+ *                      tenants, engine        outcome            re-check, device copy,     restore
+ *                      leases                                    take-over
  * </pre>
- * <b>Admission keeps</b> query tickets and revisions (one live ticket per request and per operation, revision order,
- * drain on revision), waiting budgets (how long a ticket may stay PENDING), byte budgets and tenant shares (it passes
- * the demand's headroom as {@link DemandView#byteCapBytes()} and charges the plan's {@link Plan#requiredBytes()} before
- * acquisition), the outstanding-ticket bounds, and the leases handed to engines (a READY lease holds a prepared plan's
- * segment leases until release, cancel, revision or session end). <b>Planning owns</b> turning evidence into a plan
- * (this class: pure), the per-medium transfer queues ordered by slack ({@link TransferScheduler}), the prefetch start
- * time and speculation admission ({@link PrefetchPolicy}), and running a plan against the execution owners
- * ({@link PlanExecutor}), replanning on stale evidence or a rejection before any payload moved
- * ({@link PlanningRole}). Planning owns no allocator, file, stream or peer payload; cost owns estimates and proves
- * nothing about availability.
+ * Admission keeps tickets and revisions, waiting and byte budgets, tenant shares and the leases handed to engines; it
+ * admits each plan's {@link Plan#requiredBytes()} before acquisition. Planning decides (this class: pure) and executes
+ * ({@link DemandPreparation}: plan, execute through {@link PlanExecutor} with queues ordered by slack, replan on stale
+ * evidence or a rejection before payload, re-check, device copy, hint take-over). Planning owns no allocator, file,
+ * stream or peer payload; cost owns estimates and proves nothing about availability.
  *
  * <h2>The decision (this class)</h2>
  * <ol>
- *   <li><b>Routes.</b> Fail closed first: an engine-restore target without a restore executor is
- *       {@link PlanningFailure#TARGET_UNAVAILABLE}; an explicitly requested route that cannot run here or does not serve
- *       the target is {@link PlanningFailure#REQUESTED_ROUTE_UNAVAILABLE} (never silently another route). The allowed
- *       routes are the {@link RouteTemplate} default order filtered by capability and target (and, with an explicit
- *       route, only it and local DRAM).</li>
- *   <li><b>Eligibility per page.</b> A page's options are the allowed routes with evidence of their medium in the
- *       key's {@link ReplicaSet}; peer evidence counts only while its owner is a current member at that incarnation
- *       ({@link MembershipView}). Unknown sizes and formats stay unknown.</li>
+ *   <li><b>Routes.</b> Fail closed first: {@link PlanningFailure#TARGET_UNAVAILABLE} without a restore executor for an
+ *       engine-restore target, {@link PlanningFailure#REQUESTED_ROUTE_UNAVAILABLE} for an explicit route that cannot
+ *       run here (never silently another route). Allowed: the {@link RouteTemplate} default order filtered by
+ *       capability and target (with an explicit route, only it and local DRAM).</li>
+ *   <li><b>Eligibility per page.</b> The allowed routes with evidence of their medium in the key's
+ *       {@link ReplicaSet}; peer evidence only while its owner is a current member at that incarnation. Unknown sizes
+ *       and formats stay unknown.</li>
  *   <li><b>Candidates.</b> For each prefix of the allowed order (DRAM only, DRAM + the next route, ...) the longest
  *       legal boundary ({@link RecoveryContract#bestBoundary}) over the pages that prefix reaches; when its required
  *       bytes exceed the cap, the longest legal boundary below it that fits. Plus recomputation from the origin. At
  *       most {@value #MAX_CANDIDATES} candidates, however long the demand. The default is the longest of them.</li>
  *   <li><b>Default routes.</b> Each required page takes its first option in the default order; a peer route keeps
- *       the previous page's owner where it can (consecutive coverage), else the most recently refreshed one. Pages
- *       sharing route and source form a <em>batch</em>, the unit of cost estimation (one complete-route key per batch,
- *       sized by its pages and bytes) and of selection.</li>
- *   <li><b>Measured selection, guarded.</b> A batch's alternatives are the other allowed routes (local DRAM excluded:
- *       it stays first) and owners whose evidence covers every page of the batch (equal coverage) to the same target,
- *       and that no other batch of the plan already uses (merging would change the work that was estimated). With
- *       {@link SelectionMode#SELECT} (cost observations and selection on) the batch switches only when the default and
- *       every alternative have a fresh (usable) estimate of the same representation and one alternative passes
- *       {@link SwitchGuard}; otherwise the default stands. With {@link SelectionMode#SHADOW} the default stands and
- *       the comparison goes to the cost role's shadow ({@link ShadowRequest.Scope#ROUTE_ALTERNATIVES}).</li>
+ *       the previous page's owner where it can, else the most recently refreshed one. Pages sharing route and source
+ *       form a <em>batch</em>: the unit of cost estimation (one complete-route key each) and of selection.</li>
+ *   <li><b>Measured selection, guarded.</b> A batch's alternatives are the other allowed routes (local DRAM stays
+ *       first) and owners covering every page of the batch to the same target, unused by other batches (merging would
+ *       change the work estimated). {@link SelectionMode#SELECT} switches only when the default and every alternative
+ *       have a fresh estimate of the same representation and one passes {@link SwitchGuard};
+ *       {@link SelectionMode#SHADOW} keeps the default and sends the comparison to the cost role's shadow.</li>
  *   <li><b>Boundary.</b> Without a prefill rate the default (longest affordable) boundary. With one, each candidate's
  *       state-ready time is the latest of its batches' estimates (batches on different resources run in parallel; a
  *       local DRAM lease for host-ready moves nothing and counts exactly zero) and {@link BoundaryChooser} picks the
  *       earliest first token under the same guard. The reason says LONGEST, EARLIER_FIRST_TOKEN or BUDGET.</li>
- *   <li><b>Plan.</b> The chosen candidate's pages, cut into per-group contiguous {@link PlannedSegment}s by route and
- *       source, exactly tiling {@link RecoveryContract#requiredRanges} (checked by {@link Plan}'s constructor).</li>
+ *   <li><b>Plan.</b> The chosen pages in per-group contiguous {@link PlannedSegment}s by route and source, exactly
+ *       tiling {@link RecoveryContract#requiredRanges} (checked by {@link Plan}'s constructor).</li>
  * </ol>
- * Estimates are read through a synchronous {@link EstimateLookup}: {@link PlanningRole} first runs the decision with
- * a lookup that records every key asked (all unknown), fetches those keys from the cost role, then runs it again on
- * the answers. The second run asks for no key the first did not: every key that could matter is asked whatever the
- * answers.
+ * Estimates come through a synchronous {@link EstimateLookup}: {@link PlanningRole} runs the decision once recording
+ * every key asked (all unknown), fetches them, and runs it again on the answers, which asks for no other key.
  *
  * <h2>Execution owners: leases, cancel, crash</h2>
- * An {@link ExecutionOwner} implements one or more templates. {@code acquire(segment)} revalidates every page's
- * evidence exactly (DRAM slot generation, SSD extent generation, peer owner incarnation and generation) and takes the
- * source leases and destination credits, all or nothing, moving no payload; stale evidence fails
- * {@link PlanningFailure#STALE_EVIDENCE}, refused admission {@link PlanningFailure#SOURCE_REJECTED}, and either leaves
- * nothing held. {@code submit(lease)} starts the payload movement; from then on the segment is fenced: its future
- * completes only when all of its I/O is terminal, even after cancellation, and its bytes are never fetched through
- * another medium before that. {@code release(lease)} ends whatever the lease holds; it is idempotent. The executor
- * acquires segments in plan order (a bounded order), and on a pre-payload failure releases what it acquired before
- * anything was submitted, so a replan never accumulates holds. Cancel revokes interest at once (queued segments are
- * dropped and released), waits for submitted segments to finish, then releases them. A Manager crash ends every lease
- * with the process (pool and SSD leases are in-process state; peers fence the old incarnation); nothing is persisted.
+ * {@link ExecutionOwner} states the contract: acquire revalidates exactly and holds all or nothing, moving no payload;
+ * a submitted segment is fenced until all its I/O is terminal, even after cancellation; release is idempotent. The
+ * executor acquires segments in plan order and releases what it acquired on a pre-payload failure, so a replan never
+ * accumulates holds. A Manager crash ends every lease with the process (pool and SSD leases are in-process state;
+ * peers fence the old incarnation); nothing is persisted.
  *
  * <p>Pure logic: no Vert.x, no I/O, no shared state; safe from any thread.
  */
@@ -144,8 +126,7 @@ public final class Planner {
         }
     }
 
-    private Planner() {
-    }
+    private Planner() {}
 
     /** One eligible way to get a page: a route and the evidence it would rely on. */
     private record Option(RouteTemplate route, ReplicaEvidence evidence) {

@@ -1,47 +1,45 @@
 package io.orbitkv.planning;
 
-import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
 
 /** Messages the planning role accepts. Local records only (see {@link io.orbitkv.common.LocalCodec}). */
 public final class PlanningCommands {
     private PlanningCommands() {}
 
-    /** Discovery and a plan for a demand; nothing is held. Answered with {@link PlanningRole.Planned}. */
-    public record MakePlan(DemandView demand) {}
+    /**
+     * Prepare a demand under the caller's id (unique per caller for the Manager's life): plan, admit, execute, replan,
+     * re-check, and for an engine-restore demand copy into {@code destination}. Answered with how it ended (a
+     * {@link PreparationResult}) or a typed failure once nothing is running. What it holds stays held under {@code id}
+     * until {@link Release} or {@link Cancel}.
+     *
+     * @param replaces  the caller's earlier preparation of the same request (0: none): taken over when the
+     *                  take-over rule allows, otherwise cancelled and drained before the first plan
+     * @param admission admission's side: the byte gate and progress (see {@link PreparationCallbacks})
+     */
+    public record Prepare(long id, DemandView demand, Optional<EngineDestination> destination, long replaces,
+                          PreparationCallbacks admission) {
+        public Prepare {
+            Objects.requireNonNull(demand, "demand");
+            Objects.requireNonNull(destination, "destination");
+            Objects.requireNonNull(admission, "admission");
+        }
+    }
 
     /**
-     * Acquire and prepare {@code plan} under the caller's id (unique per caller for the Manager's life). Answered with
-     * {@link PreparedPlan} once every segment reached the target, or a typed {@link PlanningException} after
-     * everything drained and was released.
+     * Revokes interest in preparation {@code id}; answered once it drained, with the pages released because of it.
+     * {@code quarantine}: the engine holding them lost its session.
      */
-    public record Execute(long id, DemandView demand, Plan plan) {}
+    public record Cancel(long id, boolean quarantine) {}
 
-    /** Answered true once execution {@code id} holds every segment's lease (before any transfer), else false. */
-    public record Acquired(long id) {}
-
-    /** Revokes interest in execution {@code id}; answered once its submitted work drained and its leases ended. */
-    public record Cancel(long id) {}
-
-    /** Runs prepared engine-restore plan {@code id}'s device copy into {@code destination}; see the handlers. */
-    public record Finish(long id, EngineDestination destination) {}
-
-    /** A hint that nobody wants prepared plan {@code id}'s device copy. */
-    public record CancelFinish(long id) {}
-
-    /** A real demand took over speculative execution {@code id}: its transfers become demand reads due now. */
-    public record Promote(long id) {}
-
-    /** Ends the leases of a prepared plan; {@code quarantine}: the engine holding them lost its session. */
+    /** Ends what preparation {@code id} holds; answered with the pages released (0 when already ended). */
     public record Release(long id, boolean quarantine) {}
-
-    /** A prepared plan, held under its id until {@link Release}: one lease per segment, in plan order. */
-    public record PreparedPlan(long id, Plan plan, List<SegmentLease> leases) {}
 
     public record GetStats() {}
 
-    /** Live executions, held prepared plans and leases the execution owners granted and have not seen released. */
+    /** Running preparations, held ones, and leases the execution owners granted and have not seen released. */
     public record PlanningStats(int executing, int prepared, long heldLeases) {}
 
-    static final List<Class<?>> MESSAGE_TYPES = List.of(MakePlan.class, PlanningRole.Planned.class, Execute.class,
-            Acquired.class, Cancel.class, Finish.class, CancelFinish.class, Promote.class, Release.class, PreparedPlan.class, GetStats.class, PlanningStats.class);
+    static final java.util.List<Class<?>> MESSAGE_TYPES = java.util.List.of(Prepare.class, PreparationResult.class,
+            Cancel.class, Release.class, GetStats.class, PlanningStats.class);
 }

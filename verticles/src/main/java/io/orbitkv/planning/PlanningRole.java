@@ -12,7 +12,6 @@ import io.orbitkv.cost.ObservedBytes;
 import io.orbitkv.cost.RepresentationFamily;
 import io.orbitkv.cost.ShadowRequest;
 import io.vertx.core.Future;
-import io.vertx.core.Promise;
 import io.orbitkv.recovery.GroupAvailability;
 import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryContract;
@@ -31,17 +30,12 @@ import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
 
 /**
- * The planning role's handlers: discovery → estimates → {@link Planner} → {@link PlanExecutor}, with bounded replans.
- * Deterministic and free of the event bus (its ports are plain interfaces returning futures), so tests drive it
- * directly; a verticle wires it to the other roles (phase B).
- *
- * <p>Design note (replans): a preparation that fails before any payload moved ({@link PlanningFailure#beforePayload()})
- * or whose submitted transfer failed (the executor completes only after every submitted transfer is terminal, so that
- * work is fenced) is planned again from fresh discovery, without the records owners named stale so far, at most
- * {@value #MAX_PLAN_ATTEMPTS} plans in all. Other failures (fail-closed routes, a full queue, dropped speculation,
- * cancellation) end the preparation. Every replan is counted by cause.
+ * The planning role's decisions: discovery → estimates → {@link Planner} → plan, one plan's execution through the
+ * {@link PlanExecutor}, the peers left out of plans for a while, and the counters of both. Free of the event bus (its
+ * ports are plain interfaces returning futures); {@link DemandPreparation} drives it across replans.
  *
  * <p>Concurrency: confined to the planning role's event loop.
  */
@@ -69,6 +63,7 @@ public final class PlanningRole {
     private final Map<BoundaryReason, Counter> plans = new EnumMap<>(BoundaryReason.class);
     private final Map<PlanningFailure, Counter> replans = new EnumMap<>(PlanningFailure.class);
     private final Map<RouteChoice.Outcome, Counter> routeChoices = new EnumMap<>(RouteChoice.Outcome.class);
+    private final Counter failedPlans;
     private final Counter routeSamples;
     private final Counter peersAvoided;
     /** Peer owners left out of plans until the time here (see {@link #PEER_AVOID_NANOS}). */
@@ -94,6 +89,8 @@ public final class PlanningRole {
             replans.put(failure, Counter.builder("orbitkv.planning.replans").tag("cause", label(failure))
                     .description("Plans made again after a preparation failed").register(registry));
         }
+        failedPlans = Counter.builder("orbitkv.queries.replans")
+                .description("Plans whose pages were lost between evidence and pinning").register(registry);
         available = owner -> this.members.isCurrent(owner) && !avoided(owner);
         peersAvoided = Counter.builder("orbitkv.planning.peers.avoided")
                 .description("Peer owners left out of plans for a while after a refused or failed segment")
@@ -147,20 +144,7 @@ public final class PlanningRole {
     }
 
     /**
-     * Plans and prepares a demand: at its end the returned handle's result holds every segment's lease (host-ready
-     * pages pinned), or a recompute plan holding nothing.
-     *
-     * @param dramTight whether the pool is short of free space now (a speculative prefetch then starts at its latest
-     *                  start, not earlier)
-     */
-    public Preparing prepare(DemandView demand, boolean dramTight) {
-        Preparing preparing = new Preparing(demand, dramTight);
-        preparing.attempt(MAX_PLAN_ATTEMPTS);
-        return preparing;
-    }
-
-    /**
-     * A plan for admission, and whether waiting could do better: {@code waitingFor} is a legal boundary longer than
+     * A plan, and whether waiting could do better: {@code waitingFor} is a legal boundary longer than
      * any the evidence allows now, reachable once pages being written (a publish in progress, a read back) are
      * sealed; empty when none. The plan holds nothing.
      */
@@ -170,9 +154,12 @@ public final class PlanningRole {
         }
     }
 
-    /** Discovery and a plan, plus the boundary waiting for writes in progress could reach (see {@link Planned}). */
-    public Future<Planned> planWithWrites(DemandView demand) {
-        return evidence.discover(demand).compose(found -> planOn(demand, found)
+    /**
+     * Discovery ({@code filter} drops records found stale before), a plan, and the boundary waiting for writes in
+     * progress could reach (see {@link Planned}).
+     */
+    Future<Planned> planWithWrites(DemandView demand, UnaryOperator<DemandEvidence> filter) {
+        return evidence.discover(demand).map(filter).compose(found -> planOn(demand, found)
                 .map(result -> new Planned(result, laterWithWrites(demand, found, result.plan()))));
     }
 
@@ -220,8 +207,8 @@ public final class PlanningRole {
     }
 
     /**
-     * Executes one plan as it is (no replan here: the caller, admission, plans again when it fails before any payload
-     * moved, so its budgets see every plan). Speculative demands are scheduled by their deadline.
+     * Executes one plan as it is (no replan here: {@link DemandPreparation} plans again, so admission admits the
+     * bytes of every plan). Speculative demands are scheduled by their deadline.
      */
     public PlanExecutor.Preparation execute(DemandView demand, Plan plan, boolean dramTight) {
         long startNanos = ticker.nanos();
@@ -317,9 +304,19 @@ public final class PlanningRole {
         estimates.report(record);
     }
 
-    /** Counts a replan admission makes after {@code failure} (the same counter as the role's own replans). */
-    public void countReplan(PlanningFailure failure) {
-        replans.get(failure).increment();
+    /**
+     * Counts a plan that failed before payload or whose transfer failed ({@code orbitkv.queries.replans}), and the
+     * replan it causes when {@code replanning}.
+     */
+    void planFailed(PlanningFailure cause, boolean replanning) {
+        failedPlans.increment();
+        if (replanning) {
+            replans.get(cause).increment();
+        }
+    }
+
+    long nanos() {
+        return ticker.nanos();
     }
 
     private PlanExecutor.Schedule schedule(DemandView demand, Plan plan, boolean dramTight) {
@@ -342,85 +339,5 @@ public final class PlanningRole {
 
     public PlanExecutor executor() {
         return executor;
-    }
-
-    /** A demand being planned and prepared, across replans. */
-    public final class Preparing {
-        private final DemandView demand;
-        private final boolean dramTight;
-        private final Promise<PlanExecutor.Prepared> result = Promise.promise();
-        private PlanExecutor.Preparation current;
-        private boolean cancelled;
-        /** Records owners found stale in earlier attempts: a lagging directory may still advertise them. */
-        private final List<PlannedPage> stale = new ArrayList<>();
-
-        private Preparing(DemandView demand, boolean dramTight) {
-            this.demand = demand;
-            this.dramTight = dramTight;
-        }
-
-        public Future<PlanExecutor.Prepared> result() {
-            return result.future();
-        }
-
-        /** Revokes interest; completes once everything held was drained and released. */
-        public Future<Void> cancel() {
-            cancelled = true;
-            if (current != null) {
-                current.cancel();
-            }
-            return result.future().<Void>mapEmpty().otherwiseEmpty();
-        }
-
-        private void attempt(int attemptsLeft) {
-            evidence.discover(demand)
-                    .map(this::withoutStale)
-                    .compose(found -> cancelled ? Future.failedFuture(cancelledFailure()) : planOn(demand, found))
-                    .onComplete(planned -> {
-                        if (planned.failed()) {
-                            result.fail(planned.cause());
-                            return;
-                        }
-                        if (cancelled) {
-                            result.fail(cancelledFailure());
-                            return;
-                        }
-                        Plan plan = planned.result().plan();
-                        current = executor.prepare(plan, schedule(plan),
-                                demand.waitDeadlineNanos().orElse(Long.MAX_VALUE));
-                        current.result().onComplete(prepared -> {
-                            current = null;
-                            if (prepared.succeeded()) {
-                                result.complete(prepared.result());
-                                return;
-                            }
-                            PlanningFailure failure = PlanningException.failureOf(prepared.cause());
-                            boolean replannable = failure != null
-                                    && (failure.beforePayload() || failure == PlanningFailure.TRANSFER_FAILED);
-                            if (replannable && attemptsLeft > 1 && !cancelled) {
-                                replans.get(failure).increment();
-                                ((PlanningException) prepared.cause()).page().ifPresent(stale::add);
-                                attempt(attemptsLeft - 1);
-                            } else {
-                                result.fail(cancelled ? cancelledFailure() : prepared.cause());
-                            }
-                        });
-                    });
-        }
-
-        private DemandEvidence withoutStale(DemandEvidence found) {
-            for (PlannedPage page : stale) {
-                found = found.withoutStale(page.key(), page.evidence());
-            }
-            return found;
-        }
-
-        private PlanExecutor.Schedule schedule(Plan plan) {
-            return PlanningRole.this.schedule(demand, plan, dramTight);
-        }
-
-        private PlanningException cancelledFailure() {
-            return new PlanningException(PlanningFailure.CANCELLED, "the demand was cancelled");
-        }
     }
 }

@@ -25,10 +25,11 @@ import java.util.function.UnaryOperator;
 
 /**
  * The planning role: discovery → replica sets → eligible routes → boundary → immutable plan ({@link Planner}), and
- * execution of plans against the execution owners with per-medium transfer queues ({@link PlanExecutor}). Admission
- * asks it through {@link PlanningProxy}; it asks storage (local DRAM and SSD evidence, pins, SSD reads into pool slots)
- * through the storage role's proxy and the cost role for estimates. Read {@link Planner}'s design note for who owns
- * what, {@link LocalOwners} for the local leases and {@link PlanningHandlers} for prepared plans.
+ * its execution: one {@link DemandPreparation} per demand admission asks for through {@link PlanningProxy} (plan,
+ * admit, execute with per-medium transfer queues ({@link PlanExecutor}), replan, re-check, device copy, take-over).
+ * It asks storage (local DRAM and SSD evidence, pins, SSD reads into pool slots) through the storage role's proxy and
+ * the cost role for estimates. Read {@link DemandPreparation}'s design note for who owns what and {@link LocalOwners}
+ * for the local leases.
  *
  * <p>Concurrency: all state is confined to this verticle's event loop; storage and cost replies arrive on it.
  * Stopping (after admission, before storage) withdraws the handlers, drains running executions and releases what they
@@ -134,19 +135,13 @@ public final class PlanningVerticle extends VerticleBase {
                 .map(s -> s.freeBytes() < s.poolBytes() / 10));
         PlanningHandlers h = handlers;
         Gauge.builder("orbitkv.planning.executing", h, v -> v.stats().executing())
-                .description("Plans being acquired or prepared").register(registry);
+                .description("Demands being planned, acquired or prepared").register(registry);
         Gauge.builder("orbitkv.planning.leases", h, v -> v.stats().heldLeases())
                 .description("Segment leases held by executions and prepared plans").register(registry);
         EventBus bus = vertx.eventBus();
         LocalCodec.register(vertx, PlanningCommands.MESSAGE_TYPES.toArray(Class<?>[]::new));
-        serve(bus, PlanningProxy.PLAN, (PlanningCommands.MakePlan c) -> handlers.plan(c.demand()));
-        serve(bus, PlanningProxy.EXECUTE,
-                (PlanningCommands.Execute c) -> handlers.execute(c.id(), c.demand(), c.plan()));
-        serve(bus, PlanningProxy.ACQUIRED, (PlanningCommands.Acquired c) -> handlers.acquired(c.id()));
-        serve(bus, PlanningProxy.CANCEL, (PlanningCommands.Cancel c) -> handlers.cancel(c.id()));
-        serve(bus, PlanningProxy.FINISH, (PlanningCommands.Finish c) -> handlers.finish(c.id(), c.destination()));
-        serve(bus, PlanningProxy.CANCEL_FINISH, (PlanningCommands.CancelFinish c) -> handlers.cancelFinish(c.id()));
-        serve(bus, PlanningProxy.PROMOTE, (PlanningCommands.Promote c) -> handlers.promote(c.id()));
+        serve(bus, PlanningProxy.PREPARE, (PlanningCommands.Prepare c) -> handlers.prepare(c));
+        serve(bus, PlanningProxy.CANCEL, (PlanningCommands.Cancel c) -> handlers.cancel(c.id(), c.quarantine()));
         serve(bus, PlanningProxy.RELEASE, (PlanningCommands.Release c) -> handlers.release(c.id(), c.quarantine()));
         serve(bus, PlanningProxy.STATS, (PlanningCommands.GetStats c) -> Future.succeededFuture(handlers.stats()));
         return Future.succeededFuture();

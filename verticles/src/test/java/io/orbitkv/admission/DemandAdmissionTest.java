@@ -318,7 +318,7 @@ class DemandAdmissionTest {
         Outcome outcome = admission.submit(1, plan("r", 0, 1, 10, 10)).await();
         assertThat(outcome.status()).isEqualTo(Status.PENDING);
         assertThat(outcome.detail()).isEqualTo(DemandState.CANDIDATE);
-        assertThat(registry.get("orbitkv.queries.replans").counter().count()).isEqualTo(DemandAdmission.MAX_PLAN_ATTEMPTS);
+        assertThat(registry.get("orbitkv.queries.replans").counter().count()).isEqualTo(PlanningRole.MAX_PLAN_ATTEMPTS);
         assertThat(admission.budgets().isEmpty()).as("reservations refunded").isTrue();
         losePages = false;
         Outcome ready = admission.poll(1, outcome.ticket()).await();

@@ -11,10 +11,14 @@ import io.vertx.core.Future;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
-/** Plan → acquire → execute with bounded replans, against the in-memory owner and discovery over its state. */
+/**
+ * A demand's preparation, the one path admission uses: plan → admit → acquire → execute with bounded replans, against
+ * the in-memory owner and discovery over its state, with an admission side that admits every plan.
+ */
 class PlanningRoleTest {
     private static final int PAGES = 8;
     private final ManualTicker ticker = new ManualTicker();
@@ -35,6 +39,33 @@ class PlanningRoleTest {
         }, EstimateSource.NONE, executor, ticker, registry);
     }
 
+    /** Admission's side: every plan's bytes are admitted; progress is not needed here. */
+    private static final PreparationCallbacks ADMIT_ALL = new PreparationCallbacks() {
+        @Override
+        public Future<Boolean> admit(Plan plan) {
+            return Future.succeededFuture(true);
+        }
+
+        @Override
+        public void moving(Stage stage) {
+        }
+
+        @Override
+        public void copying(Plan plan, List<PreparationResult.HeldGroup> held) {
+        }
+    };
+
+    private PlanningHandlers handlers;
+
+    private Future<PreparationResult> prepare(PlanningRole role, DemandView demand) {
+        handlers = new PlanningHandlers(role, () -> Future.succeededFuture(false));
+        return handlers.prepare(new PlanningCommands.Prepare(1, demand, Optional.empty(), 0, ADMIT_ALL));
+    }
+
+    private void release() {
+        assertThat(handlers.release(1, false).result()).isPositive();
+    }
+
     private void ssdPages() {
         for (int p = 0; p < PAGES; p++) {
             replicas.putSsd(key(0, p));
@@ -46,6 +77,9 @@ class PlanningRoleTest {
         assertThat(replicas.pinnedKeys()).isZero();
         assertThat(replicas.violations).isEmpty();
         assertThat(role.executor().heldLeases()).isZero();
+        if (handlers != null) {
+            assertThat(handlers.stats()).isEqualTo(new PlanningCommands.PlanningStats(0, 0, 0));
+        }
     }
 
     private double replans(String cause) {
@@ -65,12 +99,13 @@ class PlanningRoleTest {
             return Future.succeededFuture(found);
         };
         PlanningRole role = role(RouteCapabilities.localOnly(true), racing);
-        Future<PlanExecutor.Prepared> result = role.prepare(demand(fullAttention(), PAGES), false).result();
+        Future<PreparationResult> result = prepare(role, demand(fullAttention(), PAGES));
         assertThat(result.succeeded()).isTrue();
+        assertThat(result.result().kind()).isEqualTo(PreparationResult.Kind.HOST_READY);
         assertThat(result.result().plan().boundaryTokens()).isEqualTo(8L * Fixtures.PAGE_TOKENS);
         assertThat(discoveries).hasValue(2);
         assertThat(replans("stale_evidence")).isEqualTo(1);
-        result.result().release();
+        release();
         assertNothingHeld(role);
     }
 
@@ -83,10 +118,12 @@ class PlanningRoleTest {
             return Future.succeededFuture(found);
         };
         PlanningRole role = role(RouteCapabilities.localOnly(true), alwaysRacing);
-        Future<PlanExecutor.Prepared> result = role.prepare(demand(fullAttention(), PAGES), false).result();
-        assertThat(PlanningException.failureOf(result.cause())).isEqualTo(PlanningFailure.STALE_EVIDENCE);
+        Future<PreparationResult> result = prepare(role, demand(fullAttention(), PAGES));
+        // Without a waiting deadline there is budget left: try again later, holding nothing.
+        assertThat(result.result().kind()).isEqualTo(PreparationResult.Kind.RETRY_LATER);
         assertThat(discoveries).hasValue(PlanningRole.MAX_PLAN_ATTEMPTS);
         assertThat(replans("stale_evidence")).isEqualTo(PlanningRole.MAX_PLAN_ATTEMPTS - 1);
+        assertThat(registry.counter("orbitkv.queries.replans").count()).isEqualTo(PlanningRole.MAX_PLAN_ATTEMPTS);
         assertNothingHeld(role);
     }
 
@@ -100,12 +137,12 @@ class PlanningRoleTest {
         DemandEvidence lagging = replicas.discover(demand(fullAttention(), PAGES));
         replicas.putPeer(Medium.PEER_DRAM, PEER_A, key(0, 2));
         PlanningRole role = role(RouteCapabilities.all(), demand -> Future.succeededFuture(lagging));
-        Future<PlanExecutor.Prepared> result = role.prepare(demand(fullAttention(), PAGES), false).result();
+        Future<PreparationResult> result = prepare(role, demand(fullAttention(), PAGES));
         assertThat(result.succeeded()).isTrue();
         assertThat(result.result().plan().segments()).extracting(s -> s.route() + s.range().toString())
                 .containsExactly("HOST_FROM_PEER_DRAM[0, 2)", "HOST_FROM_LOCAL_SSD[2, 3)",
                         "HOST_FROM_PEER_DRAM[3, 4)", "HOST_FROM_LOCAL_SSD[4, 8)");
-        result.result().release();
+        release();
         assertNothingHeld(role);
     }
 
@@ -116,7 +153,7 @@ class PlanningRoleTest {
         replicas.failSubmit = segment -> failures.getAndDecrement() > 0;
         replicas.holdSubmissions = true;
         PlanningRole role = role(RouteCapabilities.localOnly(true), replicas.evidence());
-        Future<PlanExecutor.Prepared> result = role.prepare(demand(fullAttention(), PAGES), false).result();
+        Future<PreparationResult> result = prepare(role, demand(fullAttention(), PAGES));
         assertThat(replicas.held).hasSize(1);
         assertThat(discoveries).hasValue(1); // no second plan while the first transfer runs
         replicas.completeHeld(); // fails, is fenced, is released; the replan's transfer is held next
@@ -124,7 +161,7 @@ class PlanningRoleTest {
         assertThat(replans("transfer_failed")).isEqualTo(1);
         replicas.completeHeld();
         assertThat(result.succeeded()).isTrue();
-        result.result().release();
+        release();
         assertNothingHeld(role);
     }
 
@@ -133,12 +170,12 @@ class PlanningRoleTest {
         ssdPages();
         replicas.holdSubmissions = true;
         PlanningRole role = role(RouteCapabilities.localOnly(true), replicas.evidence());
-        PlanningRole.Preparing preparing = role.prepare(demand(fullAttention(), PAGES), false);
-        Future<Void> cancelled = preparing.cancel();
+        Future<PreparationResult> result = prepare(role, demand(fullAttention(), PAGES));
+        Future<Integer> cancelled = handlers.cancel(1, false);
         assertThat(cancelled.isComplete()).isFalse();
         replicas.completeHeld();
-        assertThat(cancelled.succeeded()).isTrue();
-        assertThat(PlanningException.failureOf(preparing.result().cause())).isEqualTo(PlanningFailure.CANCELLED);
+        assertThat(cancelled.result()).as("a dropped transfer held nothing when it ended").isZero();
+        assertThat(PlanningException.failureOf(result.cause())).isEqualTo(PlanningFailure.CANCELLED);
         assertThat(discoveries).hasValue(1);
         assertNothingHeld(role);
     }
@@ -147,12 +184,54 @@ class PlanningRoleTest {
     void failClosedRoutesAreNotReplanned() {
         ssdPages();
         PlanningRole role = role(RouteCapabilities.localOnly(true), replicas.evidence());
-        Future<PlanExecutor.Prepared> result = role.prepare(demand(fullAttention(), PAGES)
-                .withRequestedRoute(RouteTemplate.HOST_FROM_PEER_SSD), false).result();
+        Future<PreparationResult> result = prepare(role, demand(fullAttention(), PAGES)
+                .withRequestedRoute(RouteTemplate.HOST_FROM_PEER_SSD));
         assertThat(PlanningException.failureOf(result.cause())).isEqualTo(PlanningFailure.REQUESTED_ROUTE_UNAVAILABLE);
         assertThat(discoveries).hasValue(1);
         assertThat(registry.find("orbitkv.planning.replans").counters()).allMatch(c -> c.count() == 0);
         assertThat(replicas.granted).isEqualTo(List.of());
+    }
+
+    @Test
+    void aDemandTakesOverWhatItsHintPreparedWithoutPlanningOrReadingAgain() {
+        ssdPages();
+        PlanningRole role = role(RouteCapabilities.localOnly(true), replicas.evidence());
+        DemandView demand = demand(fullAttention(), PAGES);
+        Future<PreparationResult> hint = prepare(role, demand.withSpeculation(true, 1f, 0));
+        assertThat(hint.result().kind()).isEqualTo(PreparationResult.Kind.HOST_READY);
+        int discovered = discoveries.get();
+        long granted = replicas.granted.size();
+
+        Future<PreparationResult> ready = handlers.prepare(new PlanningCommands.Prepare(2, demand, Optional.empty(), 1,
+                ADMIT_ALL));
+        assertThat(ready.result().kind()).isEqualTo(PreparationResult.Kind.HOST_READY);
+        assertThat(ready.result().takenOver()).contains(PreparationResult.TakeOver.RESIDENT);
+        assertThat(ready.result().plan()).isEqualTo(hint.result().plan());
+        assertThat(discoveries).as("no second plan").hasValue(discovered);
+        assertThat(replicas.granted).as("no second acquisition").hasSize((int) granted);
+        assertThat(handlers.release(1, false).result()).as("the hint holds nothing now").isZero();
+        assertThat(handlers.release(2, false).result()).isEqualTo(PAGES);
+        assertNothingHeld(role);
+    }
+
+    @Test
+    void aDemandTheHintDoesNotServeReleasesItAndPlansAfresh() {
+        ssdPages();
+        PlanningRole role = role(RouteCapabilities.localOnly(true), replicas.evidence());
+        DemandView demand = demand(fullAttention(), PAGES);
+        Future<PreparationResult> hint = prepare(role, demand.withSpeculation(true, 1f, 0));
+        assertThat(hint.result().kind()).isEqualTo(PreparationResult.Kind.HOST_READY);
+        int discovered = discoveries.get();
+
+        // An explicit route the hint did not ask for: its preparation is released, the demand plans on its own.
+        Future<PreparationResult> ready = handlers.prepare(new PlanningCommands.Prepare(2,
+                demand.withRequestedRoute(RouteTemplate.HOST_FROM_LOCAL_SSD), Optional.empty(), 1, ADMIT_ALL));
+        assertThat(ready.result().kind()).isEqualTo(PreparationResult.Kind.HOST_READY);
+        assertThat(ready.result().takenOver()).isEmpty();
+        assertThat(discoveries).hasValue(discovered + 1);
+        assertThat(handlers.release(1, false).result()).as("released before the demand planned").isZero();
+        assertThat(handlers.release(2, false).result()).isEqualTo(PAGES);
+        assertNothingHeld(role);
     }
 
     @Test
