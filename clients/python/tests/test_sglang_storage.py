@@ -64,12 +64,12 @@ def page_keys(tokens):
     return keys
 
 
-def create_like_sglang(data_dir, tp_rank=0):
+def create_like_sglang(data_dir, tp_rank=0, cp_rank=0, cp_size=1):
     extra = {"backend_name": "orbitkv", "module_path": "orbitkv.sglang", "class_name": "OrbitKvHiCacheStorage",
              "interface_v1": 1, "orbitkv_data_dir": data_dir}
     backend_class = getattr(importlib.import_module(extra["module_path"]), extra["class_name"])
     assert issubclass(backend_class, HiCacheStorage)
-    config = SimpleNamespace(tp_rank=tp_rank, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
+    config = SimpleNamespace(tp_rank=tp_rank, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=cp_rank, attn_cp_size=cp_size,
                              is_mla_model=False, enable_storage_metrics=False, is_page_first_layout=False,
                              model_name="orbitkv-test/sglang-tiny", extra_config=extra)
     backend = backend_class(config, {})
@@ -188,6 +188,8 @@ def test_invalid_lease_fails_the_whole_get(backends, manager):
     consumer.after_copy = stall
     assert consumer.batch_get_v1(keys, torch.arange(3 * PAGE) + 10 * PAGE) == [False] * 3
     consumer.after_copy = None
-    # The backend registers again and the next prefetch succeeds.
+    # The backend registers again (in the background, once) and the next prefetch succeeds.
+    assert consumer.keeper.wait_for_session(10) is not None
+    assert (consumer.keeper.sessions_lost, consumer.keeper.registrations) == (1, 2)
     assert consumer.batch_get_v1(keys, torch.arange(3 * PAGE) + 10 * PAGE) == [True] * 3
     assert torch.equal(consumer_host.get_data_page(10 * PAGE), producer_host.get_data_page(0))

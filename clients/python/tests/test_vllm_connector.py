@@ -113,8 +113,10 @@ def test_invalid_lease_is_a_load_error_and_vllm_recomputes(engines, manager):
     assert b.matched["c-5"] == [(3 * BLOCK, True)]
     assert b.load_errors == set(victim.block_ids[:3]), "every block of the invalid lease is reported"
     assert victim.num_computed_tokens == 0, "vLLM (recompute policy) resumes from the first invalid block"
-    # The request starts over: the scheduler asks again, the worker registers a fresh session and loads for real.
+    # The worker's keeper registers a fresh session in the background (one registration after the loss); then the
+    # request starts over: the scheduler asks again and the worker loads for real.
+    assert b.worker.keeper.wait_for_session(10) is not None
+    assert (b.worker.keeper.sessions_lost, b.worker.keeper.registrations) == (1, 2)
     b.run()
     assert b.matched["c-5"] == [(3 * BLOCK, True), (3 * BLOCK, True)]
-    assert b.worker.session.lost_reason is None
     b.assert_kv_exact(victim, len(tokens))
