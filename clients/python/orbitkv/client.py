@@ -33,7 +33,7 @@ import grpc
 
 from orbitkv._proto import engine_pb2 as pb
 from orbitkv._proto import engine_pb2_grpc as pb_grpc
-from orbitkv.checksum import crc32c
+from orbitkv.checksum import crc32c, require_native
 from orbitkv.errors import (ChecksumMismatchError, LeaseInvalidError, OrbitKvError, QueryTimeoutError,
                             from_rpc_error)
 from orbitkv.pool import PoolMapping
@@ -86,6 +86,7 @@ class OrbitKvClient:
 
     def __init__(self, target: str, token: str, call_timeout_seconds: float = DEFAULT_CALL_TIMEOUT_SECONDS,
                  transport=None):
+        require_native()  # refuse here, at engine start, rather than stall in the first verification
         self.target = target
         self.call_timeout_seconds = call_timeout_seconds
         self._transport = transport if transport is not None else GrpcTransport(target, token)

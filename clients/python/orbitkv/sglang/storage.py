@@ -52,9 +52,10 @@ SGLANG_READ_AT = "SGLang commit 001067fffe33427bee0ed2f007fb7551a1d76b44"
 
 if engine_installed("sglang"):  # Inside SGLang: the real base class (import errors surface).
     import sglang as _sglang
-    from sglang.srt.mem_cache.hicache_storage import HiCacheStorage
 
     check_version("SGLang", getattr(_sglang, "__version__", "0"), SGLANG_MINIMUM, SGLANG_BELOW, SGLANG_READ_AT)
+    from sglang.srt.mem_cache.hicache_storage import HiCacheStorage
+
     require_methods("SGLang", HiCacheStorage, ("batch_get_v1", "batch_set_v1", "register_mem_pool_host"))
     SGLANG_UNAVAILABLE_CAUSE: Optional[str] = None
 else:

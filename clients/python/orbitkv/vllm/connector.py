@@ -74,10 +74,11 @@ VLLM_READ_AT = "vLLM commit 003df2961dd8830c317a61f9745ccd557da9fa06"
 
 if engine_installed("vllm"):  # Inside vLLM: the real base class, metadata type and role enum (import errors surface).
     import vllm as _vllm
+
+    check_version("vLLM", getattr(_vllm, "__version__", "0"), VLLM_MINIMUM, VLLM_BELOW, VLLM_READ_AT)
     from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1, KVConnectorMetadata,
                                                                     KVConnectorRole)
 
-    check_version("vLLM", getattr(_vllm, "__version__", "0"), VLLM_MINIMUM, VLLM_BELOW, VLLM_READ_AT)
     require_methods("vLLM", KVConnectorBase_V1, ("get_block_ids_with_load_errors", "request_finished",
                                                   "update_connector_output", "requires_kv_delivery"))
     VLLM_UNAVAILABLE_CAUSE: Optional[str] = None
