@@ -206,3 +206,36 @@ def test_preempted_request_resumes_and_saves_only_its_own_blocks(engines, resume
     assert checker.matched["check-23"] == [(4 * BLOCK - 1, True)]
     assert not checker.load_errors
     checker.assert_kv_exact(restored, 4 * BLOCK)
+
+
+# --- context parallelism ---------------------------------------------------------------------------------------------
+def test_decode_context_parallel_ranks_are_keyed_apart(engines):
+    """With DCP each rank holds its own slice of a block: rank 1 must never load what rank 0 saved under the same
+    block hashes. (The harness's model gives both ranks the same values, so a wrongly shared key would load without an
+    error; the load errors show the keys are apart.)"""
+    rank0 = engines(decode_context_parallel_size=2, extra={"orbitkv.dcp_rank": 0})
+    rank1 = engines(decode_context_parallel_size=2, extra={"orbitkv.dcp_rank": 1})
+    other1 = engines(decode_context_parallel_size=2, extra={"orbitkv.dcp_rank": 1})
+    plain = engines()
+    assert len({e.worker.session.namespace for e in (rank0, rank1, plain)}) == 3
+    assert rank1.worker.session.namespace == other1.worker.session.namespace
+    tokens = prompt(30, 3 * BLOCK + 1)
+    rank0.add_request("cp-0", tokens)
+    rank0.run()
+    # rank 1's scheduler looks through rank 0's slice (a hit), its worker finds no rank-1 slice: load errors; after the
+    # one retry a request gets, vLLM computes.
+    victim = rank1.add_request("cp-1", tokens)
+    rank1.run()
+    assert rank1.matched["cp-1"] == [(3 * BLOCK, True), (3 * BLOCK, True), (0, False)]
+    assert len(rank1.load_errors) == 3
+    rank1.assert_kv_exact(victim, len(tokens))
+    # rank 1 saved its own slice meanwhile: another rank-1 worker restores it.
+    again = other1.add_request("cp-2", tokens)
+    other1.run()
+    assert not other1.load_errors
+    other1.assert_kv_exact(again, len(tokens))
+
+
+def test_context_parallel_without_a_known_rank_is_refused(manager):
+    with pytest.raises(ValueError, match="DCP size 2 but this rank's DCP rank is unknown"):
+        MiniVllm(str(manager.data_dir), decode_context_parallel_size=2)

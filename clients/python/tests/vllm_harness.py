@@ -94,7 +94,7 @@ class MiniVllm:
     """One engine instance: a scheduler-role connector, a worker-role connector, CPU KV caches, a block pool."""
 
     def __init__(self, data_dir: str, model: str = "orbitkv-test/tiny", extra: Optional[dict] = None,
-                 resumed_style: str = "ids"):
+                 resumed_style: str = "ids", decode_context_parallel_size: int = 1):
         # resumed_style: how scheduled cached requests flag a resume from preemption: "ids" (newer vLLM,
         # CachedRequestData.resumed_req_ids) or "flags" (older vLLM, resumed_from_preemption: list[bool]).
         self.resumed_style = resumed_style
@@ -104,7 +104,8 @@ class MiniVllm:
                                                kv_role="kv_both", kv_connector_extra_config=extra_config),
             cache_config=SimpleNamespace(block_size=BLOCK),
             model_config=SimpleNamespace(model=model),
-            parallel_config=SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0))
+            parallel_config=SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0,
+                                            decode_context_parallel_size=decode_context_parallel_size))
         spec = SimpleNamespace(block_size=BLOCK, num_kv_heads=HEADS, head_size=HEAD_DIM, dtype=DTYPE,
                                page_size_bytes=LAYER_PAGE_BYTES)
         self.kv_cache_config = SimpleNamespace(num_blocks=NUM_BLOCKS, kv_cache_groups=[

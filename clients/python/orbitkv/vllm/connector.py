@@ -89,6 +89,9 @@ else:  # Here (no vLLM): stand-ins with the same names, kept as small as the har
 log = logging.getLogger(__name__)
 
 EXTRA_PREFIX = "orbitkv."
+# Loads offered per request: one retry after a failed load (a lapse, a Manager restart), then vLLM computes. Without
+# a cap a request whose blocks the scheduler sees but its worker cannot load would be offered them forever.
+LOADS_PER_REQUEST = 2
 MAX_REQUEST_ID_CHARS = 128
 
 
@@ -189,7 +192,8 @@ class OrbitKvConnector(KVConnectorBase_V1):
         self._lookups: dict[str, _Lookup] = {}
         self._states: dict[str, _RequestState] = {}
         self._pending_loads: list[LoadSpec] = []
-        self._revisions: dict[str, tuple[int, int]] = {}  # request -> (revision, operation id), both roles
+        self._revisions: dict[str, tuple] = {}  # request -> (revision, operation id, session), both roles
+        self._loads_offered: dict[str, int] = {}
         # worker state
         self._kv_caches: dict[str, torch.Tensor] = {}
         self._block_dims: dict[str, int] = {}
@@ -294,7 +298,7 @@ class OrbitKvConnector(KVConnectorBase_V1):
         ticket lives until it settles or the request ends. Any failure is a miss."""
         hashes = list(request.block_hashes)
         start = num_computed_tokens // self._block_size
-        if len(hashes) <= start:
+        if len(hashes) <= start or self._loads_offered.get(request.request_id, 0) >= LOADS_PER_REQUEST:
             return 0, False
         session = self.session
         if session is None:
@@ -341,6 +345,7 @@ class OrbitKvConnector(KVConnectorBase_V1):
         lookup = self._lookups.get(request.request_id)
         if num_external_tokens <= 0 or lookup is None:
             return
+        self._loads_offered[request.request_id] = self._loads_offered.get(request.request_id, 0) + 1
         start = lookup.start_block
         end = -(-(start * self._block_size + num_external_tokens) // self._block_size)
         self._pending_loads.append(LoadSpec(request.request_id, list(request.block_hashes[:end]), start, end,
@@ -355,7 +360,8 @@ class OrbitKvConnector(KVConnectorBase_V1):
             if state is None:
                 continue
             state.block_ids = list(new.block_ids[0])
-            self._plan_save(meta, state, new.num_computed_tokens + scheduler_output.num_scheduled_tokens[new.req_id])
+            self._plan_save(meta, state, new.num_computed_tokens,
+                            new.num_computed_tokens + scheduler_output.num_scheduled_tokens[new.req_id])
         cached = scheduler_output.scheduled_cached_reqs
         for i, req_id in enumerate(cached.req_ids):
             state = self._states.get(req_id)
@@ -367,14 +373,19 @@ class OrbitKvConnector(KVConnectorBase_V1):
                 # would save other blocks under this request's hashes.
                 state.block_ids = (list(new_ids[0]) if _resumed(cached, i, req_id)
                                    else state.block_ids + list(new_ids[0]))
-            self._plan_save(meta, state, cached.num_computed_tokens[i] + scheduler_output.num_scheduled_tokens[req_id])
+            self._plan_save(meta, state, cached.num_computed_tokens[i],
+                            cached.num_computed_tokens[i] + scheduler_output.num_scheduled_tokens[req_id])
         # No lookup holds pages past the step that answered it: READY leases end here (the worker demands its own),
         # PENDING tickets stay until they settle or their request ends.
         for req_id in [r for r, lookup in self._lookups.items() if lookup.reply.status != pb.PENDING]:
             self._end_lookup(req_id)
         return meta
 
-    def _plan_save(self, meta: OrbitKvConnectorMetadata, state: _RequestState, computed_after_step: int):
+    def _plan_save(self, meta: OrbitKvConnectorMetadata, state: _RequestState, computed_before_step: int,
+                   computed_after_step: int):
+        # Blocks from the first one vLLM did not count as computed are (re)computed now: a failed load (vLLM cut
+        # num_computed_tokens back) or a preemption must not leave them marked as already offered.
+        state.offered_blocks = min(state.offered_blocks, computed_before_step // self._block_size)
         hashes = list(state.request.block_hashes)
         # vLLM may hash blocks whose keys are not final yet (e.g. successor-aware hashing): never publish those.
         publishable = int(getattr(state.request, "num_publishable_block_hashes", len(hashes)))
@@ -395,6 +406,7 @@ class OrbitKvConnector(KVConnectorBase_V1):
         """Finish, abort or length cap: the request's ticket and any lease end here."""
         self._end_lookup(request.request_id)
         self._revisions.pop(request.request_id, None)
+        self._loads_offered.pop(request.request_id, None)
         state = self._states.pop(request.request_id, None)
         return (state is not None and state.had_saves), None
 
