@@ -34,17 +34,23 @@ Design note (who owns what):
   whole prompt would hit. A READY lease is released when the step's metadata is built (the worker takes its own), a
   PENDING ticket is cancelled when its request finishes or aborts, so no lookup holds anything past its step or its
   request; it never copies. ``requires_kv_delivery`` is False: a save lost to a preemption is a future miss.
-* Worker: ``start_load_kv`` submits its own demand for the same blocks (resident, so READY at once), copies each
-  leased page into the request's blocks, then releases. Only ``lease_valid`` keeps the copy; an invalid lease, a
-  failed release, a checksum mismatch or pages missing from the answer make those blocks load errors
-  (``get_block_ids_with_load_errors``), reported in the same step the request comes back from ``get_finished``,
-  so vLLM recomputes them (use ``kv_load_failure_policy="recompute"``).
-* Saves: ``save_kv_layer`` copies each layer's newly full blocks into slots allocated at the step's first save;
-  ``wait_for_save`` copies any layer no hook saw (so the paged buffer may be overwritten once it returns) and hands
-  the seals (CRC32C + ``SealPublish``) to one background thread. ``request_finished`` answers True for a request
-  that had saves, and the worker reports it in ``get_finished``'s first set once its seals are done.
-* CUDA: when the KV caches live on a GPU, the worker pins the pool mapping once with ``cudaHostRegister`` so
-  slot↔HBM copies are DMA, and synchronizes before releasing a lease or sealing. Without CUDA the copies are memcpy.
+* Worker, before the forward pass (``start_load_kv``): every Manager call of the step. It demands the same blocks
+  (resident, so READY at once), checks each leased page's CRC32C on its slot, allocates the slots of the step's saves,
+  and queues the loads on :class:`~orbitkv.vllm.transfer.PageTransfer` (one DMA per page, layers scattered in groups,
+  an event per group). During the forward pass it calls nothing of the Manager's: ``wait_for_layer_load`` makes the
+  compute stream wait on its layer's event, ``save_kv_layer`` gathers that layer's blocks on the transfer stream.
+* Worker, after the forward pass (``wait_for_save``): the pages are copied into their slots (the compute stream, not
+  the host, waits for that, so vLLM may reuse the blocks), the seals (CRC32C + ``SealPublish``) go to one background
+  thread that waits on the copies' event; then the host waits for the loads to leave the pool and releases the leases.
+  Only ``lease_valid`` keeps a copy; an invalid lease, a failed release, a checksum mismatch or pages missing from the
+  answer make those blocks load errors (``get_block_ids_with_load_errors``), reported in the same step the request
+  comes back from ``get_finished``, so vLLM recomputes them (use ``kv_load_failure_policy="recompute"``). A request
+  gets one retry after a failed load, then vLLM computes. ``request_finished`` answers True for a request that had
+  saves, and the worker reports it in ``get_finished``'s first set once its seals are done.
+* CUDA: the worker pins its mapping of the pool once per session (``cudaHostRegister``, again after a Manager restart
+  maps a new pool file); no device-wide synchronisation happens in any step. Without CUDA the same code copies with
+  memcpy. The CUDA stream and events have not run here (no GPU): ``perf/gpu/vllm_async_copy.py`` checks and measures
+  them on a GPU host.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from orbitkv.errors import ChecksumMismatchError, LeaseInvalidError, OrbitKvErro
 
 from orbitkv.engine_check import check_version, engine_installed, require_methods
 from orbitkv.keeper import SessionKeeper
+from orbitkv.vllm.transfer import PageTransfer
 
 # The vLLM release range this connector is written for: the interface was read at vLLM commit 003df2961dd8 (a 0.1x
 # development tree); 0.11 is the first release whose base class has every method used here.
@@ -145,7 +152,6 @@ class _StepPublish:
     # (index into spec, slot) for each ALLOCATED slot
     slots: list[tuple[int, pb.PublishSlot]]
     session: Any  # the session that allocated the slots (their mapping, their seal)
-    layers_done: set[str] = dataclasses.field(default_factory=set)
 
 
 def _demand_request_id(req_id: str) -> str:
@@ -199,6 +205,8 @@ class OrbitKvConnector(KVConnectorBase_V1):
         self._block_dims: dict[str, int] = {}
         self._on_cuda = False
         self._step: Optional[list[_StepPublish]] = None
+        self._step_loads: list[_PendingLoad] = []
+        self._transfer: Optional[PageTransfer] = None
         self._sealer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="orbitkv-seal")
         self._seals: dict[str, list[concurrent.futures.Future]] = {}
         self._finished_reqs: set[str] = set()
@@ -452,6 +460,8 @@ class OrbitKvConnector(KVConnectorBase_V1):
             self._kv_caches[name] = tensor
             self._block_dims[name] = dim
         self._on_cuda = any(t.is_cuda for t in self._kv_caches.values())
+        self._transfer = PageTransfer(self._layer_names, self._kv_caches, self._block_dims, self._layer_page_bytes,
+                                      int(self._option("layers_per_group", 4)))
         session = self.session
         if self._on_cuda and session is not None:
             session.pool.cuda_host_register()
@@ -469,20 +479,27 @@ class OrbitKvConnector(KVConnectorBase_V1):
     def _slot_tensor(session: Session, descriptor) -> torch.Tensor:
         return torch.frombuffer(session.pool.view(descriptor), dtype=torch.uint8)
 
-    def _layer_block(self, name: str, block_id: int) -> torch.Tensor:
-        return self._kv_caches[name].select(self._block_dims[name], block_id)
-
     def start_load_kv(self, forward_context, **kwargs):
+        """Before the forward pass: every Manager call of the step (demands for the loads, slots for the saves), then
+        the loads queued on the transfer stream; nothing of the Manager's is called again until ``wait_for_save``."""
         meta = self._get_connector_metadata()
+        self._prepare_step_publishes()
+        pages, block_ids = [], []
         for spec in meta.loads:
-            self._load(spec)
+            pending = self._demand_load(spec)
+            if pending is None:
+                continue
+            self._step_loads.append(pending)
+            for page, block_id in pending.copies:
+                pages.append(self._slot_tensor(pending.session, page.slot))
+                block_ids.append(block_id)
+        self._transfer.start_loads(pages, block_ids)
 
-    def _load(self, spec: LoadSpec):
-        """Restores one request's blocks: demand, copy every leased page, release. Any failure (no session, a refusal,
-        a Manager gone mid-copy, an invalid lease, a checksum mismatch) makes the blocks load errors, never an
+    def _demand_load(self, spec: LoadSpec) -> Optional["_PendingLoad"]:
+        """Leases one request's pages and checks their CRC32C on the slots; None when nothing can be loaded (its blocks
+        are load errors then). Any failure (no session, a refusal, a Manager gone) is a load error, never an
         exception in the engine's step."""
         block_of = {spec.start_block + i: block_id for i, block_id in enumerate(spec.block_ids)}
-        loaded: set[int] = set()
         session = self.session
         reply = None
         try:
@@ -494,42 +511,59 @@ class OrbitKvConnector(KVConnectorBase_V1):
             self._revise(session, spec.req_id, demand)
             reply = session.demand(demand, self._query_timeout)
             if reply.status == pb.READY:
-                with session.lease(reply) as lease:
-                    for page in lease.pages:
+                copies = []
+                try:
+                    for page in reply.lease.pages:
                         if page.position not in block_of:
                             continue
-                        self._copy_page_in(session, lease, page, block_of[page.position])
-                        loaded.add(page.position)
-                    if self._on_cuda:
-                        torch.cuda.synchronize()
-                    if self.after_copy is not None:
-                        self.after_copy(spec)
-        except OrbitKvError as e:  # LeaseInvalidError and ChecksumMismatchError too
+                        if self._verify and page.HasField("crc32c"):
+                            # Checked on the slot the copy reads: the lease keeps it stable until the release.
+                            with session.pool.view(page.slot) as leased:
+                                actual = crc32c(leased)
+                            if actual != page.crc32c:
+                                raise ChecksumMismatchError(page.group_id, page.position, page.crc32c, actual)
+                        copies.append((page, block_of[page.position]))
+                except (OrbitKvError, ValueError):
+                    _end_ticket(session, reply.ticket, reply.lease.lease_id)
+                    raise
+                return _PendingLoad(spec, session, reply, copies, block_of)
+        except (OrbitKvError, ValueError) as e:  # ValueError: a lost session's mapping was closed meanwhile
             log.warning("OrbitKV load of %d blocks discarded: %s", len(block_of), str(e))
-            loaded.clear()
-        if reply is not None:
+        if reply is not None and reply.status != pb.READY:
             _end_ticket(session, reply.ticket, 0)
+        self._record_load(spec, block_of, set())
+        return None
+
+    def _record_load(self, spec: LoadSpec, block_of: dict[int, int], loaded: set[int]):
         with self._lock:
             self._load_errors.update(block_of[p] for p in block_of if p not in loaded)
             self._done_recving.add(spec.req_id)
 
-    def _copy_page_in(self, session: Session, lease, page, block_id: int):
-        source = self._slot_tensor(session, page.slot)
-        if self._verify and page.HasField("crc32c"):
-            # Verified on the slot the copy reads from: the lease keeps it stable until the release confirms it.
-            actual = crc32c(lease.view(page))
-            if actual != page.crc32c:
-                raise ChecksumMismatchError(page.group_id, page.position, page.crc32c, actual)
-        offset = 0
-        for name in self._layer_names:
-            target = self._layer_block(name, block_id)
-            chunk = source[offset:offset + self._layer_page_bytes]
-            target.copy_(chunk.view(target.dtype).view(target.shape), non_blocking=self._on_cuda)
-            offset += self._layer_page_bytes
+    def _finish_loads(self):
+        """After the forward pass: waits for the queued copies to leave the pool, then releases each lease. Only a
+        release that confirms the lease stayed valid keeps the copy; otherwise its blocks are load errors."""
+        if not self._step_loads:
+            return
+        self._transfer.finish_loads()
+        pending_loads, self._step_loads = self._step_loads, []
+        for pending in pending_loads:
+            loaded = {page.position for page, _ in pending.copies}
+            try:
+                if self.after_copy is not None:
+                    self.after_copy(pending.spec)
+                released = pending.session.release(pending.reply.lease.lease_id)
+                if not released.lease_valid:
+                    raise LeaseInvalidError(pending.reply.lease.lease_id, pb.LeaseInvalidReason.Name(
+                        released.invalid_reason), "the lease did not stay valid: the copy is discarded")
+            except OrbitKvError as e:
+                log.warning("OrbitKV load of %d blocks discarded: %s", len(pending.block_of), str(e))
+                loaded = set()
+            _end_ticket(pending.session, pending.reply.ticket, 0)
+            self._record_load(pending.spec, pending.block_of, loaded)
 
     def wait_for_layer_load(self, layer_name: str):
-        # start_load_kv completes every copy (and synchronizes on CUDA) before releasing the lease.
-        return
+        # A device-side wait on the event of the layer group that holds this layer (nothing to wait for on CPU).
+        self._transfer.wait_layer(layer_name)
 
     def _prepare_step_publishes(self):
         if self._step is not None:
@@ -554,39 +588,39 @@ class OrbitKvConnector(KVConnectorBase_V1):
             if not slots:
                 continue
             self._step.append(_StepPublish(spec, reply, slots, session))
+        try:
+            self._transfer.begin_saves([self._slot_tensor(p.session, slot.slot) for p in self._step for _, slot in p.slots],
+                                       [p.spec.block_ids[i] for p in self._step for i, _ in p.slots])
+        except ValueError as e:  # a lost session's mapping was closed meanwhile: these saves are dropped
+            log.warning("OrbitKV saves of this step dropped: %s", str(e))
+            for publish in self._step:
+                _abort_quietly(publish)
+            self._step = []
+            self._transfer.begin_saves([], [])
 
     def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor, attn_metadata, **kwargs):
+        # Slots were allocated in start_load_kv; only without a start_load_kv this step would this call the Manager.
         self._prepare_step_publishes()
-        self._copy_layer_out(layer_name)
-
-    def _copy_layer_out(self, layer_name: str):
-        if layer_name not in self._kv_caches:
-            return
-        offset = self._layer_names.index(layer_name) * self._layer_page_bytes
-        for publish in self._step:
-            if layer_name in publish.layers_done:
-                continue
-            for index, slot in publish.slots:
-                block = self._layer_block(layer_name, publish.spec.block_ids[index])
-                target = self._slot_tensor(publish.session, slot.slot)[offset:offset + self._layer_page_bytes]
-                target.copy_(block.contiguous().view(-1).view(torch.uint8), non_blocking=self._on_cuda)
-            publish.layers_done.add(layer_name)
+        if layer_name in self._kv_caches:
+            self._transfer.save_layer(layer_name)
 
     def wait_for_save(self):
+        """After the forward pass: queues the pages' copies into their slots (the current stream waits on them, not the
+        host), hands the seals to the sealing thread with the event they wait on, then finishes the step's loads."""
         self._prepare_step_publishes()
-        for name in self._layer_names:
-            self._copy_layer_out(name)
-        if self._on_cuda:
-            torch.cuda.synchronize()
+        done = self._transfer.finish_saves()
         for publish in self._step:
-            future = self._sealer.submit(self._seal, publish)
+            future = self._sealer.submit(self._seal, publish, done)
             self._seals.setdefault(publish.spec.req_id, []).append(future)
         self._step = None
+        self._finish_loads()
 
     @staticmethod
-    def _seal(publish: _StepPublish):
+    def _seal(publish: _StepPublish, copied=None):
         session = publish.session
         try:
+            if copied is not None:
+                copied.synchronize()  # on the sealing thread: the engine's thread never waits for the copies
             crcs = []
             for _, slot in publish.slots:
                 with session.pool.view(slot.slot) as written:
@@ -594,12 +628,10 @@ class OrbitKvConnector(KVConnectorBase_V1):
             session.seal(publish.reply.publish_id, crcs, [slot.slot for _, slot in publish.slots])
         except (OrbitKvError, ValueError) as e:  # ValueError: the session's mapping was closed after a loss
             log.warning("OrbitKV seal refused (%s): aborting the publish", getattr(e, "reason", str(e)))
-            try:
-                session.abort(publish.reply.publish_id)
-            except (OrbitKvError, ValueError):
-                pass
+            _abort_quietly(publish)
 
     def get_finished(self, finished_req_ids: set[str]) -> tuple[Optional[set[str]], Optional[set[str]]]:
+        self._finish_loads()  # normally done by wait_for_save; here if this step had none
         self._finished_reqs.update(r for r in finished_req_ids if r in self._save_reqs)
         for req_id in finished_req_ids:
             self._revisions.pop(req_id, None)
@@ -624,6 +656,23 @@ class OrbitKvConnector(KVConnectorBase_V1):
         for req_id in list(self._lookups):
             self._end_lookup(req_id)
         self.keeper.close()
+
+
+@dataclasses.dataclass
+class _PendingLoad:
+    """A request's leased pages queued for copying this step; its lease is released after the forward pass."""
+    spec: LoadSpec
+    session: Any
+    reply: pb.QueryReply
+    copies: list  # (LeasedPage, block id)
+    block_of: dict
+
+
+def _abort_quietly(publish: _StepPublish):
+    try:
+        publish.session.abort(publish.reply.publish_id)
+    except (OrbitKvError, ValueError):
+        pass
 
 
 def _resumed(cached, index: int, req_id: str) -> bool:
