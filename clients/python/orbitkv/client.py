@@ -45,6 +45,7 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # The Manager is local (a Unix socket or a nearby port): after it restarts, the channel must find it within about a
 # second, not after gRPC's default reconnect backoff (which grows to two minutes while the Manager is away).
 RECONNECT_BACKOFF_MAX_MS = 1000
+RENEW_CHANNEL_SECONDS = 0.5
 # Shortest pause between polls when the Manager gives no retry_after hint.
 MIN_POLL_SECONDS = 0.0005
 # Refusals that mean the session no longer exists on the Manager.
@@ -56,26 +57,49 @@ def read_token(token_file: str | os.PathLike) -> str:
 
 
 class GrpcTransport:
-    """Unary gRPC calls on one channel with the engine token; refusals become :class:`OrbitKvError`."""
+    """Unary gRPC calls on one channel with the engine token; refusals become :class:`OrbitKvError`.
+
+    A call failing ``UNAVAILABLE`` renews the channel (at most every ``RENEW_CHANNEL_SECONDS``): a fresh channel
+    connects at once, where the old one may sit in gRPC's reconnect backoff for seconds after a restarted Manager is
+    back. Calls still in flight on the old channel end with it (they were failing anyway)."""
 
     def __init__(self, target: str, token: str):
+        self._target = target
         self._metadata = ((TOKEN_HEADER, token),)
-        self._channel = grpc.insecure_channel(target, options=[
+        self._lock = threading.Lock()
+        self._renewed_at = time.monotonic()
+        self._channel, self._stub = self._open()
+
+    def _open(self):
+        channel = grpc.insecure_channel(self._target, options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.initial_reconnect_backoff_ms", 100),
             ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MAX_MS),
         ])
-        self._stub = pb_grpc.EngineServiceStub(self._channel)
+        return channel, pb_grpc.EngineServiceStub(channel)
 
     def call(self, method: str, request, timeout: float | None):
+        stub = self._stub
         try:
-            return getattr(self._stub, method)(request, metadata=self._metadata, timeout=timeout)
+            return getattr(stub, method)(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as e:
+            if hasattr(e, "code") and e.code() == grpc.StatusCode.UNAVAILABLE:
+                self._renew(stub)
             raise from_rpc_error(e) from None
 
+    def _renew(self, failed_stub) -> None:
+        with self._lock:
+            if failed_stub is not self._stub or time.monotonic() - self._renewed_at < RENEW_CHANNEL_SECONDS:
+                return
+            old = self._channel
+            self._channel, self._stub = self._open()
+            self._renewed_at = time.monotonic()
+        old.close()
+
     def close(self) -> None:
-        self._channel.close()
+        with self._lock:
+            self._channel.close()
 
 
 class OrbitKvClient:
