@@ -34,8 +34,8 @@ import time
 from typing import Callable, Optional
 
 from orbitkv._proto import engine_pb2 as pb
+from orbitkv.checksum import require_native
 from orbitkv.client import OrbitKvClient, Session
-from orbitkv.errors import OrbitKvError
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ class SessionKeeper:
         self.sessions_lost = 0
         self.failed_attempts = 0
         self.last_failure: Optional[BaseException] = None
+        require_native()  # a configuration error, not an outage: refuse the engine's start with what to install
         if not self._register_once():
             log.warning("OrbitKV: no Manager at %s (%s): the KV cache is off, registering in the background",
                         self._where, self.last_failure)
@@ -112,8 +113,9 @@ class SessionKeeper:
         try:
             client = self._connect()
             session = client.register(self.identity, self._role, label=self.label, timeout=self._register_timeout)
-        except (OrbitKvError, OSError, ValueError) as e:
-            # OSError: no token file yet (the Manager never ran here); ValueError: a bad pool mapping.
+        except Exception as e:  # noqa: BLE001 - any failed attempt is counted and retried, never kills the thread
+            # OrbitKvError: refused or unreachable; OSError: no token file yet (the Manager never ran here);
+            # ValueError: a bad pool mapping. Configuration errors were raised by the constructor already.
             self.failed_attempts += 1
             # Kept without its traceback: the frames would pin whatever they held (views of a pool mapping).
             self.last_failure = e.with_traceback(None)
