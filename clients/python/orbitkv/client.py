@@ -33,7 +33,7 @@ import grpc
 
 from orbitkv._proto import engine_pb2 as pb
 from orbitkv._proto import engine_pb2_grpc as pb_grpc
-from orbitkv.checksum import crc32c
+from orbitkv.checksum import crc32c, require_native
 from orbitkv.errors import (ChecksumMismatchError, LeaseInvalidError, OrbitKvError, QueryTimeoutError,
                             from_rpc_error)
 from orbitkv.pool import PoolMapping
@@ -42,6 +42,10 @@ TOKEN_HEADER = "x-orbitkv-token"
 DEFAULT_CALL_TIMEOUT_SECONDS = 30.0
 # The Manager's default grpc.max-message; the client accepts at least as much.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# The Manager is local (a Unix socket or a nearby port): after it restarts, the channel must find it within about a
+# second, not after gRPC's default reconnect backoff (which grows to two minutes while the Manager is away).
+RECONNECT_BACKOFF_MAX_MS = 1000
+RENEW_CHANNEL_SECONDS = 0.5
 # Shortest pause between polls when the Manager gives no retry_after hint.
 MIN_POLL_SECONDS = 0.0005
 # Refusals that mean the session no longer exists on the Manager.
@@ -53,24 +57,49 @@ def read_token(token_file: str | os.PathLike) -> str:
 
 
 class GrpcTransport:
-    """Unary gRPC calls on one channel with the engine token; refusals become :class:`OrbitKvError`."""
+    """Unary gRPC calls on one channel with the engine token; refusals become :class:`OrbitKvError`.
+
+    A call failing ``UNAVAILABLE`` renews the channel (at most every ``RENEW_CHANNEL_SECONDS``): a fresh channel
+    connects at once, where the old one may sit in gRPC's reconnect backoff for seconds after a restarted Manager is
+    back. Calls still in flight on the old channel end with it (they were failing anyway)."""
 
     def __init__(self, target: str, token: str):
+        self._target = target
         self._metadata = ((TOKEN_HEADER, token),)
-        self._channel = grpc.insecure_channel(target, options=[
+        self._lock = threading.Lock()
+        self._renewed_at = time.monotonic()
+        self._channel, self._stub = self._open()
+
+    def _open(self):
+        channel = grpc.insecure_channel(self._target, options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MAX_MS),
         ])
-        self._stub = pb_grpc.EngineServiceStub(self._channel)
+        return channel, pb_grpc.EngineServiceStub(channel)
 
     def call(self, method: str, request, timeout: float | None):
+        stub = self._stub
         try:
-            return getattr(self._stub, method)(request, metadata=self._metadata, timeout=timeout)
+            return getattr(stub, method)(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as e:
+            if hasattr(e, "code") and e.code() == grpc.StatusCode.UNAVAILABLE:
+                self._renew(stub)
             raise from_rpc_error(e) from None
 
+    def _renew(self, failed_stub) -> None:
+        with self._lock:
+            if failed_stub is not self._stub or time.monotonic() - self._renewed_at < RENEW_CHANNEL_SECONDS:
+                return
+            old = self._channel
+            self._channel, self._stub = self._open()
+            self._renewed_at = time.monotonic()
+        old.close()
+
     def close(self) -> None:
-        self._channel.close()
+        with self._lock:
+            self._channel.close()
 
 
 class OrbitKvClient:
@@ -81,6 +110,7 @@ class OrbitKvClient:
 
     def __init__(self, target: str, token: str, call_timeout_seconds: float = DEFAULT_CALL_TIMEOUT_SECONDS,
                  transport=None):
+        require_native()  # refuse here, at engine start, rather than stall in the first verification
         self.target = target
         self.call_timeout_seconds = call_timeout_seconds
         self._transport = transport if transport is not None else GrpcTransport(target, token)
@@ -118,12 +148,15 @@ class OrbitKvClient:
         self.call("Ping", pb.PingRequest())
 
     def register(self, identity: pb.InstanceIdentity, role: int = pb.PREFILL_AND_DECODE, label: str = "",
-                 tenant: str = "", resume_instance_id: int = 0, prefill_tokens_per_second: float = 0.0) -> "Session":
+                 tenant: str = "", resume_instance_id: int = 0, prefill_tokens_per_second: float = 0.0,
+                 timeout: float | None = None) -> "Session":
         """``prefill_tokens_per_second``: the engine's prefill rate (0: not declared); with it the Manager may answer a
-        shorter legal boundary whose first token comes earlier (``QueryReply.boundary_reason``)."""
+        shorter legal boundary whose first token comes earlier (``QueryReply.boundary_reason``). ``timeout``: for this
+        call only (default: the client's call timeout)."""
         reply = self.call("Register", pb.RegisterRequest(identity=identity, role=role, instance_label=label,
                                                           tenant=tenant, resume_instance_id=resume_instance_id,
-                                                          prefill_tokens_per_second=prefill_tokens_per_second))
+                                                          prefill_tokens_per_second=prefill_tokens_per_second),
+                          timeout)
         return Session(self, identity, reply)
 
     def close(self) -> None:
@@ -203,8 +236,10 @@ class Session:
         self._operation_ids = itertools.count(1)
         self._closed = threading.Event()
         # Set when the Manager says this session is gone (unknown instance, stale epoch, or a release answered
-        # SESSION_ENDED): re-register to go on.
+        # SESSION_ENDED): re-register to go on. Listeners (an adapter's SessionKeeper) hear it once, on the thread
+        # that found out.
         self.lost_reason: str | None = None
+        self._lost_listeners: list = []
         self.heartbeat_error: OrbitKvError | None = None
         self.heartbeats_sent = 0
         period = max(0.05, registration.session_ttl_millis / 3000.0)
@@ -217,8 +252,21 @@ class Session:
             return self.client.call(method, request)
         except OrbitKvError as e:
             if e.reason in SESSION_GONE:
-                self.lost_reason = e.reason
+                self.mark_lost(e.reason)
             raise
+
+    def add_lost_listener(self, listener) -> None:
+        """``listener(session, reason)`` is called once when the session is found gone (at once if it already is)."""
+        self._lost_listeners.append(listener)
+        if self.lost_reason is not None:
+            listener(self, self.lost_reason)
+
+    def mark_lost(self, reason: str) -> None:
+        if self.lost_reason is not None:
+            return
+        self.lost_reason = reason
+        for listener in list(self._lost_listeners):
+            listener(self, reason)
 
     @property
     def instance_id(self) -> int:
@@ -359,7 +407,7 @@ class Session:
         if not reply.lease_valid and reply.invalid_reason == pb.SESSION_ENDED:
             # A release after this session ended (lapse, unregister, resume) is answered like this, not with an
             # error: the session is gone for good, as after UNKNOWN_INSTANCE. Re-register to go on.
-            self.lost_reason = pb.LeaseInvalidReason.Name(reply.invalid_reason)
+            self.mark_lost(pb.LeaseInvalidReason.Name(reply.invalid_reason))
         return reply
 
     @contextlib.contextmanager

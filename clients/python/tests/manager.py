@@ -147,6 +147,16 @@ class ManagerProcess:
             os.kill(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=30)
 
+    def crash(self) -> None:
+        """SIGKILL to the pid this object started (a Manager that dies mid-step), then removes what a killed Manager
+        leaves behind (its pool file in /dev/shm and its socket), so the test leaves nothing and a restart on the
+        same data directory starts clean."""
+        self.kill()
+        self.process = None
+        for leftover in (self.pool_path, self.socket):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+
     def remove_data_dir(self) -> None:
         if self.owns_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)

@@ -64,12 +64,12 @@ def page_keys(tokens):
     return keys
 
 
-def create_like_sglang(data_dir, tp_rank=0):
+def create_like_sglang(data_dir, tp_rank=0, cp_rank=0, cp_size=1):
     extra = {"backend_name": "orbitkv", "module_path": "orbitkv.sglang", "class_name": "OrbitKvHiCacheStorage",
              "interface_v1": 1, "orbitkv_data_dir": data_dir}
     backend_class = getattr(importlib.import_module(extra["module_path"]), extra["class_name"])
     assert issubclass(backend_class, HiCacheStorage)
-    config = SimpleNamespace(tp_rank=tp_rank, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
+    config = SimpleNamespace(tp_rank=tp_rank, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=cp_rank, attn_cp_size=cp_size,
                              is_mla_model=False, enable_storage_metrics=False, is_page_first_layout=False,
                              model_name="orbitkv-test/sglang-tiny", extra_config=extra)
     backend = backend_class(config, {})
@@ -188,6 +188,35 @@ def test_invalid_lease_fails_the_whole_get(backends, manager):
     consumer.after_copy = stall
     assert consumer.batch_get_v1(keys, torch.arange(3 * PAGE) + 10 * PAGE) == [False] * 3
     consumer.after_copy = None
-    # The backend registers again and the next prefetch succeeds.
+    # The backend registers again (in the background, once) and the next prefetch succeeds.
+    assert consumer.keeper.wait_for_session(10) is not None
+    assert (consumer.keeper.sessions_lost, consumer.keeper.registrations) == (1, 2)
     assert consumer.batch_get_v1(keys, torch.arange(3 * PAGE) + 10 * PAGE) == [True] * 3
     assert torch.equal(consumer_host.get_data_page(10 * PAGE), producer_host.get_data_page(0))
+
+
+def test_context_parallel_ranks_keep_their_own_slices(manager):
+    """Attention CP: both ranks store their own slice of the same pages under the same keys; each gets its own back,
+    and neither (nor a backend without CP) ever sees the other's."""
+    made = [create_like_sglang(str(manager.data_dir), cp_rank=rank, cp_size=2) for rank in (0, 1)]
+    plain, _ = create_like_sglang(str(manager.data_dir))
+    try:
+        (rank0, host0), (rank1, host1) = made
+        keys = page_keys(list(range(1200, 1200 + 2 * PAGE)))
+        source = torch.arange(2 * PAGE)
+        fill(host0, source, seed=61)
+        fill(host1, source, seed=62)
+        assert all(rank0.batch_set_v1(keys, source))
+        assert rank1.batch_exists(keys) == 0 and plain.batch_exists(keys) == 0
+        assert all(rank1.batch_set_v1(keys, source))
+        target = torch.arange(2 * PAGE) + 40 * PAGE
+        for backend, host in made:
+            assert backend.batch_get_v1(keys, target) == [True, True]
+        for i in range(2):
+            assert torch.equal(host0.get_data_page((40 + i) * PAGE), host0.get_data_page(i * PAGE))
+            assert torch.equal(host1.get_data_page((40 + i) * PAGE), host1.get_data_page(i * PAGE))
+        assert not torch.equal(host0.get_data_page(40 * PAGE), host1.get_data_page(40 * PAGE))
+    finally:
+        for backend, _ in made:
+            backend.close()
+        plain.close()

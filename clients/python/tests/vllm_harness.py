@@ -59,12 +59,17 @@ class Request:
     """The attributes of vLLM's ``vllm.v1.request.Request`` the connector reads."""
     request_id: str
     prompt_token_ids: list[int]
-    block_hashes: list[bytes]
     num_computed_tokens: int = 0
     status: str = "WAITING"
     block_ids: list[int] = dataclasses.field(default_factory=list)
     output_token_ids: list[int] = dataclasses.field(default_factory=list)
     max_tokens: int = 1
+    preempted: bool = False  # set by a preemption until the request is scheduled again
+
+    @property
+    def block_hashes(self) -> list[bytes]:
+        # vLLM hashes every full block of the request, output tokens included, as blocks fill.
+        return hashing.chain(self.all_token_ids, BLOCK)
 
     @property
     def num_tokens(self) -> int:
@@ -88,14 +93,19 @@ class KVCacheBlocks:
 class MiniVllm:
     """One engine instance: a scheduler-role connector, a worker-role connector, CPU KV caches, a block pool."""
 
-    def __init__(self, data_dir: str, model: str = "orbitkv-test/tiny", extra: Optional[dict] = None):
+    def __init__(self, data_dir: str, model: str = "orbitkv-test/tiny", extra: Optional[dict] = None,
+                 resumed_style: str = "ids", decode_context_parallel_size: int = 1):
+        # resumed_style: how scheduled cached requests flag a resume from preemption: "ids" (newer vLLM,
+        # CachedRequestData.resumed_req_ids) or "flags" (older vLLM, resumed_from_preemption: list[bool]).
+        self.resumed_style = resumed_style
         extra_config = {"orbitkv.data_dir": data_dir, "orbitkv.query_timeout_s": 5.0, **(extra or {})}
         self.vllm_config = SimpleNamespace(
             kv_transfer_config=SimpleNamespace(kv_connector="OrbitKvConnector", kv_connector_module_path="orbitkv.vllm",
                                                kv_role="kv_both", kv_connector_extra_config=extra_config),
             cache_config=SimpleNamespace(block_size=BLOCK),
             model_config=SimpleNamespace(model=model),
-            parallel_config=SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0))
+            parallel_config=SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0,
+                                            decode_context_parallel_size=decode_context_parallel_size))
         spec = SimpleNamespace(block_size=BLOCK, num_kv_heads=HEADS, head_size=HEAD_DIM, dtype=DTYPE,
                                page_size_bytes=LAYER_PAGE_BYTES)
         self.kv_cache_config = SimpleNamespace(num_blocks=NUM_BLOCKS, kv_cache_groups=[
@@ -115,23 +125,53 @@ class MiniVllm:
         self.computed_tokens: dict[str, int] = {}  # tokens the model computed (not loaded), per request
 
     # --- requests -------------------------------------------------------------------------------------------
-    def add_request(self, request_id: str, prompt: list[int]) -> Request:
-        request = Request(request_id, list(prompt), hashing.chain(prompt, BLOCK))
+    def add_request(self, request_id: str, prompt: list[int], max_tokens: int = 1) -> Request:
+        request = Request(request_id, list(prompt), max_tokens=max_tokens)
         self.waiting.append(request)
         self.computed_tokens[request_id] = 0
         return request
 
-    def _allocate(self, request: Request, num_tokens: int):
+    def _allocate(self, request: Request, num_tokens: int) -> list[int]:
         need = -(-num_tokens // BLOCK) - len(request.block_ids)
-        for _ in range(max(0, need)):
-            request.block_ids.append(self.free_blocks.pop(0))
+        added = [self.free_blocks.pop(0) for _ in range(max(0, need))]
+        request.block_ids.extend(added)
+        return added
+
+    def preempt(self, request_id: str):
+        """``Scheduler._preempt_request``: out of running, blocks freed (reused first), computed tokens reset, back
+        to the front of the waiting queue. The connector is not told; it sees the request again in
+        ``get_num_new_matched_tokens`` and then as a resumed cached request."""
+        request = next(r for r in self.running if r.request_id == request_id)
+        self.running.remove(request)
+        self.free_blocks[:0] = request.block_ids
+        request.block_ids = []
+        request.num_computed_tokens = 0
+        request.status = "PREEMPTED"
+        request.preempted = True
+        self.waiting.insert(0, request)
+
+    def abort(self, request_id: str):
+        """``Scheduler.finish_requests(..., FINISHED_ABORTED)``: wherever the request is, ``_free_request`` calls
+        ``request_finished`` and the worker hears of it in the next step's ``finished_req_ids``."""
+        request = next(r for r in self.waiting + self.running if r.request_id == request_id)
+        (self.waiting if request in self.waiting else self.running).remove(request)
+        request.status = "FINISHED_ABORTED"
+        self.finished[request_id] = request
+        self.finished_req_ids.add(request_id)
+        delay, _ = self.scheduler.request_finished(request, list(request.block_ids))
+        if delay:
+            self.deferred_free[request_id] = request
+        else:
+            self._free(request)
 
     # --- one engine step --------------------------------------------------------------------------------------
     def step(self, before_wait_for_save: Optional[Callable[[], None]] = None):
-        scheduled_new, scheduled_cached, num_scheduled = [], [], {}
+        scheduled_new, scheduled_cached, num_scheduled, new_block_ids, resumed = [], [], {}, {}, set()
         for request in self.running:
             if request.num_computed_tokens < request.num_tokens:
                 num_scheduled[request.request_id] = request.num_tokens - request.num_computed_tokens
+                added = self._allocate(request, request.num_tokens)
+                new_block_ids[request.request_id] = (added,) if added else None
                 scheduled_cached.append(request)
         for request in list(self.waiting):
             if request.status == "WAITING_FOR_REMOTE_KVS":
@@ -154,16 +194,19 @@ class MiniVllm:
             request.status = "RUNNING"
             request.num_computed_tokens = num_computed
             self.running.append(request)
-            scheduled_new.append(request)
+            if request.preempted:  # a resumed request: its whole new block table, flagged as resumed
+                request.preempted = False
+                resumed.add(request.request_id)
+                new_block_ids[request.request_id] = (list(request.block_ids),)
+                scheduled_cached.append(request)
+            else:
+                scheduled_new.append(request)
             num_scheduled[request.request_id] = num_new
         output = SimpleNamespace(
             scheduled_new_reqs=[SimpleNamespace(req_id=r.request_id, prompt_token_ids=r.prompt_token_ids,
                                                 block_ids=(list(r.block_ids),), num_computed_tokens=r.num_computed_tokens)
                                 for r in scheduled_new],
-            scheduled_cached_reqs=SimpleNamespace(req_ids=[r.request_id for r in scheduled_cached],
-                                                  new_block_ids=[None for _ in scheduled_cached],
-                                                  num_computed_tokens=[r.num_computed_tokens for r in scheduled_cached],
-                                                  resumed_req_ids=set()),
+            scheduled_cached_reqs=self._cached_request_data(scheduled_cached, new_block_ids, resumed),
             num_scheduled_tokens=num_scheduled, finished_req_ids=set(self.finished_req_ids))
         self.finished_req_ids.clear()
         meta = self.scheduler.build_connector_meta(output)
@@ -215,6 +258,16 @@ class MiniVllm:
                     self._free(request)
         for req_id in finished_sending or ():
             self._free(self.deferred_free.pop(req_id))
+
+    def _cached_request_data(self, scheduled_cached, new_block_ids, resumed):
+        cached = SimpleNamespace(req_ids=[r.request_id for r in scheduled_cached],
+                                 new_block_ids=[new_block_ids.get(r.request_id) for r in scheduled_cached],
+                                 num_computed_tokens=[r.num_computed_tokens for r in scheduled_cached])
+        if self.resumed_style == "ids":
+            cached.resumed_req_ids = set(resumed)
+        else:
+            cached.resumed_from_preemption = [r.request_id in resumed for r in scheduled_cached]
+        return cached
 
     def _free(self, request: Request):
         # Blocks go back to the pool but keep their contents (vLLM's prefix cache would too); tests read them.

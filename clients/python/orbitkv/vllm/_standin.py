@@ -3,7 +3,8 @@
 Inside vLLM, :mod:`orbitkv.vllm.connector` subclasses the real ``KVConnectorBase_V1`` instead. These keep exactly the
 names and the behaviour the connector relies on from vLLM's ``base.py`` (commit 003df2961dd8): the constructor
 stores the configs and the role, ``bind_connector_metadata`` / ``clear_connector_metadata`` /
-``_get_connector_metadata`` / ``has_connector_metadata`` hold the step's metadata. Nothing else of vLLM is imitated.
+``_get_connector_metadata`` / ``has_connector_metadata`` hold the step's metadata, ``requires_kv_delivery``
+defaults to the producer role. Nothing else of vLLM is imitated.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ class KVConnectorBase_V1:  # noqa: N801 (vLLM's name)
         self._kv_transfer_config = vllm_config.kv_transfer_config
         self._kv_cache_config = kv_cache_config
         self._role = role
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        return self._kv_transfer_config.is_kv_producer
 
     @property
     def role(self):

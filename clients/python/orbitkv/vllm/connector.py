@@ -25,21 +25,32 @@ Design note (who owns what):
   the KV cache spec and layer count, TP/PP shape), so they share one namespace. One OrbitKV page is one vLLM block
   across all layers of this rank, layer after layer in ``layer_names`` order, each layer's block bytes as the
   attention backend lays them out.
+* Sessions: each role's :class:`~orbitkv.keeper.SessionKeeper` registers at start if a Manager is there and again
+  after any loss (a Manager restart, a lapse during a stall), in the background. Without a session the cache is off:
+  lookups answer ``(0, False)``, loads are load errors, saves are skipped. No Manager failure raises out of an engine
+  call; a Manager that dies mid-step turns into misses and load errors.
 * Scheduler: a lookup is a ``SubmitDemand`` for the blocks beyond what vLLM already computed. PENDING answers
   ``None`` (vLLM asks again next step); READY at boundary *b* answers ``(b - computed, True)``, one token less when the
-  whole prompt would hit. The scheduler keeps its READY lease (pages stay pinned in DRAM) until the worker reports
-  the load finished (``update_connector_output``) or the request ends (``request_finished``); it never copies.
-* Worker: ``start_load_kv`` submits its own demand for the same blocks (resident, so READY at once), copies each
-  leased page into the request's blocks, then releases. Only ``lease_valid`` keeps the copy; an invalid lease, a
-  failed release, a checksum mismatch or pages missing from the answer make those blocks load errors
-  (``get_block_ids_with_load_errors``), reported in the same step the request comes back from ``get_finished``,
-  so vLLM recomputes them (use ``kv_load_failure_policy="recompute"``).
-* Saves: ``save_kv_layer`` copies each layer's newly full blocks into slots allocated at the step's first save;
-  ``wait_for_save`` copies any layer no hook saw (so the paged buffer may be overwritten once it returns) and hands
-  the seals (CRC32C + ``SealPublish``) to one background thread. ``request_finished`` answers True for a request
-  that had saves, and the worker reports it in ``get_finished``'s first set once its seals are done.
-* CUDA: when the KV caches live on a GPU, the worker pins the pool mapping once with ``cudaHostRegister`` so
-  slot↔HBM copies are DMA, and synchronizes before releasing a lease or sealing. Without CUDA the copies are memcpy.
+  whole prompt would hit. A READY lease is released when the step's metadata is built (the worker takes its own), a
+  PENDING ticket is cancelled when its request finishes or aborts, so no lookup holds anything past its step or its
+  request; it never copies. ``requires_kv_delivery`` is False: a save lost to a preemption is a future miss.
+* Worker, before the forward pass (``start_load_kv``): every Manager call of the step. It demands the same blocks
+  (resident, so READY at once), checks each leased page's CRC32C on its slot, allocates the slots of the step's saves,
+  and queues the loads on :class:`~orbitkv.vllm.transfer.PageTransfer` (one DMA per page, layers scattered in groups,
+  an event per group). During the forward pass it calls nothing of the Manager's: ``wait_for_layer_load`` makes the
+  compute stream wait on its layer's event, ``save_kv_layer`` gathers that layer's blocks on the transfer stream.
+* Worker, after the forward pass (``wait_for_save``): the pages are copied into their slots (the compute stream, not
+  the host, waits for that, so vLLM may reuse the blocks), the seals (CRC32C + ``SealPublish``) go to one background
+  thread that waits on the copies' event; then the host waits for the loads to leave the pool and releases the leases.
+  Only ``lease_valid`` keeps a copy; an invalid lease, a failed release, a checksum mismatch or pages missing from the
+  answer make those blocks load errors (``get_block_ids_with_load_errors``), reported in the same step the request
+  comes back from ``get_finished``, so vLLM recomputes them (use ``kv_load_failure_policy="recompute"``). A request
+  gets one retry after a failed load, then vLLM computes. ``request_finished`` answers True for a request that had
+  saves, and the worker reports it in ``get_finished``'s first set once its seals are done.
+* CUDA: the worker pins its mapping of the pool once per session (``cudaHostRegister``, again after a Manager restart
+  maps a new pool file); no device-wide synchronisation happens in any step. Without CUDA the same code copies with
+  memcpy. The CUDA stream and events have not run here (no GPU): ``perf/gpu/vllm_async_copy.py`` checks and measures
+  them on a GPU host.
 """
 
 from __future__ import annotations
@@ -58,18 +69,36 @@ from orbitkv.checksum import crc32c
 from orbitkv.client import OrbitKvClient, Session, identity as make_identity
 from orbitkv.errors import ChecksumMismatchError, LeaseInvalidError, OrbitKvError
 
-try:  # Inside vLLM: the real base class, metadata type and role enum.
+from orbitkv.engine_check import check_version, engine_installed, require_methods
+from orbitkv.keeper import SessionKeeper
+from orbitkv.vllm.transfer import PageTransfer
+
+# The vLLM release range this connector is written for: the interface was read at vLLM commit 003df2961dd8 (a 0.1x
+# development tree); 0.11 is the first release whose base class has every method used here.
+VLLM_MINIMUM = (0, 11, 0)
+VLLM_BELOW = (1, 0)
+VLLM_READ_AT = "vLLM commit 003df2961dd8830c317a61f9745ccd557da9fa06"
+
+if engine_installed("vllm"):  # Inside vLLM: the real base class, metadata type and role enum (import errors surface).
+    import vllm as _vllm
+
+    check_version("vLLM", getattr(_vllm, "__version__", "0"), VLLM_MINIMUM, VLLM_BELOW, VLLM_READ_AT)
     from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1, KVConnectorMetadata,
                                                                     KVConnectorRole)
 
-    VLLM_UNAVAILABLE_CAUSE: Optional[BaseException] = None
-except ImportError as missing:  # Here (no vLLM): stand-ins with the same names, kept as small as the harness needs.
-    VLLM_UNAVAILABLE_CAUSE = missing
+    require_methods("vLLM", KVConnectorBase_V1, ("get_block_ids_with_load_errors", "request_finished",
+                                                  "update_connector_output", "requires_kv_delivery"))
+    VLLM_UNAVAILABLE_CAUSE: Optional[str] = None
+else:  # Here (no vLLM): stand-ins with the same names, kept as small as the harness needs.
+    VLLM_UNAVAILABLE_CAUSE = "the vllm module is not installed"
     from orbitkv.vllm._standin import KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole
 
 log = logging.getLogger(__name__)
 
 EXTRA_PREFIX = "orbitkv."
+# Loads offered per request: one retry after a failed load (a lapse, a Manager restart), then vLLM computes. Without
+# a cap a request whose blocks the scheduler sees but its worker cannot load would be offered them forever.
+LOADS_PER_REQUEST = 2
 MAX_REQUEST_ID_CHARS = 128
 
 
@@ -104,6 +133,7 @@ class _Lookup:
     end_block: int
     revision: int
     reply: pb.QueryReply
+    session: Any  # the session that submitted it: its ticket and lease die with that session
     lease_id: int = 0
 
 
@@ -121,7 +151,7 @@ class _StepPublish:
     reply: pb.AllocatePublishReply
     # (index into spec, slot) for each ALLOCATED slot
     slots: list[tuple[int, pb.PublishSlot]]
-    layers_done: set[str] = dataclasses.field(default_factory=set)
+    session: Any  # the session that allocated the slots (their mapping, their seal)
 
 
 def _demand_request_id(req_id: str) -> str:
@@ -130,9 +160,11 @@ def _demand_request_id(req_id: str) -> str:
     return "sha256:" + hashlib.sha256(req_id.encode()).hexdigest()
 
 
-def _end_ticket(session: Session, ticket: int, lease_id: int):
+def _end_ticket(session: Optional[Session], ticket: int, lease_id: int):
     """Releases a lease (when one is still held) and cancels its ticket, so the request id is free again. Errors mean
-    the Manager already ended them (released, expired, session gone): nothing is held any more."""
+    the Manager already ended them (released, expired, session gone, Manager gone): nothing is held any more."""
+    if session is None:
+        return
     if lease_id:
         try:
             session.release(lease_id)
@@ -162,19 +194,19 @@ class OrbitKvConnector(KVConnectorBase_V1):
         self._identity = self._derive_identity(vllm_config)
         self._query_timeout = float(self._option("query_timeout_s", 5.0))
         self._verify = bool(self._option("verify_crc", True))
-        self._client = OrbitKvClient.from_data_dir(self._option("data_dir", "./data"), tcp=self._option("tcp", None))
-        self._session: Session = self._client.register(self._identity, pb.PREFILL_AND_DECODE,
-                                                       label=f"vllm-{role.name.lower()}")
         # scheduler state
         self._lookups: dict[str, _Lookup] = {}
         self._states: dict[str, _RequestState] = {}
         self._pending_loads: list[LoadSpec] = []
-        self._revisions: dict[str, tuple[int, int]] = {}  # request -> (revision, operation id), both roles
+        self._revisions: dict[str, tuple] = {}  # request -> (revision, operation id, session), both roles
+        self._loads_offered: dict[str, int] = {}
         # worker state
         self._kv_caches: dict[str, torch.Tensor] = {}
         self._block_dims: dict[str, int] = {}
         self._on_cuda = False
         self._step: Optional[list[_StepPublish]] = None
+        self._step_loads: list[_PendingLoad] = []
+        self._transfer: Optional[PageTransfer] = None
         self._sealer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="orbitkv-seal")
         self._seals: dict[str, list[concurrent.futures.Future]] = {}
         self._finished_reqs: set[str] = set()
@@ -184,6 +216,17 @@ class OrbitKvConnector(KVConnectorBase_V1):
         self._lock = threading.Lock()
         # Testing seam: called after a lease's pages are copied, before it is released.
         self.after_copy: Optional[Callable[[LoadSpec], None]] = None
+        data_dir, tcp = self._option("data_dir", "./data"), self._option("tcp", None)
+        call_timeout = float(self._option("call_timeout_s", 2.0))
+        self.keeper = SessionKeeper(
+            lambda: OrbitKvClient.from_data_dir(data_dir, tcp=tcp, call_timeout_seconds=call_timeout),
+            self._identity, f"vllm-{role.name.lower()}", on_session=self._on_new_session,
+            backoff_max_seconds=float(self._option("reconnect_max_s", 1.0)), where=tcp or str(data_dir))
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        # A best-effort cache: a save lost to a preemption is a future miss, never a reason to recompute.
+        return False
 
     # ------------------------------------------------------------------------------------------------------------
     def _option(self, name: str, default):
@@ -198,10 +241,39 @@ class OrbitKvConnector(KVConnectorBase_V1):
         geometry = (f"layers={len(self._layer_names)};layer_page_bytes={self._layer_page_bytes};"
                     f"kv_heads={getattr(spec, 'num_kv_heads', '?')};head_size={getattr(spec, 'head_size', '?')};"
                     f"dtype={str(getattr(spec, 'dtype', '?')).replace('torch.', '')};block_size={self._block_size}")
+        geometry += self._context_parallel_geometry(parallel)
         model = self._option("model_fingerprint", None) or str(vllm_config.model_config.model)
         return make_identity(model, "vllm:" + str(self._option("layout", "NHD")), geometry, self._block_size,
                              [(0, pb.FULL_ATTENTION, self._layer_page_bytes * len(self._layer_names))],
                              tp_rank=tp_rank, tp_size=tp_size, pp_rank=pp_rank, pp_size=pp_size)
+
+    def _context_parallel_geometry(self, parallel) -> str:
+        """Context parallelism shards a block's tokens across ranks: each rank's slice is keyed apart by putting the
+        rank into the geometry (hence the namespace). Without CP the geometry, and so every key, is unchanged."""
+        parts = ""
+        for kind, group_getter in (("dcp", "get_dcp_group"), ("pcp", "get_pcp_group")):
+            size = int(getattr(parallel, ("decode" if kind == "dcp" else "prefill") + "_context_parallel_size", 1) or 1)
+            if size <= 1:
+                continue
+            rank = self._context_parallel_rank(kind, group_getter)
+            if rank is None:
+                raise ValueError(f"OrbitKvConnector: {kind.upper()} size {size} but this rank's {kind.upper()} rank is "
+                                 f"unknown; set kv_connector_extra_config orbitkv.{kind}_rank or disable context "
+                                 "parallelism (its slices must not share keys)")
+            parts += f";{kind}={rank}/{size}"
+        return parts
+
+    def _context_parallel_rank(self, kind: str, group_getter: str) -> Optional[int]:
+        if self.role == KVConnectorRole.SCHEDULER:
+            return 0  # the scheduler looks up through rank 0's slice; another rank's miss is a load error there
+        if f"orbitkv.{kind}_rank" in self._extra:
+            return int(self._extra[f"orbitkv.{kind}_rank"])
+        if not engine_installed("vllm"):
+            return None
+        from vllm.distributed import parallel_state
+
+        getter = getattr(parallel_state, group_getter, None)
+        return int(getter().rank_in_group) if getter is not None else None
 
     def _ranks(self, tp_size: int) -> tuple[int, int]:
         if self.role == KVConnectorRole.SCHEDULER:
@@ -209,62 +281,53 @@ class OrbitKvConnector(KVConnectorBase_V1):
             return 0, 0
         if "orbitkv.tp_rank" in self._extra:
             return int(self._extra["orbitkv.tp_rank"]), int(self._extra.get("orbitkv.pp_rank", 0))
-        try:
-            from vllm.distributed.parallel_state import get_pp_group, get_tensor_model_parallel_rank
-
-            return int(get_tensor_model_parallel_rank()), int(get_pp_group().rank_in_group)
-        except (ImportError, AssertionError, AttributeError):
+        if not engine_installed("vllm"):
             return 0, 0
+        from vllm.distributed.parallel_state import get_pp_group, get_tensor_model_parallel_rank
+
+        return int(get_tensor_model_parallel_rank()), int(get_pp_group().rank_in_group)
 
     @property
-    def session(self) -> Session:
-        return self._session
+    def session(self) -> Optional[Session]:
+        """The live session, or None while the Manager is away (the cache is off; see :mod:`orbitkv.keeper`)."""
+        return self.keeper.session()
 
-    def _ensure_session(self) -> Session:
-        """Registers again when the Manager has ended this session (it lapsed during a stall, or the Manager
-        restarted): the old mapping is dropped, the same identity gets a fresh session."""
-        if self._session.lost_reason is None:
-            return self._session
-        log.warning("OrbitKV session lost (%s): registering again", self._session.lost_reason)
-        old = self._session
-        try:
-            old.close()
-        except BufferError:  # a view still alive somewhere; the mapping is freed with it
-            pass
-        self._session = self._client.register(self._identity, pb.PREFILL_AND_DECODE,
-                                              label=f"vllm-{self.role.name.lower()}")
+    def _on_new_session(self, session: Session) -> None:
+        # Runs on the keeper's thread for every registration: a restarted Manager maps a new pool file.
         if self._on_cuda:
-            self._session.pool.cuda_host_register()
-        return self._session
+            session.pool.cuda_host_register()
 
     # ============================================================================================================
     # Scheduler side
     # ============================================================================================================
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[Optional[int], bool]:
+        """Asks the Manager for the blocks beyond ``num_computed_tokens``. A READY answer's lease is released when
+        this step's metadata is built (``build_connector_meta``), so no lookup holds pages past its step; a PENDING
+        ticket lives until it settles or the request ends. Any failure is a miss."""
         hashes = list(request.block_hashes)
         start = num_computed_tokens // self._block_size
-        if len(hashes) <= start:
+        if len(hashes) <= start or self._loads_offered.get(request.request_id, 0) >= LOADS_PER_REQUEST:
+            return 0, False
+        session = self.session
+        if session is None:
+            self._end_lookup(request.request_id)
             return 0, False
         lookup = self._lookups.get(request.request_id)
-        if lookup is None or lookup.start_block != start or lookup.end_block != len(hashes):
-            self._end_lookup(request.request_id)
-            demand = self._session.prefix_demand(_demand_request_id(request.request_id), hashes, start_block=start,
-                                                 max_wait_micros=int(self._query_timeout * 1e6))
-            revision = self._revise(request.request_id, demand)
-            try:
-                reply = self._session.submit_demand(demand)
-            except OrbitKvError as e:
-                log.warning("OrbitKV lookup refused (%s): computing instead", e.reason)
-                return 0, False
-            lookup = _Lookup(start, len(hashes), revision, reply)
-            self._lookups[request.request_id] = lookup
-        elif lookup.reply.status == pb.PENDING:
-            try:
-                lookup.reply = self._session.poll(lookup.reply.ticket)
-            except OrbitKvError as e:
-                log.warning("OrbitKV poll refused (%s): computing instead", e.reason)
-                self._lookups.pop(request.request_id, None)
-                return 0, False
+        try:
+            if lookup is None or lookup.start_block != start or lookup.end_block != len(hashes) \
+                    or lookup.session is not session:
+                self._end_lookup(request.request_id)
+                demand = session.prefix_demand(_demand_request_id(request.request_id), hashes, start_block=start,
+                                               max_wait_micros=int(self._query_timeout * 1e6))
+                revision = self._revise(session, request.request_id, demand)
+                lookup = _Lookup(start, len(hashes), revision, session.submit_demand(demand), session)
+                self._lookups[request.request_id] = lookup
+            elif lookup.reply.status == pb.PENDING:
+                lookup.reply = session.poll(lookup.reply.ticket)
+        except OrbitKvError as e:
+            log.warning("OrbitKV lookup refused (%s): computing instead", e.reason)
+            self._lookups.pop(request.request_id, None)
+            return 0, False
         reply = lookup.reply
         if reply.status == pb.PENDING:
             return None, False
@@ -287,9 +350,10 @@ class OrbitKvConnector(KVConnectorBase_V1):
         block_ids = list(blocks.get_block_ids()[0]) if blocks is not None else []
         if block_ids:
             state.block_ids = block_ids
-        if num_external_tokens <= 0:
+        lookup = self._lookups.get(request.request_id)
+        if num_external_tokens <= 0 or lookup is None:
             return
-        lookup = self._lookups[request.request_id]
+        self._loads_offered[request.request_id] = self._loads_offered.get(request.request_id, 0) + 1
         start = lookup.start_block
         end = -(-(start * self._block_size + num_external_tokens) // self._block_size)
         self._pending_loads.append(LoadSpec(request.request_id, list(request.block_hashes[:end]), start, end,
@@ -304,22 +368,36 @@ class OrbitKvConnector(KVConnectorBase_V1):
             if state is None:
                 continue
             state.block_ids = list(new.block_ids[0])
-            self._plan_save(meta, state, new.num_computed_tokens + scheduler_output.num_scheduled_tokens[new.req_id])
+            self._plan_save(meta, state, new.num_computed_tokens,
+                            new.num_computed_tokens + scheduler_output.num_scheduled_tokens[new.req_id])
         cached = scheduler_output.scheduled_cached_reqs
-        resumed = set(getattr(cached, "resumed_req_ids", ()) or ())
         for i, req_id in enumerate(cached.req_ids):
             state = self._states.get(req_id)
             if state is None:
                 continue
             new_ids = cached.new_block_ids[i]
             if new_ids is not None:
-                state.block_ids = list(new_ids[0]) if req_id in resumed else state.block_ids + list(new_ids[0])
-            self._plan_save(meta, state, cached.num_computed_tokens[i] + scheduler_output.num_scheduled_tokens[req_id])
+                # A resumed request's new_block_ids are its whole new block table, not an addition: appending them
+                # would save other blocks under this request's hashes.
+                state.block_ids = (list(new_ids[0]) if _resumed(cached, i, req_id)
+                                   else state.block_ids + list(new_ids[0]))
+            self._plan_save(meta, state, cached.num_computed_tokens[i],
+                            cached.num_computed_tokens[i] + scheduler_output.num_scheduled_tokens[req_id])
+        # No lookup holds pages past the step that answered it: READY leases end here (the worker demands its own),
+        # PENDING tickets stay until they settle or their request ends.
+        for req_id in [r for r, lookup in self._lookups.items() if lookup.reply.status != pb.PENDING]:
+            self._end_lookup(req_id)
         return meta
 
-    def _plan_save(self, meta: OrbitKvConnectorMetadata, state: _RequestState, computed_after_step: int):
+    def _plan_save(self, meta: OrbitKvConnectorMetadata, state: _RequestState, computed_before_step: int,
+                   computed_after_step: int):
+        # Blocks from the first one vLLM did not count as computed are (re)computed now: a failed load (vLLM cut
+        # num_computed_tokens back) or a preemption must not leave them marked as already offered.
+        state.offered_blocks = min(state.offered_blocks, computed_before_step // self._block_size)
         hashes = list(state.request.block_hashes)
-        full = min(computed_after_step // self._block_size, len(hashes), len(state.block_ids))
+        # vLLM may hash blocks whose keys are not final yet (e.g. successor-aware hashing): never publish those.
+        publishable = int(getattr(state.request, "num_publishable_block_hashes", len(hashes)))
+        full = min(computed_after_step // self._block_size, len(hashes), publishable, len(state.block_ids))
         if full <= state.offered_blocks:
             return
         positions = list(range(state.offered_blocks, full))
@@ -333,18 +411,21 @@ class OrbitKvConnector(KVConnectorBase_V1):
             self._end_lookup(req_id)
 
     def request_finished(self, request, block_ids) -> tuple[bool, Optional[dict]]:
+        """Finish, abort or length cap: the request's ticket and any lease end here."""
         self._end_lookup(request.request_id)
         self._revisions.pop(request.request_id, None)
+        self._loads_offered.pop(request.request_id, None)
         state = self._states.pop(request.request_id, None)
         return (state is not None and state.had_saves), None
 
-    def _revise(self, req_id: str, demand: pb.Demand) -> int:
-        """A request keeps one operation id; each new demand for it raises the revision (the Manager's rule)."""
-        revision, operation = self._revisions.get(req_id, (-1, 0))
-        if operation == 0:
-            operation = self._session.next_operation_id()
+    def _revise(self, session: Session, req_id: str, demand: pb.Demand) -> int:
+        """A request keeps one operation id per session; each new demand for it raises the revision (the Manager's
+        rule). A new session starts the request over (the Manager forgot the old operation)."""
+        revision, operation, owner = self._revisions.get(req_id, (-1, 0, None))
+        if operation == 0 or owner is not session:
+            revision, operation = -1, session.next_operation_id()
         revision += 1
-        self._revisions[req_id] = (revision, operation)
+        self._revisions[req_id] = (revision, operation, session)
         demand.revision = revision
         demand.operation_id = operation
         return revision
@@ -354,7 +435,12 @@ class OrbitKvConnector(KVConnectorBase_V1):
         lookup = self._lookups.pop(req_id, None)
         if lookup is None:
             return
-        _end_ticket(self._session, lookup.reply.ticket, lookup.lease_id)
+        if lookup.session is self.session:  # a lost session's tickets and leases ended with it
+            _end_ticket(lookup.session, lookup.reply.ticket, lookup.lease_id)
+
+    def open_lookups(self) -> int:
+        """Lookups still holding a ticket (PENDING ones; READY ones end with their step). For tests and stats."""
+        return len(self._lookups)
 
     # ============================================================================================================
     # Worker side
@@ -374,8 +460,11 @@ class OrbitKvConnector(KVConnectorBase_V1):
             self._kv_caches[name] = tensor
             self._block_dims[name] = dim
         self._on_cuda = any(t.is_cuda for t in self._kv_caches.values())
-        if self._on_cuda:
-            self._session.pool.cuda_host_register()
+        self._transfer = PageTransfer(self._layer_names, self._kv_caches, self._block_dims, self._layer_page_bytes,
+                                      int(self._option("layers_per_group", 4)))
+        session = self.session
+        if self._on_cuda and session is not None:
+            session.pool.cuda_host_register()
 
     @staticmethod
     def _block_dim(tensor: torch.Tensor, num_blocks: int) -> int:
@@ -386,66 +475,95 @@ class OrbitKvConnector(KVConnectorBase_V1):
             return 0
         raise ValueError(f"no dimension of size num_blocks={num_blocks} in a KV cache of shape {tuple(tensor.shape)}")
 
-    def _slot_tensor(self, descriptor) -> torch.Tensor:
-        return torch.frombuffer(self._session.pool.view(descriptor), dtype=torch.uint8)
-
-    def _layer_block(self, name: str, block_id: int) -> torch.Tensor:
-        return self._kv_caches[name].select(self._block_dims[name], block_id)
+    @staticmethod
+    def _slot_tensor(session: Session, descriptor) -> torch.Tensor:
+        return torch.frombuffer(session.pool.view(descriptor), dtype=torch.uint8)
 
     def start_load_kv(self, forward_context, **kwargs):
+        """Before the forward pass: every Manager call of the step (demands for the loads, slots for the saves), then
+        the loads queued on the transfer stream; nothing of the Manager's is called again until ``wait_for_save``."""
         meta = self._get_connector_metadata()
+        self._prepare_step_publishes()
+        pages, block_ids = [], []
         for spec in meta.loads:
-            self._load(spec)
+            pending = self._demand_load(spec)
+            if pending is None:
+                continue
+            self._step_loads.append(pending)
+            for page, block_id in pending.copies:
+                pages.append(self._slot_tensor(pending.session, page.slot))
+                block_ids.append(block_id)
+        self._transfer.start_loads(pages, block_ids)
 
-    def _load(self, spec: LoadSpec):
-        """Restores one request's blocks: demand, copy every leased page, release; failures become load errors."""
+    def _demand_load(self, spec: LoadSpec) -> Optional["_PendingLoad"]:
+        """Leases one request's pages and checks their CRC32C on the slots; None when nothing can be loaded (its blocks
+        are load errors then). Any failure (no session, a refusal, a Manager gone) is a load error, never an
+        exception in the engine's step."""
         block_of = {spec.start_block + i: block_id for i, block_id in enumerate(spec.block_ids)}
-        loaded: set[int] = set()
-        self._ensure_session()
+        session = self.session
         reply = None
         try:
-            demand = self._session.prefix_demand(_demand_request_id(spec.req_id), spec.block_hashes,
-                                                 start_block=spec.start_block, end_block=spec.end_block,
-                                                 max_wait_micros=int(self._query_timeout * 1e6))
-            self._revise(spec.req_id, demand)
-            reply = self._session.demand(demand, self._query_timeout)
+            if session is None:
+                raise OrbitKvError("ERROR_REASON_UNSPECIFIED", "UNAVAILABLE", "no session with a Manager")
+            demand = session.prefix_demand(_demand_request_id(spec.req_id), spec.block_hashes,
+                                           start_block=spec.start_block, end_block=spec.end_block,
+                                           max_wait_micros=int(self._query_timeout * 1e6))
+            self._revise(session, spec.req_id, demand)
+            reply = session.demand(demand, self._query_timeout)
             if reply.status == pb.READY:
-                with self._session.lease(reply) as lease:
-                    for page in lease.pages:
+                copies = []
+                try:
+                    for page in reply.lease.pages:
                         if page.position not in block_of:
                             continue
-                        self._copy_page_in(lease, page, block_of[page.position])
-                        loaded.add(page.position)
-                    if self._on_cuda:
-                        torch.cuda.synchronize()
-                    if self.after_copy is not None:
-                        self.after_copy(spec)
-        except (LeaseInvalidError, ChecksumMismatchError, OrbitKvError) as e:
-            log.warning("OrbitKV load of %d blocks discarded: %s", len(block_of), e)
-            loaded.clear()
-        if reply is not None:
-            _end_ticket(self._session, reply.ticket, 0)
+                        if self._verify and page.HasField("crc32c"):
+                            # Checked on the slot the copy reads: the lease keeps it stable until the release.
+                            with session.pool.view(page.slot) as leased:
+                                actual = crc32c(leased)
+                            if actual != page.crc32c:
+                                raise ChecksumMismatchError(page.group_id, page.position, page.crc32c, actual)
+                        copies.append((page, block_of[page.position]))
+                except (OrbitKvError, ValueError):
+                    _end_ticket(session, reply.ticket, reply.lease.lease_id)
+                    raise
+                return _PendingLoad(spec, session, reply, copies, block_of)
+        except (OrbitKvError, ValueError) as e:  # ValueError: a lost session's mapping was closed meanwhile
+            log.warning("OrbitKV load of %d blocks discarded: %s", len(block_of), str(e))
+        if reply is not None and reply.status != pb.READY:
+            _end_ticket(session, reply.ticket, 0)
+        self._record_load(spec, block_of, set())
+        return None
+
+    def _record_load(self, spec: LoadSpec, block_of: dict[int, int], loaded: set[int]):
         with self._lock:
             self._load_errors.update(block_of[p] for p in block_of if p not in loaded)
             self._done_recving.add(spec.req_id)
 
-    def _copy_page_in(self, lease, page, block_id: int):
-        source = self._slot_tensor(page.slot)
-        if self._verify and page.HasField("crc32c"):
-            # Verified on the slot the copy reads from: the lease keeps it stable until the release confirms it.
-            actual = crc32c(lease.view(page))
-            if actual != page.crc32c:
-                raise ChecksumMismatchError(page.group_id, page.position, page.crc32c, actual)
-        offset = 0
-        for name in self._layer_names:
-            target = self._layer_block(name, block_id)
-            chunk = source[offset:offset + self._layer_page_bytes]
-            target.copy_(chunk.view(target.dtype).view(target.shape), non_blocking=self._on_cuda)
-            offset += self._layer_page_bytes
+    def _finish_loads(self):
+        """After the forward pass: waits for the queued copies to leave the pool, then releases each lease. Only a
+        release that confirms the lease stayed valid keeps the copy; otherwise its blocks are load errors."""
+        if not self._step_loads:
+            return
+        self._transfer.finish_loads()
+        pending_loads, self._step_loads = self._step_loads, []
+        for pending in pending_loads:
+            loaded = {page.position for page, _ in pending.copies}
+            try:
+                if self.after_copy is not None:
+                    self.after_copy(pending.spec)
+                released = pending.session.release(pending.reply.lease.lease_id)
+                if not released.lease_valid:
+                    raise LeaseInvalidError(pending.reply.lease.lease_id, pb.LeaseInvalidReason.Name(
+                        released.invalid_reason), "the lease did not stay valid: the copy is discarded")
+            except OrbitKvError as e:
+                log.warning("OrbitKV load of %d blocks discarded: %s", len(pending.block_of), str(e))
+                loaded = set()
+            _end_ticket(pending.session, pending.reply.ticket, 0)
+            self._record_load(pending.spec, pending.block_of, loaded)
 
     def wait_for_layer_load(self, layer_name: str):
-        # start_load_kv completes every copy (and synchronizes on CUDA) before releasing the lease.
-        return
+        # A device-side wait on the event of the layer group that holds this layer (nothing to wait for on CPU).
+        self._transfer.wait_layer(layer_name)
 
     def _prepare_step_publishes(self):
         if self._step is not None:
@@ -453,62 +571,67 @@ class OrbitKvConnector(KVConnectorBase_V1):
         self._step = []
         if not self.has_connector_metadata():
             return
-        self._ensure_session()
-        for spec in self._get_connector_metadata().saves:
+        saves = self._get_connector_metadata().saves
+        for spec in saves:
+            # Reported by get_finished once its seals are done, whether or not anything could be saved.
             self._save_reqs.add(spec.req_id)
+        session = self.session
+        if session is None:
+            return  # the cache is off: these blocks are a future miss
+        for spec in saves:
             try:
-                reply = self._session.allocate((0, h) for h in spec.block_hashes)
+                reply = session.allocate((0, h) for h in spec.block_hashes)
             except OrbitKvError as e:  # best effort: a refused save is a future miss, never an engine failure
                 log.warning("OrbitKV save of %d blocks refused: %s", len(spec.positions), e.reason)
                 continue
             slots = [(i, slot) for i, slot in enumerate(reply.slots) if slot.status == pb.ALLOCATED]
             if not slots:
                 continue
-            self._step.append(_StepPublish(spec, reply, slots))
+            self._step.append(_StepPublish(spec, reply, slots, session))
+        try:
+            self._transfer.begin_saves([self._slot_tensor(p.session, slot.slot) for p in self._step for _, slot in p.slots],
+                                       [p.spec.block_ids[i] for p in self._step for i, _ in p.slots])
+        except ValueError as e:  # a lost session's mapping was closed meanwhile: these saves are dropped
+            log.warning("OrbitKV saves of this step dropped: %s", str(e))
+            for publish in self._step:
+                _abort_quietly(publish)
+            self._step = []
+            self._transfer.begin_saves([], [])
 
     def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor, attn_metadata, **kwargs):
+        # Slots were allocated in start_load_kv; only without a start_load_kv this step would this call the Manager.
         self._prepare_step_publishes()
-        self._copy_layer_out(layer_name)
-
-    def _copy_layer_out(self, layer_name: str):
-        if layer_name not in self._kv_caches:
-            return
-        offset = self._layer_names.index(layer_name) * self._layer_page_bytes
-        for publish in self._step:
-            if layer_name in publish.layers_done:
-                continue
-            for index, slot in publish.slots:
-                block = self._layer_block(layer_name, publish.spec.block_ids[index])
-                target = self._slot_tensor(slot.slot)[offset:offset + self._layer_page_bytes]
-                target.copy_(block.contiguous().view(-1).view(torch.uint8), non_blocking=self._on_cuda)
-            publish.layers_done.add(layer_name)
+        if layer_name in self._kv_caches:
+            self._transfer.save_layer(layer_name)
 
     def wait_for_save(self):
+        """After the forward pass: queues the pages' copies into their slots (the current stream waits on them, not the
+        host), hands the seals to the sealing thread with the event they wait on, then finishes the step's loads."""
         self._prepare_step_publishes()
-        for name in self._layer_names:
-            self._copy_layer_out(name)
-        if self._on_cuda:
-            torch.cuda.synchronize()
+        done = self._transfer.finish_saves()
         for publish in self._step:
-            future = self._sealer.submit(self._seal, publish)
+            future = self._sealer.submit(self._seal, publish, done)
             self._seals.setdefault(publish.spec.req_id, []).append(future)
         self._step = None
+        self._finish_loads()
 
-    def _seal(self, publish: _StepPublish):
+    @staticmethod
+    def _seal(publish: _StepPublish, copied=None):
+        session = publish.session
         try:
+            if copied is not None:
+                copied.synchronize()  # on the sealing thread: the engine's thread never waits for the copies
             crcs = []
             for _, slot in publish.slots:
-                with self._session.pool.view(slot.slot) as written:
+                with session.pool.view(slot.slot) as written:
                     crcs.append(crc32c(written))
-            self._session.seal(publish.reply.publish_id, crcs, [slot.slot for _, slot in publish.slots])
-        except OrbitKvError as e:
-            log.warning("OrbitKV seal refused (%s): aborting the publish", e.reason)
-            try:
-                self._session.abort(publish.reply.publish_id)
-            except OrbitKvError:
-                pass
+            session.seal(publish.reply.publish_id, crcs, [slot.slot for _, slot in publish.slots])
+        except (OrbitKvError, ValueError) as e:  # ValueError: the session's mapping was closed after a loss
+            log.warning("OrbitKV seal refused (%s): aborting the publish", getattr(e, "reason", str(e)))
+            _abort_quietly(publish)
 
     def get_finished(self, finished_req_ids: set[str]) -> tuple[Optional[set[str]], Optional[set[str]]]:
+        self._finish_loads()  # normally done by wait_for_save; here if this step had none
         self._finished_reqs.update(r for r in finished_req_ids if r in self._save_reqs)
         for req_id in finished_req_ids:
             self._revisions.pop(req_id, None)
@@ -532,5 +655,31 @@ class OrbitKvConnector(KVConnectorBase_V1):
         self._sealer.shutdown(wait=True)
         for req_id in list(self._lookups):
             self._end_lookup(req_id)
-        self._session.close()
-        self._client.close()
+        self.keeper.close()
+
+
+@dataclasses.dataclass
+class _PendingLoad:
+    """A request's leased pages queued for copying this step; its lease is released after the forward pass."""
+    spec: LoadSpec
+    session: Any
+    reply: pb.QueryReply
+    copies: list  # (LeasedPage, block id)
+    block_of: dict
+
+
+def _abort_quietly(publish: _StepPublish):
+    try:
+        publish.session.abort(publish.reply.publish_id)
+    except (OrbitKvError, ValueError):
+        pass
+
+
+def _resumed(cached, index: int, req_id: str) -> bool:
+    """Whether a scheduled cached request resumed from preemption: newer vLLM lists them in ``resumed_req_ids``,
+    older vLLM flags them in ``resumed_from_preemption`` (one bool per entry of ``req_ids``)."""
+    resumed_ids = getattr(cached, "resumed_req_ids", None)
+    if resumed_ids is not None:
+        return req_id in resumed_ids
+    flags = getattr(cached, "resumed_from_preemption", None)
+    return bool(flags[index]) if flags is not None else False
