@@ -12,6 +12,7 @@ import io.vertx.core.eventbus.EventBus;
 import io.vertx.core.eventbus.ReplyException;
 import io.vertx.core.eventbus.ReplyFailure;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Typed proxy of the SSD role: one method per command; callers never see event-bus addresses. Failures come back as
@@ -39,6 +40,13 @@ public final class SsdProxy {
     private final Vertx vertx;
     private final EventBus bus;
     private final DeliveryOptions options = new DeliveryOptions().setSendTimeout(30_000).setLocalOnly(true);
+    /**
+     * A read's slots belong to the SSD role until it answers (the caller frees them only then), so a read command
+     * does not time out at the caller (a year stands for never; the bus needs a positive timeout): a timeout that freed
+     * slots while their I/O still runs would serve wrong bytes.
+     */
+    private final DeliveryOptions readOptions = new DeliveryOptions().setSendTimeout(TimeUnit.DAYS.toMillis(365))
+            .setLocalOnly(true);
 
     public SsdProxy(Vertx vertx) {
         this.vertx = vertx;
@@ -94,7 +102,7 @@ public final class SsdProxy {
      * until the future completes, which is only once every read of the batch is terminal.
      */
     public Future<List<SsdPageOutcome<SsdReadResult>>> readInto(List<SsdCommands.ReadInto> reads) {
-        return this.<SsdCommands.ReadOutcomes>request(READ_INTO, new SsdCommands.ReadAll(reads))
+        return this.<SsdCommands.ReadOutcomes>request(READ_INTO, new SsdCommands.ReadAll(reads), readOptions)
                 .map(SsdCommands.ReadOutcomes::reads);
     }
 
@@ -129,7 +137,11 @@ public final class SsdProxy {
     }
 
     private <R> Future<R> request(String address, Object command) {
-        return RoleProxies.<R>request(bus, address, command, options).recover(failure -> Future.failedFuture(
+        return request(address, command, options);
+    }
+
+    private <R> Future<R> request(String address, Object command, DeliveryOptions deliveryOptions) {
+        return RoleProxies.<R>request(bus, address, command, deliveryOptions).recover(failure -> Future.failedFuture(
                 toSsdException(failure)));
     }
 
