@@ -7,7 +7,6 @@ import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
-import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
 import io.vertx.core.eventbus.MessageConsumer;
 import java.util.ArrayList;
