@@ -34,7 +34,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * The transport's own loops ({@code peer.transfer-loops}), over real sockets: concurrent receives land on different
  * transfer loops (not on the owner's loop), every crossing to the owner happens on the owner's context (the source's
  * begin/finished, the receive's completion listeners), the bytes and checksums are right, and close() ends the loops'
- * threads. With 0 loops everything stays on the owner's loop, as before.
+ * threads. With 0 loops everything stays on the owner's loop.
  */
 class TcpPeerTransportLoopsTest {
     static final int PAGE = 2 << 20;
