@@ -119,12 +119,14 @@ class TcpPeerTransportLoopsTest {
 
         try (Arena arena = Arena.ofShared()) {
             List<MemorySegment> slots = new ArrayList<>();
+            for (int r = 0; r < RECEIVES; r++) {
+                slots.add(arena.allocate((long) PAGES * PAGE, 4096)); // zeroed here, not on the owner's loop
+            }
             List<PeerTransport.Receive> receives = new ArrayList<>();
             // all receives opened at once from the requester's owner context
             Future.<Void>future(p -> requesterOwner.runOnContext(v -> {
                 for (int r = 0; r < RECEIVES; r++) {
-                    MemorySegment region = arena.allocate((long) PAGES * PAGE, 4096);
-                    slots.add(region);
+                    MemorySegment region = slots.get(r);
                     List<PeerTransport.Destination> destinations = new ArrayList<>();
                     for (int i = 0; i < PAGES; i++) {
                         destinations.add(new PeerTransport.Destination(region.asSlice((long) i * PAGE, PAGE)));
