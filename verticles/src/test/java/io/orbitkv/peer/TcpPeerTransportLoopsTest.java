@@ -34,7 +34,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * The transport's own loops ({@code peer.transfer-loops}), over real sockets: concurrent receives land on different
  * transfer loops (not on the owner's loop), every crossing to the owner happens on the owner's context (the source's
  * begin/finished, the receive's completion listeners), the bytes and checksums are right, and close() ends the loops'
- * threads. With 0 loops everything stays on the owner's loop, as before.
+ * threads. With 0 loops everything stays on the owner's loop.
  */
 class TcpPeerTransportLoopsTest {
     static final int PAGE = 2 << 20;
@@ -119,12 +119,14 @@ class TcpPeerTransportLoopsTest {
 
         try (Arena arena = Arena.ofShared()) {
             List<MemorySegment> slots = new ArrayList<>();
+            for (int r = 0; r < RECEIVES; r++) {
+                slots.add(arena.allocate((long) PAGES * PAGE, 4096)); // zeroed here, not on the owner's loop
+            }
             List<PeerTransport.Receive> receives = new ArrayList<>();
             // all receives opened at once from the requester's owner context
             Future.<Void>future(p -> requesterOwner.runOnContext(v -> {
                 for (int r = 0; r < RECEIVES; r++) {
-                    MemorySegment region = arena.allocate((long) PAGES * PAGE, 4096);
-                    slots.add(region);
+                    MemorySegment region = slots.get(r);
                     List<PeerTransport.Destination> destinations = new ArrayList<>();
                     for (int i = 0; i < PAGES; i++) {
                         destinations.add(new PeerTransport.Destination(region.asSlice((long) i * PAGE, PAGE)));
