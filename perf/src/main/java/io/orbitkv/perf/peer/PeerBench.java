@@ -219,8 +219,11 @@ public final class PeerBench {
         }
     }
 
-    /** One run: its name in the report, the transport and where both pools live. */
-    record Run(String name, String transport, BenchPoolDir pool) {}
+    /**
+     * One run: its name in the report, the transport and where both pools live; {@code index} names the requester's
+     * data directory (short: its engine socket lives there, and a Unix socket path has at most 107 bytes).
+     */
+    record Run(int index, String name, String transport, BenchPoolDir pool) {}
 
     record Mode(String name, String pool, double bytesPerSecond, double[] latenciesMs, long fetchedBytes,
                 double mismatches, double prefaultMs, double sourceReserveChecksums, double acquireMs, double submitMs,
@@ -275,10 +278,10 @@ public final class PeerBench {
         try (BenchPoolDir huge = given != null ? null : BenchPoolDir.hugeOrShm(dir, 3 * poolBytes + (256L << 20))) {
             List<Run> runs = new ArrayList<>();
             for (String transport : transports) {
-                runs.add(new Run(transport, transport, given != null ? given : shm));
+                runs.add(new Run(runs.size() + 1, transport, transport, given != null ? given : shm));
                 if (transport.equals("plaintext") && huge != null) {
                     if (huge.hugeMount()) {
-                        runs.add(new Run("plaintext_huge_pages", transport, huge));
+                        runs.add(new Run(runs.size() + 1, "plaintext_huge_pages", transport, huge));
                     } else {
                         report.config("huge_pages_pool", huge.description());
                     }
@@ -391,7 +394,7 @@ public final class PeerBench {
         List<String> failures = new ArrayList<>();
         Map<String, String> s = new HashMap<>(cluster.inProcessMember(2).peer(run.transport())
                 .set("pool.size", String.valueOf(shape.poolBytes())).set("pool.shm-dir", poolDir.toString())
-                .set("publish.budget-fraction", "0.9").set("data-dir", dir.resolve("requester-" + mode).toString())
+                .set("publish.budget-fraction", "0.9").set("data-dir", dir.resolve("requester-" + run.index()).toString())
                 .set("peer.verify-threads", String.valueOf(shape.effectiveVerifyThreads()))
                 // The source's event-bus address as a seed too: a cold JVM's first etcd read can time out on a loaded
                 // host, and a requester that seeds from etcd alone then forms a cluster of its own and sees no peer.
