@@ -174,6 +174,8 @@ public record ManagerConfig(
         d.put("planning.transfers.outstanding-per-medium", "256MiB");
         d.put("planning.transfers.speculative-fraction", "0.25");
         d.put("planning.transfers.max-queued-per-medium", "1024");
+        // slack: each class by latest start time; arrival: by arrival only (the ablation).
+        d.put("planning.transfers.order", "slack");
         d.put("ssd.enabled", "true");
         d.put("ssd.dir", "");
         d.put("ssd.capacity", "2GiB");
@@ -292,7 +294,11 @@ public record ManagerConfig(
         long outstanding = size(v, "planning.transfers.outstanding-per-medium", 4096, 1L << 40);
         double speculative = fraction(v, "planning.transfers.speculative-fraction");
         int queued = (int) integer(v, "planning.transfers.max-queued-per-medium", 1, 1 << 20);
-        return TransferScheduler.Settings.uniform(outstanding, speculative, queued);
+        String order = v.get("planning.transfers.order").strip();
+        if (!order.equals("slack") && !order.equals("arrival")) {
+            throw new ConfigException("planning.transfers.order", "must be slack or arrival, got '" + order + "'");
+        }
+        return TransferScheduler.Settings.uniform(outstanding, speculative, queued).withSlackOrder(order.equals("slack"));
     }
 
     private static HugePages hugePages(Map<String, String> v) {

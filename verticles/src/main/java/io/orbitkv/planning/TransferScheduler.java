@@ -63,8 +63,19 @@ public final class TransferScheduler<T> {
      * @param outstandingLimitBytes per medium; a medium without a limit is unbounded
      * @param speculativeFraction   of a medium's limit that speculative transfers may hold outstanding, in [0, 1]
      * @param maxQueuedPerMedium    waiting transfers per medium
+     * @param slackOrder            within a class, by slack (the default); false: by arrival only
      */
-    public record Settings(Map<Medium, Long> outstandingLimitBytes, double speculativeFraction, int maxQueuedPerMedium) {
+    public record Settings(Map<Medium, Long> outstandingLimitBytes, double speculativeFraction, int maxQueuedPerMedium,
+                           boolean slackOrder) {
+        public Settings(Map<Medium, Long> outstandingLimitBytes, double speculativeFraction, int maxQueuedPerMedium) {
+            this(outstandingLimitBytes, speculativeFraction, maxQueuedPerMedium, true);
+        }
+
+        /** The same settings, ordering each class by slack or by arrival only. */
+        public Settings withSlackOrder(boolean slack) {
+            return new Settings(outstandingLimitBytes, speculativeFraction, maxQueuedPerMedium, slack);
+        }
+
         public Settings {
             EnumMap<Medium, Long> copy = new EnumMap<>(Medium.class);
             copy.putAll(outstandingLimitBytes);
@@ -164,10 +175,12 @@ public final class TransferScheduler<T> {
         }
     }
 
-    private final Comparator<Entry<T>> ORDER = Comparator
+    private final Comparator<Entry<T>> SLACK = Comparator
             .<Entry<T>>comparingLong(e -> e.request.latestStartNanos())
             .thenComparing(Comparator.<Entry<T>>comparingInt(e -> e.request.priority()).reversed())
             .thenComparingLong(e -> e.sequence);
+    // Arrival order only is the ablation of slack ordering (planning.transfers.order=arrival).
+    private final Comparator<Entry<T>> ORDER;
 
     private final Settings settings;
     private final Ticker ticker;
@@ -183,6 +196,7 @@ public final class TransferScheduler<T> {
      */
     public TransferScheduler(Settings settings, Ticker ticker, MeterRegistry registry, Consumer<T> onDropped) {
         this.settings = Objects.requireNonNull(settings, "settings");
+        this.ORDER = settings.slackOrder() ? SLACK : Comparator.comparingLong(e -> e.sequence);
         this.ticker = Objects.requireNonNull(ticker, "ticker");
         this.onDropped = Objects.requireNonNull(onDropped, "onDropped");
         for (Medium medium : Medium.values()) {
