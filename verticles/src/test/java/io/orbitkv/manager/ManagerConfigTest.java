@@ -96,7 +96,8 @@ class ManagerConfigTest {
         Map<String, List<String>> bad = Map.of(
                 "planning.transfers.outstanding-per-medium", List.of("lots", "0", "1KiB", "256MB", "-1MiB"),
                 "planning.transfers.speculative-fraction", List.of("0", "1.5", "-0.25", "a quarter", "NaN"),
-                "planning.transfers.max-queued-per-medium", List.of("0", "-1", "many", "2097152"));
+                "planning.transfers.max-queued-per-medium", List.of("0", "-1", "many", "2097152"),
+                "planning.transfers.order", List.of("fastest", "", "SLACKish"));
         for (var e : bad.entrySet()) {
             for (String value : e.getValue()) {
                 assertThatThrownBy(() -> ManagerConfig.from(Map.of(e.getKey(), value))).as("%s=%s", e.getKey(), value)
