@@ -23,7 +23,8 @@ import java.util.function.Consumer;
  * Per-medium transfer queues: which acquired segments may start moving payload now.
  *
  * <h2>Order</h2>
- * Demand reads go before speculative ones, always. Within a class, by slack: the latest start time (first use minus the
+ * Demand reads go before speculative ones, always. Within a class, by arrival, or with {@link Settings#slackOrder} (config
+ * {@code planning.transfers.order=slack}) by slack: the latest start time (first use minus the
  * estimated remaining critical path) ascending, then priority (higher first), then arrival. A demand read whose first
  * use is unknown has its latest start at its arrival (the engine is waiting now); a speculative read without a deadline
  * comes last.

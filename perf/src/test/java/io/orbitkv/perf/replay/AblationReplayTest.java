@@ -24,7 +24,7 @@ import org.junit.jupiter.api.io.TempDir;
 /** {@code replay --ablations} on a small slice: every row, equal capacity, readiness counted only where it can be judged. */
 class AblationReplayTest {
     private static final int LIMIT = 120;
-    private static final long POOL_BLOCKS = 60;
+    private static final long POOL_BLOCKS = 64; // the smallest pool a Manager takes: 4 MiB of 64 KiB pages
 
     private static TraceReplayer.Options options(Path trace, Path out, long poolBlocks) {
         // SSD as many extents as pool pages (64 KiB pages + 4 KiB header).
