@@ -88,7 +88,9 @@ class ManagerConfigTest {
                     Map.of("planning.transfers.outstanding-per-medium", "64MiB",
                             "planning.transfers.max-queued-per-medium", "16")).await(10, TimeUnit.SECONDS);
             TransferScheduler.Settings queues = ManagerConfig.from(flat).planningTransfers();
-            assertThat(queues).isEqualTo(TransferScheduler.Settings.uniform(64L << 20, 0.5, 16));
+            assertThat(queues).isEqualTo(TransferScheduler.Settings.uniform(64L << 20, 0.5, 16).withSlackOrder(false));
+            assertThat(ManagerConfig.from(Map.of("planning.transfers.order", "slack")).planningTransfers().slackOrder())
+                    .isTrue();
             assertThat(queues.outstandingLimitBytes()).containsOnlyKeys(Medium.values());
         } finally {
             vertx.close().await(10, TimeUnit.SECONDS);

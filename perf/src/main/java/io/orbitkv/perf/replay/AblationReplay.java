@@ -64,11 +64,20 @@ public final class AblationReplay {
 
     public static final int MAX_MANAGERS = 8;
 
-    /** Which rows run: all of them, the prefetch pair only ({@code --hint-lead-ms} alone), the N-Manager rows only. */
+    /**
+     * Which rows run: all of them; the planning trio only (without boundary choice, with it, with prefetch too:
+     * {@code --hint-lead-ms} alone); the N-Manager rows only.
+     */
     public enum Scope { ALL, PREFETCH, MANAGERS }
 
     /** Extra settings of the ablation beyond {@link TraceReplayer.Options}. */
-    public record Settings(long hintLeadMs, int managers, int runs, double peerReadBytesPerSecond, Scope scope) {
+    public record Settings(long hintLeadMs, int managers, int runs, double peerReadBytesPerSecond, Scope scope,
+                           boolean scaledRate) {
+        /** Engines declare their prefill rate as is (not in the replay's byte scale). */
+        public Settings(long hintLeadMs, int managers, int runs, double peerReadBytesPerSecond, Scope scope) {
+            this(hintLeadMs, managers, runs, peerReadBytesPerSecond, scope, false);
+        }
+
         public Settings {
             if (hintLeadMs < 0 || managers < 1 || managers > MAX_MANAGERS || runs < 1 || !(peerReadBytesPerSecond > 0)) {
                 throw new IllegalArgumentException("--hint-lead-ms >= 0, --managers 1.." + MAX_MANAGERS
@@ -141,12 +150,13 @@ public final class AblationReplay {
         for (Config c : LADDER) {
             boolean wanted = switch (settings.scope()) {
                 case ALL -> c.cache();
-                case PREFETCH -> c.name().equals("+ boundary choice") || c.name().equals("+ deadline prefetch");
+                case PREFETCH -> c.name().equals("+ reuse-aware writes") || c.name().equals("+ boundary choice")
+                        || c.name().equals("+ deadline prefetch");
                 case MANAGERS -> false;
             };
             if (wanted) {
                 plan.add(new Measured(c.name(), c.adds(), 1, options.poolBlocks(), options.ssdCapacityBytes(),
-                        managerSettings(c, options), false, setup(c, options, hintLeadNanos),
+                        managerSettings(c, options), false, setup(c, options, hintLeadNanos, settings.scaledRate()),
                         c.prefetch() ? model.withHintLead(hintLeadNanos) : model));
             }
         }
@@ -156,14 +166,14 @@ public final class AblationReplay {
             ArrivalModel.Settings nModel = model.withManagers(n, options.engines()).withHintLead(hintLeadNanos);
             plan.add(new Measured(n + " Managers x P, peering", "clustered, everything on; request i to Manager i mod " + n,
                     n, options.poolBlocks(), options.ssdCapacityBytes(), managerSettings(all, options), true,
-                    setup(all, options, hintLeadNanos), nModel));
+                    setup(all, options, hintLeadNanos, settings.scaledRate()), nModel));
             plan.add(new Measured(n + " Managers x P, peering off", "independent Managers, everything on", n,
                     options.poolBlocks(), options.ssdCapacityBytes(), managerSettings(all, options), false,
-                    setup(all, options, hintLeadNanos), nModel));
+                    setup(all, options, hintLeadNanos, settings.scaledRate()), nModel));
             TraceReplayer.Options big = withCapacity(options, options.poolBlocks() * n, options.ssdCapacityBytes() * n);
             plan.add(new Measured("1 Manager x " + n + "P", "everything on, " + n + "x the DRAM, SSD and engines", 1,
                     big.poolBlocks(), big.ssdCapacityBytes(), managerSettings(all, big), false,
-                    setup(all, options, hintLeadNanos), model.withManagers(1, n * options.engines()).withHintLead(hintLeadNanos)));
+                    setup(all, options, hintLeadNanos, settings.scaledRate()), model.withManagers(1, n * options.engines()).withHintLead(hintLeadNanos)));
         }
         for (int run = 1; run <= settings.runs(); run++) {
             for (Measured m : plan) {
@@ -210,9 +220,13 @@ public final class AblationReplay {
                             Map<String, String> settings, boolean clustered, ReplayCore.Setup setup,
                             ArrivalModel.Settings model) {}
 
-    private static ReplayCore.Setup setup(Config c, TraceReplayer.Options options, long hintLeadNanos) {
-        return new ReplayCore.Setup(c.prefetch() ? hintLeadNanos : -1,
-                c.boundaryChoice() ? options.prefillTokensPerSecond() : 0, c.ssd());
+    /**
+     * With {@code scaledRate} the engines declare their prefill rate times the byte scale: the Manager estimates its
+     * reads on scaled pages, so a rate in the same scale keeps the ratio of read to recompute that logical pages have.
+     */
+    private static ReplayCore.Setup setup(Config c, TraceReplayer.Options options, long hintLeadNanos, boolean scaledRate) {
+        double rate = options.prefillTokensPerSecond() * (scaledRate ? options.bytesScale() : 1);
+        return new ReplayCore.Setup(c.prefetch() ? hintLeadNanos : -1, c.boundaryChoice() ? rate : 0, c.ssd());
     }
 
     /** The Manager settings of a configuration (pool size is the fleet's). */
@@ -348,6 +362,8 @@ public final class AblationReplay {
                 .config("capacity_blocks_dram_plus_ssd", capacityBlocks)
                 .config("engines_per_manager", options.engines())
                 .config("hint_lead_ms", settings.hintLeadMs())
+                .config("declared_prefill_rate", settings.scaledRate() ? "prefill rate x bytes scale (the Manager's "
+                        + "estimates are of scaled pages)" : "prefill rate as given")
                 .config("managers", settings.managers())
                 .config("bytes_scale", "1/" + options.bytesScale())
                 .config("ttft", "median over the runs of each run's p50 and p99")

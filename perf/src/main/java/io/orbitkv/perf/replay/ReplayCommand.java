@@ -69,7 +69,8 @@ public final class ReplayCommand implements Callable<Integer> {
                 throw new IllegalArgumentException("--managers and --hint-lead-ms together need --ablations");
             }
             settings = new AblationReplay.Settings(hintLeadMs < 0 ? 20 : hintLeadMs, managers, a.integer("runs", 3),
-                    a.decimal("peer-read-bytes-per-second", AblationReplay.DEFAULT_PEER_READ_BYTES_PER_SECOND), scope);
+                    a.decimal("peer-read-bytes-per-second", AblationReplay.DEFAULT_PEER_READ_BYTES_PER_SECOND), scope,
+                    a.flag("declare-scaled-rate", false));
         }
         a.requireAllUsed();
         try {
