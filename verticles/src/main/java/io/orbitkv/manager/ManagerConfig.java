@@ -168,6 +168,8 @@ public record ManagerConfig(
         d.put("planning.transfers.outstanding-per-medium", "256MiB");
         d.put("planning.transfers.speculative-fraction", "0.25");
         d.put("planning.transfers.max-queued-per-medium", "1024");
+        // arrival: each class by arrival; slack: by latest start time (no TTFT gain measured yet: perf/README verdicts).
+        d.put("planning.transfers.order", "arrival");
         d.put("ssd.enabled", "true");
         d.put("ssd.dir", "");
         d.put("ssd.capacity", "2GiB");
@@ -287,7 +289,11 @@ public record ManagerConfig(
         long outstanding = v.size("planning.transfers.outstanding-per-medium", 4096, 1L << 40);
         double speculative = v.fraction("planning.transfers.speculative-fraction");
         int queued = (int) v.integer("planning.transfers.max-queued-per-medium", 1, 1 << 20);
-        return TransferScheduler.Settings.uniform(outstanding, speculative, queued);
+        String order = v.string("planning.transfers.order").strip();
+        if (!order.equals("slack") && !order.equals("arrival")) {
+            throw new ConfigException("planning.transfers.order", "must be slack or arrival, got '" + order + "'");
+        }
+        return TransferScheduler.Settings.uniform(outstanding, speculative, queued).withSlackOrder(order.equals("slack"));
     }
 
     private static HugePages hugePages(ConfigValues v) {

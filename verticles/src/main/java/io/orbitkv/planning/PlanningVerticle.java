@@ -46,10 +46,11 @@ public final class PlanningVerticle extends VerticleBase {
                            RouteResources resources) {
         /**
          * The transfer queues' defaults: at most 256 MiB outstanding per medium (a few io_uring queue depths of 2 MiB
-         * pages), a quarter of it for speculative reads, 1024 waiting transfers per medium.
+         * pages), a quarter of it for speculative reads, 1024 waiting transfers per medium, each class in arrival
+         * order (slack ordering showed no gain in the trace ablation: perf/README "Mechanism verdicts").
          */
         public static final TransferScheduler.Settings DEFAULT_TRANSFERS =
-                TransferScheduler.Settings.uniform(256L << 20, 0.25, 1024);
+                TransferScheduler.Settings.uniform(256L << 20, 0.25, 1024).withSlackOrder(false);
 
         public Settings {
             Objects.requireNonNull(capabilities, "capabilities");

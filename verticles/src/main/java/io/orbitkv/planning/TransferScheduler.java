@@ -23,7 +23,8 @@ import java.util.function.Consumer;
  * Per-medium transfer queues: which acquired segments may start moving payload now.
  *
  * <h2>Order</h2>
- * Demand reads go before speculative ones, always. Within a class, by slack: the latest start time (first use minus the
+ * Demand reads go before speculative ones, always. Within a class, by arrival, or with {@link Settings#slackOrder} (config
+ * {@code planning.transfers.order=slack}) by slack: the latest start time (first use minus the
  * estimated remaining critical path) ascending, then priority (higher first), then arrival. A demand read whose first
  * use is unknown has its latest start at its arrival (the engine is waiting now); a speculative read without a deadline
  * comes last.
@@ -63,8 +64,19 @@ public final class TransferScheduler<T> {
      * @param outstandingLimitBytes per medium; a medium without a limit is unbounded
      * @param speculativeFraction   of a medium's limit that speculative transfers may hold outstanding, in [0, 1]
      * @param maxQueuedPerMedium    waiting transfers per medium
+     * @param slackOrder            within a class, by slack (the default); false: by arrival only
      */
-    public record Settings(Map<Medium, Long> outstandingLimitBytes, double speculativeFraction, int maxQueuedPerMedium) {
+    public record Settings(Map<Medium, Long> outstandingLimitBytes, double speculativeFraction, int maxQueuedPerMedium,
+                           boolean slackOrder) {
+        public Settings(Map<Medium, Long> outstandingLimitBytes, double speculativeFraction, int maxQueuedPerMedium) {
+            this(outstandingLimitBytes, speculativeFraction, maxQueuedPerMedium, true);
+        }
+
+        /** The same settings, ordering each class by slack or by arrival only. */
+        public Settings withSlackOrder(boolean slack) {
+            return new Settings(outstandingLimitBytes, speculativeFraction, maxQueuedPerMedium, slack);
+        }
+
         public Settings {
             EnumMap<Medium, Long> copy = new EnumMap<>(Medium.class);
             copy.putAll(outstandingLimitBytes);
@@ -164,10 +176,12 @@ public final class TransferScheduler<T> {
         }
     }
 
-    private final Comparator<Entry<T>> ORDER = Comparator
+    private final Comparator<Entry<T>> SLACK = Comparator
             .<Entry<T>>comparingLong(e -> e.request.latestStartNanos())
             .thenComparing(Comparator.<Entry<T>>comparingInt(e -> e.request.priority()).reversed())
             .thenComparingLong(e -> e.sequence);
+    // Arrival order only is the ablation of slack ordering (planning.transfers.order=arrival).
+    private final Comparator<Entry<T>> ORDER;
 
     private final Settings settings;
     private final Ticker ticker;
@@ -183,6 +197,7 @@ public final class TransferScheduler<T> {
      */
     public TransferScheduler(Settings settings, Ticker ticker, MeterRegistry registry, Consumer<T> onDropped) {
         this.settings = Objects.requireNonNull(settings, "settings");
+        this.ORDER = settings.slackOrder() ? SLACK : Comparator.comparingLong(e -> e.sequence);
         this.ticker = Objects.requireNonNull(ticker, "ticker");
         this.onDropped = Objects.requireNonNull(onDropped, "onDropped");
         for (Medium medium : Medium.values()) {

@@ -89,7 +89,9 @@ class ManagerConfigTest {
                     Map.of("planning.transfers.outstanding-per-medium", "64MiB",
                             "planning.transfers.max-queued-per-medium", "16")).await(10, TimeUnit.SECONDS);
             TransferScheduler.Settings queues = ManagerConfig.from(flat).planningTransfers();
-            assertThat(queues).isEqualTo(TransferScheduler.Settings.uniform(64L << 20, 0.5, 16));
+            assertThat(queues).isEqualTo(TransferScheduler.Settings.uniform(64L << 20, 0.5, 16).withSlackOrder(false));
+            assertThat(ManagerConfig.from(Map.of("planning.transfers.order", "slack")).planningTransfers().slackOrder())
+                    .isTrue();
             assertThat(queues.outstandingLimitBytes()).containsOnlyKeys(Medium.values());
         } finally {
             vertx.close().await(10, TimeUnit.SECONDS);
@@ -97,7 +99,8 @@ class ManagerConfigTest {
         Map<String, List<String>> bad = Map.of(
                 "planning.transfers.outstanding-per-medium", List.of("lots", "0", "1KiB", "256MB", "-1MiB"),
                 "planning.transfers.speculative-fraction", List.of("0", "1.5", "-0.25", "a quarter", "NaN"),
-                "planning.transfers.max-queued-per-medium", List.of("0", "-1", "many", "2097152"));
+                "planning.transfers.max-queued-per-medium", List.of("0", "-1", "many", "2097152"),
+                "planning.transfers.order", List.of("fastest", "", "SLACKish"));
         for (var e : bad.entrySet()) {
             for (String value : e.getValue()) {
                 assertThatThrownBy(() -> ManagerConfig.from(Map.of(e.getKey(), value))).as("%s=%s", e.getKey(), value)

@@ -49,6 +49,18 @@ class TransferSchedulerTest {
     }
 
     @Test
+    void withSlackOrderOffDemandReadsGoByArrivalOnly() {
+        TransferScheduler<String> s = new TransferScheduler<>(
+                TransferScheduler.Settings.uniform(MB, 0.5, 16).withSlackOrder(false), ticker, registry, droppedWork::add);
+        TransferScheduler.Entry<String> blocker = s.enqueue(demand("blocker", MB, 0, 0));
+        assertThat(s.dispatch()).containsExactly("blocker");
+        s.enqueue(demand("late", MB / 4, 5_000, 0));
+        s.enqueue(demand("urgent-high", MB / 4, 1_000, 9));
+        s.completed(blocker);
+        assertThat(s.dispatch()).containsExactly("late", "urgent-high");
+    }
+
+    @Test
     void aPromotedSpeculativeReadStopsWaitingForItsStartAndCanNoLongerBeDropped() {
         TransferScheduler<String> s = scheduler(4 * MB, 0.25, 2);
         long later = ticker.nanos() + 10_000;

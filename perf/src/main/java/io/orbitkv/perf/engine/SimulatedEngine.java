@@ -122,10 +122,20 @@ public final class SimulatedEngine implements AutoCloseable {
      */
     public QueryOutcome submitDemand(String requestId, long revision, long operationId, int pageTokens,
                                      List<ByteString> chain, boolean speculative, long firstUseMicros, float confidence) {
+        return submitDemand(requestId, revision, operationId, pageTokens, chain, speculative, firstUseMicros, confidence, 0);
+    }
+
+    /**
+     * As above, declaring the engine's prefill rate for this demand ({@code prefillTokensPerSecond} > 0): the Manager
+     * may then choose a shorter boundary whose first token is clearly earlier; 0 leaves it undeclared.
+     */
+    public QueryOutcome submitDemand(String requestId, long revision, long operationId, int pageTokens,
+                                     List<ByteString> chain, boolean speculative, long firstUseMicros, float confidence,
+                                     double prefillTokensPerSecond) {
         Demand demand = Demand.newBuilder().setRequestId(requestId).setRevision(revision).setOperationId(operationId)
                 .setPageSizeTokens(pageTokens).setValidPrefixTokens(0).setSelectedEndTokens((long) chain.size() * pageTokens)
                 .setSelectedGroupId(0).setSpeculative(speculative).setFirstUseMicros(firstUseMicros)
-                .setConfidence(confidence)
+                .setConfidence(confidence).setPrefillTokensPerSecond(prefillTokensPerSecond)
                 .addGroups(GroupDemand.newBuilder().setGroupId(0).addAllBlockHashes(chain)
                         .addRanges(BlockSpan.newBuilder().setStart(0).setEnd(chain.size())))
                 .build();

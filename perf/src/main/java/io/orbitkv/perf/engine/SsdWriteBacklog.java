@@ -21,6 +21,9 @@ public final class SsdWriteBacklog {
     private final long maxBacklog;
     private final long settledAtStart;
     private final LongAdder waits = new LongAdder();
+    private final LongAdder waitedNanos = new LongAdder();
+    /** A lower bound of {@link #settled}: written by whichever workload thread read it last. */
+    private volatile long lastSettled;
 
     /** {@code maxBacklog} >= 1: unsettled pages tolerated before {@link #bound} waits. */
     public SsdWriteBacklog(MeterRegistry registry, long maxBacklog) {
@@ -40,13 +43,30 @@ public final class SsdWriteBacklog {
 
     /**
      * With {@code sealed} pages sealed since this backlog was created: when more than {@code maxBacklog} are unsettled,
-     * waits until at most half of that are (at most 30 s, then fails).
+     * waits until at most half of that are (at most 30 s, then fails), and returns how long it waited (0: no wait).
      */
-    public void bound(long sealed) {
-        if (sealed - settled() > maxBacklog) {
+    public long bound(long sealed) {
+        // Settled only grows, so while the last figure read keeps the backlog within bound the meters need no reading
+        // (reading them walks the registry, which a replay would otherwise do after every request).
+        if (sealed - lastSettled <= maxBacklog) {
+            return 0;
+        }
+        lastSettled = settled();
+        if (sealed - lastSettled > maxBacklog) {
+            long began = System.nanoTime();
             waits.increment();
             drain(sealed - maxBacklog / 2, Duration.ofSeconds(30));
+            long waited = System.nanoTime() - began;
+            lastSettled = settled();
+            waitedNanos.add(waited);
+            return waited;
         }
+        return 0;
+    }
+
+    /** Nanoseconds {@link #bound} spent waiting, all waits together. */
+    public long waitedNanos() {
+        return waitedNanos.sum();
     }
 
     /** Waits until {@code target} of the pages sealed since creation are settled; fails after {@code timeout}. */

@@ -53,14 +53,14 @@ import java.util.function.Consumer;
  * <h2>Time</h2>
  * {@code speed = 0} replays as fast as possible (each request arrives when the previous is done); {@code speed = N}
  * schedules request arrivals at trace timestamp / N, and time-to-ready counts from that scheduled arrival (a replayer
- * behind schedule shows it as latency, nothing is hidden).
+ * behind schedule shows it as latency, nothing is hidden). With the SSD tier the replay may pause between requests
+ * while the SSD writer catches up ({@link SsdWriteBacklog}); the pauses' count and time are reported.
  *
  * <h2>Model</h2>
- * What is computed rather than measured goes in the report's {@code model} section with its assumptions: the logical
- * bytes (scaled bytes × {@code bytesScale}) and a modelled TTFT per request = measured time-to-ready + the logical
- * bytes read back from SSD for it at the SSD read rate (measured in this run, or {@code --ssd-read-bytes-per-second})
- * + the logical bytes of its hit pages copied host-to-device at {@code --h2d-bytes-per-second} + (input_length -
- * hit_tokens) / prefill rate, hit_tokens = min(ready_blocks × blockTokens, input_length). The decode step is left out.
+ * What is computed rather than measured goes in the report's {@code model} section: the logical bytes (scaled bytes ×
+ * {@code bytesScale}) and the time to first token from each request's arrival ({@link ArrivalModel}: engine wait,
+ * measured time to READY, SSD reads at the stated device rate queued behind each other, host-to-device copy,
+ * recompute of the rest), beside the same arrivals and engines with no hit.
  *
  * <h2>Bounds with the SSD tier</h2>
  * With the SSD tier on, the Manager can hit on anything DRAM or SSD holds, so its measured hit ratio is compared with
@@ -130,7 +130,7 @@ public final class TraceReplayer {
                 throw new IllegalArgumentException("speed >= 0, prefill rate > 0, engines >= 1, pool blocks >= 1");
             }
             if (!(hostToDeviceBytesPerSecond > 0) || ssdReadBytesPerSecond < 0) {
-                throw new IllegalArgumentException("--h2d-bytes-per-second > 0 and --ssd-read-bytes-per-second >= 0 (0: measured)");
+                throw new IllegalArgumentException("--h2d-bytes-per-second > 0 and --ssd-read-bytes-per-second >= 0 (0: the stated bench ssd rate)");
             }
         }
     }
@@ -220,7 +220,7 @@ public final class TraceReplayer {
                 threads.add(Thread.ofPlatform().name("replay-engine").start(() -> {
                     try {
                         for (int i = next.getAndIncrement(); i < requests.size(); i = next.getAndIncrement()) {
-                            replayOne(options, requests.get(i), engine, start, counters, ssdPagesRead, ssdBacklog);
+                            replayOne(options, requests.get(i), i, engine, start, counters, ssdPagesRead, ssdBacklog);
                             int done = counters.completed.intValue();
                             if (done % 500 == 0) {
                                 progress.accept(String.format(Locale.ROOT, "replay: %d/%d requests, hit ratio so far %.1f%%",
@@ -241,6 +241,7 @@ public final class TraceReplayer {
             }
             if (ssdBacklog != null) {
                 counters.ssdBacklogWaits.add(ssdBacklog.waits());
+                counters.ssdBacklogWaitNanos.add(ssdBacklog.waitedNanos());
             }
             StatsReply after = engines.get(0).stats();
             // Background SSD writes of the last publishes may still be in flight: written/dropped are counted as of now.
@@ -270,9 +271,8 @@ public final class TraceReplayer {
             for (TraceRequest r : requests) {
                 model.onRequest(r.hashIds());
             }
-            double measuredSsdReadRate = inProcess ? ssdReadBytesPerSecond(manager.manager().registry()) : 0;
             return report(options, requests.size(), counters, elapsedNanos, capacityBlocks, before, after, sessionLeases,
-                    bounds, model, inProcess, tiers, measuredSsdReadRate, progress);
+                    bounds, model, inProcess, tiers, progress);
         } finally {
             for (SimulatedEngine engine : engines) {
                 engine.close();
@@ -299,8 +299,8 @@ public final class TraceReplayer {
         final LongAdder publishRefusals = new LongAdder();
         /** Times the replay waited for the in-process Manager's SSD writer ({@link SsdWriteBacklog}). */
         final LongAdder ssdBacklogWaits = new LongAdder();
+        final LongAdder ssdBacklogWaitNanos = new LongAdder();
         final LatencyRecorder timeToReady = LatencyRecorder.concurrent();
-        final LatencyRecorder ttftNoCache = LatencyRecorder.concurrent();
         /** Per request, what the TTFT model needs; the model runs after the replay, once the SSD rate is known. */
         final java.util.Queue<RequestCost> costs = new java.util.concurrent.ConcurrentLinkedQueue<>();
     }
@@ -309,9 +309,9 @@ public final class TraceReplayer {
      * One request's measured part and the work the model charges time for. {@code ssdPages} is -1 when the pages read
      * back for this request cannot be told apart (several engines, or a Manager without counters here).
      */
-    record RequestCost(long timeToReadyNanos, int readyBlocks, long ssdPages, long prefillNanos) {}
+    record RequestCost(long index, long timestampMs, int inputTokens, long timeToReadyNanos, int readyBlocks, long ssdPages) {}
 
-    static void replayOne(Options options, TraceRequest request, SimulatedEngine engine, long start, Counters counters,
+    static void replayOne(Options options, TraceRequest request, int index, SimulatedEngine engine, long start, Counters counters,
                           java.util.function.LongSupplier ssdPagesRead, SsdWriteBacklog ssdBacklog) {
         long arrival;
         if (options.speed() > 0) {
@@ -351,10 +351,8 @@ public final class TraceReplayer {
         }
         long timeToReady = settled - arrival;
         long hitTokens = Math.min((long) ready * options.blockTokens(), request.inputLength());
-        long prefillNanos = (long) ((request.inputLength() - hitTokens) * 1e9 / options.prefillTokensPerSecond());
         counters.timeToReady.recordNanos(timeToReady);
-        counters.costs.add(new RequestCost(timeToReady, ready, ssdPages, prefillNanos));
-        counters.ttftNoCache.recordNanos((long) (request.inputLength() * 1e9 / options.prefillTokensPerSecond()));
+        counters.costs.add(new RequestCost(index, request.timestampMs(), request.inputLength(), timeToReady, ready, ssdPages));
         counters.referenceBlocks.add(ids.length);
         counters.hitBlocks.add(ready);
         counters.inputTokens.add(request.inputLength());
@@ -374,7 +372,7 @@ public final class TraceReplayer {
 
     private static JsonObject report(Options options, int requestCount, Counters c, long elapsedNanos, long capacityBlocks,
                                      StatsReply before, StatsReply after, long sessionLeases, CacheBounds.Bounds bounds,
-                                     ManagerLruModel model, boolean inProcess, TierCounters tiers, double measuredSsdReadRate,
+                                     ManagerLruModel model, boolean inProcess, TierCounters tiers,
                                      Consumer<String> progress) throws Exception {
         long references = c.referenceBlocks.sum();
         double measured = references == 0 ? 0.0 : (double) c.hitBlocks.sum() / references;
@@ -384,9 +382,9 @@ public final class TraceReplayer {
         long effectiveCapacity = tiered ? capacityBlocks + options.ssdExtents() : capacityBlocks;
         CacheBounds.HitRatio lruEffective = bounds.lruAt(effectiveCapacity);
         LatencySummary ttr = c.timeToReady.summary();
-        TtftModel ttftModel = TtftModel.of(options, c, tiers, measuredSsdReadRate, inProcess);
-        LatencySummary ttft = ttftModel.ttft().summary();
-        LatencySummary ttftNoCache = c.ttftNoCache.summary();
+        TtftModel ttftModel = TtftModel.of(options, c, tiers, inProcess);
+        LatencySummary ttft = ttftModel.result().ttft();
+        LatencySummary ttftNoCache = ttftModel.noCache().ttft();
         long logicalPage = options.logicalPageBytes();
         long scaledPage = options.scaledPageBytes();
         JsonArray lruCurve = new JsonArray();
@@ -439,6 +437,7 @@ public final class TraceReplayer {
                 .figure("verified_bytes", c.verifiedBytes.sum())
                 .figure("mismatched_pages", c.mismatchedPages.sum())
                 .figure("ssd_write_backlog_waits", c.ssdBacklogWaits.sum())
+                .figure("ssd_write_backlog_wait_ms", c.ssdBacklogWaitNanos.sum() / 1e6)
                 .figure("pending_polls", c.pendingPolls.sum())
                 .figure("query_refusals", c.queryRefusals.sum())
                 .figure("publish_refusals", c.publishRefusals.sum())
@@ -476,7 +475,10 @@ public final class TraceReplayer {
                 .config("pool_capacity_blocks", capacityBlocks)
                 .config("effective_capacity_blocks", effectiveCapacity)
                 .config("engines", options.engines())
-                .config("verification", "first " + SimulatedEngine.VERIFY_PREFIX_BYTES + " bytes of every restored page, whole page for 1 in " + options.fullVerifyEvery())
+                .config("verification", String.format(Locale.ROOT, "sampled (%.1f %% of restored bytes): the first %d bytes of "
+                        + "every restored page, the whole page for 1 in %d", c.restoredBytes.sum() == 0 ? 0.0
+                        : 100.0 * c.verifiedBytes.sum() / c.restoredBytes.sum(), SimulatedEngine.VERIFY_PREFIX_BYTES,
+                        options.fullVerifyEvery()))
                 .machine(MachineInfo.probe());
         if (tiered) {
             report.baseline("lru_at_dram_plus_ssd_capacity", lruJson(effectiveCapacity, lruEffective))
@@ -496,21 +498,15 @@ public final class TraceReplayer {
                         .put("how", "scaled bytes actually moved x bytes_scale (" + options.bytesScale() + "), i.e. pages x "
                                 + logicalPage + " logical bytes; nothing of this size was moved"))
                 .model("ttft", ttft.toJson())
+                .model("ttft_parts", ttftModel.result().toJson())
                 .model("ttft_no_cache", ttftNoCache.toJson())
-                .model("ttft_mean_over_no_cache", ttftNoCache.meanNanos() == 0 ? 0.0 : ttft.meanNanos() / ttftNoCache.meanNanos())
-                .model("ttft_formula", "time_to_ready (measured) + ssd_pages x logical_page / ssd_read_rate + ready_blocks x "
-                        + "logical_page / host_to_device_rate + (input_length - hit_tokens) / prefill_rate")
-                .model("rates", ttftModel.ratesJson(options))
+                .model("ttft_p50_over_no_cache", ttftNoCache.p50Nanos() == 0 ? 0.0 : (double) ttft.p50Nanos() / ttftNoCache.p50Nanos())
+                .model("ttft_formula", ArrivalModel.describe(ttftModel.settings()).getString("formula"))
+                .model("time", ArrivalModel.describe(ttftModel.settings()).getString("time"))
+                .model("rates", ttftModel.settings().rates().toJson())
                 .model("transfer", ttftModel.transferJson())
-                .model("assumptions", new JsonArray(List.of(
-                        "prefill runs alone at " + options.prefillTokensPerSecond() + " tokens/s; tokens past the hit are recomputed",
-                        "hit_tokens = min(ready_blocks x " + options.blockTokens() + ", input_length)",
-                        "the engine copies every hit page host-to-device at " + options.hostToDeviceBytesPerSecond() + " B/s, after READY, not overlapped with prefill",
-                        "pages read back from SSD for the request move at the SSD read rate, serially, before the host-to-device copy",
-                        "time_to_ready is measured on scaled pages; it already contains their real SSD reads (1/" + options.bytesScale()
-                                + " of the modelled SSD term), which the model therefore counts twice",
-                        "the decode step and queueing for the GPU are left out",
-                        "no-cache baseline: input_length / prefill rate, with no time-to-ready and no transfer")));
+                .model("assumptions", ArrivalModel.describe(ttftModel.settings()).getJsonArray("assumptions")
+                        .copy().add("no-cache baseline: the same arrivals and engines with no hit"));
         report.check(c.mismatchedPages.sum() == 0, c.mismatchedPages.sum() + " restored pages differ from what was published")
                 .check(sessionLeases == 0, sessionLeases + " leases of the replaying engines still active at the end");
         BenchReport built = report.build();
@@ -528,10 +524,10 @@ public final class TraceReplayer {
         }
         progress.accept(String.format(Locale.ROOT,
                 "replay: hit ratio %.2f%% (LRU at %d blocks%s %.2f%%, infinite %.2f%%); time-to-ready p50 %.0f µs p99 %.0f µs; "
-                        + "modelled TTFT mean %.1f ms (no cache %.1f ms)",
+                        + "modelled TTFT from arrival p50 %.1f ms p99 %.1f ms (no cache p50 %.1f ms p99 %.1f ms)",
                 100 * measured, effectiveCapacity, tiered ? " = DRAM + SSD" : "", 100 * lruEffective.ratio(),
-                100 * bounds.infinite().ratio(), ttr.p50Nanos() / 1e3, ttr.p99Nanos() / 1e3, ttft.meanNanos() / 1e6,
-                ttftNoCache.meanNanos() / 1e6));
+                100 * bounds.infinite().ratio(), ttr.p50Nanos() / 1e3, ttr.p99Nanos() / 1e3, ttft.p50Nanos() / 1e6,
+                ttft.p99Nanos() / 1e6, ttftNoCache.p50Nanos() / 1e6, ttftNoCache.p99Nanos() / 1e6));
         return built.toJson();
     }
 
@@ -541,46 +537,24 @@ public final class TraceReplayer {
     }
 
     /**
-     * The SSD read rate measured in this run: the mean bytes of a read back over the median read latency (from the
-     * SSD role's latency histogram, submit to verified completion). The median, not the mean: on a shared machine a few
-     * reads wait hundreds of milliseconds for a CPU, and the mean would charge that to the disk. It is one read's
-     * bandwidth at the scaled page size, so it understates what a logical-size read would get; 0 when nothing was read.
+     * Modelled TTFT from arrival ({@link ArrivalModel}) over the replay's requests in trace order, and the same with no
+     * hit. The SSD term is exact per request with one engine on an in-process Manager; with several engines it
+     * apportions the run's SSD pages by each request's hit blocks; without the tier's counters it is left out, and
+     * {@link #transferJson} says which. The SSD rate is stated or given, never taken from one scaled read.
      */
-    static double ssdReadBytesPerSecond(io.micrometer.core.instrument.MeterRegistry registry) {
-        io.micrometer.core.instrument.Timer latency = registry.find("orbitkv.ssd.read.latency").timer();
-        io.micrometer.core.instrument.Counter bytes = registry.find("orbitkv.ssd.read.bytes").counter();
-        if (latency == null || bytes == null || latency.count() == 0) {
-            return 0;
-        }
-        double medianSeconds = 0;
-        long half = (latency.count() + 1) / 2;
-        for (io.micrometer.core.instrument.distribution.CountAtBucket bucket : latency.takeSnapshot().histogramCounts()) {
-            if (bucket.count() >= half) {
-                medianSeconds = bucket.bucket(java.util.concurrent.TimeUnit.NANOSECONDS) / 1e9;
-                break;
-            }
-        }
-        if (medianSeconds <= 0) {
-            medianSeconds = latency.mean(java.util.concurrent.TimeUnit.NANOSECONDS) / 1e9;
-        }
-        return medianSeconds > 0 ? bytes.count() / latency.count() / medianSeconds : 0;
-    }
-
-    /**
-     * Modelled TTFT per request, computed after the replay once the SSD read rate is known. The SSD term is exact per
-     * request with one engine on an in-process Manager; with several engines it apportions the run's SSD pages by
-     * each request's hit blocks; without the tier's counters (or without any SSD read) it is left out, and
-     * {@link #transferJson} says so.
-     */
-    record TtftModel(LatencyRecorder ttft, double ssdRate, String ssdRateSource, String ssdTerm) {
-        static TtftModel of(Options options, Counters c, TierCounters tiers, double measuredSsdRate, boolean inProcess) {
-            long logical = options.logicalPageBytes();
-            double ssdRate = options.ssdReadBytesPerSecond() > 0 ? options.ssdReadBytesPerSecond() : measuredSsdRate;
+    record TtftModel(ArrivalModel.Result result, ArrivalModel.Result noCache, ArrivalModel.Settings settings, String ssdTerm) {
+        static TtftModel of(Options options, Counters c, TierCounters tiers, boolean inProcess) {
+            double ssdRate = options.ssdReadBytesPerSecond() > 0 ? options.ssdReadBytesPerSecond()
+                    : AblationReplay.DEFAULT_SSD_READ_BYTES_PER_SECOND;
             String source = options.ssdReadBytesPerSecond() > 0 ? "given (--ssd-read-bytes-per-second)"
-                    : measuredSsdRate > 0 ? "measured in this run: mean bytes per read back / median read latency (one "
-                    + "read's bandwidth at the scaled page size, no overlap: it understates a logical-size read; pass "
-                    + "--ssd-read-bytes-per-second, e.g. bench ssd's store read rate, for a device figure)"
-                    : "none: nothing was read back from SSD";
+                    : "stated: bench ssd's store read rate on this VM, 1,275 MB/s (perf/README, quiet, median of 3)";
+            ArrivalModel.Rates rates = new ArrivalModel.Rates(options.prefillTokensPerSecond(), ssdRate, source,
+                    AblationReplay.DEFAULT_PEER_READ_BYTES_PER_SECOND, "no peer tier in this replay",
+                    options.hostToDeviceBytesPerSecond(),
+                    options.hostToDeviceBytesPerSecond() == Options.DEFAULT_H2D_BYTES_PER_SECOND
+                            ? "stated: PCIe Gen4 x16 at about 80 % of 32 GB/s (--h2d-bytes-per-second)" : "given (--h2d-bytes-per-second)");
+            ArrivalModel.Settings settings = new ArrivalModel.Settings(1, options.engines(), options.speed(),
+                    options.blockTokens(), options.logicalPageBytes(), -1, rates);
             long ssdPages = tiers == null ? 0 : tiers.ssdPages();
             long hitBlocks = c.hitBlocks.sum();
             boolean perRequest = c.costs.stream().allMatch(cost -> cost.ssdPages() >= 0);
@@ -590,8 +564,6 @@ public final class TraceReplayer {
                         + "are not read here";
             } else if (!options.ssd() || ssdPages == 0) {
                 term = "no pages were read back from SSD: the SSD term is zero";
-            } else if (ssdRate <= 0) {
-                term = "left out: no SSD read rate (pass --ssd-read-bytes-per-second)";
             } else if (perRequest) {
                 term = "included: each request's own SSD read-backs (tier counter delta around its query, one engine)";
             } else {
@@ -599,26 +571,17 @@ public final class TraceReplayer {
                         + "(several engines interleave, so a request's own read-backs cannot be told apart)";
             }
             boolean includeSsd = term.startsWith("included");
-            LatencyRecorder ttft = LatencyRecorder.singleWriter();
-            for (RequestCost cost : c.costs) {
-                double ssdSeconds = 0;
-                if (includeSsd) {
-                    double pages = cost.ssdPages() >= 0 ? cost.ssdPages() : (double) ssdPages * cost.readyBlocks() / hitBlocks;
-                    ssdSeconds = pages * logical / ssdRate;
-                }
-                double h2dSeconds = (double) cost.readyBlocks() * logical / options.hostToDeviceBytesPerSecond();
-                ttft.recordNanos(cost.timeToReadyNanos() + cost.prefillNanos() + (long) ((ssdSeconds + h2dSeconds) * 1e9));
+            List<RequestCost> ordered = c.costs.stream().sorted(java.util.Comparator.comparingLong(RequestCost::index)).toList();
+            List<ArrivalModel.Served> served = new ArrayList<>(ordered.size());
+            List<ArrivalModel.Served> none = new ArrayList<>(ordered.size());
+            for (RequestCost cost : ordered) {
+                long pages = !includeSsd ? 0 : cost.ssdPages() >= 0 ? cost.ssdPages()
+                        : Math.round((double) ssdPages * cost.readyBlocks() / Math.max(1, hitBlocks));
+                served.add(new ArrivalModel.Served(cost.timestampMs(), cost.inputTokens(), 0, cost.readyBlocks(),
+                        Math.min(pages, cost.readyBlocks()), 0, cost.timeToReadyNanos()));
+                none.add(new ArrivalModel.Served(cost.timestampMs(), cost.inputTokens(), 0, 0, 0, 0, 0));
             }
-            return new TtftModel(ttft, ssdRate, source, term);
-        }
-
-        JsonObject ratesJson(Options options) {
-            return new JsonObject().put("prefill_tokens_per_second", options.prefillTokensPerSecond())
-                    .put("host_to_device_bytes_per_second", options.hostToDeviceBytesPerSecond())
-                    .put("host_to_device_source", options.hostToDeviceBytesPerSecond() == Options.DEFAULT_H2D_BYTES_PER_SECOND
-                            ? "stated: PCIe Gen4 x16 at about 80 % of 32 GB/s (--h2d-bytes-per-second)" : "given (--h2d-bytes-per-second)")
-                    .put("ssd_read_bytes_per_second", ssdRate)
-                    .put("ssd_read_source", ssdRateSource);
+            return new TtftModel(ArrivalModel.run(served, settings), ArrivalModel.run(none, settings), settings, term);
         }
 
         JsonObject transferJson() {
