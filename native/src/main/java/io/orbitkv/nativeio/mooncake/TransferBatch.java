@@ -137,7 +137,7 @@ public final class TransferBatch implements AutoCloseable {
         }
         int rc = engine.withHandle("freeBatchID", handle -> MooncakeTransferEngine.invokeInt(() ->
                 (int) engine.bindings.freeBatchID.invokeExact(handle, id)));
-        if (TransferEngineError.of(rc) == TransferEngineError.BATCH_BUSY && rc != 0) {
+        if (TransferEngineError.of(rc) == TransferEngineError.BATCH_BUSY) {
             throw new IllegalStateException("the engine still counts tasks of this batch busy: " + lastStates);
         }
         MooncakeTransferEngine.check("freeBatchID", rc);
