@@ -54,7 +54,10 @@ OPTIONS=(-DCMAKE_BUILD_TYPE=Release -DWITH_TE=ON -DWITH_STORE=OFF -DWITH_STORE_R
 # Mooncake compiles the RDMA transport unconditionally and links libibverbs; without it the build cannot succeed.
 [ "$use_verbs" = ON ] || { log "libibverbs-dev is required (the TE always compiles its RDMA transport)"; [ "${1:-}" = "--print-dir" ] || exit 1; }
 
-key="$( { echo "$MOONCAKE_COMMIT $YLT_COMMIT"; printf '%s\n' "${OPTIONS[@]}"; sha256sum < "$here/build.sh"; } | sha256sum | cut -c1-16)"
+# The work tree depends only on the sources and options, so an interrupted build resumes where it stopped even
+# after this script changed; the output also depends on the script (how it is packaged).
+build_key="$( { echo "$MOONCAKE_COMMIT $YLT_COMMIT"; printf '%s\n' "${OPTIONS[@]}"; } | sha256sum | cut -c1-16)"
+key="$( { echo "$build_key"; sha256sum < "$here/build.sh"; } | sha256sum | cut -c1-16)"
 cache="$HOME/.cache/orbitkv/mooncake-te"
 out="$cache/${MOONCAKE_COMMIT:0:12}-$key"
 if [ "${1:-}" = "--print-dir" ]; then echo "$out"; exit 0; fi
@@ -72,37 +75,46 @@ flock 9   # another build of the same cache (a parallel test run) finishes first
 if fresh; then publish; echo "$out"; exit 0; fi
 
 log "no fresh build in $cache: building the Transfer Engine (minutes; first run, or its pinned sources changed)"
-work="$cache/.build-$key"
-rm -rf "$work" "$out"
-mkdir -p "$work/src" "$work/prefix"
+work="$cache/.build-$build_key"   # kept until the build succeeds: a killed build resumes from its objects
+rm -rf "$out"
 start=$(date +%s)
-if [ -f "$tarball" ]; then
-  log "sources: $tarball"
-  echo "$TARBALL_SHA256  $tarball" | sha256sum -c --quiet - >&2
-  tar xzf "$tarball" -C "$work/src"
+if [ ! -f "$work/src.ok" ]; then
+  rm -rf "$work"
+  mkdir -p "$work/src" "$work/prefix"
+  if [ -f "$tarball" ]; then
+    log "sources: $tarball"
+    echo "$TARBALL_SHA256  $tarball" | sha256sum -c --quiet - >&2
+    tar xzf "$tarball" -C "$work/src"
+  else
+    log "sources: $MOONCAKE_URL at $MOONCAKE_COMMIT (no vendored tarball at $tarball)"
+    command -v git >/dev/null || { log "git is required to clone the sources"; exit 1; }
+    git -C "$work/src" init -q
+    git -C "$work/src" remote add origin "$MOONCAKE_URL"
+    git -C "$work/src" fetch -q --depth 1 origin "$MOONCAKE_COMMIT"
+    git -C "$work/src" checkout -q FETCH_HEAD
+    git -C "$work/src" submodule update -q --init --depth 1 extern/yalantinglibs
+    got="$(git -C "$work/src/extern/yalantinglibs" rev-parse HEAD)"
+    [ "$got" = "$YLT_COMMIT" ] || { log "yalantinglibs is at $got, expected $YLT_COMMIT"; exit 1; }
+  fi
+  touch "$work/src.ok"
 else
-  log "sources: $MOONCAKE_URL at $MOONCAKE_COMMIT (no vendored tarball at $tarball)"
-  command -v git >/dev/null || { log "git is required to clone the sources"; exit 1; }
-  git -C "$work/src" init -q
-  git -C "$work/src" remote add origin "$MOONCAKE_URL"
-  git -C "$work/src" fetch -q --depth 1 origin "$MOONCAKE_COMMIT"
-  git -C "$work/src" checkout -q FETCH_HEAD
-  git -C "$work/src" submodule update -q --init --depth 1 extern/yalantinglibs
-  got="$(git -C "$work/src/extern/yalantinglibs" rev-parse HEAD)"
-  [ "$got" = "$YLT_COMMIT" ] || { log "yalantinglibs is at $got, expected $YLT_COMMIT"; exit 1; }
+  log "resuming the build in $work"
 fi
 
 nice_run() { nice -n 19 "$@"; }
-log "building yalantinglibs headers (nice 19, -j$jobs)"
-nice_run cmake -S "$work/src/extern/yalantinglibs" -B "$work/ylt" -DCMAKE_INSTALL_PREFIX="$work/prefix" \
-  -DBUILD_EXAMPLES=OFF -DBUILD_BENCHMARK=OFF -DBUILD_UNIT_TESTS=OFF >"$work/ylt.log" 2>&1 \
-  || { tail -n 30 "$work/ylt.log" >&2; exit 1; }
-nice_run cmake --build "$work/ylt" -j"$jobs" >>"$work/ylt.log" 2>&1 && cmake --install "$work/ylt" >>"$work/ylt.log" 2>&1 \
-  || { tail -n 30 "$work/ylt.log" >&2; exit 1; }
+if [ ! -f "$work/prefix.ok" ]; then
+  log "installing yalantinglibs headers into $work/prefix (nice 19, -j$jobs)"
+  nice_run cmake -S "$work/src/extern/yalantinglibs" -B "$work/ylt" -DCMAKE_INSTALL_PREFIX="$work/prefix" \
+    -DBUILD_EXAMPLES=OFF -DBUILD_BENCHMARK=OFF -DBUILD_UNIT_TESTS=OFF >"$work/ylt.log" 2>&1 \
+    || { tail -n 30 "$work/ylt.log" >&2; exit 1; }
+  nice_run cmake --build "$work/ylt" -j"$jobs" >>"$work/ylt.log" 2>&1 && cmake --install "$work/ylt" >>"$work/ylt.log" 2>&1 \
+    || { tail -n 30 "$work/ylt.log" >&2; exit 1; }
+  touch "$work/prefix.ok"
+fi
 
 log "building the transfer engine (nice 19, -j$jobs, verbs=$use_verbs cuda=$use_cuda); log: $work/te.log"
 nice_run cmake -S "$work/src" -B "$work/te" -DCMAKE_PREFIX_PATH="$work/prefix" -DPython3_EXECUTABLE="$(command -v python3)" \
-  "${OPTIONS[@]}" >"$work/te.log" 2>&1 || { tail -n 40 "$work/te.log" >&2; exit 1; }
+  "${OPTIONS[@]}" >>"$work/te.log" 2>&1 || { tail -n 40 "$work/te.log" >&2; exit 1; }
 nice_run make -C "$work/te" -j"$jobs" transfer_engine >>"$work/te.log" 2>&1 || { tail -n 40 "$work/te.log" >&2; exit 1; }
 
 staged="$out.tmp"
