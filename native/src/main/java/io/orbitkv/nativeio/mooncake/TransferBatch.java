@@ -19,10 +19,11 @@ import java.util.Objects;
  * serialized; polling never blocks (TE's completion is poll-only), so the poller chooses its own back-off.
  */
 public final class TransferBatch implements AutoCloseable {
+    private static final TransferStatus NOT_POLLED = new TransferStatus(TransferState.WAITING, 0);
     private final MooncakeTransferEngine engine;
     private final long id;
     private final int capacity;
-    private final List<TransferState> lastStates = new ArrayList<>();
+    private final List<TransferStatus> lastStatuses = new ArrayList<>();
     private boolean freed;
 
     TransferBatch(MooncakeTransferEngine engine, long id, int capacity) {
@@ -37,7 +38,7 @@ public final class TransferBatch implements AutoCloseable {
 
     /** Tasks submitted so far; task ids are 0 to this minus one, in submission order. */
     public synchronized int submitted() {
-        return lastStates.size();
+        return lastStatuses.size();
     }
 
     /** Submits {@code requests} (validated first, all or none); their task ids follow the ones submitted before. */
@@ -47,9 +48,9 @@ public final class TransferBatch implements AutoCloseable {
         if (requests.isEmpty()) {
             throw new IllegalArgumentException("nothing to submit");
         }
-        if (lastStates.size() + requests.size() > capacity) {
+        if (lastStatuses.size() + requests.size() > capacity) {
             throw new IllegalArgumentException(requests.size() + " more transfers exceed the batch's capacity of "
-                    + capacity + " (" + lastStates.size() + " submitted)");
+                    + capacity + " (" + lastStatuses.size() + " submitted)");
         }
         synchronized (engine.stateLock()) {
             for (TransferRequest request : requests) {
@@ -73,16 +74,16 @@ public final class TransferBatch implements AutoCloseable {
                     (int) engine.bindings.submitTransfer.invokeExact(handle, id, entries, (long) count)));
             if (rc != 0) {
                 // TE may have queued the tasks before a transport refused them: then they are ours to poll and free.
-                if (taskExists(lastStates.size())) {
+                if (taskExists(lastStatuses.size())) {
                     for (int i = 0; i < count; i++) {
-                        lastStates.add(TransferState.WAITING);
+                        lastStatuses.add(NOT_POLLED);
                     }
                 }
                 throw new MooncakeException("submitTransfer", rc, count + " transfer(s)");
             }
         }
         for (int i = 0; i < count; i++) {
-            lastStates.add(TransferState.WAITING);
+            lastStatuses.add(NOT_POLLED);
         }
     }
 
@@ -93,8 +94,12 @@ public final class TransferBatch implements AutoCloseable {
     /** Polls task {@code task}; a terminal answer is kept and returned again without asking TE. */
     public synchronized TransferStatus status(int task) {
         ensureLive("getTransferStatus");
-        if (task < 0 || task >= lastStates.size()) {
-            throw new IllegalArgumentException("task " + task + " not in [0, " + lastStates.size() + ")");
+        if (task < 0 || task >= lastStatuses.size()) {
+            throw new IllegalArgumentException("task " + task + " not in [0, " + lastStatuses.size() + ")");
+        }
+        TransferStatus last = lastStatuses.get(task);
+        if (last.state().isTerminal()) {
+            return last;
         }
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment out = arena.allocate(TransferEngineBindings.TRANSFER_STATUS);
@@ -102,26 +107,26 @@ public final class TransferBatch implements AutoCloseable {
             if (rc != 0) {
                 throw new MooncakeException("getTransferStatus", rc, "task " + task);
             }
-            TransferState state = TransferState.of(out.get(ValueLayout.JAVA_INT, TransferEngineBindings.STATUS_STATUS));
-            lastStates.set(task, state);
-            return new TransferStatus(state, out.get(ValueLayout.JAVA_LONG, TransferEngineBindings.STATUS_TRANSFERRED));
+            TransferStatus status = new TransferStatus(
+                    TransferState.of(out.get(ValueLayout.JAVA_INT, TransferEngineBindings.STATUS_STATUS)),
+                    out.get(ValueLayout.JAVA_LONG, TransferEngineBindings.STATUS_TRANSFERRED));
+            lastStatuses.set(task, status);
+            return status;
         }
     }
 
     /** Polls every task not yet terminal; true when all are terminal (completed or not). */
     public synchronized boolean pollAll() {
         boolean all = true;
-        for (int task = 0; task < lastStates.size(); task++) {
-            if (!lastStates.get(task).isTerminal()) {
-                all &= status(task).state().isTerminal();
-            }
+        for (int task = 0; task < lastStatuses.size(); task++) {
+            all &= status(task).state().isTerminal();
         }
         return all;
     }
 
     /** The last state seen for each task (WAITING until polled). */
     public synchronized List<TransferState> states() {
-        return List.copyOf(lastStates);
+        return lastStatuses.stream().map(TransferStatus::state).toList();
     }
 
     /**
@@ -133,12 +138,12 @@ public final class TransferBatch implements AutoCloseable {
             return;
         }
         if (!pollAll()) {
-            throw new IllegalStateException("batch has tasks still in flight: " + lastStates);
+            throw new IllegalStateException("batch has tasks still in flight: " + states());
         }
         int rc = engine.withHandle("freeBatchID", handle -> MooncakeTransferEngine.invokeInt(() ->
                 (int) engine.bindings.freeBatchID.invokeExact(handle, id)));
         if (TransferEngineError.of(rc) == TransferEngineError.BATCH_BUSY) {
-            throw new IllegalStateException("the engine still counts tasks of this batch busy: " + lastStates);
+            throw new IllegalStateException("the engine still counts tasks of this batch busy: " + states());
         }
         MooncakeTransferEngine.check("freeBatchID", rc);
         freed = true;
