@@ -109,3 +109,18 @@ release_build_lock() {
     unset ORBITKV_BUILD_LOCK_HELD
   fi
 }
+
+# Mooncake Transfer Engine: builds libtransfer_engine.so + libasio.so when missing or stale (a cached build returns at
+# once; the first takes minutes) so that the native jar, the tests and the fat jar carry them. A build failure stops
+# with the reason; ORBITKV_SKIP_MOONCAKE=1 skips it for quick targeted runs (what was built before is used; without one the TE
+# tests skip, saying why).
+need_mooncake_te() {
+  if [ "${ORBITKV_SKIP_MOONCAKE:-0}" = 1 ]; then
+    echo "orbitkv: ORBITKV_SKIP_MOONCAKE=1: not building the Mooncake Transfer Engine; what was built before is used" >&2
+    return 0
+  fi
+  "$ORBITKV_ROOT/native/mooncake-te/build.sh" >/dev/null || {
+    echo "orbitkv: the Mooncake Transfer Engine did not build (see above); fix it or set ORBITKV_SKIP_MOONCAKE=1" >&2
+    return 1
+  }
+}

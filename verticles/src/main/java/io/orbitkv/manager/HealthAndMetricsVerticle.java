@@ -1,6 +1,7 @@
 package io.orbitkv.manager;
 
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.orbitkv.nativeio.mooncake.MooncakeTransferEngine;
 import io.orbitkv.restore.RestoreRoutes;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
@@ -62,7 +63,9 @@ public final class HealthAndMetricsVerticle extends VerticleBase {
                                 .put("status", "UP").put("pool_bytes", ar.result().poolBytes())
                                 .put("pool_used_bytes", ar.result().usedBytes())
                                 .put("resident_images", ar.result().residentImages())
-                                .put("restore_routes", restoreRoutes()).encode());
+                                .put("restore_routes", restoreRoutes())
+                                .put("mooncake_te", JsonObject.of("loaded", MooncakeTransferEngine.status().loaded(),
+                                        "cause", MooncakeTransferEngine.status().cause())).encode());
                     } else {
                         request.response().setStatusCode(503).putHeader("content-type", "application/json")
                                 .end(new JsonObject().put("status", "DOWN").put("reason", "storage role not answering").encode());

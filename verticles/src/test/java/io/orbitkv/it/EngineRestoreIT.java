@@ -231,7 +231,8 @@ class EngineRestoreIT {
         awaitMetric("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"restore_copy\"}", 8);
         awaitMetric("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"engine_restore_route\"}", 1);
         String health = running.scrapePath("/health");
-        assertThat(health).contains("\"restore_routes\"").contains("\"HOST_REGION\"");
+        assertThat(health).contains("\"restore_routes\"").contains("\"HOST_REGION\"")
+                .contains("\"mooncake_te\":{\"loaded\":");
 
         // Unregistering unmaps the region (the engine still owns and removes the file).
         session.unregister().await();
