@@ -1,14 +1,15 @@
 package io.orbitkv.admission;
 
-import io.orbitkv.planning.BoundaryReason;
-import io.orbitkv.planning.RouteTemplate;
+import io.orbitkv.model.plan.BoundaryReason;
+import io.orbitkv.model.plan.RouteTemplate;
 import io.orbitkv.recovery.RecoveryRules;
-import io.orbitkv.restore.RestoreCommands;
-import io.orbitkv.restore.RestoreTarget;
-import io.orbitkv.storage.ImageStore;
+import io.orbitkv.model.plan.RestoreTarget;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.plan.Restored;
 
 /** Messages the admission role accepts. Local records only. */
 public final class AdmissionCommands {
@@ -35,7 +36,7 @@ public final class AdmissionCommands {
      * One group of a checked demand: the keys the engine allows restoring (its declared ranges), at their positions,
      * and the registered bytes of one page (for budgets before anything is pinned).
      */
-    public record GroupPlan(int groupId, long bytesPerPage, List<ImageStore.PositionedKey> keys) {
+    public record GroupPlan(int groupId, long bytesPerPage, List<PositionedKey> keys) {
         public GroupPlan {
             keys = List.copyOf(keys);
         }
@@ -87,7 +88,7 @@ public final class AdmissionCommands {
     public record GetStats(long instance) {}
 
     /** The leased pages of one group: positions ascending, {@code refs} parallel to them. */
-    public record LeasedGroup(int groupId, List<Integer> positions, List<ImageStore.ImageRef> refs) {}
+    public record LeasedGroup(int groupId, List<Integer> positions, List<ImageRef> refs) {}
 
     /**
      * The answer to a submit or poll. READY/RESIDENT carry the lease, the boundary and, per group in ascending id
@@ -95,7 +96,7 @@ public final class AdmissionCommands {
      */
     public record Outcome(long ticket, Status status, DemandState detail, long boundaryTokens, int pageSizeTokens,
                           long leaseId, List<LeasedGroup> leased, long revision, String requestId, long operationId,
-                          long retryAfterMicros, BoundaryReason boundaryReason, RestoreCommands.Restored restored) {
+                          long retryAfterMicros, BoundaryReason boundaryReason, Restored restored) {
         /**
          * An answer whose boundary was not chosen by a plan (PENDING, or before the planning role answered), without a
          * Manager-executed restore.

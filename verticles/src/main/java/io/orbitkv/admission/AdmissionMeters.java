@@ -3,7 +3,7 @@ package io.orbitkv.admission;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.admission.AdmissionCommands.Status;
-import io.orbitkv.planning.PreparationResult;
+import io.orbitkv.model.plan.PreparationResult;
 import java.util.EnumMap;
 import java.util.Map;
 

@@ -7,7 +7,7 @@ import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
-import io.orbitkv.cost.ResourceId;
+import io.orbitkv.model.cost.ResourceId;
 import io.orbitkv.planning.PlanningProxy;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;

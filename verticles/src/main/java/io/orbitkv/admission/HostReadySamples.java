@@ -1,16 +1,16 @@
 package io.orbitkv.admission;
 
 import io.orbitkv.common.Ticker;
-import io.orbitkv.cost.CompletionTarget;
-import io.orbitkv.cost.CostEstimateKey;
-import io.orbitkv.cost.CostPath;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostPath;
 import io.orbitkv.cost.CostProxy;
-import io.orbitkv.cost.ObservationOutcome;
-import io.orbitkv.cost.ObservationRecord;
-import io.orbitkv.cost.ObservedBytes;
-import io.orbitkv.cost.RepresentationFamily;
-import io.orbitkv.cost.ResourceId;
-import io.orbitkv.cost.SizeBucket;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.ObservedBytes;
+import io.orbitkv.model.cost.RepresentationFamily;
+import io.orbitkv.model.cost.ResourceId;
+import io.orbitkv.model.cost.SizeBucket;
 import java.util.HashMap;
 import java.util.Map;
 

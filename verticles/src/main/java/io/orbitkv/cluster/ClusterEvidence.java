@@ -1,14 +1,14 @@
 package io.orbitkv.cluster;
 
-import io.orbitkv.planning.DemandEvidence;
-import io.orbitkv.planning.DemandView;
-import io.orbitkv.planning.EvidenceSource;
-import io.orbitkv.planning.ReplicaEvidence;
-import io.orbitkv.planning.ReplicaSet;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.EvidenceSource;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
+import io.orbitkv.model.StateKey;
 import java.util.HashMap;
 import java.util.Map;
+import io.orbitkv.model.PositionedKey;
 
 /**
  * Joins the storage role's local evidence with the inventory role's peer evidence into the one {@link EvidenceSource}
@@ -32,7 +32,7 @@ public final class ClusterEvidence {
         }
         Map<StateKey, ReplicaSet> byKey = new HashMap<>();
         for (DemandView.GroupKeys group : demand.groups()) {
-            for (ImageStore.PositionedKey positioned : group.keys()) {
+            for (PositionedKey positioned : group.keys()) {
                 ReplicaSet set = local.replicas(positioned.key());
                 for (ReplicaEvidence peer : peers.replicas(positioned.key()).peers()) {
                     set = set.withPeer(peer);

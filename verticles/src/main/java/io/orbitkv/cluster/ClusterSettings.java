@@ -1,5 +1,7 @@
 package io.orbitkv.cluster;
 
+import io.orbitkv.model.MemberRecord;
+
 import io.orbitkv.common.ConfigException;
 import io.orbitkv.common.ConfigValues;
 import java.net.URI;
@@ -10,7 +12,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.regex.Pattern;
 
 /**
  * The cluster settings of one Manager (the {@code cluster.*} keys; off by default, and then nothing here runs).
@@ -35,7 +36,6 @@ public record ClusterSettings(String memberId, List<URI> etcdEndpoints, String p
                               String host, int eventBusPort, int hazelcastPort, List<String> staticSeeds,
                               Path tlsCa, Path tlsCert, Path tlsKey, long inventoryIntervalMs,
                               int inventoryMaxBatch, int maxKeysPerPeer, long testDropBatch) {
-    private static final Pattern MEMBER_ID = Pattern.compile("[a-z0-9][a-z0-9-]{0,62}");
 
     public ClusterSettings {
         Objects.requireNonNull(memberId, "memberId");
@@ -51,7 +51,7 @@ public record ClusterSettings(String memberId, List<URI> etcdEndpoints, String p
     }
 
     public static boolean validMemberId(String id) {
-        return id != null && MEMBER_ID.matcher(id).matches();
+        return MemberRecord.validMemberId(id);
     }
 
     /** The etcd key of a member. */

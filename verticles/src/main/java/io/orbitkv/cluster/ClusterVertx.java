@@ -33,6 +33,7 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import io.orbitkv.model.MemberRecord;
 
 /**
  * The clustered Vertx of a Manager with {@code cluster.enabled}: the Hazelcast cluster manager, joined over TCP/IP

@@ -1,12 +1,12 @@
 package io.orbitkv.cluster;
 
-import io.orbitkv.cost.RepresentationFamily;
-import io.orbitkv.planning.ByteCount;
-import io.orbitkv.planning.PeerOwner;
-import io.orbitkv.planning.ReplicaEvidence;
-import io.orbitkv.planning.ReplicaSet;
+import io.orbitkv.model.cost.RepresentationFamily;
+import io.orbitkv.model.plan.ByteCount;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
 import io.orbitkv.storage.ResidencyStream;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;

@@ -8,18 +8,17 @@ import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
-import io.orbitkv.planning.DemandEvidence;
-import io.orbitkv.planning.DemandView;
-import io.orbitkv.planning.EvidenceSource;
-import io.orbitkv.planning.PeerOwner;
-import io.orbitkv.planning.ReplicaSet;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.EvidenceSource;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.ReplicaSet;
 import io.orbitkv.protocol.peer.InventoryBatch;
 import io.orbitkv.protocol.peer.InventoryEntry;
 import io.orbitkv.protocol.peer.InventorySnapshot;
 import io.orbitkv.protocol.peer.InventorySnapshotRequest;
-import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.ResidencyStream;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
@@ -40,6 +39,9 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.ResidentKey;
+import io.orbitkv.model.ResidencySnapshot;
 
 /**
  * The inventory role: publishes this Manager's residency stream to its peers and keeps the bounded directory of what
@@ -247,13 +249,13 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
                 message.fail(500, "snapshot unavailable");
                 return;
             }
-            ImageStore.ResidencySnapshot snapshot = ar.result();
+            ResidencySnapshot snapshot = ar.result();
             InventorySnapshot.Builder reply = InventorySnapshot.newBuilder().setMemberId(settings.memberId())
                     .setIncarnation(membership.incarnation()).setSequence(snapshot.sequence());
-            for (ImageStore.ResidentKey k : snapshot.dram()) {
+            for (ResidentKey k : snapshot.dram()) {
                 reply.addDram(entry(ResidencyStream.Change.DRAM_ADDED, k.key(), k.generation(), k.lengthBytes(), 0, 0));
             }
-            for (ImageStore.ResidentKey k : snapshot.ssd()) {
+            for (ResidentKey k : snapshot.ssd()) {
                 reply.addSsd(entry(ResidencyStream.Change.SSD_ADDED, k.key(), k.generation(), k.lengthBytes(), 0, 0));
             }
             message.reply(Buffer.buffer(reply.build().toByteArray()));
@@ -438,7 +440,7 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
         context.runOnContext(v -> {
             Map<StateKey, ReplicaSet> found = new HashMap<>();
             for (DemandView.GroupKeys group : demand.groups()) {
-                for (ImageStore.PositionedKey key : group.keys()) {
+                for (PositionedKey key : group.keys()) {
                     ReplicaSet set = directory.replicas(key.key(), ReplicaSet.empty());
                     if (!set.isEmpty()) {
                         found.put(key.key(), set);

@@ -5,6 +5,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
+import io.orbitkv.model.MemberRecord;
 
 /**
  * The members this Manager knows, as etcd last told it (the prefix read, then watch events). Pure logic, confined to

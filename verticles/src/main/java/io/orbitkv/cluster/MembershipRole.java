@@ -13,8 +13,8 @@ import io.etcd.jetcd.watch.WatchResponse;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.orbitkv.planning.MembershipView;
-import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.model.plan.MembershipView;
+import io.orbitkv.model.plan.PeerOwner;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
@@ -35,6 +35,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import io.orbitkv.model.MemberRecord;
 
 /**
  * The membership role: this Manager's member key in etcd, and the members it knows from etcd.

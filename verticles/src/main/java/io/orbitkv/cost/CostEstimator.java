@@ -7,6 +7,10 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.OptionalLong;
 import java.util.concurrent.TimeUnit;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.CostEstimate;
+import io.orbitkv.model.cost.CostEstimateResult;
 
 /**
  * Bounded table of EWMA completion-time estimates keyed by {@link CostEstimateKey}.

@@ -5,6 +5,7 @@ import io.orbitkv.common.InFlightGate;
 import io.vertx.core.Context;
 import io.vertx.core.eventbus.EventBus;
 import java.util.function.Consumer;
+import io.orbitkv.model.cost.CostMessage;
 
 /**
  * The bounded intake of the cost role: the only state shared between reporting threads and the cost event loop.

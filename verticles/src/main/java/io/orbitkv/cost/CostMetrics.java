@@ -13,6 +13,9 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import io.orbitkv.model.cost.CostPath;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.CostStage;
 
 /**
  * Cost meters on a caller-supplied Micrometer registry, all named {@code orbitkv.cost.*} (Prometheus:

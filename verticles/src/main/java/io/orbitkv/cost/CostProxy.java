@@ -8,6 +8,13 @@ import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
 import io.vertx.core.eventbus.Message;
 import java.util.Objects;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostPath;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.CostEstimateResult;
+import io.orbitkv.model.cost.ShadowRequest;
+import io.orbitkv.model.cost.CostMessage;
+import io.orbitkv.model.cost.EstimateQuery;
 
 /**
  * Typed entry point to the cost role; callers never see its address. Obtain it from {@link CostVerticle#proxy()}.

@@ -3,6 +3,15 @@ package io.orbitkv.cost;
 import io.orbitkv.common.Ticker;
 import java.util.Objects;
 import java.util.OptionalLong;
+import io.orbitkv.model.cost.CostPath;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.CostEstimate;
+import io.orbitkv.model.cost.CostEstimateResult;
+import io.orbitkv.model.cost.ShadowRequest;
+import io.orbitkv.model.cost.EstimateQuery;
+import io.orbitkv.model.cost.SampleKind;
+import io.orbitkv.model.cost.CostStage;
 
 /**
  * The cost role's handlers and the state they own: estimator, shadow comparator and the meters they update.

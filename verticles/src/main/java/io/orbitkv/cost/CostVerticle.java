@@ -11,6 +11,11 @@ import io.vertx.core.eventbus.Message;
 import io.vertx.core.eventbus.MessageConsumer;
 import io.vertx.core.eventbus.MessageConsumerOptions;
 import java.util.Objects;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.CostEstimateResult;
+import io.orbitkv.model.cost.ShadowRequest;
+import io.orbitkv.model.cost.CostMessage;
+import io.orbitkv.model.cost.EstimateQuery;
 
 /**
  * The cost role (cost observation): observation intake, bounded estimates, shadow comparisons and cost metrics.

@@ -1,8 +1,12 @@
 package io.orbitkv.cost;
 
-import io.orbitkv.common.Ticker;
 import java.util.OptionalLong;
 import java.util.concurrent.atomic.AtomicBoolean;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.ObservedBytes;
+import io.orbitkv.model.cost.SampleKind;
 
 /**
  * An observation in progress, held by the owner of the work's completion (the I/O loop, copy worker, transfer owner),

@@ -4,6 +4,11 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostEstimate;
+import io.orbitkv.model.cost.ShadowAlternative;
+import io.orbitkv.model.cost.ShadowRequest;
+import io.orbitkv.model.cost.SampleKind;
 
 /**
  * Compares the executing path with its eligible alternatives on the same work and records a decision. It never

@@ -3,6 +3,7 @@ package io.orbitkv.cost;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import io.orbitkv.model.cost.CostEstimateKey;
 
 /**
  * Outcome of a shadow comparison.

@@ -1,5 +1,7 @@
 package io.orbitkv.cost;
 
+import io.orbitkv.model.cost.CostEstimate;
+
 /**
  * The one switching guard every measured choice uses (shadow comparisons here, route and boundary selection in the
  * planning role): an alternative wins only when its upper bound lies below the current choice's lower bound by more

@@ -9,7 +9,7 @@ import io.orbitkv.protocol.engine.Representation;
 import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryException;
 import io.orbitkv.recovery.RecoveryRules;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;

@@ -15,7 +15,7 @@ import io.orbitkv.restore.RestoreCommands.DestinationKind;
 import io.orbitkv.restore.RestoreCommands.DestinationSpec;
 import io.orbitkv.restore.RestoreCommands.GroupLayout;
 import io.orbitkv.restore.RestoreRoutes;
-import io.orbitkv.restore.RestoreTarget;
+import io.orbitkv.model.plan.RestoreTarget;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.HashMap;

@@ -10,7 +10,7 @@ import io.orbitkv.peer.PeerAttemptPolicy;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.planning.TransferScheduler;
 import io.orbitkv.ssd.SsdSettings;
-import io.orbitkv.ssd.SsdWritePolicy;
+import io.orbitkv.model.SsdWritePolicy;
 import io.vertx.core.json.JsonObject;
 import java.nio.file.Path;
 import java.util.Locale;

@@ -2,7 +2,7 @@ package io.orbitkv.peer;
 
 import io.orbitkv.common.ConfigException;
 import io.orbitkv.common.ConfigValues;
-import io.orbitkv.planning.TimeEstimate;
+import io.orbitkv.model.plan.TimeEstimate;
 import java.util.concurrent.TimeUnit;
 
 /**

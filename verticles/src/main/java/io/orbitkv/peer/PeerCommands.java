@@ -1,21 +1,21 @@
 package io.orbitkv.peer;
 
-import io.orbitkv.cost.CompletionTarget;
-import io.orbitkv.cost.CostEstimateKey;
-import io.orbitkv.cost.CostPath;
-import io.orbitkv.cost.RepresentationFamily;
-import io.orbitkv.cost.ResourceId;
-import io.orbitkv.cost.ResourceKind;
-import io.orbitkv.cost.SizeBucket;
-import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostPath;
+import io.orbitkv.model.cost.RepresentationFamily;
+import io.orbitkv.model.cost.ResourceId;
+import io.orbitkv.model.cost.ResourceKind;
+import io.orbitkv.model.cost.SizeBucket;
+import io.orbitkv.model.plan.PeerOwner;
 import io.orbitkv.protocol.peer.PeerGrant;
 import io.orbitkv.protocol.peer.PeerPage;
 import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import io.orbitkv.model.ImageRef;
 
 /** Messages the peer role accepts ({@link PeerProxy}). Local records only. */
 public final class PeerCommands {
@@ -57,8 +57,8 @@ public final class PeerCommands {
      * A completed fetch: the local references of the pages written here (sealed), the bytes moved, the stages passed,
      * and, for a pinning submit, one pinned reference per requested key (request order; unpin with the storage role).
      */
-    public record Fetched(List<ImageStore.ImageRef> local, long bytes, List<Stage> stages,
-                          List<ImageStore.ImageRef> pinned) {}
+    public record Fetched(List<ImageRef> local, long bytes, List<Stage> stages,
+                          List<ImageRef> pinned) {}
 
     /**
      * What an acquired fetch holds: the source lease (grant) and the local publish whose slots will receive the pages.
@@ -69,7 +69,7 @@ public final class PeerCommands {
         final PeerGrant grant;
         final long publishId;
         final List<PeerTransport.Destination> destinations;
-        final List<ImageStore.ImageRef> written;
+        final List<ImageRef> written;
         final List<Integer> crcs;
         final List<Long> lengths;
         final List<StateKey> keys;
@@ -83,7 +83,7 @@ public final class PeerCommands {
         final long startedNanos;
 
         Acquired(PeerTransferGrpcClient client, PeerGrant grant, long publishId,
-                 List<PeerTransport.Destination> destinations, List<ImageStore.ImageRef> written, List<Integer> crcs,
+                 List<PeerTransport.Destination> destinations, List<ImageRef> written, List<Integer> crcs,
                  List<Long> lengths, List<StateKey> keys, long deadlineNanos, long budgetNanos, List<Stage> stages,
                  PeerOwner owner, long startedNanos) {
             this.client = client;

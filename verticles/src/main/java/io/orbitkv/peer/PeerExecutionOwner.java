@@ -1,17 +1,16 @@
 package io.orbitkv.peer;
 
-import io.orbitkv.planning.AttemptWindow;
-import io.orbitkv.planning.ExecutionOwner;
-import io.orbitkv.planning.PlannedPage;
-import io.orbitkv.planning.PlannedSegment;
-import io.orbitkv.planning.PlanningException;
-import io.orbitkv.planning.PlanningFailure;
-import io.orbitkv.planning.ReplicaEvidence;
-import io.orbitkv.planning.RouteTemplate;
-import io.orbitkv.planning.SegmentLease;
+import io.orbitkv.model.plan.AttemptWindow;
+import io.orbitkv.model.plan.ExecutionOwner;
+import io.orbitkv.model.plan.PlannedPage;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.SegmentLease;
 import io.orbitkv.protocol.peer.PeerRejection;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -22,6 +21,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import io.orbitkv.model.ImageRef;
 
 /**
  * The planner's port for the peer routes {@link RouteTemplate#HOST_FROM_PEER_DRAM} and
@@ -49,7 +49,7 @@ public final class PeerExecutionOwner implements ExecutionOwner {
     private static final class Held {
         final PeerCommands.Acquired acquired;
         State state = State.ACQUIRED;
-        List<ImageStore.ImageRef> pinned = List.of();
+        List<ImageRef> pinned = List.of();
 
         Held(PeerCommands.Acquired acquired) {
             this.acquired = acquired;

@@ -1,8 +1,8 @@
 package io.orbitkv.peer;
 
 import io.orbitkv.common.RoleProxies;
-import io.orbitkv.planning.PeerOwner;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.StateKey;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.eventbus.DeliveryOptions;

@@ -3,15 +3,15 @@ package io.orbitkv.peer;
 import com.google.protobuf.ByteString;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.orbitkv.cluster.MemberRecord;
+import io.orbitkv.model.MemberRecord;
 import io.orbitkv.cluster.MembershipRole;
 import io.orbitkv.common.Ticker;
-import io.orbitkv.cost.CostPath;
+import io.orbitkv.model.cost.CostPath;
 import io.orbitkv.cost.CostProxy;
-import io.orbitkv.cost.ObservationOutcome;
-import io.orbitkv.cost.ObservationRecord;
-import io.orbitkv.cost.ObservedBytes;
-import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.ObservedBytes;
+import io.orbitkv.model.plan.PeerOwner;
 import io.orbitkv.protocol.peer.PeerGrant;
 import io.orbitkv.protocol.peer.PeerKey;
 import io.orbitkv.protocol.peer.PeerPage;
@@ -19,8 +19,7 @@ import io.orbitkv.protocol.peer.PeerRejection;
 import io.orbitkv.protocol.peer.PeerReleaseRequest;
 import io.orbitkv.protocol.peer.PeerReserveRequest;
 import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.orbitkv.storage.StorageCommands;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Context;
@@ -38,6 +37,8 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.SlotGrant;
 
 /**
  * The requester role of the peer package: fetches a peer's pages into local slots (acquire, then submit, or abandon).
@@ -168,11 +169,11 @@ final class PeerRequester {
         }).map(allocated -> {
             MemorySegment local = pool.get();
             List<PeerTransport.Destination> destinations = new ArrayList<>();
-            List<ImageStore.ImageRef> written = new ArrayList<>();
+            List<ImageRef> written = new ArrayList<>();
             List<Integer> crcs = new ArrayList<>();
             List<Integer> slotDestinations = new ArrayList<>();
             for (int i = 0; i < allocated.slots().size(); i++) {
-                ImageStore.SlotGrant slot = allocated.slots().get(i);
+                SlotGrant slot = allocated.slots().get(i);
                 if (slot.allocated()) {
                     destinations.add(new PeerTransport.Destination(local.asSlice(slot.ref().offset(), lengths.get(i))));
                     written.add(slot.ref());
@@ -236,7 +237,7 @@ final class PeerRequester {
     }
 
     private Future<PeerCommands.Fetched> ready(PeerCommands.Acquired a, StorageCommands.SealedAndPinned sealed) {
-        List<ImageStore.ImageRef> pinned = List.of();
+        List<ImageRef> pinned = List.of();
         if (sealed.pin() != null) {
             if (!sealed.pin().complete()) {
                 return Future.failedFuture(new PeerException(PeerException.Kind.TRANSFER_FAILED,

@@ -4,7 +4,7 @@ import com.google.protobuf.ByteString;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.orbitkv.cluster.MemberRecord;
+import io.orbitkv.model.MemberRecord;
 import io.orbitkv.cluster.MembershipRole;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.protocol.peer.PeerGrant;
@@ -16,8 +16,7 @@ import io.orbitkv.protocol.peer.PeerReleaseReply;
 import io.orbitkv.protocol.peer.PeerReleaseRequest;
 import io.orbitkv.protocol.peer.PeerReserveReply;
 import io.orbitkv.protocol.peer.PeerReserveRequest;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -37,6 +36,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import java.util.zip.CRC32C;
 import javax.net.ssl.SSLPeerUnverifiedException;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.KeyGeneration;
 
 /**
  * The source role of the peer package: lends this Manager's DRAM images (and SSD pages staged into DRAM) to other
@@ -60,14 +61,14 @@ final class PeerSource {
         final String requester;
         final long requesterIncarnation;
         final byte[] token;
-        final List<ImageStore.ImageRef> refs;
+        final List<ImageRef> refs;
         final long bytes;
         /** SSD staging: what the staging owner holds for this lease (null: DRAM pins only, in {@code refs}). */
         final PeerSsdStaging.Held staged;
         long timer = -1;
         boolean sending;
 
-        Lease(long id, String requester, long requesterIncarnation, byte[] token, List<ImageStore.ImageRef> refs,
+        Lease(long id, String requester, long requesterIncarnation, byte[] token, List<ImageRef> refs,
               long bytes, PeerSsdStaging.Held staged) {
             this.id = id;
             this.requester = requester;
@@ -196,15 +197,15 @@ final class PeerSource {
             return reserveStaged(member, record, keys, generations, r.getKeysList().stream().map(PeerKey::getFromSsd)
                     .toList(), leaseMs, receivedNanos);
         }
-        List<ImageStore.KeyGeneration> exact = new ArrayList<>(keys.size());
+        List<KeyGeneration> exact = new ArrayList<>(keys.size());
         for (int i = 0; i < keys.size(); i++) {
-            exact.add(new ImageStore.KeyGeneration(keys.get(i), generations.get(i)));
+            exact.add(new KeyGeneration(keys.get(i), generations.get(i)));
         }
         return storage.pinGenerations(exact).compose(pin -> {
             if (!pin.complete()) {
                 return unpinnable(keys, pin.missing());
             }
-            List<ImageStore.ImageRef> refs = pin.pinned().getFirst();
+            List<ImageRef> refs = pin.pinned().getFirst();
             if (!charge(member, pin.pinnedBytes())) {
                 return storage.unpin(pin.pinned()).map(n -> reject(PeerRejection.NO_CREDIT, -1));
             }
@@ -277,7 +278,7 @@ final class PeerSource {
     }
 
     /** Registers the lease with its expiry timer and answers its grant (checksums computed where unknown). */
-    private Future<PeerReserveReply> grant(Lease lease, long leaseMs, long timerMs, Set<ImageStore.ImageRef> staged) {
+    private Future<PeerReserveReply> grant(Lease lease, long leaseMs, long timerMs, Set<ImageRef> staged) {
         leases.put(lease.id, lease);
         lease.timer = vertx.setTimer(timerMs, t -> {
             if (leases.get(lease.id) == lease) {
@@ -290,7 +291,7 @@ final class PeerSource {
                     .setTransferToken(ByteString.copyFrom(lease.token)).setPlaintext(settings.plaintext())
                     .setTransferEndpoint(transferEndpoint);
             for (int i = 0; i < lease.refs.size(); i++) {
-                ImageStore.ImageRef ref = lease.refs.get(i);
+                ImageRef ref = lease.refs.get(i);
                 grant.addPages(PeerPage.newBuilder().setGeneration(ref.generation()).setLengthBytes(ref.lengthBytes())
                         .setCrc32C(crcs.get(i).intValue()).setStaged(staged.contains(ref)));
             }
@@ -299,15 +300,15 @@ final class PeerSource {
     }
 
     /** Each pinned image's CRC32C: known (seal or background pass), else computed now on a worker (pins hold it). */
-    private Future<List<Long>> checksums(List<ImageStore.ImageRef> refs) {
-        if (refs.stream().allMatch(ImageStore.ImageRef::crcKnown)) {
-            return Future.succeededFuture(refs.stream().map(ImageStore.ImageRef::crc32c).toList());
+    private Future<List<Long>> checksums(List<ImageRef> refs) {
+        if (refs.stream().allMatch(ImageRef::crcKnown)) {
+            return Future.succeededFuture(refs.stream().map(ImageRef::crc32c).toList());
         }
         sourceChecksums.increment(refs.stream().filter(r -> !r.crcKnown()).count());
         MemorySegment segment = pool.get();
         return vertx.executeBlocking(() -> {
             List<Long> crcs = new ArrayList<>(refs.size());
-            for (ImageStore.ImageRef ref : refs) {
+            for (ImageRef ref : refs) {
                 if (ref.crcKnown()) {
                     crcs.add(ref.crc32c());
                 } else {

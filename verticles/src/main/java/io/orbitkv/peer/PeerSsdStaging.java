@@ -4,14 +4,16 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.protocol.peer.PeerRejection;
-import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.PoolAllocator;
-import io.orbitkv.storage.StateKey;
-import io.orbitkv.storage.StorageCommands;
+import io.orbitkv.model.StateKey;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import java.util.ArrayList;
 import java.util.List;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.ExactPin;
+import io.orbitkv.model.KeyEvidence;
+import io.orbitkv.model.KeyGeneration;
 
 /**
  * Peer SSD staging, source side: a reserve that names keys this Manager holds on its SSD (exact committed extent
@@ -55,7 +57,7 @@ final class PeerSsdStaging {
     }
 
     /** What one reserve got: every page in request order (pinned), the staged subset, and its charges. */
-    record Held(List<ImageStore.ImageRef> refs, List<ImageStore.ImageRef> dram, List<ImageStore.ImageRef> staged,
+    record Held(List<ImageRef> refs, List<ImageRef> dram, List<ImageRef> staged,
                 long bytes, long stagingFootprint) {}
 
     /** A reserve's outcome: held pages, or a rejection (key index -1 when none) with nothing held. */
@@ -94,29 +96,29 @@ final class PeerSsdStaging {
     Future<Outcome> acquire(List<StateKey> keys, List<Long> generations, List<Boolean> fromSsd, Credits credits) {
         return storage.discover(keys).compose(evidence -> {
             boolean any = false;
-            List<ImageStore.KeyGeneration> dram = new ArrayList<>();
-            List<ImageStore.KeyGeneration> ssd = new ArrayList<>();
+            List<KeyGeneration> dram = new ArrayList<>();
+            List<KeyGeneration> ssd = new ArrayList<>();
             boolean[] staged = new boolean[keys.size()];
             long bytes = 0;
             long footprint = 0;
             for (int i = 0; i < keys.size(); i++) {
-                ImageStore.KeyEvidence e = evidence.get(i);
+                KeyEvidence e = evidence.get(i);
                 any |= e.dramGeneration() >= 0 || e.ssdGeneration() >= 0;
                 if (fromSsd.get(i)) {
                     if (e.ssdGeneration() != generations.get(i)) {
                         continue; // judged below, once UNKNOWN_NAMESPACE is ruled out
                     }
                     if (e.dramGeneration() >= 0) {
-                        dram.add(new ImageStore.KeyGeneration(keys.get(i), e.dramGeneration()));
+                        dram.add(new KeyGeneration(keys.get(i), e.dramGeneration()));
                         bytes += e.dramBytes();
                     } else {
                         staged[i] = true;
-                        ssd.add(new ImageStore.KeyGeneration(keys.get(i), e.ssdGeneration()));
+                        ssd.add(new KeyGeneration(keys.get(i), e.ssdGeneration()));
                         bytes += e.ssdBytes();
                         footprint += PoolAllocator.sizeClassOf(e.ssdBytes());
                     }
                 } else if (e.dramGeneration() == generations.get(i)) {
-                    dram.add(new ImageStore.KeyGeneration(keys.get(i), e.dramGeneration()));
+                    dram.add(new KeyGeneration(keys.get(i), e.dramGeneration()));
                     bytes += e.dramBytes();
                 }
             }
@@ -124,7 +126,7 @@ final class PeerSsdStaging {
                 return Future.succeededFuture(Outcome.rejected(PeerRejection.UNKNOWN_NAMESPACE, -1));
             }
             for (int i = 0; i < keys.size(); i++) {
-                ImageStore.KeyEvidence e = evidence.get(i);
+                KeyEvidence e = evidence.get(i);
                 boolean current = fromSsd.get(i) ? e.ssdGeneration() == generations.get(i)
                         : e.dramGeneration() == generations.get(i);
                 if (!current || (staged[i] && e.writing())) {
@@ -154,16 +156,16 @@ final class PeerSsdStaging {
         });
     }
 
-    private Future<Outcome> pinAndStage(List<StateKey> keys, List<ImageStore.KeyGeneration> dram,
-                                        List<ImageStore.KeyGeneration> ssd, boolean[] staged) {
-        Future<ImageStore.ExactPin> pinned = dram.isEmpty()
-                ? Future.succeededFuture(new ImageStore.ExactPin(true, List.of(List.of()), 0, null))
+    private Future<Outcome> pinAndStage(List<StateKey> keys, List<KeyGeneration> dram,
+                                        List<KeyGeneration> ssd, boolean[] staged) {
+        Future<ExactPin> pinned = dram.isEmpty()
+                ? Future.succeededFuture(new ExactPin(true, List.of(List.of()), 0, null))
                 : storage.pinGenerations(dram);
         return pinned.compose(pin -> {
             if (!pin.complete()) {
                 return Future.succeededFuture(Outcome.rejected(PeerRejection.CHANGED_GENERATION, keys.indexOf(pin.missing())));
             }
-            List<ImageStore.ImageRef> dramRefs = pin.pinned().getFirst();
+            List<ImageRef> dramRefs = pin.pinned().getFirst();
             if (ssd.isEmpty()) {
                 return Future.succeededFuture(new Outcome(new Held(dramRefs, dramRefs, List.of(), 0, 0), null, -1));
             }
@@ -178,9 +180,9 @@ final class PeerSsdStaging {
                         failures.increment();
                         return unpinDram(dramRefs).map(v -> Outcome.rejected(PeerRejection.SSD_READ_FAILED, -1));
                     }
-                    List<ImageStore.ImageRef> stagedRefs = read.result();
+                    List<ImageRef> stagedRefs = read.result();
                     stagedPages.increment(stagedRefs.size());
-                    List<ImageStore.ImageRef> ordered = new ArrayList<>(keys.size());
+                    List<ImageRef> ordered = new ArrayList<>(keys.size());
                     int d = 0;
                     int s = 0;
                     for (int i = 0; i < keys.size(); i++) {
@@ -192,7 +194,7 @@ final class PeerSsdStaging {
         });
     }
 
-    private Future<Void> unpinDram(List<ImageStore.ImageRef> refs) {
+    private Future<Void> unpinDram(List<ImageRef> refs) {
         return refs.isEmpty() ? Future.succeededFuture() : storage.unpinRefs(refs, false).<Void>mapEmpty().otherwiseEmpty();
     }
 

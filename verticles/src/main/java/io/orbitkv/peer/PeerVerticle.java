@@ -9,7 +9,7 @@ import io.orbitkv.common.RoleProxies;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
-import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.model.plan.PeerOwner;
 import io.orbitkv.protocol.peer.PeerTransferGrpcService;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Context;

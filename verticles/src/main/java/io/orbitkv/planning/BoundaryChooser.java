@@ -4,6 +4,8 @@ import io.orbitkv.cost.SwitchGuard;
 import java.util.List;
 import java.util.Objects;
 import java.util.OptionalDouble;
+import io.orbitkv.model.plan.BoundaryReason;
+import io.orbitkv.model.plan.TimeEstimate;
 
 /**
  * Picks the boundary with the earliest first token among a bounded set of legal candidates, from the same decision

@@ -1,10 +1,9 @@
 package io.orbitkv.planning;
 
-import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.model.cost.CompletionTarget;
 import io.orbitkv.recovery.GroupAvailability;
 import io.orbitkv.recovery.GroupRanges;
 import io.orbitkv.recovery.RecoveryContract;
-import io.orbitkv.storage.ImageStore;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.util.ArrayList;
@@ -15,6 +14,17 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.function.Supplier;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.Plan;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.PreparationResult;
+import io.orbitkv.model.plan.PreparationCallbacks;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.PlannedPage;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.SegmentLease;
 
 /**
  * One demand's preparation, decided and executed here: plan, admit the plan's bytes (asked of admission), execute,
@@ -300,7 +310,7 @@ final class DemandPreparation {
     /** The prepared plan's host pages per group, in the plan's required order (groups and positions ascending). */
     private static List<PreparationResult.HeldGroup> heldGroups(PlanExecutor.Prepared prepared) {
         Map<Integer, List<Integer>> positions = new LinkedHashMap<>();
-        Map<Integer, List<ImageStore.ImageRef>> refs = new HashMap<>();
+        Map<Integer, List<ImageRef>> refs = new HashMap<>();
         for (GroupRanges ranges : prepared.plan().required()) {
             positions.put(ranges.groupId(), new ArrayList<>());
             refs.put(ranges.groupId(), new ArrayList<>());

@@ -1,10 +1,10 @@
 package io.orbitkv.planning;
 
-import io.orbitkv.cost.CostEstimateKey;
-import io.orbitkv.cost.CostEstimateResult;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostEstimateResult;
 import io.orbitkv.cost.CostProxy;
-import io.orbitkv.cost.ObservationRecord;
-import io.orbitkv.cost.ShadowRequest;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.ShadowRequest;
 import io.vertx.core.Future;
 import java.util.ArrayList;
 import java.util.HashMap;

@@ -1,7 +1,6 @@
 package io.orbitkv.planning;
 
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.vertx.core.Future;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -11,6 +10,23 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.KeyEvidence;
+import io.orbitkv.model.KeyGeneration;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.ByteCount;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.EvidenceSource;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
+import io.orbitkv.model.plan.ExecutionOwner;
+import io.orbitkv.model.plan.PlannedPage;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.SegmentLease;
+import io.orbitkv.model.plan.LocalReplicaPort;
 
 /**
  * This Manager's own replicas for the planning role: discovery of local DRAM and SSD evidence, and the execution
@@ -56,7 +72,7 @@ public final class LocalOwners {
         return demand -> {
             List<StateKey> keys = new ArrayList<>();
             for (DemandView.GroupKeys group : demand.groups()) {
-                for (ImageStore.PositionedKey pk : group.keys()) {
+                for (PositionedKey pk : group.keys()) {
                     keys.add(pk.key());
                 }
             }
@@ -64,10 +80,10 @@ public final class LocalOwners {
         };
     }
 
-    static DemandEvidence evidenceOf(List<ImageStore.KeyEvidence> found) {
+    static DemandEvidence evidenceOf(List<KeyEvidence> found) {
         Map<StateKey, ReplicaSet> byKey = new HashMap<>();
         Set<StateKey> writing = new HashSet<>();
-        for (ImageStore.KeyEvidence ev : found) {
+        for (KeyEvidence ev : found) {
             ReplicaEvidence.LocalDram dram = ev.dramGeneration() < 0 ? null : new ReplicaEvidence.LocalDram(
                     ev.dramGeneration(), ev.residencySequence(), ByteCount.of(ev.dramBytes()));
             ReplicaEvidence.LocalSsd ssd = ev.ssdGeneration() < 0 ? null : new ReplicaEvidence.LocalSsd(
@@ -83,8 +99,8 @@ public final class LocalOwners {
         return DemandEvidence.of(byKey).withWriting(writing);
     }
 
-    private static List<ImageStore.KeyGeneration> generations(PlannedSegment segment) {
-        List<ImageStore.KeyGeneration> pages = new ArrayList<>(segment.pages().size());
+    private static List<KeyGeneration> generations(PlannedSegment segment) {
+        List<KeyGeneration> pages = new ArrayList<>(segment.pages().size());
         for (PlannedPage page : segment.pages()) {
             long generation = switch (page.evidence()) {
                 case ReplicaEvidence.LocalDram d -> d.slotGeneration();
@@ -92,7 +108,7 @@ public final class LocalOwners {
                 default -> throw new PlanningException(PlanningFailure.INVALID_INPUT, "a local owner was handed "
                         + page.evidence().medium() + " evidence");
             };
-            pages.add(new ImageStore.KeyGeneration(page.key(), generation));
+            pages.add(new KeyGeneration(page.key(), generation));
         }
         return pages;
     }
@@ -108,7 +124,7 @@ public final class LocalOwners {
 
     /** Local DRAM: exact-generation pins; the lease is host-ready at acquisition (nothing moves). */
     private final class DramOwner implements ExecutionOwner {
-        private final Map<Long, List<ImageStore.ImageRef>> pinned = new LinkedHashMap<>();
+        private final Map<Long, List<ImageRef>> pinned = new LinkedHashMap<>();
 
         @Override
         public Future<SegmentLease> acquire(PlannedSegment segment) {
@@ -117,7 +133,7 @@ public final class LocalOwners {
                     return Future.failedFuture(new PlanningException(PlanningFailure.STALE_EVIDENCE,
                             "a DRAM page was evicted or replaced since discovery", pageOf(segment, pin.missing())));
                 }
-                List<ImageStore.ImageRef> refs = pin.pinned().getFirst();
+                List<ImageRef> refs = pin.pinned().getFirst();
                 long id = nextLease++;
                 pinned.put(id, refs);
                 return Future.succeededFuture(new SegmentLease(id, segment, refs));
@@ -138,7 +154,7 @@ public final class LocalOwners {
 
         @Override
         public Future<Boolean> release(SegmentLease lease, boolean quarantine) {
-            List<ImageStore.ImageRef> refs = pinned.remove(lease.leaseId());
+            List<ImageRef> refs = pinned.remove(lease.leaseId());
             if (refs == null) {
                 return Future.succeededFuture(false);
             }
@@ -154,7 +170,7 @@ public final class LocalOwners {
         private static final class Held {
             final long hold;
             boolean submitted;
-            List<ImageStore.ImageRef> pinned;
+            List<ImageRef> pinned;
 
             Held(long hold) {
                 this.hold = hold;

@@ -2,9 +2,8 @@ package io.orbitkv.planning;
 
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.Ticker;
-import io.orbitkv.cost.CompletionTarget;
+import io.orbitkv.model.cost.CompletionTarget;
 import io.orbitkv.restore.RestoreCommands;
-import io.orbitkv.storage.ImageStore;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.util.ArrayList;
@@ -13,6 +12,17 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.OptionalLong;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.plan.EngineDestination;
+import io.orbitkv.model.plan.Plan;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.AttemptWindow;
+import io.orbitkv.model.plan.ExecutionOwner;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.SegmentLease;
+import io.orbitkv.model.plan.Restored;
 
 /**
  * Runs plans against the execution owners: acquire every segment in plan order, queue the segments that move payload
@@ -435,7 +445,7 @@ public final class PlanExecutor {
         private final List<SegmentLease> leases;
         private boolean released;
         private EngineDestination destination;
-        private Future<RestoreCommands.Restored> restoring;
+        private Future<Restored> restoring;
 
         private Prepared(Plan plan, List<SegmentLease> leases) {
             this.plan = plan;
@@ -460,7 +470,7 @@ public final class PlanExecutor {
          * The engine-restore plan's device copy: the restore owner copies every host page into {@code destination};
          * completes when every copy is terminal. Once per prepared plan.
          */
-        public Future<RestoreCommands.Restored> restore(EngineDestination destination) {
+        public Future<Restored> restore(EngineDestination destination) {
             if (plan.target().intent() != CompletionTarget.Intent.ENGINE_RESTORE) {
                 return Future.failedFuture(new PlanningException(PlanningFailure.INVALID_INPUT,
                         "a " + plan.target().intent() + " plan has no device copy"));
@@ -473,7 +483,7 @@ public final class PlanExecutor {
             for (SegmentLease lease : leases) {
                 PlannedSegment segment = lease.segment();
                 for (int i = 0; i < segment.pages().size(); i++) {
-                    ImageStore.ImageRef ref = lease.hostPages().get(i);
+                    ImageRef ref = lease.hostPages().get(i);
                     sources.add(new RestoreCommands.SourcePage(segment.groupId(), segment.pages().get(i).position(),
                             ref.offset(), ref.lengthBytes()));
                 }

@@ -1,20 +1,19 @@
 package io.orbitkv.planning;
 
-import io.orbitkv.cost.CompletionTarget;
-import io.orbitkv.cost.CostEstimate;
-import io.orbitkv.cost.CostEstimateKey;
-import io.orbitkv.cost.CostEstimateResult;
-import io.orbitkv.cost.RepresentationFamily;
-import io.orbitkv.cost.ShadowAlternative;
-import io.orbitkv.cost.ShadowRequest;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.CostEstimate;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostEstimateResult;
+import io.orbitkv.model.cost.RepresentationFamily;
+import io.orbitkv.model.cost.ShadowAlternative;
+import io.orbitkv.model.cost.ShadowRequest;
 import io.orbitkv.cost.SwitchGuard;
 import io.orbitkv.recovery.BlockRange;
 import io.orbitkv.recovery.GroupAvailability;
 import io.orbitkv.recovery.GroupRanges;
 import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryContract;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.BitSet;
@@ -26,6 +25,23 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.TreeSet;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.plan.BoundaryReason;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.Plan;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.MembershipView;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
+import io.orbitkv.model.plan.PlannedPage;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.TimeEstimate;
+import io.orbitkv.model.plan.RouteResources;
+import io.orbitkv.model.plan.RouteChoice;
 
 /**
  * The planning role's decision: evidence → replica sets → eligible routes → boundary → an immutable {@link Plan}.
@@ -487,17 +503,17 @@ public final class Planner {
             for (int g = 0; g < rules.size(); g++) {
                 groupIds[g] = rules.get(g).groupId();
                 DemandView.GroupKeys group = demand.group(groupIds[g]);
-                List<ImageStore.PositionedKey> declared = group == null ? List.of() : group.keys();
+                List<PositionedKey> declared = group == null ? List.of() : group.keys();
                 bytesPerPage[g] = group == null ? 0 : group.bytesPerPage();
                 int max = -1;
-                for (ImageStore.PositionedKey pk : declared) {
+                for (PositionedKey pk : declared) {
                     max = Math.max(max, pk.position());
                 }
                 keys[g] = new StateKey[max + 1];
                 options[g] = new List[max + 1];
                 firstRoute[g] = new int[max + 1];
                 Arrays.fill(firstRoute[g], allowed.size());
-                for (ImageStore.PositionedKey pk : declared) {
+                for (PositionedKey pk : declared) {
                     keys[g][pk.position()] = pk.key();
                     List<Option> found = optionsOf(evidence.replicas(pk.key()), members);
                     options[g][pk.position()] = found;

@@ -2,6 +2,10 @@ package io.orbitkv.planning;
 
 import java.util.Objects;
 import java.util.Optional;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.EngineDestination;
+import io.orbitkv.model.plan.PreparationResult;
+import io.orbitkv.model.plan.PreparationCallbacks;
 
 /** Messages the planning role accepts. Local records only (see {@link io.orbitkv.common.LocalCodec}). */
 public final class PlanningCommands {

@@ -7,6 +7,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.function.Supplier;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.PreparationResult;
 
 /**
  * The planning role's command handlers, free of the event bus ({@link PlanningVerticle} serves them; tests call them

@@ -1,6 +1,7 @@
 package io.orbitkv.planning;
 
 import io.vertx.core.Future;
+import io.orbitkv.model.plan.PreparationResult;
 
 /**
  * The planning role's commands as admission uses them: implemented by its typed proxy (the Manager) and by its

@@ -3,19 +3,18 @@ package io.orbitkv.planning;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.Ticker;
-import io.orbitkv.cost.CompletionTarget;
-import io.orbitkv.cost.CostEstimateKey;
-import io.orbitkv.cost.CostEstimateResult;
-import io.orbitkv.cost.ObservationOutcome;
-import io.orbitkv.cost.ObservationRecord;
-import io.orbitkv.cost.ObservedBytes;
-import io.orbitkv.cost.RepresentationFamily;
-import io.orbitkv.cost.ShadowRequest;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostEstimateResult;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.ObservedBytes;
+import io.orbitkv.model.cost.RepresentationFamily;
+import io.orbitkv.model.cost.ShadowRequest;
 import io.vertx.core.Future;
 import io.orbitkv.recovery.GroupAvailability;
 import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryContract;
-import io.orbitkv.storage.ImageStore;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.EnumMap;
@@ -31,6 +30,24 @@ import java.util.OptionalLong;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.function.UnaryOperator;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.plan.BoundaryReason;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.Plan;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.EvidenceSource;
+import io.orbitkv.model.plan.MembershipView;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
+import io.orbitkv.model.plan.PlannedPage;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.Medium;
+import io.orbitkv.model.plan.RouteResources;
+import io.orbitkv.model.plan.RouteChoice;
 
 /**
  * The planning role's decisions: discovery → estimates → {@link Planner} → plan, one plan's execution through the
@@ -170,7 +187,7 @@ public final class PlanningRole {
             BitSet bits = new BitSet();
             DemandView.GroupKeys group = demand.group(rule.groupId());
             if (group != null) {
-                for (ImageStore.PositionedKey pk : group.keys()) {
+                for (PositionedKey pk : group.keys()) {
                     boolean writing = found.writing(pk.key());
                     anyWriting |= writing;
                     if (writing || eligible(found.replicas(pk.key()))) {

@@ -8,8 +8,7 @@ import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.restore.RestoreCommands;
 import io.orbitkv.restore.RestoreProxy;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
@@ -22,6 +21,18 @@ import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 import java.util.function.UnaryOperator;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.ExactPin;
+import io.orbitkv.model.KeyEvidence;
+import io.orbitkv.model.KeyGeneration;
+import io.orbitkv.model.plan.EngineDestination;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.EvidenceSource;
+import io.orbitkv.model.plan.MembershipView;
+import io.orbitkv.model.plan.ExecutionOwner;
+import io.orbitkv.model.plan.LocalReplicaPort;
+import io.orbitkv.model.plan.RouteResources;
+import io.orbitkv.model.plan.Restored;
 
 /**
  * The planning role: discovery → replica sets → eligible routes → boundary → immutable plan ({@link Planner}), and
@@ -162,7 +173,7 @@ public final class PlanningVerticle extends VerticleBase {
     static RestoreOwner restoreOwner(RestoreProxy restore) {
         return new RestoreOwner() {
             @Override
-            public Future<RestoreCommands.Restored> restore(EngineDestination destination,
+            public Future<Restored> restore(EngineDestination destination,
                                                             List<RestoreCommands.SourcePage> sources) {
                 return restore.execute(destination.instance(), destination.ticket(), destination.target(), sources);
             }
@@ -178,27 +189,27 @@ public final class PlanningVerticle extends VerticleBase {
     static LocalReplicaPort replicaPort(StorageProxy storage) {
         return new LocalReplicaPort() {
             @Override
-            public Future<List<ImageStore.KeyEvidence>> discover(List<StateKey> keys) {
+            public Future<List<KeyEvidence>> discover(List<StateKey> keys) {
                 return storage.discover(keys);
             }
 
             @Override
-            public Future<ImageStore.ExactPin> pinGenerations(List<ImageStore.KeyGeneration> pages) {
+            public Future<ExactPin> pinGenerations(List<KeyGeneration> pages) {
                 return storage.pinGenerations(pages);
             }
 
             @Override
-            public Future<Integer> unpin(List<ImageStore.ImageRef> pinned, boolean quarantine) {
+            public Future<Integer> unpin(List<ImageRef> pinned, boolean quarantine) {
                 return storage.unpinRefs(pinned, quarantine);
             }
 
             @Override
-            public Future<SsdAcquired> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
+            public Future<SsdAcquired> acquireFromSsd(List<KeyGeneration> pages) {
                 return storage.acquireFromSsd(pages).map(hold -> new SsdAcquired(hold.hold(), hold.staleKey()));
             }
 
             @Override
-            public Future<List<ImageStore.ImageRef>> readFromSsd(long hold) {
+            public Future<List<ImageRef>> readFromSsd(long hold) {
                 return storage.readFromSsd(hold);
             }
 

@@ -1,6 +1,7 @@
 package io.orbitkv.planning;
 
 import java.util.OptionalLong;
+import io.orbitkv.model.plan.TimeEstimate;
 
 /**
  * When a transfer should start, and how much speculation a demand's confidence admits. Pure arithmetic.

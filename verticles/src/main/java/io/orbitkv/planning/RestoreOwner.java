@@ -3,10 +3,12 @@ package io.orbitkv.planning;
 import io.orbitkv.restore.RestoreCommands;
 import io.vertx.core.Future;
 import java.util.List;
+import io.orbitkv.model.plan.EngineDestination;
+import io.orbitkv.model.plan.Restored;
 
 /**
  * The execution owner of an engine-restore plan's device copy: the restore role. A plan with the completion target
- * {@link io.orbitkv.cost.CompletionTarget.Intent#ENGINE_RESTORE} is first made host-ready by the route owners
+ * {@link io.orbitkv.model.cost.CompletionTarget.Intent#ENGINE_RESTORE} is first made host-ready by the route owners
  * (pins; reads back into pool slots), then this owner copies the host pages into the engine's destination.
  *
  * <p>Contract: {@link #restore} completes only when every copy it submitted is terminal (succeeded, failed or
@@ -17,7 +19,7 @@ import java.util.List;
  */
 public interface RestoreOwner {
 
-    Future<RestoreCommands.Restored> restore(EngineDestination destination, List<RestoreCommands.SourcePage> sources);
+    Future<Restored> restore(EngineDestination destination, List<RestoreCommands.SourcePage> sources);
 
     void cancel(EngineDestination destination);
 }

@@ -5,6 +5,7 @@ import java.util.EnumMap;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import io.orbitkv.model.plan.RouteTemplate;
 
 /**
  * Which route templates this Manager can execute, and for each one it cannot, why (probed once by the owner that would

@@ -1,9 +1,13 @@
 package io.orbitkv.planning;
 
-import io.orbitkv.cost.CompletionTarget;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.StateKey;
 import java.util.HashMap;
 import java.util.Map;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.Plan;
+import io.orbitkv.model.plan.PlannedPage;
+import io.orbitkv.model.plan.PlannedSegment;
 
 /**
  * When a real demand may be answered with what its speculative hint prepared, instead of planning and reading again.

@@ -18,6 +18,9 @@ import java.util.PriorityQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.Medium;
 
 /**
  * Per-medium transfer queues: which acquired segments may start moving payload now.

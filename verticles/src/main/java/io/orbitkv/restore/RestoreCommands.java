@@ -3,6 +3,8 @@ package io.orbitkv.restore;
 import io.orbitkv.protocol.engine.RestoreRoute;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
+import io.orbitkv.model.plan.RestoreTarget;
+import io.orbitkv.model.plan.Restored;
 
 /** Messages of the restore role and its per-device workers. Local records only. */
 public final class RestoreCommands {
@@ -47,8 +49,6 @@ public final class RestoreCommands {
 
     /** Copy {@code sources} into the destination named by {@code target}; the future completes when all are terminal. */
     public record Execute(long instance, long ticket, RestoreTarget target, List<SourcePage> sources) {}
-
-    public record Restored(RestoreRoute route, int pages, long bytes) {}
 
     public record Cancel(long instance, long ticket) {}
 

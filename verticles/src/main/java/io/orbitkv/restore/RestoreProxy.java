@@ -6,6 +6,8 @@ import io.vertx.core.Vertx;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
 import java.util.List;
+import io.orbitkv.model.plan.RestoreTarget;
+import io.orbitkv.model.plan.Restored;
 
 /** Typed proxy of the restore role (one method per command). */
 public final class RestoreProxy {
@@ -33,7 +35,7 @@ public final class RestoreProxy {
      * or failed (ROUTE_UNAVAILABLE / UNKNOWN_DESTINATION / INVALID_DESTINATION before anything moved; RESTORE_FAILED
      * after a failed or cancelled copy drained). The caller keeps the sources until then.
      */
-    public Future<RestoreCommands.Restored> execute(long instance, long ticket, RestoreTarget target,
+    public Future<Restored> execute(long instance, long ticket, RestoreTarget target,
                                                    List<RestoreCommands.SourcePage> sources) {
         return RoleProxies.request(bus, EXECUTE, new RestoreCommands.Execute(instance, ticket, target, sources), options);
     }

@@ -1,6 +1,6 @@
 package io.orbitkv.ssd;
 
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.util.LinkedHashMap;
 import java.util.Map;
 

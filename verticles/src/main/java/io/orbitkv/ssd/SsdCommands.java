@@ -1,8 +1,15 @@
 package io.orbitkv.ssd;
 
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
+import io.orbitkv.model.SsdEntry;
+import io.orbitkv.model.SsdLease;
+import io.orbitkv.model.SsdPageOutcome;
+import io.orbitkv.model.SsdReadResult;
+import io.orbitkv.model.SsdResidencyChange;
+import io.orbitkv.model.WeakImageSource;
+import io.orbitkv.model.SsdWritePolicy;
 
 /** Messages the SSD role accepts. Local records only (see {@link io.orbitkv.common.LocalCodec}). */
 public final class SsdCommands {

@@ -13,7 +13,7 @@ import io.orbitkv.nativeio.uring.IoUringFileIo;
 import io.orbitkv.nativeio.uring.UringFile;
 import io.orbitkv.ssd.SsdLayout.Extent;
 import io.orbitkv.ssd.SsdLayout.ExtentState;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
 import java.util.HashSet;
@@ -22,6 +22,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import io.orbitkv.model.SsdResidencyChange;
+import io.orbitkv.model.WeakImageSource;
+import io.orbitkv.model.SsdWritePolicy;
 
 /**
  * Writes: admission, the bounded queue, and the commit protocol that makes an extent durable before it is served.

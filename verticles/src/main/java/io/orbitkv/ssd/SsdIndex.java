@@ -1,11 +1,12 @@
 package io.orbitkv.ssd;
 
 import io.orbitkv.ssd.SsdLayout.Extent;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.util.HashMap;
 import java.util.Map;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import io.orbitkv.model.SsdResidencyChange;
 
 /**
  * The committed extents by key, and the residency stream that reports each change of them to the store's listener.

@@ -5,7 +5,7 @@ import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.nativeio.libc.NativeIoException;
 import io.orbitkv.nativeio.uring.IoUringFileIo;
 import io.orbitkv.nativeio.uring.UringFile;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.nio.file.Path;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;

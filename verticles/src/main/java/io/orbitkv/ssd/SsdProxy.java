@@ -2,7 +2,7 @@ package io.orbitkv.ssd;
 
 import io.orbitkv.common.BoundedHandoff;
 import io.orbitkv.common.RoleProxies;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Handler;
@@ -13,6 +13,13 @@ import io.vertx.core.eventbus.ReplyException;
 import io.vertx.core.eventbus.ReplyFailure;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import io.orbitkv.model.SsdEntry;
+import io.orbitkv.model.SsdLease;
+import io.orbitkv.model.SsdPageOutcome;
+import io.orbitkv.model.SsdReadResult;
+import io.orbitkv.model.SsdResidencyChange;
+import io.orbitkv.model.WeakImageSource;
+import io.orbitkv.model.SsdWritePolicy;
 
 /**
  * Typed proxy of the SSD role: one method per command; callers never see event-bus addresses. Failures come back as

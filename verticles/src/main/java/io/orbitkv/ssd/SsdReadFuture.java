@@ -4,6 +4,7 @@ import io.orbitkv.nativeio.uring.FileIoFuture;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import io.orbitkv.model.SsdReadResult;
 
 /**
  * The result of {@link SsdStore#readInto}: a verified read, or an {@link SsdException}, or cancellation.

@@ -13,7 +13,7 @@ import io.orbitkv.nativeio.uring.IoLane;
 import io.orbitkv.nativeio.uring.IoUringFileIo;
 import io.orbitkv.ssd.SsdLayout.Extent;
 import io.orbitkv.ssd.SsdLayout.ExtentState;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -22,6 +22,9 @@ import java.util.Map;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.RejectedExecutionException;
+import io.orbitkv.model.SsdLease;
+import io.orbitkv.model.SsdReadResult;
+import io.orbitkv.model.SsdResidencyChange;
 
 /**
  * Exact-generation read leases and verified reads into the caller's memory.

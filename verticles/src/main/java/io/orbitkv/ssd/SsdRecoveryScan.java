@@ -8,7 +8,7 @@ import io.orbitkv.nativeio.uring.IoLane;
 import io.orbitkv.nativeio.uring.IoUringFileIo;
 import io.orbitkv.ssd.SsdLayout.Extent;
 import io.orbitkv.ssd.SsdLayout.ExtentState;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
 

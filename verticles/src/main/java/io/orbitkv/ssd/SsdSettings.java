@@ -6,6 +6,7 @@ import io.vertx.core.json.JsonObject;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.Objects;
+import io.orbitkv.model.SsdWritePolicy;
 
 /**
  * Settings of the SSD role; fluent, validated by {@link #validate()} when a store opens. Sizes in bytes.

@@ -5,7 +5,7 @@ import io.orbitkv.nativeio.uring.IoUringFileIo;
 import io.orbitkv.nativeio.uring.IoUringFileIoOptions;
 import io.orbitkv.ssd.SsdLayout.Extent;
 import io.orbitkv.ssd.SsdLayout.ExtentState;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -21,6 +21,12 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import io.orbitkv.model.SsdEntry;
+import io.orbitkv.model.SsdLease;
+import io.orbitkv.model.SsdPageOutcome;
+import io.orbitkv.model.SsdReadResult;
+import io.orbitkv.model.SsdResidencyChange;
+import io.orbitkv.model.WeakImageSource;
 
 /**
  * The SSD tier of one Manager: shard files divided into fixed extent slots used as a ring, an in-memory index of

@@ -11,6 +11,8 @@ import io.vertx.core.eventbus.EventBus;
 import io.vertx.core.eventbus.MessageConsumer;
 import java.util.ArrayList;
 import java.util.List;
+import io.orbitkv.model.SsdResidencyChange;
+import io.orbitkv.model.SsdWritePolicy;
 
 /**
  * The SSD role: owns one {@link SsdStore} on this verticle's event loop (plus the store's io_uring loop).

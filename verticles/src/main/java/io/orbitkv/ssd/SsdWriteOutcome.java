@@ -1,6 +1,6 @@
 package io.orbitkv.ssd;
 
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 
 /** How an offered write ended: committed under {@code generation}, or dropped for {@code dropReason}. */
 public record SsdWriteOutcome(StateKey key, boolean committed, long generation, long lengthBytes,

@@ -1,6 +1,9 @@
 package io.orbitkv.storage;
 
 import java.util.concurrent.atomic.AtomicInteger;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageState;
+import io.orbitkv.model.ImageRef;
 
 /**
  * One pool slot and the image in it: every slot the allocator grants is owned by exactly one image (see
@@ -11,12 +14,12 @@ final class Image {
     final PoolAllocator.Slot slot;
     final long ownerInstance;
     final long publishId;
-    ImageStore.ImageState state = ImageStore.ImageState.WRITING;
+    ImageState state = ImageState.WRITING;
     int pins;
     /** Quarantine holds (see {@link Quarantine}): while non-zero the image is never evicted. */
     int holds;
     /** CRC32C of the bytes when known (sealed with a checksum, or verified on its way back from SSD). */
-    long crc32c = ImageStore.ImageRef.CRC_UNKNOWN;
+    long crc32c = ImageRef.CRC_UNKNOWN;
     /** Read back from SSD (not published by an engine): never offered to SSD again. */
     boolean fromSsd;
     /**
@@ -34,12 +37,12 @@ final class Image {
         this.publishId = publishId;
     }
 
-    ImageStore.ImageRef ref() {
-        return new ImageStore.ImageRef(key, slot.offset(), slot.lengthBytes(), slot.generation(), crc32c);
+    ImageRef ref() {
+        return new ImageRef(key, slot.offset(), slot.lengthBytes(), slot.generation(), crc32c);
     }
 
     boolean sealed() {
-        return state == ImageStore.ImageState.SEALED;
+        return state == ImageState.SEALED;
     }
 
     boolean evictable() {

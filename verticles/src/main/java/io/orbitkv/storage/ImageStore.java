@@ -1,6 +1,6 @@
 package io.orbitkv.storage;
 
-import io.orbitkv.ssd.WeakImageSource;
+import io.orbitkv.model.WeakImageSource;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.BitSet;
@@ -9,6 +9,22 @@ import java.util.Map;
 import java.util.OptionalLong;
 import java.util.Set;
 import java.util.zip.CRC32C;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageState;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.AllocateResult;
+import io.orbitkv.model.SealResult;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.GroupProbe;
+import io.orbitkv.model.GroupPresence;
+import io.orbitkv.model.ExactPin;
+import io.orbitkv.model.SsdCopy;
+import io.orbitkv.model.Materialization;
+import io.orbitkv.model.KeyEvidence;
+import io.orbitkv.model.KeyGeneration;
+import io.orbitkv.model.SsdReservation;
+import io.orbitkv.model.ResidentKey;
+import io.orbitkv.model.ResidencySnapshot;
 
 /**
  * Resident DRAM images: which key lives in which pool slot, in which state, pinned by how many leases.
@@ -37,54 +53,6 @@ import java.util.zip.CRC32C;
  * with the SSD role's thread. Tests drive it directly.
  */
 public final class ImageStore {
-    public enum ImageState { WRITING, SEALED }
-
-    /**
-     * What a caller may hold on to: a key at one exact slot generation, and the CRC32C of its bytes when known
-     * (an unsigned 32-bit value, or {@link #CRC_UNKNOWN}).
-     */
-    public record ImageRef(StateKey key, long offset, long lengthBytes, long generation, long crc32c) {
-        public static final long CRC_UNKNOWN = -1;
-
-        /** A reference whose checksum is unknown (descriptors named by an engine). */
-        public ImageRef(StateKey key, long offset, long lengthBytes, long generation) {
-            this(key, offset, lengthBytes, generation, CRC_UNKNOWN);
-        }
-
-        public boolean crcKnown() {
-            return crc32c != CRC_UNKNOWN;
-        }
-    }
-
-    /** One slot of an allocate request: null ref = already present (nothing to write). */
-    public record SlotGrant(boolean allocated, ImageRef ref) {}
-
-    public record AllocateResult(long publishId, List<SlotGrant> slots) {}
-
-    public record SealResult(int sealedPages, long sealedBytes) {}
-
-    /** A key at a block position of its group's chain. */
-    public record PositionedKey(int position, StateKey key) {}
-
-    /** The keys of one group to probe, at their block positions. */
-    public record GroupProbe(int groupId, List<PositionedKey> keys) {}
-
-    /**
-     * What {@link #probe} found for one group: the probed positions whose image is sealed, and those being written.
-     * The bit sets are fresh and handed over; neither side mutates them afterwards.
-     */
-    public record GroupPresence(int groupId, BitSet sealed, BitSet writing, BitSet onSsd) {
-        public GroupPresence(int groupId, BitSet sealed, BitSet writing) {
-            this(groupId, sealed, writing, new BitSet());
-        }
-    }
-
-    /**
-     * The result of {@link #pinExact}: when {@code complete}, {@code pinned} holds one ref per requested key, group by
-     * group in request order, and the caller owns those pins; otherwise nothing is pinned and {@code missing} names
-     * the first key that is not sealed any more.
-     */
-    public record ExactPin(boolean complete, List<List<ImageRef>> pinned, long pinnedBytes, StateKey missing) {}
 
     /** Observer of changes that matter outside: the SSD tier's write offers and reuse reports. */
     public interface Listener {
@@ -241,12 +209,6 @@ public final class ImageStore {
 
     // ---- the SSD tier as seen from here (see SsdCopies) ----
 
-    /** Committed SSD evidence of a key: the exact extent generation and the payload length. */
-    public record SsdCopy(long generation, long lengthBytes) {}
-
-    /** A slot being filled from SSD: the DRAM image (WRITING) and the SSD generation to read. */
-    public record Materialization(ImageRef image, long ssdGeneration) {}
-
     public void ssdAdded(StateKey key, long generation, long lengthBytes) {
         ssd.added(key, generation, lengthBytes);
     }
@@ -284,13 +246,6 @@ public final class ImageStore {
      */
     public SsdReservation reserveFromSsd(List<KeyGeneration> pages) {
         return ssd.reserve(pages);
-    }
-
-    /** Slots reserved by {@link #reserveFromSsd}: all of them, or none and why ({@code missing}: a stale key). */
-    public record SsdReservation(List<Materialization> reserved, StateKey missing) {
-        public boolean complete() {
-            return !reserved.isEmpty();
-        }
     }
 
     /**
@@ -361,18 +316,6 @@ public final class ImageStore {
         }
         return new ExactPin(true, pinned, bytes, null);
     }
-
-    /**
-     * What this store knows of one key, metadata only (pins nothing, LRU order unchanged): the sealed DRAM image's
-     * slot generation ({@code -1}: none), whether a slot for it is being written (a publish or an SSD read), and the
-     * committed SSD extent's generation and length ({@code -1}: none), observed at residency sequence
-     * {@code residencySequence}.
-     */
-    public record KeyEvidence(StateKey key, long dramGeneration, long dramBytes, boolean writing, long ssdGeneration,
-                              long ssdBytes, long residencySequence) {}
-
-    /** A key at one exact generation (a DRAM slot generation or an SSD extent generation, by context). */
-    public record KeyGeneration(StateKey key, long generation) {}
 
     /** Discovery for planning: one {@link KeyEvidence} per key, in order. */
     public List<KeyEvidence> discover(List<StateKey> keys) {
@@ -526,9 +469,6 @@ public final class ImageStore {
         return images.allocator();
     }
 
-    /** One resident key as the residency snapshot reports it. */
-    public record ResidentKey(StateKey key, long generation, long lengthBytes) {}
-
     /**
      * What this store holds at {@code residency().lastSequence()}: sealed DRAM images and committed SSD extents, at
      * most {@code maxKeys} of each (a peer keeps no more per member anyway). Metadata only.
@@ -552,9 +492,6 @@ public final class ImageStore {
         }
         return new ResidencySnapshot(residency.incarnation(), residency.lastSequence(), dram, onSsd);
     }
-
-    /** The answer of {@link #residencySnapshot}: every key resident at {@code sequence}. */
-    public record ResidencySnapshot(long incarnation, long sequence, List<ResidentKey> dram, List<ResidentKey> ssd) {}
 
     public ResidencyStream residency() {
         return residency;

@@ -2,9 +2,9 @@ package io.orbitkv.storage;
 
 import io.orbitkv.common.Ticker;
 import io.orbitkv.ssd.SsdCommands;
-import io.orbitkv.ssd.SsdLease;
-import io.orbitkv.ssd.SsdPageOutcome;
-import io.orbitkv.ssd.SsdReadResult;
+import io.orbitkv.model.SsdLease;
+import io.orbitkv.model.SsdPageOutcome;
+import io.orbitkv.model.SsdReadResult;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.lang.foreign.MemorySegment;
@@ -14,6 +14,11 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.Materialization;
+import io.orbitkv.model.KeyGeneration;
+import io.orbitkv.model.SsdReservation;
 
 /**
  * Reads pages that survive on SSD only back into pool slots, for the storage role: the fire-and-forget read-back of
@@ -43,11 +48,11 @@ final class Materializer {
     /** Told once per read-back, with one outcome per page in order (metrics and cost observations). */
     @FunctionalInterface
     interface Settled {
-        void settled(List<ImageStore.ImageRef> images, List<SsdPageOutcome<SsdReadResult>> outcomes, long elapsedNanos);
+        void settled(List<ImageRef> images, List<SsdPageOutcome<SsdReadResult>> outcomes, long elapsedNanos);
     }
 
     /** Reserved slots and the exact-generation leases taken for them, one per slot, in order. */
-    private record Hold(List<ImageStore.Materialization> slots, List<SsdLease> leases) {}
+    private record Hold(List<Materialization> slots, List<SsdLease> leases) {}
 
     private final ImageStore store;
     private final MemorySegment pool;
@@ -73,17 +78,17 @@ final class Materializer {
         if (closed) {
             return 0;
         }
-        List<ImageStore.Materialization> reserved = store.materialize(keys);
+        List<Materialization> reserved = store.materialize(keys);
         if (reserved.isEmpty()) {
             return 0;
         }
         int pages = reserved.size();
-        List<ImageStore.ImageRef> images = imagesOf(reserved);
+        List<ImageRef> images = imagesOf(reserved);
         inFlight += pages;
         long startNanos = ticker.nanos();
         leaseAll(reserved).compose(leases -> {
             // Pages without a lease are misses now; the leased ones are read, then every lease is released.
-            List<ImageStore.ImageRef> leasedImages = new ArrayList<>(pages);
+            List<ImageRef> leasedImages = new ArrayList<>(pages);
             List<SsdLease> taken = new ArrayList<>(pages);
             for (int i = 0; i < pages; i++) {
                 if (leases.get(i).succeeded()) {
@@ -123,15 +128,15 @@ final class Materializer {
      * Planning's step one: reserves a slot per page and leases each page's extent at exactly its generation, all or
      * nothing. Answers a hold id, or none with the first key whose evidence was stale (or null: the pool had no room).
      */
-    Future<StorageCommands.SsdHold> acquire(List<ImageStore.KeyGeneration> pages) {
+    Future<StorageCommands.SsdHold> acquire(List<KeyGeneration> pages) {
         if (closed) {
             return Future.failedFuture(new IllegalStateException("the storage role is stopping"));
         }
-        ImageStore.SsdReservation reservation = store.reserveFromSsd(pages);
+        SsdReservation reservation = store.reserveFromSsd(pages);
         if (!reservation.complete()) {
             return Future.succeededFuture(new StorageCommands.SsdHold(0, reservation.missing()));
         }
-        List<ImageStore.Materialization> reserved = reservation.reserved();
+        List<Materialization> reserved = reservation.reserved();
         return leaseAll(reserved).compose(leases -> {
             List<SsdLease> taken = new ArrayList<>(leases.size());
             StateKey stale = null;
@@ -147,8 +152,8 @@ final class Materializer {
                 holds.put(id, new Hold(reserved, List.copyOf(taken)));
                 return Future.succeededFuture(new StorageCommands.SsdHold(id, null));
             }
-            for (ImageStore.Materialization m : reserved) {
-                store.finishMaterialization(m.image(), false, ImageStore.ImageRef.CRC_UNKNOWN);
+            for (Materialization m : reserved) {
+                store.finishMaterialization(m.image(), false, ImageRef.CRC_UNKNOWN);
             }
             StateKey staleKey = stale;
             return releaseQuietly(taken).map(new StorageCommands.SsdHold(0, staleKey));
@@ -160,12 +165,12 @@ final class Materializer {
      * them all in one step, or, if any failed, seals the good ones unpinned (they are real bytes), frees the rest and
      * fails: a wrong byte is never served, and a failed read-back leaves nothing pinned. The leases end either way.
      */
-    Future<List<ImageStore.ImageRef>> read(long id) {
+    Future<List<ImageRef>> read(long id) {
         Hold hold = holds.remove(id);
         if (hold == null) {
             return Future.failedFuture(new IllegalStateException("no unread SSD hold " + id));
         }
-        List<ImageStore.ImageRef> images = imagesOf(hold.slots());
+        List<ImageRef> images = imagesOf(hold.slots());
         int pages = images.size();
         Future<List<SsdPageOutcome<SsdReadResult>>> reads;
         if (closed) {
@@ -185,7 +190,7 @@ final class Materializer {
         }
         return reads.compose(outcomes -> {
             boolean all = outcomes.stream().allMatch(SsdPageOutcome::succeeded);
-            List<ImageStore.ImageRef> pinned = new ArrayList<>(pages);
+            List<ImageRef> pinned = new ArrayList<>(pages);
             Throwable cause = null;
             for (int i = 0; i < pages; i++) {
                 SsdPageOutcome<SsdReadResult> outcome = outcomes.get(i);
@@ -208,30 +213,30 @@ final class Materializer {
         if (hold == null) {
             return Future.succeededFuture(false);
         }
-        for (ImageStore.Materialization m : hold.slots()) {
-            store.finishMaterialization(m.image(), false, ImageStore.ImageRef.CRC_UNKNOWN);
+        for (Materialization m : hold.slots()) {
+            store.finishMaterialization(m.image(), false, ImageRef.CRC_UNKNOWN);
         }
         return releaseQuietly(hold.leases()).map(true);
     }
 
     /** One lease command for every slot; never fails: a failed command is a failed outcome for each page. */
-    private Future<List<SsdPageOutcome<SsdLease>>> leaseAll(List<ImageStore.Materialization> slots) {
+    private Future<List<SsdPageOutcome<SsdLease>>> leaseAll(List<Materialization> slots) {
         List<SsdCommands.AcquireLease> pages = new ArrayList<>(slots.size());
-        for (ImageStore.Materialization m : slots) {
+        for (Materialization m : slots) {
             pages.add(new SsdCommands.AcquireLease(m.image().key(), m.ssdGeneration()));
         }
         return answered(() -> ssd.acquireLeases(pages), pages.size());
     }
 
     /** One read command for every slot under its lease, in order; never fails (as {@link #leaseAll}). */
-    private Future<List<SsdPageOutcome<SsdReadResult>>> readSlots(List<ImageStore.ImageRef> images,
+    private Future<List<SsdPageOutcome<SsdReadResult>>> readSlots(List<ImageRef> images,
                                                                    List<SsdLease> leases) {
         if (images.isEmpty()) {
             return Future.succeededFuture(List.of());
         }
         List<SsdCommands.ReadInto> reads = new ArrayList<>(images.size());
         for (int i = 0; i < images.size(); i++) {
-            ImageStore.ImageRef image = images.get(i);
+            ImageRef image = images.get(i);
             long alignedLength = (image.lengthBytes() + 4095) / 4096 * 4096;
             reads.add(new SsdCommands.ReadInto(leases.get(i), pool.asSlice(image.offset(), alignedLength)));
         }
@@ -269,9 +274,9 @@ final class Materializer {
         });
     }
 
-    private static List<ImageStore.ImageRef> imagesOf(List<ImageStore.Materialization> slots) {
-        List<ImageStore.ImageRef> images = new ArrayList<>(slots.size());
-        for (ImageStore.Materialization m : slots) {
+    private static List<ImageRef> imagesOf(List<Materialization> slots) {
+        List<ImageRef> images = new ArrayList<>(slots.size());
+        for (Materialization m : slots) {
             images.add(m.image());
         }
         return images;
@@ -279,7 +284,7 @@ final class Materializer {
 
     private static long crcOf(SsdPageOutcome<SsdReadResult> outcome) {
         return outcome.succeeded() ? Integer.toUnsignedLong(outcome.value().payloadCrc32c())
-                : ImageStore.ImageRef.CRC_UNKNOWN;
+                : ImageRef.CRC_UNKNOWN;
     }
 
     private void signalDrained() {

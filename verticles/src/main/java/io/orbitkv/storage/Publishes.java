@@ -7,6 +7,11 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.SlotGrant;
+import io.orbitkv.model.AllocateResult;
+import io.orbitkv.model.SealResult;
 
 /**
  * Open publishes: slots granted to an engine instance, written by it, then sealed (resident) or aborted (freed).
@@ -39,7 +44,7 @@ final class Publishes {
     }
 
     /** See {@link ImageStore#allocate}. */
-    ImageStore.AllocateResult allocate(long instance, List<StateKey> keys, List<Long> lengths) {
+    AllocateResult allocate(long instance, List<StateKey> keys, List<Long> lengths) {
         long poolBytes = images.allocator().poolBytes();
         long requested = 0;
         for (long length : lengths) {
@@ -47,9 +52,9 @@ final class Publishes {
                 throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "page length " + length + " is outside 1.." + poolBytes);
             }
         }
-        List<ImageStore.SlotGrant> slots = new ArrayList<>(keys.size());
+        List<SlotGrant> slots = new ArrayList<>(keys.size());
         List<Image> allocated = new ArrayList<>();
-        List<ImageStore.ImageRef> republished = new ArrayList<>();
+        List<ImageRef> republished = new ArrayList<>();
         Map<StateKey, Boolean> seen = new HashMap<>();
         long held = unsealedBytesByInstance.getOrDefault(instance, 0L);
         long publishId = nextPublishId++;
@@ -61,7 +66,7 @@ final class Publishes {
                 if (resident != null && !repeated && resident.sealed()) {
                     republished.add(resident.ref());
                 }
-                slots.add(new ImageStore.SlotGrant(false, null));
+                slots.add(new SlotGrant(false, null));
                 continue;
             }
             long length = lengths.get(i);
@@ -80,7 +85,7 @@ final class Publishes {
             Image image = new Image(key, slot, instance, publishId);
             images.add(image);
             allocated.add(image);
-            slots.add(new ImageStore.SlotGrant(true, image.ref()));
+            slots.add(new SlotGrant(true, image.ref()));
         }
         if (!allocated.isEmpty()) {
             publishes.put(publishId, new Publish(instance, allocated, requested));
@@ -89,7 +94,7 @@ final class Publishes {
         if (!republished.isEmpty()) {
             listener.onReused(republished);
         }
-        return new ImageStore.AllocateResult(publishId, slots);
+        return new AllocateResult(publishId, slots);
     }
 
     private void rollback(List<Image> allocated) {
@@ -100,7 +105,7 @@ final class Publishes {
 
     /** See {@link ImageStore#slotsToVerify}. */
     List<MemorySegment> slotsToVerify(long instance, long publishId, List<Integer> crc32c,
-                                      List<ImageStore.ImageRef> written) {
+                                      List<ImageRef> written) {
         Publish publish = ownedPublish(instance, publishId);
         List<Image> publishImages = publish.images();
         if (!written.isEmpty()) {
@@ -109,9 +114,9 @@ final class Publishes {
                         + " written slots, the publish allocated " + publishImages.size());
             }
             for (int i = 0; i < written.size(); i++) {
-                ImageStore.ImageRef w = written.get(i);
+                ImageRef w = written.get(i);
                 checkInsidePool(w.offset(), w.lengthBytes());
-                ImageStore.ImageRef expected = publishImages.get(i).ref();
+                ImageRef expected = publishImages.get(i).ref();
                 if (w.offset() != expected.offset() || w.lengthBytes() != expected.lengthBytes()
                         || w.generation() != expected.generation()) {
                     throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "written slot " + i + " does not match the allocated slot");
@@ -133,7 +138,7 @@ final class Publishes {
     }
 
     /** See {@link ImageStore#sealVerified}. */
-    ImageStore.SealResult sealVerified(long instance, long publishId, List<Integer> crc32c, List<Integer> actual) {
+    SealResult sealVerified(long instance, long publishId, List<Integer> crc32c, List<Integer> actual) {
         Publish publish = ownedPublish(instance, publishId);
         List<Image> publishImages = publish.images();
         if (crc32c.size() != actual.size() || (!crc32c.isEmpty() && crc32c.size() != publishImages.size())) {
@@ -154,7 +159,7 @@ final class Publishes {
             images.seal(image);
             listener.onSealed(image.ref());
         }
-        return new ImageStore.SealResult(publishImages.size(), publish.bytes());
+        return new SealResult(publishImages.size(), publish.bytes());
     }
 
     void checkInsidePool(long offset, long length) {
@@ -176,7 +181,7 @@ final class Publishes {
     }
 
     /** The refs of an open publish's slots, in allocation order; empty when there is no such open publish. */
-    List<ImageStore.ImageRef> publishRefs(long instance, long publishId) {
+    List<ImageRef> publishRefs(long instance, long publishId) {
         Publish publish = publishes.get(publishId);
         if (publish == null || publish.ownerInstance() != instance) {
             return List.of();

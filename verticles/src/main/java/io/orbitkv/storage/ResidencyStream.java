@@ -2,6 +2,7 @@ package io.orbitkv.storage;
 
 import java.util.ArrayList;
 import java.util.List;
+import io.orbitkv.model.StateKey;
 
 /**
  * The Manager's residency stream: every change of what it holds per key, with a sequence number that is per owner

@@ -6,6 +6,9 @@ import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageState;
+import io.orbitkv.model.ImageRef;
 
 /**
  * Which key lives in which pool slot, the LRU eviction order and the lease pins: the core the other parts of
@@ -95,7 +98,7 @@ final class ResidentImages {
 
     /** A written image becomes resident: sealed, evictable, announced on the residency stream. */
     void seal(Image image) {
-        image.state = ImageStore.ImageState.SEALED;
+        image.state = ImageState.SEALED;
         evictable.put(image.key, image);
         sealedBytes += image.slot.lengthBytes();
         residency.append(ResidencyStream.Change.DRAM_ADDED, image.key, image.slot.generation(), image.slot.lengthBytes());
@@ -128,10 +131,10 @@ final class ResidentImages {
      * Checks that every reference is pinned at its exact generation and not named more often than it is pinned;
      * throws before anything changes otherwise.
      */
-    void checkUnpin(List<List<ImageStore.ImageRef>> pinned) {
+    void checkUnpin(List<List<ImageRef>> pinned) {
         Map<Image, Integer> drops = new IdentityHashMap<>();
-        for (List<ImageStore.ImageRef> chain : pinned) {
-            for (ImageStore.ImageRef ref : chain) {
+        for (List<ImageRef> chain : pinned) {
+            for (ImageRef ref : chain) {
                 Image image = images.get(ref.key());
                 if (image == null || image.slot.generation() != ref.generation() || image.pins == 0) {
                     throw new IllegalStateException("unpin of an image that is not pinned: " + ref.key());

@@ -6,6 +6,8 @@ import io.vertx.core.Vertx;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.SealResult;
 
 /**
  * The storage role's seals and the CRC32C they check, on the loop or on a worker.
@@ -42,7 +44,7 @@ final class SealChecksums {
     }
 
     /** Seals a publish (see the class note); {@code c.received()} are the writer's checksums: compared, not recomputed. */
-    Future<ImageStore.SealResult> seal(StorageCommands.Seal c) {
+    Future<SealResult> seal(StorageCommands.Seal c) {
         List<MemorySegment> slots = store.slotsToVerify(c.instance(), c.publishId(), c.crc32c(), c.written());
         if (c.received() != null) {
             if (c.crc32c().isEmpty() || c.received().size() != c.crc32c().size()) {
@@ -73,11 +75,11 @@ final class SealChecksums {
     }
 
     /** The last step of a seal; a mismatch aborted the publish, which the gauges show at once too. */
-    private Future<ImageStore.SealResult> sealVerified(StorageCommands.Seal c, List<Integer> actual) {
-        List<ImageStore.ImageRef> sealed = c.crc32c().isEmpty() && background
+    private Future<SealResult> sealVerified(StorageCommands.Seal c, List<Integer> actual) {
+        List<ImageRef> sealed = c.crc32c().isEmpty() && background
                 ? store.publishRefs(c.instance(), c.publishId()) : List.of();
         try {
-            ImageStore.SealResult result = store.sealVerified(c.instance(), c.publishId(), c.crc32c(), actual);
+            SealResult result = store.sealVerified(c.instance(), c.publishId(), c.crc32c(), actual);
             metrics.refresh();
             checksumInBackground(sealed);
             return Future.succeededFuture(result);
@@ -87,12 +89,12 @@ final class SealChecksums {
         }
     }
 
-    private void checksumInBackground(List<ImageStore.ImageRef> refs) {
+    private void checksumInBackground(List<ImageRef> refs) {
         if (refs.isEmpty() || closing) {
             return;
         }
         List<MemorySegment> slots = new ArrayList<>(refs.size());
-        for (ImageStore.ImageRef ref : refs) {
+        for (ImageRef ref : refs) {
             slots.add(pool.asSlice(ref.offset(), ref.lengthBytes()));
         }
         inFlight++;
@@ -106,7 +108,7 @@ final class SealChecksums {
         });
     }
 
-    private int remember(List<ImageStore.ImageRef> refs, List<Long> crcs) {
+    private int remember(List<ImageRef> refs, List<Long> crcs) {
         if (refs.size() != crcs.size()) {
             throw new IllegalArgumentException(refs.size() + " refs, " + crcs.size() + " checksums");
         }

@@ -5,6 +5,12 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.SsdCopy;
+import io.orbitkv.model.Materialization;
+import io.orbitkv.model.KeyGeneration;
+import io.orbitkv.model.SsdReservation;
 
 /**
  * The committed SSD extents mirrored by key, and the slots reserved to read them back into DRAM.
@@ -20,7 +26,7 @@ final class SsdCopies {
 
     private final ResidentImages images;
     private final ResidencyStream residency;
-    private final Map<StateKey, ImageStore.SsdCopy> onSsd = new HashMap<>();
+    private final Map<StateKey, SsdCopy> onSsd = new HashMap<>();
     private long materializing;
 
     SsdCopies(ResidentImages images, ResidencyStream residency) {
@@ -29,12 +35,12 @@ final class SsdCopies {
     }
 
     void added(StateKey key, long generation, long lengthBytes) {
-        onSsd.put(key, new ImageStore.SsdCopy(generation, lengthBytes));
+        onSsd.put(key, new SsdCopy(generation, lengthBytes));
         residency.append(ResidencyStream.Change.SSD_ADDED, key, generation, lengthBytes);
     }
 
     void retainOnly(Set<StateKey> committed) {
-        for (Map.Entry<StateKey, ImageStore.SsdCopy> entry : List.copyOf(onSsd.entrySet())) {
+        for (Map.Entry<StateKey, SsdCopy> entry : List.copyOf(onSsd.entrySet())) {
             if (!committed.contains(entry.getKey())) {
                 removed(entry.getKey(), entry.getValue().generation());
             }
@@ -42,14 +48,14 @@ final class SsdCopies {
     }
 
     void removed(StateKey key, long generation) {
-        ImageStore.SsdCopy copy = onSsd.get(key);
+        SsdCopy copy = onSsd.get(key);
         if (copy != null && copy.generation() == generation) {
             onSsd.remove(key);
             residency.append(ResidencyStream.Change.SSD_REMOVED, key, generation, copy.lengthBytes());
         }
     }
 
-    ImageStore.SsdCopy copyOf(StateKey key) {
+    SsdCopy copyOf(StateKey key) {
         return onSsd.get(key);
     }
 
@@ -57,7 +63,7 @@ final class SsdCopies {
         return onSsd.containsKey(key);
     }
 
-    Map<StateKey, ImageStore.SsdCopy> all() {
+    Map<StateKey, SsdCopy> all() {
         return onSsd;
     }
 
@@ -66,20 +72,20 @@ final class SsdCopies {
     }
 
     /** See {@link ImageStore#materialize}. */
-    List<ImageStore.Materialization> materialize(List<StateKey> keys) {
+    List<Materialization> materialize(List<StateKey> keys) {
         // The keys already in DRAM are needed too: make them the most recently used first, so that room made for
         // the ones coming back from SSD is never taken from them (which would only send them to SSD in turn).
         for (StateKey key : keys) {
             images.touch(key);
         }
-        List<ImageStore.Materialization> started = new ArrayList<>();
+        List<Materialization> started = new ArrayList<>();
         try {
             for (StateKey key : keys) {
-                ImageStore.SsdCopy copy = onSsd.get(key);
+                SsdCopy copy = onSsd.get(key);
                 if (copy == null || images.contains(key)) {
                     continue;
                 }
-                ImageStore.Materialization m = reserve(key, copy);
+                Materialization m = reserve(key, copy);
                 if (m == null) {
                     break;
                 }
@@ -87,8 +93,8 @@ final class SsdCopies {
             }
         } catch (RuntimeException e) {
             // Nobody hears of reservations the caller never received: return them before failing.
-            for (ImageStore.Materialization m : started) {
-                finish(m.image(), false, ImageStore.ImageRef.CRC_UNKNOWN);
+            for (Materialization m : started) {
+                finish(m.image(), false, ImageRef.CRC_UNKNOWN);
             }
             throw e;
         }
@@ -96,29 +102,29 @@ final class SsdCopies {
     }
 
     /** See {@link ImageStore#reserveFromSsd}. */
-    ImageStore.SsdReservation reserve(List<ImageStore.KeyGeneration> pages) {
-        for (ImageStore.KeyGeneration page : pages) {
-            ImageStore.SsdCopy copy = onSsd.get(page.key());
+    SsdReservation reserve(List<KeyGeneration> pages) {
+        for (KeyGeneration page : pages) {
+            SsdCopy copy = onSsd.get(page.key());
             if (copy == null || copy.generation() != page.generation() || images.contains(page.key())) {
-                return new ImageStore.SsdReservation(List.of(), page.key());
+                return new SsdReservation(List.of(), page.key());
             }
         }
-        List<ImageStore.Materialization> reserved = new ArrayList<>(pages.size());
-        for (ImageStore.KeyGeneration page : pages) {
-            ImageStore.Materialization m = reserve(page.key(), onSsd.get(page.key()));
+        List<Materialization> reserved = new ArrayList<>(pages.size());
+        for (KeyGeneration page : pages) {
+            Materialization m = reserve(page.key(), onSsd.get(page.key()));
             if (m == null) {
-                for (ImageStore.Materialization r : reserved) {
-                    finish(r.image(), false, ImageStore.ImageRef.CRC_UNKNOWN);
+                for (Materialization r : reserved) {
+                    finish(r.image(), false, ImageRef.CRC_UNKNOWN);
                 }
-                return new ImageStore.SsdReservation(List.of(), null);
+                return new SsdReservation(List.of(), null);
             }
             reserved.add(m);
         }
-        return new ImageStore.SsdReservation(List.copyOf(reserved), null);
+        return new SsdReservation(List.copyOf(reserved), null);
     }
 
     /** A WRITING slot for {@code key}'s copy, evicting as needed; null when the pool has no room. */
-    private ImageStore.Materialization reserve(StateKey key, ImageStore.SsdCopy copy) {
+    private Materialization reserve(StateKey key, SsdCopy copy) {
         PoolAllocator.Slot slot = images.allocateEvicting(copy.lengthBytes());
         if (slot == null) {
             return null;
@@ -127,11 +133,11 @@ final class SsdCopies {
         image.fromSsd = true;
         images.add(image);
         materializing++;
-        return new ImageStore.Materialization(image.ref(), copy.generation());
+        return new Materialization(image.ref(), copy.generation());
     }
 
     /** See {@link ImageStore#finishMaterialization}; answers the image, sealed, or null when its slot was freed. */
-    Image finish(ImageStore.ImageRef ref, boolean succeeded, long crc32c) {
+    Image finish(ImageRef ref, boolean succeeded, long crc32c) {
         Image image = images.get(ref.key());
         if (image == null || image.slot.generation() != ref.generation() || image.sealed() || !image.fromSsd) {
             throw new IllegalStateException("no materialization in progress for " + ref.key());

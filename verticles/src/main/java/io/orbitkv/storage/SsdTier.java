@@ -2,31 +2,34 @@ package io.orbitkv.storage;
 
 import io.orbitkv.common.BoundedHandoff;
 import io.orbitkv.common.Ticker;
-import io.orbitkv.cost.CostEstimateKey;
-import io.orbitkv.cost.CostPath;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostPath;
 import io.orbitkv.cost.CostProxy;
-import io.orbitkv.cost.ObservationOutcome;
-import io.orbitkv.cost.ObservationRecord;
-import io.orbitkv.cost.ObservedBytes;
-import io.orbitkv.cost.RepresentationFamily;
-import io.orbitkv.cost.ResourceId;
-import io.orbitkv.cost.ShadowAlternative;
-import io.orbitkv.cost.ShadowRequest;
-import io.orbitkv.cost.SizeBucket;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.ObservedBytes;
+import io.orbitkv.model.cost.RepresentationFamily;
+import io.orbitkv.model.cost.ResourceId;
+import io.orbitkv.model.cost.ShadowAlternative;
+import io.orbitkv.model.cost.ShadowRequest;
+import io.orbitkv.model.cost.SizeBucket;
 import io.orbitkv.ssd.SsdCommands;
-import io.orbitkv.ssd.SsdEntry;
-import io.orbitkv.ssd.SsdLease;
-import io.orbitkv.ssd.SsdPageOutcome;
+import io.orbitkv.model.SsdEntry;
+import io.orbitkv.model.SsdLease;
+import io.orbitkv.model.SsdPageOutcome;
 import io.orbitkv.ssd.SsdProxy;
-import io.orbitkv.ssd.SsdReadResult;
-import io.orbitkv.ssd.SsdResidencyChange;
-import io.orbitkv.ssd.SsdWritePolicy;
+import io.orbitkv.model.SsdReadResult;
+import io.orbitkv.model.SsdResidencyChange;
+import io.orbitkv.model.SsdWritePolicy;
 import io.vertx.core.Future;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.KeyGeneration;
 
 /**
  * The SSD tier as the storage role sees it: the mirror of committed extents, the writes offered, and the reads back
@@ -106,7 +109,7 @@ final class SsdTier {
     }
 
     /** A freshly sealed image, offered for an SSD write (the SSD store observes the copy or write it makes). */
-    void offer(ImageStore.ImageRef image) {
+    void offer(ImageRef image) {
         ssd.offerWrite(image.key(), store.weakSource(image), image.lengthBytes());
     }
 
@@ -115,12 +118,12 @@ final class SsdTier {
      * again) are second sightings: the SSD role then writes them from the same weak source as a seal-time offer. One
      * fire-and-forget message per hit group; nothing is sent under the ALL policy.
      */
-    void reused(List<ImageStore.ImageRef> images) {
+    void reused(List<ImageRef> images) {
         if (!reportReuse || images.isEmpty()) {
             return;
         }
         List<SsdCommands.OfferWrite> reused = new ArrayList<>(images.size());
-        for (ImageStore.ImageRef image : images) {
+        for (ImageRef image : images) {
             reused.add(new SsdCommands.OfferWrite(image.key(), store.weakSource(image), image.lengthBytes()));
         }
         ssd.noteReuse(reused);
@@ -132,7 +135,7 @@ final class SsdTier {
     }
 
     /** Planning's step one: slots reserved and exact-generation leases taken, all or nothing. */
-    Future<StorageCommands.SsdHold> acquire(List<ImageStore.KeyGeneration> pages) {
+    Future<StorageCommands.SsdHold> acquire(List<KeyGeneration> pages) {
         if (materializer.closed()) {
             return Future.failedFuture(new IllegalStateException("the storage role is stopping"));
         }
@@ -145,7 +148,7 @@ final class SsdTier {
             if (ar.succeeded()) {
                 // Pinned for a lease like any DRAM hit: the dram tier counts every page leased (read back or not).
                 metrics.dramTierPages.increment(ar.result().size());
-                metrics.dramTierBytes.increment(ar.result().stream().mapToLong(ImageStore.ImageRef::lengthBytes).sum());
+                metrics.dramTierBytes.increment(ar.result().stream().mapToLong(ImageRef::lengthBytes).sum());
             }
             metrics.refresh();
         }).map(StorageCommands.ReadPages::new);
@@ -189,7 +192,7 @@ final class SsdTier {
         };
     }
 
-    private void onReadBack(List<ImageStore.ImageRef> images, List<SsdPageOutcome<SsdReadResult>> outcomes,
+    private void onReadBack(List<ImageRef> images, List<SsdPageOutcome<SsdReadResult>> outcomes,
                             long nanos) {
         for (int i = 0; i < images.size(); i++) {
             if (outcomes.get(i).succeeded()) {
@@ -210,7 +213,7 @@ final class SsdTier {
      * observation per path taken, covering its pages (the read command's time); the failed pages as one failure.
      * Shadow never launches the alternative and never changes execution; an alternative never executed stays unknown.
      */
-    private void observeReads(List<ImageStore.ImageRef> images, List<SsdPageOutcome<SsdReadResult>> outcomes,
+    private void observeReads(List<ImageRef> images, List<SsdPageOutcome<SsdReadResult>> outcomes,
                               long nanos) {
         if (cost == null || !cost.observationsEnabled()) {
             return;

@@ -1,6 +1,16 @@
 package io.orbitkv.storage;
 
 import java.util.List;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.AllocateResult;
+import io.orbitkv.model.SealResult;
+import io.orbitkv.model.GroupProbe;
+import io.orbitkv.model.GroupPresence;
+import io.orbitkv.model.ExactPin;
+import io.orbitkv.model.KeyEvidence;
+import io.orbitkv.model.KeyGeneration;
+import io.orbitkv.model.ResidencySnapshot;
 
 /** Messages the storage role accepts. Local records only (see {@link io.orbitkv.common.LocalCodec}). */
 public final class StorageCommands {
@@ -12,9 +22,9 @@ public final class StorageCommands {
      * A seal; {@code received} (null: none) holds one CRC32C per slot that the writer computed over the bytes it placed
      * in the slots (the peer transport, as they landed): compared with {@code crc32c} instead of reading the slots.
      */
-    public record Seal(long instance, long publishId, List<Integer> crc32c, List<ImageStore.ImageRef> written,
+    public record Seal(long instance, long publishId, List<Integer> crc32c, List<ImageRef> written,
                        List<Integer> received) {
-        public Seal(long instance, long publishId, List<Integer> crc32c, List<ImageStore.ImageRef> written) {
+        public Seal(long instance, long publishId, List<Integer> crc32c, List<ImageRef> written) {
             this(instance, publishId, crc32c, written, null);
         }
     }
@@ -28,20 +38,20 @@ public final class StorageCommands {
     public record SealAndPin(Seal seal, List<StateKey> pin) {}
 
     /** The answer to {@link SealAndPin}: the seal's result and the pins (null when none were asked for). */
-    public record SealedAndPinned(ImageStore.SealResult sealed, ImageStore.ExactPin pin) {}
+    public record SealedAndPinned(SealResult sealed, ExactPin pin) {}
 
 
-    public record Probe(List<ImageStore.GroupProbe> groups) {}
+    public record Probe(List<GroupProbe> groups) {}
 
     public record PinExact(List<List<StateKey>> groups) {}
 
     /** The answer to {@link Probe}: one presence per probed group, in request order. */
-    public record Presence(List<ImageStore.GroupPresence> groups) {}
+    public record Presence(List<GroupPresence> groups) {}
 
-    public record Unpin(List<List<ImageStore.ImageRef>> pinned) {}
+    public record Unpin(List<List<ImageRef>> pinned) {}
 
     /** Drops the pins of leases whose session ended, holding their slots in quarantine (see {@link ImageStore}). */
-    public record UnpinIntoQuarantine(List<List<ImageStore.ImageRef>> pinned) {}
+    public record UnpinIntoQuarantine(List<List<ImageRef>> pinned) {}
 
     /** Ends the unsealed publishes of an instance whose session ended; their slots go into quarantine. */
     public record ReleaseInstance(long instance) {}
@@ -62,29 +72,29 @@ public final class StorageCommands {
         }
     }
 
-    // ---- for the planning role's local execution owners (see io.orbitkv.planning.LocalReplicaPort) ----
+    // ---- for the planning role's local execution owners (see io.orbitkv.model.plan.LocalReplicaPort) ----
 
     public record Discover(List<StateKey> keys) {}
 
-    public record Discovery(List<ImageStore.KeyEvidence> keys) {}
+    public record Discovery(List<KeyEvidence> keys) {}
 
-    public record PinGenerations(List<ImageStore.KeyGeneration> pages) {}
+    public record PinGenerations(List<KeyGeneration> pages) {}
 
-    public record UnpinRefs(List<ImageStore.ImageRef> pinned, boolean quarantine) {}
+    public record UnpinRefs(List<ImageRef> pinned, boolean quarantine) {}
 
-    public record AcquireFromSsd(List<ImageStore.KeyGeneration> pages) {}
+    public record AcquireFromSsd(List<KeyGeneration> pages) {}
 
     /** A hold id ({@code hold > 0}), or none because {@code staleKey} changed, or the pool had no room (null). */
     public record SsdHold(long hold, StateKey staleKey) {}
 
     public record ReadFromSsd(long hold) {}
 
-    public record ReadPages(List<ImageStore.ImageRef> pinned) {}
+    public record ReadPages(List<ImageRef> pinned) {}
 
     public record ReleaseSsdHold(long hold) {}
 
     /** Ends a peer source's staging: unpin, then free the pages read back from SSD that nobody else holds. */
-    public record ReleaseStaged(List<ImageStore.ImageRef> staged) {}
+    public record ReleaseStaged(List<ImageRef> staged) {}
 
     /** Residency events after {@code after}, at most {@code max} (the cluster role's inventory publisher). */
     public record ResidencySince(long after, int max) {}
@@ -93,10 +103,10 @@ public final class StorageCommands {
     public record ResidencySnapshotOf(int maxKeys) {}
 
     static final List<Class<?>> MESSAGE_TYPES = List.of(ResidencySince.class, ResidencySnapshotOf.class,
-            ResidencyStream.Page.class, ImageStore.ResidencySnapshot.class, Allocate.class, Seal.class, Abort.class,
-            Unpin.class, UnpinIntoQuarantine.class, ReleaseInstance.class, GetStats.class, Materialize.class, StorageStats.class, ImageStore.AllocateResult.class,
-            ImageStore.SealResult.class, Integer.class, Probe.class, PinExact.class, Presence.class,
-            ImageStore.ExactPin.class, Discover.class, Discovery.class, PinGenerations.class, UnpinRefs.class,
+            ResidencyStream.Page.class, ResidencySnapshot.class, Allocate.class, Seal.class, Abort.class,
+            Unpin.class, UnpinIntoQuarantine.class, ReleaseInstance.class, GetStats.class, Materialize.class, StorageStats.class, AllocateResult.class,
+            SealResult.class, Integer.class, Probe.class, PinExact.class, Presence.class,
+            ExactPin.class, Discover.class, Discovery.class, PinGenerations.class, UnpinRefs.class,
             AcquireFromSsd.class, SsdHold.class, ReadFromSsd.class, ReadPages.class, ReleaseSsdHold.class,
             ReleaseStaged.class, SealAndPin.class, SealedAndPinned.class);
 }

@@ -6,6 +6,15 @@ import io.vertx.core.Vertx;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
 import java.util.List;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.AllocateResult;
+import io.orbitkv.model.SealResult;
+import io.orbitkv.model.GroupProbe;
+import io.orbitkv.model.ExactPin;
+import io.orbitkv.model.KeyEvidence;
+import io.orbitkv.model.KeyGeneration;
+import io.orbitkv.model.ResidencySnapshot;
 
 /** Typed proxy of the storage role: one method per command; callers never see event-bus addresses. */
 public final class StorageProxy {
@@ -37,12 +46,12 @@ public final class StorageProxy {
         this.bus = vertx.eventBus();
     }
 
-    public Future<ImageStore.AllocateResult> allocate(long instance, List<StateKey> keys, List<Long> lengths) {
+    public Future<AllocateResult> allocate(long instance, List<StateKey> keys, List<Long> lengths) {
         return RoleProxies.request(bus, ALLOCATE, new StorageCommands.Allocate(instance, keys, lengths), options);
     }
 
-    public Future<ImageStore.SealResult> seal(long instance, long publishId, List<Integer> crc32c,
-                                              List<ImageStore.ImageRef> written) {
+    public Future<SealResult> seal(long instance, long publishId, List<Integer> crc32c,
+                                              List<ImageRef> written) {
         return RoleProxies.request(bus, SEAL, new StorageCommands.Seal(instance, publishId, crc32c, written), options);
     }
 
@@ -50,8 +59,8 @@ public final class StorageProxy {
      * Seals a publish whose writer computed each slot's CRC32C over the bytes it placed there ({@code received}, one
      * per slot): the seal compares them with {@code crc32c} (a mismatch aborts the publish) without reading the slots.
      */
-    public Future<ImageStore.SealResult> sealReceived(long instance, long publishId, List<Integer> crc32c,
-                                                      List<ImageStore.ImageRef> written, List<Integer> received) {
+    public Future<SealResult> sealReceived(long instance, long publishId, List<Integer> crc32c,
+                                                      List<ImageRef> written, List<Integer> received) {
         return RoleProxies.request(bus, SEAL, new StorageCommands.Seal(instance, publishId, crc32c, written, received),
                 options);
     }
@@ -66,7 +75,7 @@ public final class StorageProxy {
     }
 
     /** Metadata only: which positions of each group are sealed or being written; pins nothing. */
-    public Future<StorageCommands.Presence> probe(List<ImageStore.GroupProbe> groups) {
+    public Future<StorageCommands.Presence> probe(List<GroupProbe> groups) {
         return RoleProxies.request(bus, PROBE, new StorageCommands.Probe(groups), options);
     }
 
@@ -76,16 +85,16 @@ public final class StorageProxy {
     }
 
     /** Pins exactly these keys or none (see {@link ImageStore#pinExact}). */
-    public Future<ImageStore.ExactPin> pinExact(List<List<StateKey>> groups) {
+    public Future<ExactPin> pinExact(List<List<StateKey>> groups) {
         return RoleProxies.request(bus, PIN_EXACT, new StorageCommands.PinExact(groups), options);
     }
 
-    public Future<Integer> unpin(List<List<ImageStore.ImageRef>> pinned) {
+    public Future<Integer> unpin(List<List<ImageRef>> pinned) {
         return RoleProxies.request(bus, UNPIN, new StorageCommands.Unpin(pinned), options);
     }
 
     /** Drops the pins of leases whose session ended; their slots are not reused for the quarantine time. */
-    public Future<Integer> unpinIntoQuarantine(List<List<ImageStore.ImageRef>> pinned) {
+    public Future<Integer> unpinIntoQuarantine(List<List<ImageRef>> pinned) {
         return RoleProxies.request(bus, UNPIN_INTO_QUARANTINE, new StorageCommands.UnpinIntoQuarantine(pinned), options);
     }
 
@@ -95,28 +104,28 @@ public final class StorageProxy {
     }
 
     /** Metadata only: DRAM and SSD evidence of each key (see {@link ImageStore#discover}). */
-    public Future<List<ImageStore.KeyEvidence>> discover(List<StateKey> keys) {
+    public Future<List<KeyEvidence>> discover(List<StateKey> keys) {
         return RoleProxies.<StorageCommands.Discovery>request(bus, DISCOVER, new StorageCommands.Discover(keys), options)
                 .map(StorageCommands.Discovery::keys);
     }
 
     /** Pins exactly these slot generations or none (see {@link ImageStore#pinGenerations}). */
-    public Future<ImageStore.ExactPin> pinGenerations(List<ImageStore.KeyGeneration> pages) {
+    public Future<ExactPin> pinGenerations(List<KeyGeneration> pages) {
         return RoleProxies.request(bus, PIN_GENERATIONS, new StorageCommands.PinGenerations(pages), options);
     }
 
     /** Drops pins of one segment; {@code quarantine}: its holder's session ended. */
-    public Future<Integer> unpinRefs(List<ImageStore.ImageRef> pinned, boolean quarantine) {
+    public Future<Integer> unpinRefs(List<ImageRef> pinned, boolean quarantine) {
         return RoleProxies.request(bus, UNPIN_REFS, new StorageCommands.UnpinRefs(pinned, quarantine), options);
     }
 
     /** Reserves pool slots and takes exact-generation SSD extent leases for these pages, all or none. */
-    public Future<StorageCommands.SsdHold> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
+    public Future<StorageCommands.SsdHold> acquireFromSsd(List<KeyGeneration> pages) {
         return RoleProxies.request(bus, ACQUIRE_FROM_SSD, new StorageCommands.AcquireFromSsd(pages), options);
     }
 
     /** Reads a hold's pages into their slots, then seals and pins them in one step; terminal when it completes. */
-    public Future<List<ImageStore.ImageRef>> readFromSsd(long hold) {
+    public Future<List<ImageRef>> readFromSsd(long hold) {
         return RoleProxies.<StorageCommands.ReadPages>request(bus, READ_FROM_SSD, new StorageCommands.ReadFromSsd(hold),
                 options).map(StorageCommands.ReadPages::pinned);
     }
@@ -130,7 +139,7 @@ public final class StorageProxy {
      * Ends a peer source's staging of pages {@link #readFromSsd} pinned: unpins them and frees those nobody else pins
      * (see {@link ImageStore#releaseStaged}); answers how many were freed.
      */
-    public Future<Integer> releaseStaged(List<ImageStore.ImageRef> staged) {
+    public Future<Integer> releaseStaged(List<ImageRef> staged) {
         return RoleProxies.request(bus, RELEASE_STAGED, new StorageCommands.ReleaseStaged(staged), options);
     }
 
@@ -140,7 +149,7 @@ public final class StorageProxy {
     }
 
     /** Every resident key (DRAM sealed, SSD committed) at the current residency sequence, bounded per medium. */
-    public Future<ImageStore.ResidencySnapshot> residencySnapshot(int maxKeys) {
+    public Future<ResidencySnapshot> residencySnapshot(int maxKeys) {
         return RoleProxies.request(bus, RESIDENCY_SNAPSHOT, new StorageCommands.ResidencySnapshotOf(maxKeys), options);
     }
 

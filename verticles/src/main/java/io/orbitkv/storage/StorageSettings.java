@@ -1,7 +1,7 @@
 package io.orbitkv.storage;
 
 import io.orbitkv.cost.CostProxy;
-import io.orbitkv.cost.ResourceId;
+import io.orbitkv.model.cost.ResourceId;
 import io.orbitkv.nativeio.shm.PoolPages;
 import io.orbitkv.ssd.SsdProxy;
 import java.nio.file.Path;

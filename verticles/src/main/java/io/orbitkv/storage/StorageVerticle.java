@@ -14,6 +14,13 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.Executor;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.AllocateResult;
+import io.orbitkv.model.SealResult;
+import io.orbitkv.model.ExactPin;
+import io.orbitkv.model.KeyGeneration;
+import io.orbitkv.model.ResidencySnapshot;
 
 /**
  * The storage role: owns the shared-memory pool, its allocator and the resident images.
@@ -111,14 +118,14 @@ public final class StorageVerticle extends VerticleBase {
         store = new ImageStore(allocator, poolFile.segment(), settings.publishBudgetBytes(),
                 new ResidencyStream(settings.incarnation(), settings.residencyCapacity()), new ImageStore.Listener() {
                     @Override
-                    public void onSealed(ImageStore.ImageRef image) {
+                    public void onSealed(ImageRef image) {
                         if (ssdTier != null) {
                             ssdTier.offer(image);
                         }
                     }
 
                     @Override
-                    public void onReused(List<ImageStore.ImageRef> images) {
+                    public void onReused(List<ImageRef> images) {
                         if (ssdTier != null) {
                             ssdTier.reused(images);
                         }
@@ -145,9 +152,9 @@ public final class StorageVerticle extends VerticleBase {
         EventBus bus = vertx.eventBus();
         LocalCodec.register(vertx, StorageCommands.MESSAGE_TYPES.stream()
                 .filter(c -> c != Integer.class).toArray(Class<?>[]::new));
-        RoleProxies.<StorageCommands.Allocate, ImageStore.AllocateResult>serve(bus, StorageProxy.ALLOCATE,
+        RoleProxies.<StorageCommands.Allocate, AllocateResult>serve(bus, StorageProxy.ALLOCATE,
                 c -> changed(store.allocate(c.instance(), c.keys(), c.lengths())));
-        RoleProxies.<StorageCommands.Seal, ImageStore.SealResult>serve(bus, StorageProxy.SEAL,
+        RoleProxies.<StorageCommands.Seal, SealResult>serve(bus, StorageProxy.SEAL,
                 this::seal);
         RoleProxies.<StorageCommands.SealAndPin, StorageCommands.SealedAndPinned>serve(bus, StorageProxy.SEAL_AND_PIN,
                 this::sealAndPin);
@@ -155,8 +162,8 @@ public final class StorageVerticle extends VerticleBase {
                 c -> changed(store.abort(c.instance(), c.publishId())));
         RoleProxies.<StorageCommands.Probe, StorageCommands.Presence>serve(bus, StorageProxy.PROBE,
                 c -> Future.succeededFuture(new StorageCommands.Presence(store.probe(c.groups()))));
-        RoleProxies.<StorageCommands.PinExact, ImageStore.ExactPin>serve(bus, StorageProxy.PIN_EXACT, c -> {
-            ImageStore.ExactPin pin = store.pinExact(c.groups());
+        RoleProxies.<StorageCommands.PinExact, ExactPin>serve(bus, StorageProxy.PIN_EXACT, c -> {
+            ExactPin pin = store.pinExact(c.groups());
             if (pin.complete()) {
                 long pages = pin.pinned().stream().mapToLong(List::size).sum();
                 metrics.dramTierPages.increment(pages);
@@ -178,8 +185,8 @@ public final class StorageVerticle extends VerticleBase {
                 c -> Future.succeededFuture(metrics.snapshot()));
         RoleProxies.<StorageCommands.Discover, StorageCommands.Discovery>serve(bus, StorageProxy.DISCOVER,
                 c -> Future.succeededFuture(new StorageCommands.Discovery(store.discover(c.keys()))));
-        RoleProxies.<StorageCommands.PinGenerations, ImageStore.ExactPin>serve(bus, StorageProxy.PIN_GENERATIONS, c -> {
-            ImageStore.ExactPin pin = store.pinGenerations(c.pages());
+        RoleProxies.<StorageCommands.PinGenerations, ExactPin>serve(bus, StorageProxy.PIN_GENERATIONS, c -> {
+            ExactPin pin = store.pinGenerations(c.pages());
             if (pin.complete()) {
                 metrics.dramTierPages.increment(pin.pinned().getFirst().size());
                 metrics.dramTierBytes.increment(pin.pinnedBytes());
@@ -203,7 +210,7 @@ public final class StorageVerticle extends VerticleBase {
                 c -> changed(store.releaseStaged(c.staged())));
         RoleProxies.<StorageCommands.ResidencySince, ResidencyStream.Page>serve(bus, StorageProxy.RESIDENCY_SINCE,
                 c -> Future.succeededFuture(store.residency().since(c.after(), c.max())));
-        RoleProxies.<StorageCommands.ResidencySnapshotOf, ImageStore.ResidencySnapshot>serve(bus,
+        RoleProxies.<StorageCommands.ResidencySnapshotOf, ResidencySnapshot>serve(bus,
                 StorageProxy.RESIDENCY_SNAPSHOT, c -> Future.succeededFuture(store.residencySnapshot(c.maxKeys())));
         return ssdReady;
     }
@@ -217,7 +224,7 @@ public final class StorageVerticle extends VerticleBase {
             if (c.pin().isEmpty()) {
                 return Future.succeededFuture(new StorageCommands.SealedAndPinned(sealed, null));
             }
-            ImageStore.ExactPin pin = store.pinExact(List.of(c.pin()));
+            ExactPin pin = store.pinExact(List.of(c.pin()));
             if (pin.complete()) {
                 metrics.dramTierPages.increment(c.pin().size());
                 metrics.dramTierBytes.increment(pin.pinnedBytes());
@@ -227,7 +234,7 @@ public final class StorageVerticle extends VerticleBase {
     }
 
     /** Seals a publish, checking its checksums on the loop or a worker (see {@link SealChecksums}). */
-    private Future<ImageStore.SealResult> seal(StorageCommands.Seal c) {
+    private Future<SealResult> seal(StorageCommands.Seal c) {
         return seals.seal(c);
     }
 
@@ -236,10 +243,10 @@ public final class StorageVerticle extends VerticleBase {
     }
 
     /**
-     * Host materialization from SSD for the planning role (see io.orbitkv.planning.LocalReplicaPort), step one: pool
+     * Host materialization from SSD for the planning role (see io.orbitkv.model.plan.LocalReplicaPort), step one: pool
      * slots reserved (WRITING, invisible to queries) and exact-generation SSD extent leases taken, all or nothing.
      */
-    private Future<StorageCommands.SsdHold> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
+    private Future<StorageCommands.SsdHold> acquireFromSsd(List<KeyGeneration> pages) {
         if (ssdTier == null) {
             return Future.failedFuture(new IllegalStateException("the SSD tier is off"));
         }

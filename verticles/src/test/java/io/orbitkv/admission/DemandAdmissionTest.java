@@ -11,31 +11,31 @@ import io.orbitkv.admission.AdmissionCommands.Outcome;
 import io.orbitkv.admission.AdmissionCommands.Status;
 import io.orbitkv.cluster.ClusterEvidence;
 import io.orbitkv.common.OrbitException;
-import io.orbitkv.cost.ResourceId;
-import io.orbitkv.cost.ResourceKind;
-import io.orbitkv.cost.RepresentationFamily;
-import io.orbitkv.planning.ByteCount;
-import io.orbitkv.planning.DemandEvidence;
+import io.orbitkv.model.cost.ResourceId;
+import io.orbitkv.model.cost.ResourceKind;
+import io.orbitkv.model.cost.RepresentationFamily;
+import io.orbitkv.model.plan.ByteCount;
+import io.orbitkv.model.plan.DemandEvidence;
 import io.orbitkv.planning.EstimateSource;
-import io.orbitkv.planning.ExecutionOwner;
+import io.orbitkv.model.plan.ExecutionOwner;
 import io.orbitkv.planning.LocalOwners;
-import io.orbitkv.planning.LocalReplicaPort;
-import io.orbitkv.planning.MembershipView;
+import io.orbitkv.model.plan.LocalReplicaPort;
+import io.orbitkv.model.plan.MembershipView;
 import io.orbitkv.planning.PlanExecutor;
-import io.orbitkv.planning.PeerOwner;
-import io.orbitkv.planning.PlannedPage;
-import io.orbitkv.planning.PlannedSegment;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.PlannedPage;
+import io.orbitkv.model.plan.PlannedSegment;
 import io.orbitkv.planning.PlanningCommands;
 import io.orbitkv.planning.PlanningHandlers;
 import io.orbitkv.planning.PlanningPort;
 import io.orbitkv.planning.PlanningRole;
-import io.orbitkv.planning.ReplicaEvidence;
-import io.orbitkv.planning.ReplicaSet;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
 import io.orbitkv.planning.RestoreOwner;
 import io.orbitkv.planning.RouteCapabilities;
-import io.orbitkv.planning.RouteResources;
-import io.orbitkv.planning.RouteTemplate;
-import io.orbitkv.planning.SegmentLease;
+import io.orbitkv.model.plan.RouteResources;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.SegmentLease;
 import io.orbitkv.planning.TransferScheduler;
 import io.orbitkv.protocol.engine.ErrorReason;
 import io.orbitkv.recovery.GroupRule;
@@ -43,7 +43,7 @@ import io.orbitkv.recovery.RecoveryRules;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.PoolAllocator;
 import io.orbitkv.storage.ResidencyStream;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.lang.foreign.Arena;
@@ -57,6 +57,12 @@ import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.AllocateResult;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.ExactPin;
+import io.orbitkv.model.KeyEvidence;
+import io.orbitkv.model.KeyGeneration;
 
 /**
  * The admission role's handlers driven directly, without the event bus: a real {@link ImageStore} behind a storage
@@ -83,25 +89,25 @@ class DemandAdmissionTest {
     /** The storage role's side for planning's local owners, over the real store; pins can be held in flight. */
     final LocalReplicaPort port = new LocalReplicaPort() {
         @Override
-        public Future<List<ImageStore.KeyEvidence>> discover(List<StateKey> keys) {
+        public Future<List<KeyEvidence>> discover(List<StateKey> keys) {
             return Future.succeededFuture(store.discover(keys));
         }
 
         @Override
-        public Future<ImageStore.ExactPin> pinGenerations(List<ImageStore.KeyGeneration> pages) {
+        public Future<ExactPin> pinGenerations(List<KeyGeneration> pages) {
             if (losePages) {
-                return Future.succeededFuture(new ImageStore.ExactPin(false, List.of(), 0, pages.getFirst().key()));
+                return Future.succeededFuture(new ExactPin(false, List.of(), 0, pages.getFirst().key()));
             }
             if (!holdPins) {
                 return Future.succeededFuture(store.pinGenerations(pages));
             }
-            Promise<ImageStore.ExactPin> held = Promise.promise();
+            Promise<ExactPin> held = Promise.promise();
             heldPins.add(() -> held.complete(store.pinGenerations(pages)));
             return held.future();
         }
 
         @Override
-        public Future<Integer> unpin(List<ImageStore.ImageRef> pinned, boolean quarantine) {
+        public Future<Integer> unpin(List<ImageRef> pinned, boolean quarantine) {
             if (quarantine) {
                 return Future.succeededFuture(store.unpinIntoQuarantine(List.of(pinned), now + QUARANTINE));
             }
@@ -110,12 +116,12 @@ class DemandAdmissionTest {
         }
 
         @Override
-        public Future<SsdAcquired> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
+        public Future<SsdAcquired> acquireFromSsd(List<KeyGeneration> pages) {
             return Future.failedFuture(new IllegalStateException("no SSD tier in this test"));
         }
 
         @Override
-        public Future<List<ImageStore.ImageRef>> readFromSsd(long hold) {
+        public Future<List<ImageRef>> readFromSsd(long hold) {
             return Future.failedFuture(new IllegalStateException("no SSD tier in this test"));
         }
 
@@ -173,7 +179,7 @@ class DemandAdmissionTest {
 
     void publish(int group, List<Integer> positions, boolean seal) {
         List<StateKey> keys = positions.stream().map(p -> key(group, p)).toList();
-        ImageStore.AllocateResult result = store.allocate(1, keys, keys.stream().map(k -> PAGE).toList());
+        AllocateResult result = store.allocate(1, keys, keys.stream().map(k -> PAGE).toList());
         if (seal) {
             store.seal(1, result.publishId(), List.of(), List.of());
         }
@@ -181,12 +187,12 @@ class DemandAdmissionTest {
 
     static DemandPlan plan(String request, long revision, long operation, int endPages, int recurrentEnd) {
         List<GroupPlan> groups = new ArrayList<>();
-        List<ImageStore.PositionedKey> full = new ArrayList<>();
-        List<ImageStore.PositionedKey> recurrent = new ArrayList<>();
+        List<PositionedKey> full = new ArrayList<>();
+        List<PositionedKey> recurrent = new ArrayList<>();
         for (int p = 0; p < endPages; p++) {
-            full.add(new ImageStore.PositionedKey(p, key(0, p)));
+            full.add(new PositionedKey(p, key(0, p)));
             if (p < recurrentEnd) {
-                recurrent.add(new ImageStore.PositionedKey(p, key(2, p)));
+                recurrent.add(new PositionedKey(p, key(2, p)));
             }
         }
         groups.add(new GroupPlan(0, PAGE, full));
@@ -424,7 +430,7 @@ class DemandAdmissionTest {
         }
         Deque<Runnable> grants = new ArrayDeque<>();
         Deque<Runnable> transfers = new ArrayDeque<>();
-        Map<Long, List<ImageStore.ImageRef>> pinned = new HashMap<>();
+        Map<Long, List<ImageRef>> pinned = new HashMap<>();
         ExecutionOwner peer = new ExecutionOwner() {
             long nextLease = 1;
 
@@ -440,9 +446,9 @@ class DemandAdmissionTest {
                 Promise<SegmentLease> landed = Promise.promise();
                 transfers.add(() -> {
                     List<StateKey> keys = lease.segment().pages().stream().map(PlannedPage::key).toList();
-                    ImageStore.AllocateResult slots = store.allocate(9, keys, keys.stream().map(k -> PAGE).toList());
+                    AllocateResult slots = store.allocate(9, keys, keys.stream().map(k -> PAGE).toList());
                     store.seal(9, slots.publishId(), List.of(), List.of());
-                    List<ImageStore.ImageRef> refs = store.pinExact(List.of(keys)).pinned().getFirst();
+                    List<ImageRef> refs = store.pinExact(List.of(keys)).pinned().getFirst();
                     pinned.put(lease.leaseId(), refs);
                     landed.complete(lease.withHostPages(refs));
                 });
@@ -451,7 +457,7 @@ class DemandAdmissionTest {
 
             @Override
             public Future<Boolean> release(SegmentLease lease) {
-                List<ImageStore.ImageRef> refs = pinned.remove(lease.leaseId());
+                List<ImageRef> refs = pinned.remove(lease.leaseId());
                 if (refs != null) {
                     store.unpin(List.of(refs));
                 }

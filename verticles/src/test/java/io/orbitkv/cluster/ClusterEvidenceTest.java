@@ -2,23 +2,23 @@ package io.orbitkv.cluster;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.orbitkv.planning.ByteCount;
-import io.orbitkv.planning.DemandEvidence;
-import io.orbitkv.planning.DemandView;
-import io.orbitkv.planning.Medium;
-import io.orbitkv.planning.PeerOwner;
-import io.orbitkv.planning.ReplicaEvidence;
-import io.orbitkv.planning.ReplicaSet;
+import io.orbitkv.model.plan.ByteCount;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.Medium;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
 import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryRules;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import io.vertx.core.Future;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.PositionedKey;
 
 /** Local and peer evidence joined into the planner's one evidence source. */
 class ClusterEvidenceTest {
@@ -29,8 +29,8 @@ class ClusterEvidenceTest {
     @Test
     void peerRecordsJoinTheLocalOnesPerKey() throws Exception {
         DemandView demand = DemandView.hostReady(RecoveryRules.of(16, GroupRule.fullAttention(0)), 0, 48,
-                List.of(new DemandView.GroupKeys(0, 4096, List.of(new ImageStore.PositionedKey(0, key(0)),
-                        new ImageStore.PositionedKey(1, key(1)), new ImageStore.PositionedKey(2, key(2))))));
+                List.of(new DemandView.GroupKeys(0, 4096, List.of(new PositionedKey(0, key(0)),
+                        new PositionedKey(1, key(1)), new PositionedKey(2, key(2))))));
         ReplicaEvidence.LocalDram local = new ReplicaEvidence.LocalDram(5, 9, ByteCount.of(4096));
         PeerOwner b = new PeerOwner("manager-2", 77);
         ReplicaEvidence.PeerDram peer0 = new ReplicaEvidence.PeerDram(b, 3, 11, ByteCount.of(4096), Optional.empty());
@@ -51,8 +51,8 @@ class ClusterEvidenceTest {
     @Test
     void localKeysBeingWrittenStayKnownAfterTheMerge() {
         DemandView demand = DemandView.hostReady(RecoveryRules.of(16, GroupRule.fullAttention(0)), 0, 32,
-                List.of(new DemandView.GroupKeys(0, 4096, List.of(new ImageStore.PositionedKey(0, key(0)),
-                        new ImageStore.PositionedKey(1, key(1))))));
+                List.of(new DemandView.GroupKeys(0, 4096, List.of(new PositionedKey(0, key(0)),
+                        new PositionedKey(1, key(1))))));
         DemandEvidence mine = DemandEvidence.none().withWriting(java.util.Set.of(key(1)));
         DemandEvidence theirs = DemandEvidence.of(Map.of(key(0), ReplicaSet.empty().withPeer(
                 new ReplicaEvidence.PeerDram(new PeerOwner("manager-2", 77), 3, 11, ByteCount.of(4096), Optional.empty()))));

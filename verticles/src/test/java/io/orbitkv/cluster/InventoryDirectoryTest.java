@@ -2,12 +2,12 @@ package io.orbitkv.cluster;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.orbitkv.planning.Medium;
-import io.orbitkv.planning.PeerOwner;
-import io.orbitkv.planning.ReplicaEvidence;
-import io.orbitkv.planning.ReplicaSet;
+import io.orbitkv.model.plan.Medium;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
 import io.orbitkv.storage.ResidencyStream.Change;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -80,9 +80,9 @@ class InventoryDirectoryTest {
         ReplicaSet set = d.replicas(key(1), ReplicaSet.empty());
         assertThat(set.localDram()).isEmpty();
         assertThat(set.ofMedium(Medium.PEER_DRAM)).singleElement().isEqualTo(new ReplicaEvidence.PeerDram(B, 0, 1001,
-                io.orbitkv.planning.ByteCount.of(4096), java.util.Optional.of(io.orbitkv.cost.RepresentationFamily.RAW)));
+                io.orbitkv.model.plan.ByteCount.of(4096), java.util.Optional.of(io.orbitkv.model.cost.RepresentationFamily.RAW)));
         assertThat(set.ofMedium(Medium.PEER_SSD)).singleElement().isEqualTo(new ReplicaEvidence.PeerSsd(B, 2, 77,
-                io.orbitkv.planning.ByteCount.of(8192), java.util.Optional.of(io.orbitkv.cost.RepresentationFamily.RAW)));
+                io.orbitkv.model.plan.ByteCount.of(8192), java.util.Optional.of(io.orbitkv.model.cost.RepresentationFamily.RAW)));
         assertThat(d.replicas(key(2), ReplicaSet.empty()).isEmpty()).isTrue();
     }
 

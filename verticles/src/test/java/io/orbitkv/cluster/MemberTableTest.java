@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.MemberRecord;
 
 class MemberTableTest {
     static MemberRecord member(String id, long incarnation, long epoch) {

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.orbitkv.clusterkit.LocalEtcd;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.model.plan.PeerOwner;
 import io.vertx.core.Vertx;
 import java.net.URI;
 import java.nio.file.Path;

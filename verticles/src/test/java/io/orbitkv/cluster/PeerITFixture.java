@@ -14,7 +14,7 @@ import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.peer.PeerTransport;
 import io.orbitkv.peer.PeerProxy;
 import io.orbitkv.peer.PeerVerticle;
-import io.orbitkv.planning.PeerOwner;
+import io.orbitkv.model.plan.PeerOwner;
 import io.orbitkv.protocol.engine.InstanceRole;
 import io.orbitkv.protocol.peer.PeerGrant;
 import io.orbitkv.protocol.peer.PeerKey;
@@ -37,7 +37,7 @@ import io.orbitkv.it.RunningManager;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.planning.PlanningCommands;
 import io.orbitkv.planning.PlanningProxy;
-import io.orbitkv.planning.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaEvidence;
 import io.orbitkv.protocol.engine.AllocatePublishReply;
 import io.orbitkv.protocol.engine.GroupKind;
 import io.orbitkv.protocol.engine.GroupSpec;
@@ -46,8 +46,7 @@ import io.orbitkv.protocol.engine.PageKey;
 import io.orbitkv.protocol.engine.PublishSlot;
 import io.orbitkv.protocol.engine.Representation;
 import io.orbitkv.protocol.engine.SlotStatus;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.orbitkv.storage.StorageCommands;
 import io.orbitkv.storage.StorageProxy;
 import java.lang.foreign.MemorySegment;
@@ -60,6 +59,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.GroupProbe;
 
 /**
  * What the peer ITs share (one etcd and source Manager processes from {@link LocalCluster}, a requester Manager in the
@@ -154,11 +155,11 @@ final class PeerITFixture {
 
     /** How many of {@code keys} (positions 0.. of group 0) are sealed in {@code requester}'s pool. */
     static int residentHere(Manager requester, List<StateKey> keys) throws Exception {
-        List<ImageStore.PositionedKey> probed = new ArrayList<>();
+        List<PositionedKey> probed = new ArrayList<>();
         for (int i = 0; i < keys.size(); i++) {
-            probed.add(new ImageStore.PositionedKey(i, keys.get(i)));
+            probed.add(new PositionedKey(i, keys.get(i)));
         }
-        return new StorageProxy(requester.vertx()).probe(List.of(new ImageStore.GroupProbe(0, probed)))
+        return new StorageProxy(requester.vertx()).probe(List.of(new GroupProbe(0, probed)))
                 .await(5, TimeUnit.SECONDS).groups().getFirst().sealed().cardinality();
     }
 

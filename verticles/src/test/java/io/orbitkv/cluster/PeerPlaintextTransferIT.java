@@ -17,8 +17,7 @@ import io.orbitkv.peer.TcpPeerTransport;
 import io.orbitkv.protocol.peer.PeerGrant;
 import io.orbitkv.protocol.peer.PeerReleaseRequest;
 import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.orbitkv.storage.StorageCommands;
 import io.vertx.core.Context;
 import io.vertx.core.Vertx;
@@ -38,6 +37,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
+import io.orbitkv.model.ImageRef;
 
 /**
  * The plaintext peer transport (explicit {@code peer.transport=plaintext} on both Managers) with real processes: one
@@ -106,7 +106,7 @@ class PeerPlaintextTransferIT {
             assertThat(fetched.bytes()).isEqualTo((long) n * PAGE);
             MemorySegment expected = Arena.ofAuto().allocate(PAGE);
             for (int i = 0; i < n; i++) {
-                ImageStore.ImageRef ref = fetched.local().get(i);
+                ImageRef ref = fetched.local().get(i);
                 assertThat(ref.key()).isEqualTo(keys.get(i));
                 PeerITFixture.fill(expected, seed, i);
                 assertThat(rig.requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected))

@@ -9,25 +9,25 @@ import io.orbitkv.clusterkit.ClusterCertificates;
 import io.orbitkv.clusterkit.LocalEtcd;
 import io.orbitkv.clusterkit.LocalCluster;
 import com.google.protobuf.ByteString;
-import io.orbitkv.cost.CompletionTarget;
-import io.orbitkv.cost.CostEstimateResult;
-import io.orbitkv.cost.CostPath;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.CostEstimateResult;
+import io.orbitkv.model.cost.CostPath;
 import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerExecutionOwner;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.peer.PeerTransport;
 import io.orbitkv.peer.PeerCommands;
 import io.orbitkv.peer.TcpPeerTransport;
-import io.orbitkv.planning.AttemptWindow;
-import io.orbitkv.planning.PeerOwner;
-import io.orbitkv.planning.PlannedPage;
-import io.orbitkv.planning.PlannedSegment;
-import io.orbitkv.planning.PlanningException;
-import io.orbitkv.planning.PlanningFailure;
-import io.orbitkv.planning.ReplicaEvidence;
-import io.orbitkv.planning.RouteTemplate;
-import io.orbitkv.planning.SegmentLease;
-import io.orbitkv.planning.TimeEstimate;
+import io.orbitkv.model.plan.AttemptWindow;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.PlannedPage;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.SegmentLease;
+import io.orbitkv.model.plan.TimeEstimate;
 import io.orbitkv.protocol.engine.InstanceIdentity;
 import io.orbitkv.protocol.peer.PeerGrant;
 import io.orbitkv.protocol.peer.PeerKey;
@@ -37,8 +37,7 @@ import io.orbitkv.protocol.peer.PeerReserveReply;
 import io.orbitkv.protocol.peer.PeerReserveRequest;
 import io.orbitkv.protocol.peer.PeerTransferGrpcClient;
 import io.orbitkv.recovery.BlockRange;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.orbitkv.storage.StorageCommands;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
@@ -67,6 +66,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.MemberRecord;
 
 /**
  * Peer transfer with real processes: one etcd and the source Manager (manager-1) as processes, the requester
@@ -140,7 +141,7 @@ class PeerTransferIT {
         assertThat(fetched.bytes()).isEqualTo(4L * PAGE);
         MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(PAGE);
         for (int i = 0; i < 4; i++) {
-            ImageStore.ImageRef ref = fetched.local().get(i);
+            ImageRef ref = fetched.local().get(i);
             assertThat(ref.key()).isEqualTo(keys.get(i));
             fill(expected, "alpha", i);
             assertThat(rig.requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected)).as("page " + i).isEqualTo(-1);
@@ -278,7 +279,7 @@ class PeerTransferIT {
         MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(PAGE);
         for (int i = 0; i < 3; i++) {
             fill(expected, "eta", i);
-            ImageStore.ImageRef ref = ready.hostPages().get(i);
+            ImageRef ref = ready.hostPages().get(i);
             assertThat(rig.requesterPool.segment().asSlice(ref.offset(), PAGE).mismatch(expected)).isEqualTo(-1);
         }
         assertThat(rig.requesterStorage().pinnedImages()).isEqualTo(3); // host-ready: pinned for the lease
@@ -301,7 +302,7 @@ class PeerTransferIT {
         PeerCommands.Fetched fetched = rig.peer().fetch(rig.owner(), rig.namespace, keys, generations, Duration.ofSeconds(20))
                 .await(30, TimeUnit.SECONDS);
         assertThat(fetched.stages()).contains(PeerCommands.Stage.READY);
-        assertThat(fetched.local()).extracting(ImageStore.ImageRef::key).containsExactly(keys.get(2));
+        assertThat(fetched.local()).extracting(ImageRef::key).containsExactly(keys.get(2));
         MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(PAGE);
         fill(expected, "partly-resident", 2);
         assertThat(rig.requesterPool.segment().asSlice(fetched.local().getFirst().offset(), PAGE).mismatch(expected)).isEqualTo(-1);

@@ -12,6 +12,11 @@ import static org.quicktheories.generators.SourceDSL.arbitrary;
 import static org.quicktheories.generators.SourceDSL.integers;
 import static org.quicktheories.generators.SourceDSL.lists;
 import static org.quicktheories.generators.SourceDSL.longs;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.SizeBucket;
+import io.orbitkv.model.cost.CostEstimate;
+import io.orbitkv.model.cost.CostEstimateResult;
 
 /**
  * Invariants of {@link CostEstimator}: warm-up, EWMA bounds, expiry, size buckets and the bounded table. QuickTheories

@@ -4,10 +4,19 @@ import org.junit.jupiter.api.Test;
 
 import java.util.OptionalLong;
 
-import static io.orbitkv.cost.CostEstimateResult.Reason.EXPIRED;
-import static io.orbitkv.cost.CostEstimateResult.Reason.NO_ENTRY;
-import static io.orbitkv.cost.CostEstimateResult.Reason.WARMING_UP;
+import static io.orbitkv.model.cost.CostEstimateResult.Reason.EXPIRED;
+import static io.orbitkv.model.cost.CostEstimateResult.Reason.NO_ENTRY;
+import static io.orbitkv.model.cost.CostEstimateResult.Reason.WARMING_UP;
 import static org.assertj.core.api.Assertions.assertThat;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostPath;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.RepresentationFamily;
+import io.orbitkv.model.cost.ResourceId;
+import io.orbitkv.model.cost.ResourceKind;
+import io.orbitkv.model.cost.CostEstimate;
+import io.orbitkv.model.cost.CostEstimateResult;
 
 class CostEstimatorTest {
 

@@ -12,6 +12,14 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostPath;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.ObservedBytes;
+import io.orbitkv.model.cost.ShadowAlternative;
+import io.orbitkv.model.cost.ShadowRequest;
+import io.orbitkv.model.cost.EstimateQuery;
 
 /** Drives the role's handlers directly and reads the result the way /metrics will: a Prometheus scrape. */
 class CostMetricsScrapeTest {

@@ -23,6 +23,17 @@ import java.util.stream.StreamSupport;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostPath;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.ObservedBytes;
+import io.orbitkv.model.cost.CostEstimate;
+import io.orbitkv.model.cost.CostEstimateResult;
+import io.orbitkv.model.cost.ShadowAlternative;
+import io.orbitkv.model.cost.ShadowRequest;
+import io.orbitkv.model.cost.CostMessage;
+import io.orbitkv.model.cost.EstimateQuery;
 
 /** Full path through the real local event bus. Futures are joined with hard timeouts; nothing sleeps. */
 @ExtendWith(VertxExtension.class)

@@ -5,9 +5,21 @@ import org.junit.jupiter.api.Test;
 import java.util.List;
 import java.util.OptionalLong;
 
-import static io.orbitkv.cost.CostPath.SSD_CUFILE_RESTORE_ROUTE;
-import static io.orbitkv.cost.CostPath.SSD_RESTORE_ROUTE;
+import static io.orbitkv.model.cost.CostPath.SSD_CUFILE_RESTORE_ROUTE;
+import static io.orbitkv.model.cost.CostPath.SSD_RESTORE_ROUTE;
 import static org.assertj.core.api.Assertions.assertThat;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostPath;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.RepresentationFamily;
+import io.orbitkv.model.cost.ResourceId;
+import io.orbitkv.model.cost.ResourceKind;
+import io.orbitkv.model.cost.SizeBucket;
+import io.orbitkv.model.cost.CostEstimate;
+import io.orbitkv.model.cost.CostEstimateResult;
+import io.orbitkv.model.cost.ShadowAlternative;
+import io.orbitkv.model.cost.ShadowRequest;
 
 class ShadowComparatorTest {
 

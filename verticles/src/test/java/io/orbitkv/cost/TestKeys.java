@@ -1,6 +1,16 @@
 package io.orbitkv.cost;
 
 import java.util.OptionalLong;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CostPath;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.ObservedBytes;
+import io.orbitkv.model.cost.RepresentationFamily;
+import io.orbitkv.model.cost.ResourceId;
+import io.orbitkv.model.cost.ResourceKind;
+import io.orbitkv.model.cost.SizeBucket;
 
 /** Keys and records shared by the cost tests. Identities are distinctive so scrape tests can look for leaks. */
 final class TestKeys {

@@ -8,7 +8,7 @@ import io.orbitkv.common.OrbitException;
 import io.orbitkv.protocol.engine.*;
 import io.orbitkv.restore.RestoreCommands.DestinationKind;
 import io.orbitkv.restore.RestoreCommands.DestinationSpec;
-import io.orbitkv.restore.RestoreTarget;
+import io.orbitkv.model.plan.RestoreTarget;
 import java.util.List;
 import java.util.Map;
 import java.util.function.UnaryOperator;

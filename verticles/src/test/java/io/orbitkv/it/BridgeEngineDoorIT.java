@@ -12,7 +12,6 @@ import io.orbitkv.manager.Manager;
 import io.orbitkv.protocol.engine.AllocatePublishReply;
 import io.orbitkv.protocol.engine.AllocatePublishRequest;
 import io.orbitkv.protocol.engine.Demand;
-import io.orbitkv.protocol.engine.EngineServiceGrpcClient;
 import io.orbitkv.protocol.engine.ErrorReason;
 import io.orbitkv.protocol.engine.GroupChain;
 import io.orbitkv.protocol.engine.GroupDemand;

@@ -6,7 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.orbitkv.common.ConfigException;
 import io.orbitkv.peer.PeerAttemptPolicy;
 import io.orbitkv.peer.PeerSettings;
-import io.orbitkv.planning.Medium;
+import io.orbitkv.model.plan.Medium;
 import io.orbitkv.planning.PlanningVerticle;
 import io.orbitkv.planning.TransferScheduler;
 import io.vertx.core.Vertx;
@@ -68,7 +68,7 @@ class ManagerConfigTest {
         ManagerConfig custom = ManagerConfig.from(Map.of("ssd.dir", "/var/ssd", "ssd.write-policy", "reuse-aware",
                 "ssd.write-from-pool", "true", "cost.observations", "1", "cost.selection", "true"));
         assertThat(custom.ssd().defaultDirectory()).isFalse();
-        assertThat(custom.ssd().settings().writePolicy()).isEqualTo(io.orbitkv.ssd.SsdWritePolicy.REUSE_AWARE);
+        assertThat(custom.ssd().settings().writePolicy()).isEqualTo(io.orbitkv.model.SsdWritePolicy.REUSE_AWARE);
         assertThat(custom.ssd().settings().writeFromSource()).isTrue();
         assertThat(custom.cost().observationsEnabled()).isTrue();
         assertThat(custom.cost().selectionEnabled()).isTrue();

@@ -3,7 +3,7 @@ package io.orbitkv.peer;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.orbitkv.planning.TimeEstimate;
+import io.orbitkv.model.plan.TimeEstimate;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;

@@ -8,12 +8,19 @@ import static io.orbitkv.planning.Fixtures.fullAttention;
 import static io.orbitkv.planning.Fixtures.ssd;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.orbitkv.cost.CompletionTarget;
-import io.orbitkv.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.CostEstimateKey;
 import java.util.List;
 import java.util.Optional;
 import java.util.OptionalDouble;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.plan.BoundaryReason;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.Plan;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.TimeEstimate;
 
 /**
  * Boundary choice by earliest first token, with state-ready times from the real cost role: pages 0-3 resident in DRAM,

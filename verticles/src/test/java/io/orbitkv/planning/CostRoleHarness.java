@@ -1,19 +1,22 @@
 package io.orbitkv.planning;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.cost.CompletionTarget;
-import io.orbitkv.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.CostEstimateKey;
 import io.orbitkv.cost.CostSettings;
 import io.orbitkv.cost.CostVerticle;
-import io.orbitkv.cost.ObservationOutcome;
-import io.orbitkv.cost.ObservationRecord;
-import io.orbitkv.cost.ObservedBytes;
-import io.orbitkv.cost.RepresentationFamily;
+import io.orbitkv.model.cost.ObservationOutcome;
+import io.orbitkv.model.cost.ObservationRecord;
+import io.orbitkv.model.cost.ObservedBytes;
+import io.orbitkv.model.cost.RepresentationFamily;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.PeerOwner;
 
 /**
  * The real cost role on a real Vertx with a hand-stepped ticker, and a planning role reading its estimates through

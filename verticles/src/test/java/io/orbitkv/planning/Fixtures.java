@@ -1,17 +1,24 @@
 package io.orbitkv.planning;
 
-import io.orbitkv.cost.ResourceId;
-import io.orbitkv.cost.ResourceKind;
+import io.orbitkv.model.cost.ResourceId;
+import io.orbitkv.model.cost.ResourceKind;
 import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryRules;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.ByteCount;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
+import io.orbitkv.model.plan.RouteResources;
 
 /** Shared shapes for the planning tests. */
 final class Fixtures {
@@ -42,9 +49,9 @@ final class Fixtures {
     static List<DemandView.GroupKeys> keys(RecoveryRules rules, int pages) {
         List<DemandView.GroupKeys> groups = new ArrayList<>();
         for (GroupRule rule : rules.groups()) {
-            List<ImageStore.PositionedKey> keys = new ArrayList<>();
+            List<PositionedKey> keys = new ArrayList<>();
             for (int p = 0; p < pages; p++) {
-                keys.add(new ImageStore.PositionedKey(p, key(rule.groupId(), p)));
+                keys.add(new PositionedKey(p, key(rule.groupId(), p)));
             }
             groups.add(new DemandView.GroupKeys(rule.groupId(), PAGE_BYTES, keys));
         }
@@ -66,12 +73,12 @@ final class Fixtures {
 
     static ReplicaEvidence.PeerDram peerDram(PeerOwner owner, long generation) {
         return new ReplicaEvidence.PeerDram(owner, generation, generation, ByteCount.UNKNOWN,
-                Optional.of(io.orbitkv.cost.RepresentationFamily.RAW));
+                Optional.of(io.orbitkv.model.cost.RepresentationFamily.RAW));
     }
 
     static ReplicaEvidence.PeerSsd peerSsd(PeerOwner owner, long generation) {
         return new ReplicaEvidence.PeerSsd(owner, generation, generation, ByteCount.UNKNOWN,
-                Optional.of(io.orbitkv.cost.RepresentationFamily.RAW));
+                Optional.of(io.orbitkv.model.cost.RepresentationFamily.RAW));
     }
 
     /** Builds demand evidence page by page. */

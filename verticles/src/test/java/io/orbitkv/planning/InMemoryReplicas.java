@@ -1,7 +1,6 @@
 package io.orbitkv.planning;
 
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.util.ArrayDeque;
@@ -14,6 +13,23 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.function.Predicate;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.ByteCount;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.EvidenceSource;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
+import io.orbitkv.model.plan.ExecutionOwner;
+import io.orbitkv.model.plan.PlannedPage;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.SegmentLease;
+import io.orbitkv.model.plan.Medium;
 
 /**
  * A real in-memory execution owner for every route template, and the discovery over the same state: which keys are in
@@ -82,7 +98,7 @@ final class InMemoryReplicas implements ExecutionOwner {
     DemandEvidence discover(DemandView demand) {
         Map<StateKey, ReplicaSet> sets = new HashMap<>();
         for (DemandView.GroupKeys group : demand.groups()) {
-            for (ImageStore.PositionedKey pk : group.keys()) {
+            for (PositionedKey pk : group.keys()) {
                 StateKey key = pk.key();
                 Long d = dram.get(key);
                 Long s = ssd.get(key);
@@ -93,14 +109,14 @@ final class InMemoryReplicas implements ExecutionOwner {
                     Long g = owner.getValue().get(key);
                     if (g != null) {
                         set = set.withPeer(new ReplicaEvidence.PeerDram(owner.getKey(), g, g, ByteCount.UNKNOWN,
-                                java.util.Optional.of(io.orbitkv.cost.RepresentationFamily.RAW)));
+                                java.util.Optional.of(io.orbitkv.model.cost.RepresentationFamily.RAW)));
                     }
                 }
                 for (var owner : peerSsd.entrySet()) {
                     Long g = owner.getValue().get(key);
                     if (g != null) {
                         set = set.withPeer(new ReplicaEvidence.PeerSsd(owner.getKey(), g, g, ByteCount.UNKNOWN,
-                                java.util.Optional.of(io.orbitkv.cost.RepresentationFamily.RAW)));
+                                java.util.Optional.of(io.orbitkv.model.cost.RepresentationFamily.RAW)));
                     }
                 }
                 sets.put(key, set);
@@ -135,18 +151,18 @@ final class InMemoryReplicas implements ExecutionOwner {
         long id = nextLease++;
         active.put(id, segment);
         granted.add(segment);
-        List<ImageStore.ImageRef> hostPages = List.of();
+        List<ImageRef> hostPages = List.of();
         if (segment.route() == RouteTemplate.LOCAL_DRAM) {
             hostPages = pinAll(segment);
         }
         return Future.succeededFuture(new SegmentLease(id, segment, hostPages));
     }
 
-    private List<ImageStore.ImageRef> pinAll(PlannedSegment segment) {
-        List<ImageStore.ImageRef> refs = new ArrayList<>();
+    private List<ImageRef> pinAll(PlannedSegment segment) {
+        List<ImageRef> refs = new ArrayList<>();
         for (PlannedPage page : segment.pages()) {
             pins.merge(page.key(), 1, Integer::sum);
-            refs.add(new ImageStore.ImageRef(page.key(), 0, segment.bytes() / segment.pages().size(),
+            refs.add(new ImageRef(page.key(), 0, segment.bytes() / segment.pages().size(),
                     dram.get(page.key())));
         }
         return refs;
@@ -196,7 +212,7 @@ final class InMemoryReplicas implements ExecutionOwner {
         if (active.remove(lease.leaseId()) == null) {
             return Future.succeededFuture(false);
         }
-        for (ImageStore.ImageRef ref : lease.hostPages()) {
+        for (ImageRef ref : lease.hostPages()) {
             int left = pins.merge(ref.key(), -1, Integer::sum);
             if (left < 0) {
                 violations.add("unpinned below zero");

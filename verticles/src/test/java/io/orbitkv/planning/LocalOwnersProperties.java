@@ -8,7 +8,7 @@ import io.orbitkv.recovery.RecoveryRules;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.PoolAllocator;
 import io.orbitkv.storage.ResidencyStream;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import io.vertx.core.Future;
 import java.lang.foreign.Arena;
 import java.util.ArrayList;
@@ -17,6 +17,22 @@ import java.util.Map;
 import java.util.Random;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.AllocateResult;
+import io.orbitkv.model.ExactPin;
+import io.orbitkv.model.KeyEvidence;
+import io.orbitkv.model.KeyGeneration;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.Plan;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.PlannedPage;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.SegmentLease;
+import io.orbitkv.model.plan.LocalReplicaPort;
 
 /**
  * The local execution owners over a real {@link ImageStore}: between discovery and acquisition, pages are evicted by
@@ -88,7 +104,7 @@ class LocalOwnersProperties {
             for (SegmentLease lease : prepared.leases()) {
                 for (int i = 0; i < lease.segment().pages().size(); i++) {
                     PlannedPage page = lease.segment().pages().get(i);
-                    ImageStore.ImageRef pinned = lease.hostPages().get(i);
+                    ImageRef pinned = lease.hostPages().get(i);
                     assertThat(pinned.key()).isEqualTo(page.key());
                     assertThat(pinned.generation()).as("the generation the plan relied on")
                             .isEqualTo(((ReplicaEvidence.LocalDram) page.evidence()).slotGeneration());
@@ -104,35 +120,35 @@ class LocalOwnersProperties {
     }
 
     private static void publish(ImageStore store, StateKey key) {
-        ImageStore.AllocateResult allocated = store.allocate(1, List.of(key), List.of(PAGE));
+        AllocateResult allocated = store.allocate(1, List.of(key), List.of(PAGE));
         store.seal(1, allocated.publishId(), List.of(), List.of());
     }
 
     private static LocalReplicaPort port(ImageStore store) {
         return new LocalReplicaPort() {
             @Override
-            public Future<List<ImageStore.KeyEvidence>> discover(List<StateKey> keys) {
+            public Future<List<KeyEvidence>> discover(List<StateKey> keys) {
                 return Future.succeededFuture(store.discover(keys));
             }
 
             @Override
-            public Future<ImageStore.ExactPin> pinGenerations(List<ImageStore.KeyGeneration> pages) {
+            public Future<ExactPin> pinGenerations(List<KeyGeneration> pages) {
                 return Future.succeededFuture(store.pinGenerations(pages));
             }
 
             @Override
-            public Future<Integer> unpin(List<ImageStore.ImageRef> pinned, boolean quarantine) {
+            public Future<Integer> unpin(List<ImageRef> pinned, boolean quarantine) {
                 store.unpin(List.of(pinned));
                 return Future.succeededFuture(pinned.size());
             }
 
             @Override
-            public Future<SsdAcquired> acquireFromSsd(List<ImageStore.KeyGeneration> pages) {
+            public Future<SsdAcquired> acquireFromSsd(List<KeyGeneration> pages) {
                 return Future.failedFuture(new AssertionError("no SSD here"));
             }
 
             @Override
-            public Future<List<ImageStore.ImageRef>> readFromSsd(long hold) {
+            public Future<List<ImageRef>> readFromSsd(long hold) {
                 return Future.failedFuture(new AssertionError("no SSD here"));
             }
 

@@ -8,12 +8,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.cost.CompletionTarget;
-import io.orbitkv.cost.ResourceId;
-import io.orbitkv.cost.ResourceKind;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.ResourceId;
+import io.orbitkv.model.cost.ResourceKind;
 import io.orbitkv.protocol.engine.RestoreRoute;
 import io.orbitkv.restore.RestoreCommands;
-import io.orbitkv.restore.RestoreTarget;
+import io.orbitkv.model.plan.RestoreTarget;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.util.ArrayList;
@@ -23,6 +23,17 @@ import java.util.Map;
 import java.util.Optional;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.EngineDestination;
+import io.orbitkv.model.plan.Plan;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.AttemptWindow;
+import io.orbitkv.model.plan.ExecutionOwner;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.SegmentLease;
+import io.orbitkv.model.plan.Restored;
 
 /**
  * The executor against a real in-memory owner: acquisition in plan order, submission through the scheduler, fencing
@@ -94,12 +105,12 @@ class PlanExecutorTest {
 
     @Test
     void anEngineRestorePlanBecomesHostReadyThenItsDeviceCopyRunsAndItsSourcesOutliveTheCopies() {
-        Promise<RestoreCommands.Restored> copies = Promise.promise();
+        Promise<Restored> copies = Promise.promise();
         List<RestoreCommands.SourcePage> copied = new ArrayList<>();
         List<EngineDestination> cancelled = new ArrayList<>();
         RestoreOwner restore = new RestoreOwner() {
             @Override
-            public Future<RestoreCommands.Restored> restore(EngineDestination destination,
+            public Future<Restored> restore(EngineDestination destination,
                                                             List<RestoreCommands.SourcePage> sources) {
                 copied.addAll(sources);
                 return copies.future();
@@ -131,7 +142,7 @@ class PlanExecutorTest {
         assertThat(replicas.submits).as("only the SSD read back: DRAM pages are host-ready as they are").isEqualTo(1);
         EngineDestination destination = new EngineDestination(1, 2,
                 new RestoreTarget(1, RestoreRoute.CUDA_IPC, List.of(), 0));
-        Future<RestoreCommands.Restored> restored = prepared.restore(destination);
+        Future<Restored> restored = prepared.restore(destination);
         assertThat(copied).extracting(RestoreCommands.SourcePage::position).containsExactly(0, 1, 2, 3, 4, 5, 6, 7);
         assertThat(prepared.restore(destination).failed()).as("one device copy per plan").isTrue();
 
@@ -140,7 +151,7 @@ class PlanExecutorTest {
         assertThat(cancelled).containsExactly(destination);
         assertThat(released.isComplete()).as("the copies still read the sources").isFalse();
         assertThat(replicas.pinnedKeys()).isEqualTo(PAGES);
-        copies.complete(new RestoreCommands.Restored(RestoreRoute.CUDA_IPC, PAGES, PAGES * PAGE_BYTES));
+        copies.complete(new Restored(RestoreRoute.CUDA_IPC, PAGES, PAGES * PAGE_BYTES));
         assertThat(restored.succeeded()).isTrue();
         assertThat(released.result()).isEqualTo(2);
         assertNothingHeld();

@@ -7,7 +7,7 @@ import io.orbitkv.recovery.GroupAvailability;
 import io.orbitkv.recovery.GroupRanges;
 import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryContract;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.HashSet;
@@ -15,6 +15,17 @@ import java.util.List;
 import java.util.Set;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
+import io.orbitkv.model.plan.BoundaryReason;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.Plan;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
+import io.orbitkv.model.plan.PlannedPage;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.RouteChoice;
 
 /**
  * Planner invariants over random hybrid rules, evidence (with fenced peers and unknown formats), capabilities,
@@ -83,7 +94,7 @@ class PlannerProperties {
         Seeded.check(seed, random -> {
             Scenarios.Scenario s = Scenarios.scenario(random, seed);
             DemandView demand = s.demand();
-            boolean targetUnavailable = demand.target().intent() == io.orbitkv.cost.CompletionTarget.Intent.ENGINE_RESTORE
+            boolean targetUnavailable = demand.target().intent() == io.orbitkv.model.cost.CompletionTarget.Intent.ENGINE_RESTORE
                     && s.context().capabilities().engineRestoreCause().isPresent();
             boolean requestedUnavailable = demand.requestedRoute().isPresent()
                     && !(s.context().capabilities().executable(demand.requestedRoute().get())

@@ -15,15 +15,26 @@ import static io.orbitkv.planning.Fixtures.ssd;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.orbitkv.cost.CompletionTarget;
-import io.orbitkv.cost.ResourceId;
-import io.orbitkv.cost.ResourceKind;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.ResourceId;
+import io.orbitkv.model.cost.ResourceKind;
 import io.orbitkv.recovery.BlockRange;
 import io.orbitkv.recovery.GroupRanges;
 import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryRules;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.plan.BoundaryReason;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.Plan;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.PlannedPage;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.TimeEstimate;
 
 class PlannerTest {
     private static final CompletionTarget GPU0 = CompletionTarget.engineRestore(

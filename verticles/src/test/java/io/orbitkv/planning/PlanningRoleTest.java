@@ -14,6 +14,19 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.Plan;
+import io.orbitkv.model.plan.PlanningException;
+import io.orbitkv.model.plan.PlanningFailure;
+import io.orbitkv.model.plan.PreparationResult;
+import io.orbitkv.model.plan.PreparationCallbacks;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.EvidenceSource;
+import io.orbitkv.model.plan.ExecutionOwner;
+import io.orbitkv.model.plan.PlannedSegment;
+import io.orbitkv.model.plan.SegmentLease;
+import io.orbitkv.model.plan.Medium;
 
 /**
  * A demand's preparation, the one path admission uses: plan → admit → acquire → execute with bounded replans, against

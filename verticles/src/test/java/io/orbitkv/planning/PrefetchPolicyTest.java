@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.OptionalLong;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.plan.TimeEstimate;
 
 class PrefetchPolicyTest {
     private static final long NOW = 1_000_000_000L;

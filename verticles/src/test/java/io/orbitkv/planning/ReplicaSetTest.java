@@ -11,6 +11,13 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.ByteCount;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
+import io.orbitkv.model.plan.Medium;
 
 class ReplicaSetTest {
 
@@ -83,7 +90,7 @@ class ReplicaSetTest {
         assertThat(unknown.storedBytes().isKnown()).isFalse();
         // An unknown representation gives no cost key: it is never compared as if RAW.
         assertThat(RouteTemplate.HOST_FROM_PEER_DRAM.costKey(Fixtures.RESOURCES, unknown.peerOwner(),
-                unknown.representation(), 4096, 1, io.orbitkv.cost.CompletionTarget.hostReady())).isEmpty();
+                unknown.representation(), 4096, 1, io.orbitkv.model.cost.CompletionTarget.hostReady())).isEmpty();
     }
 
     @Test

@@ -9,11 +9,15 @@ import static io.orbitkv.planning.Fixtures.ssd;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import io.orbitkv.cost.CompletionTarget;
-import io.orbitkv.cost.CostEstimateKey;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.CostEstimateKey;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.plan.Plan;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.RouteChoice;
 
 /**
  * Measured route selection through the real cost role: the default order (peer DRAM before local SSD for host

@@ -1,14 +1,13 @@
 package io.orbitkv.planning;
 
-import io.orbitkv.cost.CompletionTarget;
-import io.orbitkv.cost.CostEstimate;
-import io.orbitkv.cost.CostEstimateResult;
-import io.orbitkv.cost.ResourceId;
-import io.orbitkv.cost.ResourceKind;
+import io.orbitkv.model.cost.CompletionTarget;
+import io.orbitkv.model.cost.CostEstimate;
+import io.orbitkv.model.cost.CostEstimateResult;
+import io.orbitkv.model.cost.ResourceId;
+import io.orbitkv.model.cost.ResourceKind;
 import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryRules;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -17,6 +16,14 @@ import java.util.Optional;
 import java.util.OptionalDouble;
 import java.util.OptionalLong;
 import java.util.Random;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.plan.DemandView;
+import io.orbitkv.model.plan.RouteTemplate;
+import io.orbitkv.model.plan.ByteCount;
+import io.orbitkv.model.plan.DemandEvidence;
+import io.orbitkv.model.plan.PeerOwner;
+import io.orbitkv.model.plan.ReplicaEvidence;
+import io.orbitkv.model.plan.ReplicaSet;
 
 /** Random planning scenarios for the property tests: rules, demand, evidence, capabilities, estimates. */
 final class Scenarios {
@@ -103,9 +110,9 @@ final class Scenarios {
         int end = origin + 1 + random.nextInt(pages - origin);
         List<DemandView.GroupKeys> groups = new ArrayList<>();
         for (GroupRule rule : rules.groups()) {
-            List<ImageStore.PositionedKey> keys = new ArrayList<>();
+            List<PositionedKey> keys = new ArrayList<>();
             for (int p = 0; p < pages; p++) {
-                keys.add(new ImageStore.PositionedKey(p, Fixtures.key(rule.groupId(), p)));
+                keys.add(new PositionedKey(p, Fixtures.key(rule.groupId(), p)));
             }
             groups.add(new DemandView.GroupKeys(rule.groupId(), 1 + random.nextInt(8192), keys));
         }

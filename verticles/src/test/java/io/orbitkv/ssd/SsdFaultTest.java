@@ -25,6 +25,10 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
+import io.orbitkv.model.SsdEntry;
+import io.orbitkv.model.SsdLease;
+import io.orbitkv.model.SsdReadResult;
+import io.orbitkv.model.SsdResidencyChange;
 
 /** Crashes, damaged bytes, full disks and bad directories, each on real files. No sleeps. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)

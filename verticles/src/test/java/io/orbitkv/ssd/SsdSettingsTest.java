@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.vertx.core.json.JsonObject;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.SsdWritePolicy;
 
 class SsdSettingsTest {
 

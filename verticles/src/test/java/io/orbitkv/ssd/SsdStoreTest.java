@@ -9,7 +9,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import io.orbitkv.codecs.extent.ExtentDecodeResult;
 import io.orbitkv.codecs.extent.SsdExtentHeader;
 import io.orbitkv.nativeio.uring.IoUringFileIo;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -36,6 +36,12 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
+import io.orbitkv.model.SsdEntry;
+import io.orbitkv.model.SsdLease;
+import io.orbitkv.model.SsdReadResult;
+import io.orbitkv.model.SsdResidencyChange;
+import io.orbitkv.model.WeakImageSource;
+import io.orbitkv.model.SsdWritePolicy;
 
 /** SsdStore on real files under /tmp (O_DIRECT capable), driven on its role thread. No sleeps. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)

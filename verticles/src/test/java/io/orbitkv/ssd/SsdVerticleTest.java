@@ -18,6 +18,11 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
+import io.orbitkv.model.SsdEntry;
+import io.orbitkv.model.SsdLease;
+import io.orbitkv.model.SsdPageOutcome;
+import io.orbitkv.model.SsdReadResult;
+import io.orbitkv.model.SsdResidencyChange;
 
 /** The SSD role through the real local event bus and its typed proxy. Hard timeouts, no sleeps. */
 @Timeout(value = 30, unit = TimeUnit.SECONDS)

@@ -17,6 +17,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32C;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.AllocateResult;
+import io.orbitkv.model.ExactPin;
 
 /**
  * The storage role's background checksums: a seal without checksums is followed by a worker's CRC32C of the sealed
@@ -43,7 +47,7 @@ class BackgroundChecksumsTest {
                 .residencyCapacity(1024).incarnation(1).backgroundChecksums(true), registry, Ticker.SYSTEM)).await(30, TimeUnit.SECONDS);
         StorageProxy storage = new StorageProxy(vertx);
         List<StateKey> keys = ImageStoreTest.keys(0, 2);
-        ImageStore.AllocateResult allocated = storage.allocate(1, keys, List.of(PAGE, PAGE)).await(10, TimeUnit.SECONDS);
+        AllocateResult allocated = storage.allocate(1, keys, List.of(PAGE, PAGE)).await(10, TimeUnit.SECONDS);
         long[] expected = new long[2];
         try (FileChannel file = FileChannel.open(pool, StandardOpenOption.WRITE)) {
             SplittableRandom random = new SplittableRandom(42);
@@ -58,18 +62,18 @@ class BackgroundChecksumsTest {
         }
         storage.seal(1, allocated.publishId(), List.of(), List.of()).await(10, TimeUnit.SECONDS);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        List<ImageStore.ImageRef> refs;
+        List<ImageRef> refs;
         while (true) {
-            ImageStore.ExactPin pin = storage.pinExact(List.of(keys)).await(10, TimeUnit.SECONDS);
+            ExactPin pin = storage.pinExact(List.of(keys)).await(10, TimeUnit.SECONDS);
             assertThat(pin.complete()).isTrue();
             storage.unpin(pin.pinned()).await(10, TimeUnit.SECONDS);
             refs = pin.pinned().getFirst();
-            if (refs.stream().allMatch(ImageStore.ImageRef::crcKnown) || System.nanoTime() > deadline) {
+            if (refs.stream().allMatch(ImageRef::crcKnown) || System.nanoTime() > deadline) {
                 break;
             }
             Thread.sleep(10); // polling the condition, bounded by the deadline
         }
-        assertThat(refs).extracting(ImageStore.ImageRef::crc32c).containsExactly(expected[0], expected[1]);
+        assertThat(refs).extracting(ImageRef::crc32c).containsExactly(expected[0], expected[1]);
         assertThat(registry.get("orbitkv.seal.checksums.background").counter().count()).isEqualTo(2.0);
     }
 }

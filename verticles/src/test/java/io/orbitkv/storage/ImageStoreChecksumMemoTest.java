@@ -8,6 +8,10 @@ import java.util.Collections;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.AllocateResult;
+import io.orbitkv.model.ExactPin;
 
 /** {@link ImageStore#rememberChecksum}: a CRC32C remembered for one slot generation, never for its successor. */
 class ImageStoreChecksumMemoTest {
@@ -24,12 +28,12 @@ class ImageStoreChecksumMemoTest {
 
     void publish(int from, int to) {
         List<StateKey> keys = ImageStoreTest.keys(from, to);
-        ImageStore.AllocateResult r = store.allocate(1, keys, Collections.nCopies(keys.size(), PAGE));
+        AllocateResult r = store.allocate(1, keys, Collections.nCopies(keys.size(), PAGE));
         store.seal(1, r.publishId(), List.of(), List.of());
     }
 
-    ImageStore.ImageRef pinned(int i) {
-        ImageStore.ExactPin pin = store.pinExact(List.of(List.of(ImageStoreTest.key(i))));
+    ImageRef pinned(int i) {
+        ExactPin pin = store.pinExact(List.of(List.of(ImageStoreTest.key(i))));
         assertThat(pin.complete()).isTrue();
         store.unpin(pin.pinned());
         return pin.pinned().getFirst().getFirst();
@@ -38,7 +42,7 @@ class ImageStoreChecksumMemoTest {
     @Test
     void aRememberedChecksumIsServedForItsGenerationOnlyAndNeverInheritedByTheSlotsNextImage() {
         publish(0, 1);
-        ImageStore.ImageRef first = pinned(0);
+        ImageRef first = pinned(0);
         assertThat(first.crcKnown()).as("sealed without a checksum").isFalse();
         assertThat(store.rememberChecksum(first, 0xCAFEBABEL)).isTrue();
         assertThat(pinned(0).crc32c()).isEqualTo(0xCAFEBABEL);
@@ -48,9 +52,9 @@ class ImageStoreChecksumMemoTest {
         // Fill the pool: key 0 (the eldest) is evicted, and its slot goes to another key at a new generation.
         publish(1, 5);
         assertThat(store.stateOf(ImageStoreTest.key(0))).isNull();
-        ImageStore.ImageRef successor = null;
+        ImageRef successor = null;
         for (int i = 1; i < 5; i++) {
-            ImageStore.ImageRef r = pinned(i);
+            ImageRef r = pinned(i);
             if (r.offset() == first.offset()) {
                 successor = r;
             }
@@ -59,22 +63,22 @@ class ImageStoreChecksumMemoTest {
         assertThat(successor.generation()).isNotEqualTo(first.generation());
         assertThat(successor.crcKnown()).as("the reused slot does not inherit the memo").isFalse();
         // A late memo for the old generation (a worker that read before the eviction) is dropped.
-        assertThat(store.rememberChecksum(new ImageStore.ImageRef(successor.key(), first.offset(), PAGE,
+        assertThat(store.rememberChecksum(new ImageRef(successor.key(), first.offset(), PAGE,
                 first.generation()), 0xCAFEBABEL)).isFalse();
         assertThat(store.rememberChecksum(first, 0xCAFEBABEL)).isFalse();
         assertThat(pinned(successor.key().blockHash()[0]).crcKnown()).isFalse();
 
         // The key published again lands at a new generation: it starts unknown too.
         publish(0, 1);
-        ImageStore.ImageRef again = pinned(0);
+        ImageRef again = pinned(0);
         assertThat(again.crcKnown()).isFalse();
         assertThat(again.generation()).isNotEqualTo(first.generation());
     }
 
     @Test
     void anImageBeingWrittenTakesNoMemo() {
-        ImageStore.AllocateResult r = store.allocate(1, List.of(ImageStoreTest.key(0)), List.of(PAGE));
-        ImageStore.ImageRef writing = r.slots().getFirst().ref();
+        AllocateResult r = store.allocate(1, List.of(ImageStoreTest.key(0)), List.of(PAGE));
+        ImageRef writing = r.slots().getFirst().ref();
         assertThat(store.rememberChecksum(writing, 1)).isFalse();
         store.seal(1, r.publishId(), List.of(), List.of());
         assertThat(pinned(0).crcKnown()).isFalse();

@@ -14,6 +14,19 @@ import java.util.Set;
 import java.util.zip.CRC32C;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageState;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.SlotGrant;
+import io.orbitkv.model.AllocateResult;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.GroupProbe;
+import io.orbitkv.model.GroupPresence;
+import io.orbitkv.model.ExactPin;
+import io.orbitkv.model.SsdCopy;
+import io.orbitkv.model.Materialization;
+import io.orbitkv.model.KeyGeneration;
+import io.orbitkv.model.SsdReservation;
 
 /** The storage role's state machine, driven directly (no event bus). */
 class ImageStoreTest {
@@ -21,12 +34,12 @@ class ImageStoreTest {
     static final byte[] NS = new byte[16];
     final Arena arena = Arena.ofConfined();
     final MemorySegment pool = arena.allocate(8 * PAGE, 4096);
-    final List<ImageStore.ImageRef> evicted = new ArrayList<>();
+    final List<ImageRef> evicted = new ArrayList<>();
     final ResidencyStream residency = new ResidencyStream(7, 1024);
     final ImageStore store = new ImageStore(new PoolAllocator(8 * PAGE, 2 * PAGE), pool, 6 * PAGE, residency,
             new ImageStore.Listener() {
                 @Override
-                public void onEvicted(ImageStore.ImageRef image) {
+                public void onEvicted(ImageRef image) {
                     evicted.add(image);
                 }
             });
@@ -48,9 +61,9 @@ class ImageStoreTest {
         return keys;
     }
 
-    ImageStore.AllocateResult publish(int from, int to) {
+    AllocateResult publish(int from, int to) {
         List<StateKey> keys = keys(from, to);
-        ImageStore.AllocateResult r = store.allocate(1, keys, Collections.nCopies(keys.size(), PAGE));
+        AllocateResult r = store.allocate(1, keys, Collections.nCopies(keys.size(), PAGE));
         store.seal(1, r.publishId(), List.of(), List.of());
         return r;
     }
@@ -62,9 +75,9 @@ class ImageStoreTest {
         // Touch 0 so that 1 becomes the eldest.
         store.unpin(store.pinExact(List.of(keys(0, 1))).pinned());
         publish(8, 9);
-        assertThat(evicted).extracting(ImageStore.ImageRef::key).containsExactly(key(1));
+        assertThat(evicted).extracting(ImageRef::key).containsExactly(key(1));
         assertThat(store.stateOf(key(1))).isNull();
-        assertThat(store.stateOf(key(0))).isEqualTo(ImageStore.ImageState.SEALED);
+        assertThat(store.stateOf(key(0))).isEqualTo(ImageState.SEALED);
         ResidencyStream.Page events = residency.since(0, 100);
         assertThat(events.events()).extracting(ResidencyStream.Event::change).contains(ResidencyStream.Change.DRAM_REMOVED);
         assertThat(events.lastSequence()).isEqualTo(10); // 9 adds + 1 removal
@@ -73,12 +86,12 @@ class ImageStoreTest {
     @Test
     void pinnedAndWritingImagesAreNeverEvicted() {
         publish(0, 4);
-        ImageStore.ExactPin pinned = store.pinExact(List.of(keys(0, 4)));
+        ExactPin pinned = store.pinExact(List.of(keys(0, 4)));
         assertThat(pinned.complete()).isTrue();
         assertThat(pinned.pinned().get(0)).hasSize(4);
-        ImageStore.AllocateResult writing = store.allocate(2, keys(4, 6), List.of(PAGE, PAGE));
+        AllocateResult writing = store.allocate(2, keys(4, 6), List.of(PAGE, PAGE));
         // 6 of 8 pages are pinned or being written; two more fit, the third must fail without evicting them.
-        ImageStore.AllocateResult more = store.allocate(3, keys(6, 8), List.of(PAGE, PAGE));
+        AllocateResult more = store.allocate(3, keys(6, 8), List.of(PAGE, PAGE));
         assertThatThrownBy(() -> store.allocate(3, keys(8, 9), List.of(PAGE)))
                 .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.POOL_EXHAUSTED));
         assertThat(evicted).isEmpty();
@@ -89,10 +102,10 @@ class ImageStoreTest {
         assertThat(store.allocator().requestedBytes()).isEqualTo(4 * PAGE);
     }
 
-    static List<ImageStore.PositionedKey> positioned(int from, int to) {
-        List<ImageStore.PositionedKey> keys = new ArrayList<>();
+    static List<PositionedKey> positioned(int from, int to) {
+        List<PositionedKey> keys = new ArrayList<>();
         for (int i = from; i < to; i++) {
-            keys.add(new ImageStore.PositionedKey(i, key(i)));
+            keys.add(new PositionedKey(i, key(i)));
         }
         return keys;
     }
@@ -100,24 +113,24 @@ class ImageStoreTest {
     @Test
     void probeTellsSealedFromWritingAndPinExactIsAllOrNothing() {
         publish(0, 3);
-        ImageStore.AllocateResult writing = store.allocate(1, keys(3, 4), List.of(PAGE));
-        ImageStore.GroupPresence presence = store.probe(List.of(new ImageStore.GroupProbe(0, positioned(0, 6)))).get(0);
+        AllocateResult writing = store.allocate(1, keys(3, 4), List.of(PAGE));
+        GroupPresence presence = store.probe(List.of(new GroupProbe(0, positioned(0, 6)))).get(0);
         assertThat(presence.sealed().cardinality()).isEqualTo(3);
         assertThat(presence.sealed().nextClearBit(0)).isEqualTo(3);
         assertThat(presence.writing().stream().boxed().toList()).containsExactly(3);
         assertThat(store.pinnedImages()).as("a probe pins nothing").isZero();
-        ImageStore.ExactPin partial = store.pinExact(List.of(keys(0, 4)));
+        ExactPin partial = store.pinExact(List.of(keys(0, 4)));
         assertThat(partial.complete()).isFalse();
         assertThat(partial.missing()).isEqualTo(key(3));
         assertThat(store.pinnedImages()).as("all or nothing").isZero();
-        ImageStore.ExactPin three = store.pinExact(List.of(keys(0, 3)));
+        ExactPin three = store.pinExact(List.of(keys(0, 3)));
         assertThat(three.pinnedBytes()).isEqualTo(3 * PAGE);
         store.unpin(three.pinned());
         store.seal(1, writing.publishId(), List.of(), List.of());
-        ImageStore.GroupPresence after = store.probe(List.of(new ImageStore.GroupProbe(0, positioned(0, 6)))).get(0);
+        GroupPresence after = store.probe(List.of(new GroupProbe(0, positioned(0, 6)))).get(0);
         assertThat(after.sealed().cardinality()).isEqualTo(4);
         assertThat(after.writing().isEmpty()).isTrue();
-        ImageStore.ExactPin four = store.pinExact(List.of(keys(0, 4)));
+        ExactPin four = store.pinExact(List.of(keys(0, 4)));
         assertThat(four.complete()).isTrue();
         store.unpin(four.pinned());
         assertThat(store.pinnedImages()).isZero();
@@ -140,17 +153,17 @@ class ImageStoreTest {
     @Test
     void unpinningAListIsAllOrNothing() {
         publish(0, 3);
-        ImageStore.ExactPin pin = store.pinExact(List.of(keys(0, 3)));
+        ExactPin pin = store.pinExact(List.of(keys(0, 3)));
         assertThat(store.pinnedImages()).isEqualTo(3);
         // Injected failure: the list names a reference that is not pinned (an older generation of key 2) after two
         // good ones. Today's failure mode would drop the first two pins and then throw.
-        ImageStore.ImageRef stale = new ImageStore.ImageRef(key(2), pin.pinned().get(0).get(2).offset(), PAGE,
+        ImageRef stale = new ImageRef(key(2), pin.pinned().get(0).get(2).offset(), PAGE,
                 pin.pinned().get(0).get(2).generation() + 1);
-        List<ImageStore.ImageRef> bad = List.of(pin.pinned().get(0).get(0), pin.pinned().get(0).get(1), stale);
+        List<ImageRef> bad = List.of(pin.pinned().get(0).get(0), pin.pinned().get(0).get(1), stale);
         assertThatThrownBy(() -> store.unpin(List.of(bad))).isInstanceOf(IllegalStateException.class);
         assertThat(store.pinnedImages()).as("a failed unpin drops no pin").isEqualTo(3);
         // Naming one image more often than it is pinned fails the same way.
-        List<ImageStore.ImageRef> twice = List.of(pin.pinned().get(0).get(0), pin.pinned().get(0).get(0));
+        List<ImageRef> twice = List.of(pin.pinned().get(0).get(0), pin.pinned().get(0).get(0));
         assertThatThrownBy(() -> store.unpin(List.of(twice))).isInstanceOf(IllegalStateException.class);
         assertThat(store.pinnedImages()).isEqualTo(3);
         store.unpin(pin.pinned());
@@ -159,7 +172,7 @@ class ImageStoreTest {
 
     @Test
     void aChecksumMismatchAbortsThePublishAndAMatchSeals() {
-        ImageStore.AllocateResult r = store.allocate(1, keys(0, 1), List.of(PAGE));
+        AllocateResult r = store.allocate(1, keys(0, 1), List.of(PAGE));
         MemorySegment slot = pool.asSlice(r.slots().get(0).ref().offset(), PAGE);
         slot.fill((byte) 9);
         CRC32C crc = new CRC32C();
@@ -168,7 +181,7 @@ class ImageStoreTest {
                 .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.MALFORMED_REQUEST));
         assertThat(store.stateOf(key(0))).isNull();
         assertThat(store.allocator().spanBytes()).isZero();
-        ImageStore.AllocateResult again = store.allocate(1, keys(0, 1), List.of(PAGE));
+        AllocateResult again = store.allocate(1, keys(0, 1), List.of(PAGE));
         MemorySegment slot2 = pool.asSlice(again.slots().get(0).ref().offset(), PAGE);
         slot2.fill((byte) 9);
         assertThat(store.seal(1, again.publishId(), List.of((int) crc.getValue()), List.of()).sealedPages()).isEqualTo(1);
@@ -179,11 +192,11 @@ class ImageStoreTest {
         assertThatThrownBy(() -> store.allocate(1, keys(0, 7), Collections.nCopies(7, PAGE)))
                 .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.BUDGET_EXCEEDED));
         assertThat(store.allocator().spanBytes()).as("a refused publish leaves nothing behind").isZero();
-        ImageStore.AllocateResult r = store.allocate(1, keys(0, 2), List.of(PAGE, PAGE));
+        AllocateResult r = store.allocate(1, keys(0, 2), List.of(PAGE, PAGE));
         assertThatThrownBy(() -> store.seal(2, r.publishId(), List.of(), List.of()))
                 .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.UNKNOWN_PUBLISH));
         // Same keys again while being written: nothing to write.
-        assertThat(store.allocate(2, keys(0, 2), List.of(PAGE, PAGE)).slots()).noneMatch(ImageStore.SlotGrant::allocated);
+        assertThat(store.allocate(2, keys(0, 2), List.of(PAGE, PAGE)).slots()).noneMatch(SlotGrant::allocated);
         assertThat(store.releaseInstance(1, 100)).isEqualTo(1);
         assertThat(store.stateOf(key(0))).as("the key leaves the index at once").isNull();
         assertThat(store.quarantinedBytes()).as("the departed writer's slots are held").isEqualTo(2 * PAGE);
@@ -200,8 +213,8 @@ class ImageStoreTest {
     @Test
     void slotsOfAnEndedSessionAreNotReusedUntilTheirQuarantineEnds() {
         publish(0, 2);
-        ImageStore.ExactPin leased = store.pinExact(List.of(keys(0, 2)));
-        ImageStore.AllocateResult open = store.allocate(2, keys(2, 3), List.of(PAGE));
+        ExactPin leased = store.pinExact(List.of(keys(0, 2)));
+        AllocateResult open = store.allocate(2, keys(2, 3), List.of(PAGE));
         long openOffset = open.slots().get(0).ref().offset();
         // Instance 2's session ends at t=0 with a lease on 0..1 and an open publish of 2: hold until t=1000.
         assertThat(store.unpinIntoQuarantine(leased.pinned(), 1000)).isEqualTo(2);
@@ -213,13 +226,13 @@ class ImageStoreTest {
         List<Long> reused = new ArrayList<>();
         for (int round = 0; round < 4; round++) {
             for (int i = 0; i < 5; i++) {
-                ImageStore.AllocateResult r = store.allocate(1, keys(10 + round * 5 + i, 11 + round * 5 + i), List.of(PAGE));
+                AllocateResult r = store.allocate(1, keys(10 + round * 5 + i, 11 + round * 5 + i), List.of(PAGE));
                 reused.add(r.slots().get(0).ref().offset());
                 store.seal(1, r.publishId(), List.of(), List.of());
             }
         }
         assertThat(reused).doesNotContain(leased.pinned().get(0).get(0).offset(), leased.pinned().get(0).get(1).offset(), openOffset);
-        assertThat(store.stateOf(key(0))).as("a held image stays resident").isEqualTo(ImageStore.ImageState.SEALED);
+        assertThat(store.stateOf(key(0))).as("a held image stays resident").isEqualTo(ImageState.SEALED);
         assertThat(store.endQuarantine(999)).isZero();
         assertThat(store.endQuarantine(1000)).isEqualTo(3);
         assertThat(store.quarantinedSlots()).isZero();
@@ -227,7 +240,7 @@ class ImageStoreTest {
         // Now the pool cycles through all eight slots again.
         List<Long> after = new ArrayList<>();
         for (int i = 0; i < 8; i++) {
-            ImageStore.AllocateResult r = store.allocate(1, keys(50 + i, 51 + i), List.of(PAGE));
+            AllocateResult r = store.allocate(1, keys(50 + i, 51 + i), List.of(PAGE));
             after.add(r.slots().get(0).ref().offset());
             store.seal(1, r.publishId(), List.of(), List.of());
         }
@@ -237,13 +250,13 @@ class ImageStoreTest {
 
     @Test
     void writtenDescriptorsMustMatchAndStayInsideThePool() {
-        ImageStore.AllocateResult r = store.allocate(1, keys(0, 1), List.of(PAGE));
-        ImageStore.ImageRef granted = r.slots().get(0).ref();
+        AllocateResult r = store.allocate(1, keys(0, 1), List.of(PAGE));
+        ImageRef granted = r.slots().get(0).ref();
         assertThatThrownBy(() -> store.seal(1, r.publishId(), List.of(),
-                List.of(new ImageStore.ImageRef(null, 8 * PAGE, PAGE, granted.generation()))))
+                List.of(new ImageRef(null, 8 * PAGE, PAGE, granted.generation()))))
                 .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.DESCRIPTOR_OUTSIDE_POOL));
         assertThatThrownBy(() -> store.seal(1, r.publishId(), List.of(),
-                List.of(new ImageStore.ImageRef(null, granted.offset(), PAGE, granted.generation() + 1))))
+                List.of(new ImageRef(null, granted.offset(), PAGE, granted.generation() + 1))))
                 .isInstanceOfSatisfying(OrbitException.class, e -> assertThat(e.reason()).isEqualTo(ErrorReason.MALFORMED_REQUEST));
         assertThat(store.seal(1, r.publishId(), List.of(), List.of(granted)).sealedPages()).isEqualTo(1);
     }
@@ -266,30 +279,30 @@ class ImageStoreTest {
     void releasingAPeerStagingFreesTheReadBackPagesNobodyElseHoldsAndKeepsTheirSsdEvidence() {
         store.ssdAdded(key(1), 21, PAGE);
         store.ssdAdded(key(2), 22, PAGE);
-        ImageStore.SsdReservation reserved = store.reserveFromSsd(List.of(new ImageStore.KeyGeneration(key(1), 21),
-                new ImageStore.KeyGeneration(key(2), 22)));
+        SsdReservation reserved = store.reserveFromSsd(List.of(new KeyGeneration(key(1), 21),
+                new KeyGeneration(key(2), 22)));
         assertThat(reserved.complete()).isTrue();
-        List<ImageStore.ImageRef> staged = new ArrayList<>();
-        for (ImageStore.Materialization m : reserved.reserved()) {
+        List<ImageRef> staged = new ArrayList<>();
+        for (Materialization m : reserved.reserved()) {
             staged.add(store.finishMaterializationPinned(m.image(), 7));
         }
         assertThat(store.pinnedImages()).isEqualTo(2);
         // Someone else (a local query) pins key 2 meanwhile: it stays, as an ordinary cached image.
-        ImageStore.ExactPin other = store.pinExact(List.of(keys(2, 3)));
+        ExactPin other = store.pinExact(List.of(keys(2, 3)));
         assertThat(store.releaseStaged(staged)).isEqualTo(1);
         assertThat(store.stateOf(key(1))).isNull();
-        assertThat(store.stateOf(key(2))).isEqualTo(ImageStore.ImageState.SEALED);
-        assertThat(store.ssdCopyOf(key(1))).isEqualTo(new ImageStore.SsdCopy(21, PAGE));
+        assertThat(store.stateOf(key(2))).isEqualTo(ImageState.SEALED);
+        assertThat(store.ssdCopyOf(key(1))).isEqualTo(new SsdCopy(21, PAGE));
         assertThat(store.pinnedImages()).isEqualTo(1);
         // A second release of the same staging is refused and changes nothing.
         assertThatThrownBy(() -> store.releaseStaged(staged)).isInstanceOf(IllegalStateException.class);
-        assertThat(store.stateOf(key(2))).isEqualTo(ImageStore.ImageState.SEALED);
+        assertThat(store.stateOf(key(2))).isEqualTo(ImageState.SEALED);
         store.unpin(other.pinned());
         assertThat(store.pinnedImages()).isZero();
         // A published (not read-back) image is never freed by a staging release.
         publish(5, 6);
-        List<ImageStore.ImageRef> published = store.pinExact(List.of(keys(5, 6))).pinned().getFirst();
+        List<ImageRef> published = store.pinExact(List.of(keys(5, 6))).pinned().getFirst();
         assertThat(store.releaseStaged(published)).isZero();
-        assertThat(store.stateOf(key(5))).isEqualTo(ImageStore.ImageState.SEALED);
+        assertThat(store.stateOf(key(5))).isEqualTo(ImageState.SEALED);
     }
 }

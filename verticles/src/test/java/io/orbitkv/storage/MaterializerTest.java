@@ -6,9 +6,9 @@ import io.orbitkv.common.Ticker;
 import io.orbitkv.ssd.SsdCommands;
 import io.orbitkv.ssd.SsdException;
 import io.orbitkv.ssd.SsdFailure;
-import io.orbitkv.ssd.SsdLease;
-import io.orbitkv.ssd.SsdPageOutcome;
-import io.orbitkv.ssd.SsdReadResult;
+import io.orbitkv.model.SsdLease;
+import io.orbitkv.model.SsdPageOutcome;
+import io.orbitkv.model.SsdReadResult;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.lang.foreign.Arena;
@@ -19,6 +19,10 @@ import java.util.List;
 import java.util.Set;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageState;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.KeyGeneration;
 
 /**
  * Reads back from SSD with injected failures, through a scripted SSD role: one command per phase however many pages,
@@ -127,10 +131,10 @@ class MaterializerTest {
         assertThat(store.materializingImages()).isZero();
         assertThat(settled).hasSize(1);
         assertThat(settled.getFirst()).extracting(SsdPageOutcome::succeeded).containsExactly(true, false, false, true);
-        assertThat(store.stateOf(keys.get(0))).isEqualTo(ImageStore.ImageState.SEALED);
+        assertThat(store.stateOf(keys.get(0))).isEqualTo(ImageState.SEALED);
         assertThat(store.stateOf(keys.get(1))).isNull();
         assertThat(store.stateOf(keys.get(2))).isNull();
-        assertThat(store.stateOf(keys.get(3))).isEqualTo(ImageStore.ImageState.SEALED);
+        assertThat(store.stateOf(keys.get(3))).isEqualTo(ImageState.SEALED);
         assertThat(allocator.requestedBytes()).as("only the sealed pages hold slots").isEqualTo(2 * PAGE);
         // The keys whose read-back failed can be read back again: nothing of them stayed reserved.
         ssd.stale.clear();
@@ -168,9 +172,9 @@ class MaterializerTest {
     @Test
     void aHoldIsAllOrNothingAndIsReadOrReleasedOnce() {
         List<StateKey> keys = onSsd(3);
-        List<ImageStore.KeyGeneration> pages = new ArrayList<>();
+        List<KeyGeneration> pages = new ArrayList<>();
         for (int i = 0; i < 3; i++) {
-            pages.add(new ImageStore.KeyGeneration(keys.get(i), 100 + i));
+            pages.add(new KeyGeneration(keys.get(i), 100 + i));
         }
         ssd.stale.add(keys.get(2));
         StorageCommands.SsdHold refused = materializer.acquire(pages).result();
@@ -182,21 +186,21 @@ class MaterializerTest {
         ssd.stale.clear();
         long hold = materializer.acquire(pages).result().hold();
         assertThat(hold).isPositive();
-        Future<List<ImageStore.ImageRef>> read = materializer.read(hold);
+        Future<List<ImageRef>> read = materializer.read(hold);
         assertThat(ssd.readCommands.getLast()).hasSize(3);
         assertThat(materializer.inFlight()).isEqualTo(3);
         List<SsdCommands.ReadInto> batch = ssd.readCommands.getLast();
         ssd.reads.getLast().complete(List.of(ScriptedSsd.ok(batch.get(0), 1), ScriptedSsd.ok(batch.get(1), 2),
                 ScriptedSsd.ok(batch.get(2), 3)));
         assertThat(read.succeeded()).isTrue();
-        assertThat(read.result()).extracting(ImageStore.ImageRef::crc32c).containsExactly(1L, 2L, 3L);
+        assertThat(read.result()).extracting(ImageRef::crc32c).containsExactly(1L, 2L, 3L);
         assertThat(store.pinnedImages()).as("sealed and pinned in one step").isEqualTo(3);
         assertThat(ssd.held).isEmpty();
         assertThat(materializer.read(hold).failed()).as("never read twice").isTrue();
         store.unpin(List.of(read.result()));
 
         store.ssdAdded(ImageStoreTest.key(9), 200, PAGE);
-        long unread = materializer.acquire(List.of(new ImageStore.KeyGeneration(ImageStoreTest.key(9), 200)))
+        long unread = materializer.acquire(List.of(new KeyGeneration(ImageStoreTest.key(9), 200)))
                 .result().hold();
         assertThat(materializer.release(unread).result()).isTrue();
         assertThat(materializer.release(unread).result()).isFalse();

@@ -29,6 +29,11 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.AllocateResult;
+import io.orbitkv.model.KeyEvidence;
+import io.orbitkv.model.KeyGeneration;
 
 /**
  * The planning path's read-back from SSD through the real storage and SSD roles (real pool file, real io_uring, real
@@ -77,21 +82,21 @@ class SsdReadBackTest {
         // Once those are on SSD too, no SSD write is copying out of a slot the read-back evicts.
         await().atMost(Duration.ofSeconds(20)).until(() -> storage.discover(others).await(10, TimeUnit.SECONDS)
                 .stream().allMatch(e -> e.ssdGeneration() >= 0));
-        List<ImageStore.KeyEvidence> evidence = storage.discover(keys).await(10, TimeUnit.SECONDS);
+        List<KeyEvidence> evidence = storage.discover(keys).await(10, TimeUnit.SECONDS);
         assertThat(evidence).allMatch(e -> e.dramGeneration() < 0 && e.ssdGeneration() >= 0);
 
-        List<ImageStore.KeyGeneration> pages = new ArrayList<>();
-        for (ImageStore.KeyEvidence e : evidence) {
-            pages.add(new ImageStore.KeyGeneration(e.key(), e.ssdGeneration()));
+        List<KeyGeneration> pages = new ArrayList<>();
+        for (KeyEvidence e : evidence) {
+            pages.add(new KeyGeneration(e.key(), e.ssdGeneration()));
         }
         StorageCommands.SsdHold hold = storage.acquireFromSsd(pages).await(10, TimeUnit.SECONDS);
         assertThat(hold.hold()).isPositive();
-        List<ImageStore.ImageRef> pinned = storage.readFromSsd(hold.hold()).await(10, TimeUnit.SECONDS);
+        List<ImageRef> pinned = storage.readFromSsd(hold.hold()).await(10, TimeUnit.SECONDS);
 
         assertThat(commands("acquire")).as("one lease command for %d pages", PAGES).isEqualTo(1);
         assertThat(commands("read")).as("one read command for %d pages", PAGES).isEqualTo(1);
         assertThat(commands("release")).as("one release command for %d pages", PAGES).isEqualTo(1);
-        assertThat(pinned).extracting(ImageStore.ImageRef::key).containsExactlyElementsOf(keys);
+        assertThat(pinned).extracting(ImageRef::key).containsExactlyElementsOf(keys);
         for (int i = 0; i < PAGES; i++) {
             assertThat(pinned.get(i).crc32c()).as("page %d", i).isEqualTo(published[i]);
         }
@@ -110,7 +115,7 @@ class SsdReadBackTest {
 
     /** Publishes one page of random bytes per key (written through the pool file) and answers their CRC32C. */
     private long[] publish(StorageProxy storage, List<StateKey> keys, long seed) throws Exception {
-        ImageStore.AllocateResult allocated = storage.allocate(1, keys, Collections.nCopies(keys.size(), PAGE))
+        AllocateResult allocated = storage.allocate(1, keys, Collections.nCopies(keys.size(), PAGE))
                 .await(10, TimeUnit.SECONDS);
         long[] crcs = new long[keys.size()];
         List<Integer> expected = new ArrayList<>();
@@ -130,7 +135,7 @@ class SsdReadBackTest {
         return crcs;
     }
 
-    private long[] crcsInPool(List<ImageStore.ImageRef> refs) throws Exception {
+    private long[] crcsInPool(List<ImageRef> refs) throws Exception {
         long[] crcs = new long[refs.size()];
         try (FileChannel file = FileChannel.open(pool, StandardOpenOption.READ)) {
             for (int i = 0; i < refs.size(); i++) {

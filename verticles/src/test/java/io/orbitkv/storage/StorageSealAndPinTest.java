@@ -19,6 +19,10 @@ import java.util.zip.CRC32C;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import io.orbitkv.model.StateKey;
+import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.SlotGrant;
+import io.orbitkv.model.AllocateResult;
 
 /**
  * The seal-and-pin command (a peer requester keeping what it fetched): the seal verifies the CRC32C (here on a worker:
@@ -49,13 +53,13 @@ class StorageSealAndPinTest {
 
     /** Allocates {@code keys}, fills their slots with seeded bytes, answers the publish and each slot's CRC32C. */
     private Published publish(List<StateKey> keys, long seed) throws Exception {
-        ImageStore.AllocateResult allocated = storage.allocate(1, keys, keys.stream().map(k -> PAGE).toList())
+        AllocateResult allocated = storage.allocate(1, keys, keys.stream().map(k -> PAGE).toList())
                 .await(10, TimeUnit.SECONDS);
         List<Integer> crcs = new ArrayList<>();
-        List<ImageStore.ImageRef> written = new ArrayList<>();
+        List<ImageRef> written = new ArrayList<>();
         try (FileChannel file = FileChannel.open(pool, StandardOpenOption.WRITE)) {
             SplittableRandom random = new SplittableRandom(seed);
-            for (ImageStore.SlotGrant slot : allocated.slots()) {
+            for (SlotGrant slot : allocated.slots()) {
                 byte[] bytes = new byte[(int) PAGE];
                 random.nextBytes(bytes);
                 file.write(ByteBuffer.wrap(bytes), slot.ref().offset());
@@ -68,7 +72,7 @@ class StorageSealAndPinTest {
         return new Published(allocated.publishId(), crcs, written);
     }
 
-    private record Published(long publishId, List<Integer> crcs, List<ImageStore.ImageRef> written) {}
+    private record Published(long publishId, List<Integer> crcs, List<ImageRef> written) {}
 
     @Test
     void aVerifiedSealPinsEveryNamedKeyInTheSameStep() throws Exception {
@@ -77,8 +81,8 @@ class StorageSealAndPinTest {
         StorageCommands.SealedAndPinned result = storage.sealAndPin(
                 new StorageCommands.Seal(1, p.publishId(), p.crcs(), p.written()), keys).await(10, TimeUnit.SECONDS);
         assertThat(result.pin().complete()).isTrue();
-        assertThat(result.pin().pinned().getFirst()).extracting(ImageStore.ImageRef::offset)
-                .containsExactlyElementsOf(p.written().stream().map(ImageStore.ImageRef::offset).toList());
+        assertThat(result.pin().pinned().getFirst()).extracting(ImageRef::offset)
+                .containsExactlyElementsOf(p.written().stream().map(ImageRef::offset).toList());
         assertThat(storage.stats().await(5, TimeUnit.SECONDS).pinnedImages()).isEqualTo(2);
         storage.unpin(result.pin().pinned()).await(10, TimeUnit.SECONDS);
         assertThat(storage.stats().await(5, TimeUnit.SECONDS).pinnedImages()).isZero();

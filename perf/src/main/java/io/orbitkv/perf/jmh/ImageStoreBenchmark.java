@@ -3,7 +3,7 @@ package io.orbitkv.perf.jmh;
 import io.orbitkv.storage.ImageStore;
 import io.orbitkv.storage.PoolAllocator;
 import io.orbitkv.storage.ResidencyStream;
-import io.orbitkv.storage.StateKey;
+import io.orbitkv.model.StateKey;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
@@ -12,6 +12,10 @@ import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.*;
+import io.orbitkv.model.AllocateResult;
+import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.GroupProbe;
+import io.orbitkv.model.ExactPin;
 
 /**
  * The index lookup of a query: {@link ImageStore#lookupAndPin} of a {@code chainBlocks}-block chain that is fully
@@ -31,7 +35,7 @@ public class ImageStoreBenchmark {
     private Arena arena;
     private ImageStore store;
     private List<List<StateKey>> chains;
-    private List<ImageStore.GroupProbe> probes;
+    private List<GroupProbe> probes;
 
     @Setup
     public void setUp() {
@@ -48,15 +52,15 @@ public class ImageStoreBenchmark {
         }
         for (int start = 0; start < IMAGES; start += 256) {
             List<StateKey> batch = keys.subList(start, start + 256);
-            ImageStore.AllocateResult allocated = store.allocate(1, batch, Collections.nCopies(batch.size(), PAGE_BYTES));
+            AllocateResult allocated = store.allocate(1, batch, Collections.nCopies(batch.size(), PAGE_BYTES));
             store.seal(1, allocated.publishId(), List.of(), List.of());
         }
         chains = List.of(keys.subList(IMAGES / 2, IMAGES / 2 + chainBlocks));
-        List<ImageStore.PositionedKey> positioned = new ArrayList<>(chainBlocks);
+        List<PositionedKey> positioned = new ArrayList<>(chainBlocks);
         for (int p = 0; p < chainBlocks; p++) {
-            positioned.add(new ImageStore.PositionedKey(p, chains.get(0).get(p)));
+            positioned.add(new PositionedKey(p, chains.get(0).get(p)));
         }
-        probes = List.of(new ImageStore.GroupProbe(0, positioned));
+        probes = List.of(new GroupProbe(0, positioned));
     }
 
     @TearDown
@@ -68,7 +72,7 @@ public class ImageStoreBenchmark {
     @Benchmark
     public int probePinUnpin() {
         int sealed = store.probe(probes).get(0).sealed().cardinality();
-        ImageStore.ExactPin pin = store.pinExact(chains);
+        ExactPin pin = store.pinExact(chains);
         store.unpin(pin.pinned());
         return sealed + pin.pinned().get(0).size();
     }

@@ -6,7 +6,6 @@ import io.orbitkv.perf.engine.InProcessManager;
 import io.orbitkv.perf.engine.SimulatedEngine;
 import io.orbitkv.perf.engine.TierCounters;
 import io.orbitkv.perf.report.BenchReport;
-import io.orbitkv.perf.report.LatencyRecorder;
 import io.orbitkv.perf.report.LatencySummary;
 import io.orbitkv.perf.report.Plots;
 import io.orbitkv.perf.trace.CacheBounds;

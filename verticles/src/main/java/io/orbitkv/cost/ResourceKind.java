@@ -1,9 +1,0 @@
-package io.orbitkv.cost;
-
-/** What kind of execution resource a {@link ResourceId} names. */
-public enum ResourceKind {
-    SSD_STORE,
-    DRAM_POOL,
-    GPU_DEVICE,
-    PEER_MANAGER
-}

@@ -1,0 +1,5 @@
+package io.orbitkv.model;
+
+import java.util.List;
+
+public record AllocateResult(long publishId, List<SlotGrant> slots) {}

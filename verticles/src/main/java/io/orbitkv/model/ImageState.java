@@ -1,0 +1,3 @@
+package io.orbitkv.model;
+
+public enum ImageState { WRITING, SEALED }

@@ -1,0 +1,4 @@
+package io.orbitkv.model;
+
+/** One resident key as the residency snapshot reports it. */
+public record ResidentKey(StateKey key, long generation, long lengthBytes) {}

@@ -1,0 +1,3 @@
+package io.orbitkv.model;
+
+public record SealResult(int sealedPages, long sealedBytes) {}

@@ -1,0 +1,5 @@
+package io.orbitkv.model.plan;
+
+import io.orbitkv.protocol.engine.RestoreRoute;
+
+public record Restored(RestoreRoute route, int pages, long bytes) {}

@@ -1,0 +1,97 @@
+package io.orbitkv;
+
+import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.classes;
+import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
+
+import com.tngtech.archunit.core.domain.Dependency;
+import com.tngtech.archunit.core.domain.JavaClass;
+import com.tngtech.archunit.core.importer.ImportOption;
+import com.tngtech.archunit.junit.AnalyzeClasses;
+import com.tngtech.archunit.junit.ArchTest;
+import com.tngtech.archunit.lang.ArchCondition;
+import com.tngtech.archunit.lang.ArchRule;
+import com.tngtech.archunit.lang.ConditionEvents;
+import com.tngtech.archunit.lang.SimpleConditionEvent;
+import com.tngtech.archunit.library.freeze.FreezingArchRule;
+import java.util.Arrays;
+import java.util.Optional;
+
+/**
+ * The Manager's layering, stated once. Shared words ({@code model}), infrastructure ({@code common}) and the pure
+ * recovery contract ({@code recovery}) sit below the roles and know none of them. A role reaches another role only
+ * through that role's surface: its {@code *Proxy} (one method per command), the {@code *Port} interface a proxy
+ * implements, and its {@code *Commands} (the records those commands carry). {@code manager} wires the roles together and nothing below it reaches up into it.
+ */
+@AnalyzeClasses(packages = "io.orbitkv", importOptions = ImportOption.DoNotIncludeTests.class)
+class LayeringTest {
+    static final String[] ROLES = {
+        "admission", "cluster", "cost", "engine", "peer", "planning", "restore", "ssd", "storage"};
+    static final String[] LOWER = {"io.orbitkv.model..", "io.orbitkv.common..", "io.orbitkv.recovery.."};
+
+    @ArchTest
+    static final ArchRule lowerLayerKnowsNoRole = noClasses().that().resideInAnyPackage(LOWER)
+            .should().dependOnClassesThat().resideInAnyPackage(rolePackagesAndManager())
+            .because("shared words and infrastructure sit below the roles");
+
+    @ArchTest
+    static final ArchRule nothingReachesUpIntoManager = noClasses().that().resideInAnyPackage(rolePackages())
+            .should().dependOnClassesThat().resideInAPackage("io.orbitkv.manager..")
+            .because("the manager wires the roles; roles do not know how they are wired");
+
+    /**
+     * Frozen: the imports that still break it are recorded in {@code src/test/resources/archunit-frozen} and may only
+     * shrink; any new one fails. Remove an entry by removing the import it names.
+     */
+    @ArchTest
+    static final ArchRule rolesMeetThroughTheirSurface = FreezingArchRule.freeze(classes().that()
+            .resideInAnyPackage(rolePackages()).should(reachOtherRolesOnlyThroughTheirSurface()));
+
+    static String[] rolePackages() {
+        return Arrays.stream(ROLES).map(r -> "io.orbitkv." + r + "..").toArray(String[]::new);
+    }
+
+    static String[] rolePackagesAndManager() {
+        String[] roles = rolePackages();
+        String[] all = Arrays.copyOf(roles, roles.length + 1);
+        all[roles.length] = "io.orbitkv.manager..";
+        return all;
+    }
+
+    static Optional<String> roleOf(JavaClass type) {
+        String pkg = type.getPackageName();
+        for (String role : ROLES) {
+            String root = "io.orbitkv." + role;
+            if (pkg.equals(root) || pkg.startsWith(root + ".")) {
+                return Optional.of(role);
+            }
+        }
+        return Optional.empty();
+    }
+
+    /** A role's surface: its proxies and command records, with the types nested in them. */
+    static boolean isSurface(JavaClass type) {
+        for (JavaClass t = type; t != null; t = t.getEnclosingClass().orElse(null)) {
+            String name = t.getSimpleName();
+            if (name.endsWith("Proxy") || name.endsWith("Commands") || name.endsWith("Port")) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    static ArchCondition<JavaClass> reachOtherRolesOnlyThroughTheirSurface() {
+        return new ArchCondition<>("reach other roles only through their *Proxy and *Commands") {
+            @Override
+            public void check(JavaClass origin, ConditionEvents events) {
+                Optional<String> own = roleOf(origin);
+                for (Dependency d : origin.getDirectDependenciesFromSelf()) {
+                    JavaClass target = d.getTargetClass().getBaseComponentType();
+                    Optional<String> theirs = roleOf(target);
+                    if (theirs.isPresent() && !theirs.equals(own) && !isSurface(target)) {
+                        events.add(SimpleConditionEvent.violated(d, d.getDescription()));
+                    }
+                }
+            }
+        };
+    }
+}
