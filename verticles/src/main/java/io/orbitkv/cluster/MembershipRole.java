@@ -333,7 +333,7 @@ public final class MembershipRole extends VerticleBase implements MembershipView
     private void etcdFailed(Throwable cause) {
         etcdFailures.increment();
         if (etcdReachable) {
-            LOG.warn("cluster member {}: etcd does not answer ({}); engines are served as before, peers age out after {} s",
+            LOG.warn("cluster member {}: etcd does not answer ({}); engines are still served, peers age out after {} s",
                     settings.memberId(), cause.toString(), settings.leaseTtlSeconds());
         }
         etcdReachable = false;

@@ -8,8 +8,8 @@ import java.util.List;
 /**
  * How payload moves between Managers once a source lease is granted: a small seam so that another transport (for
  * instance Mooncake's Transfer Engine through FFM over its C API, where that library is installed) can replace the
- * built-in TCP one. No Mooncake binding ships: the library cannot be installed on the machines this is built on, and
- * a binding that never ran is not shipped.
+ * built-in TCP one. The Transfer Engine's binding lives in {@code io.orbitkv.nativeio.mooncake}; no transport on top of
+ * it exists yet.
  *
  * <p>Contract: {@link Receive#completion} completes once every destination holds its page's bytes, or fails; after
  * {@link Receive#fence} completes, the transport writes nothing more into any destination (the requester may then

@@ -61,7 +61,7 @@ import java.util.concurrent.locks.LockSupport;
  * report lists the reason under {@code failures}, says {@code "passed": false}, and the command exits 1.
  *
  * <h2>SSD mix ({@code --ssd-mix=F})</h2>
- * {@code F = 0} (default): the Manager runs DRAM-only, as before. {@code F > 0}: the in-process Manager runs with its
+ * {@code F = 0} (default): the Manager runs DRAM-only. {@code F > 0}: the in-process Manager runs with its
  * SSD tier on ({@code ssd.enabled=true}, write policy {@code all}: every sealed page is written to SSD in the
  * background; {@code ssd.extent} = the page size; {@code ssd.capacity} = twice the prefix catalog's extents unless
  * {@code --ssd-capacity} says otherwise; unique tails are written too, so a long run can wrap the SSD ring), and each

@@ -593,7 +593,7 @@ public final class TraceReplayer {
     /**
      * Hits split by the tier that served them. With an in-process Manager the split comes from its tier counters:
      * SSD = pages read back from SSD into the pool; DRAM = hit blocks minus those. A Manager reached by --data-dir has
-     * no counters here, so its hits are all reported under DRAM as before.
+     * no counters here, so its hits are all reported under DRAM.
      */
     static JsonObject hitsByTier(Options options, long hitBlocks, long references, TierCounters tiers) {
         long ssdHits = options.ssd() && tiers != null ? tiers.ssdPages() : 0;
