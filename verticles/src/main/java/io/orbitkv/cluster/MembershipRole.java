@@ -1,5 +1,6 @@
 package io.orbitkv.cluster;
 
+import io.orbitkv.common.Ticker;
 import io.etcd.jetcd.ByteSequence;
 import io.etcd.jetcd.Client;
 import io.etcd.jetcd.KeyValue;
@@ -75,6 +76,7 @@ public final class MembershipRole extends VerticleBase implements MembershipView
     }
 
     private final ClusterSettings settings;
+    private final Ticker ticker;
     private final long incarnation;
     private final Map<String, String> endpoints;
     private final List<String> capabilities;
@@ -104,6 +106,12 @@ public final class MembershipRole extends VerticleBase implements MembershipView
 
     public MembershipRole(ClusterSettings settings, long incarnation, Map<String, String> endpoints,
                           List<String> capabilities, MeterRegistry registry) {
+        this(settings, incarnation, endpoints, capabilities, registry, Ticker.SYSTEM);
+    }
+
+    public MembershipRole(ClusterSettings settings, long incarnation, Map<String, String> endpoints,
+                          List<String> capabilities, MeterRegistry registry, Ticker ticker) {
+        this.ticker = ticker;
         this.settings = settings;
         this.incarnation = incarnation;
         this.endpoints = Map.copyOf(endpoints);
@@ -318,7 +326,7 @@ public final class MembershipRole extends VerticleBase implements MembershipView
     }
 
     private Future<Void> confirmed() {
-        lastConfirmedNanos = System.nanoTime();
+        lastConfirmedNanos = ticker.nanos();
         etcdReachable = true;
         if (!peersKnown) {
             peersKnown = true;
@@ -343,7 +351,7 @@ public final class MembershipRole extends VerticleBase implements MembershipView
 
     /** After a lease ttl without etcd, no peer is current. */
     private void ageOut() {
-        if (peersKnown && System.nanoTime() - lastConfirmedNanos > TimeUnit.SECONDS.toNanos(settings.leaseTtlSeconds())) {
+        if (peersKnown && ticker.nanos() - lastConfirmedNanos > TimeUnit.SECONDS.toNanos(settings.leaseTtlSeconds())) {
             peersKnown = false;
             LOG.warn("cluster member {}: no word from etcd for {} s: peers are no longer current",
                     settings.memberId(), settings.leaseTtlSeconds());

@@ -1,5 +1,6 @@
 package io.orbitkv.restore;
 
+import io.orbitkv.common.Ticker;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.nativeio.cuda.CudaRuntime;
@@ -26,6 +27,7 @@ import java.util.List;
  */
 final class DeviceWorkerVerticle extends VerticleBase {
     private final String address;
+    private final Ticker ticker;
     private final int cudaDevice;
     private final RestoreVerticle.CopyGate gate;
     private final List<CudaRuntime.IpcMapping> imports = new ArrayList<>();
@@ -34,7 +36,8 @@ final class DeviceWorkerVerticle extends VerticleBase {
     private final List<MessageConsumer<?>> consumers = new ArrayList<>();
 
     /** {@code cudaDevice} -1: the host lane. */
-    DeviceWorkerVerticle(String address, int cudaDevice, RestoreVerticle.CopyGate gate) {
+    DeviceWorkerVerticle(String address, int cudaDevice, RestoreVerticle.CopyGate gate, Ticker ticker) {
+        this.ticker = ticker;
         this.address = address;
         this.cudaDevice = cudaDevice;
         this.gate = gate;
@@ -86,22 +89,22 @@ final class DeviceWorkerVerticle extends VerticleBase {
         try {
             if (batch.hostDestination() != null) {
                 for (int i = 0; i < n; i++) {
-                    long start = System.nanoTime();
+                    long start = ticker.nanos();
                     MemorySegment.copy(batch.pool(), batch.sourceOffsets()[i], batch.hostDestination(),
                             batch.destinationOffsets()[i], batch.lengths()[i]);
-                    nanos[i] = System.nanoTime() - start;
+                    nanos[i] = ticker.nanos() - start;
                     completed++;
                 }
             } else {
                 CudaRuntime.setDevice(batch.device());
-                long start = System.nanoTime();
+                long start = ticker.nanos();
                 for (int i = 0; i < n; i++) {
                     stream.copyHostToDevice(batch.deviceBase() + batch.destinationOffsets()[i],
                             batch.pool().asSlice(batch.sourceOffsets()[i], batch.lengths()[i]), batch.lengths()[i]);
                 }
                 stream.record(done);
                 done.synchronize();
-                long each = (System.nanoTime() - start) / Math.max(1, n);
+                long each = (ticker.nanos() - start) / Math.max(1, n);
                 java.util.Arrays.fill(nanos, each);
                 completed = n;
             }

@@ -244,7 +244,7 @@ public final class RestoreVerticle extends VerticleBase {
             Future<?> deployed = Future.succeededFuture();
             for (Lane lane : lanes.values()) {
                 deployed = deployed.compose(v -> vertx.deployVerticle(
-                        new DeviceWorkerVerticle(lane.address(), lane.cudaDevice, settings.gate()),
+                        new DeviceWorkerVerticle(lane.address(), lane.cudaDevice, settings.gate(), ticker),
                         new DeploymentOptions().setThreadingModel(ThreadingModel.WORKER)).onSuccess(id -> lane.deploymentId = id));
             }
             return deployed;
