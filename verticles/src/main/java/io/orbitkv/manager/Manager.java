@@ -14,6 +14,7 @@ import io.orbitkv.cost.CostProxy;
 import io.orbitkv.engine.EngineToken;
 import io.orbitkv.engine.EngineVerticle;
 import io.orbitkv.nativeio.libc.Libc;
+import io.orbitkv.nativeio.mooncake.MooncakeTransferEngine;
 import io.orbitkv.nativeio.shm.PoolPages;
 import io.orbitkv.model.plan.DemandEvidence;
 import io.orbitkv.model.plan.EvidenceSource;
@@ -235,6 +236,9 @@ public final class Manager implements AutoCloseable {
         for (Path stale : StalePools.removeDead(config.poolShmDir())) {
             LOG.info("removed the pool file {} of a Manager that is no longer running", stale);
         }
+        // The Transfer Engine is probed once, when its class loads (a library copy and dlopen): here, on a worker, so
+        // that /health on the event loop only reads the answer.
+        LOG.debug("Mooncake Transfer Engine loaded: {}", MooncakeTransferEngine.isAvailable());
         try {
             return new Prepared(EngineToken.loadOrCreate(config.authTokenFile(), Libc.effectiveUid()), poolPages);
         } catch (EngineToken.InsecureTokenFileException e) {
