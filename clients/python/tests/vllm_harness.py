@@ -114,7 +114,7 @@ class MiniVllm:
         self.worker = OrbitKvConnector(self.vllm_config, KVConnectorRole.WORKER, self.kv_cache_config)
         self.kv_caches = {name: torch.zeros((2, NUM_BLOCKS, BLOCK, HEADS, HEAD_DIM), dtype=DTYPE) for name in LAYERS}
         self.worker.register_kv_caches(self.kv_caches)
-        self.free_blocks = list(range(NUM_BLOCKS))
+        self.free_blocks = list(range(1, NUM_BLOCKS))  # block 0 is vLLM's null block, never handed out
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         self.finished: dict[str, Request] = {}

@@ -4,7 +4,7 @@ Inside vLLM, :mod:`orbitkv.vllm.connector` subclasses the real ``KVConnectorBase
 names and the behaviour the connector relies on from vLLM's ``base.py`` (commit 003df2961dd8): the constructor
 stores the configs and the role, ``bind_connector_metadata`` / ``clear_connector_metadata`` /
 ``_get_connector_metadata`` / ``has_connector_metadata`` hold the step's metadata, ``requires_kv_delivery``
-defaults to the producer role. Nothing else of vLLM is imitated.
+defaults to the producer role, and ``SupportsHMA`` marks a connector for the hybrid memory allocator. Nothing else of vLLM is imitated.
 """
 
 from __future__ import annotations
@@ -51,3 +51,8 @@ class KVConnectorBase_V1:  # noqa: N801 (vLLM's name)
 
     def has_connector_metadata(self):
         return self._connector_metadata is not None
+
+
+class SupportsHMA:
+    """vLLM's marker for connectors that take the hybrid memory allocator's several KV cache groups; the connector
+    implements its one method, ``request_finished_all_groups``."""

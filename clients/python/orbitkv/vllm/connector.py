@@ -59,6 +59,7 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import logging
+import math
 import threading
 from typing import Any, Callable, Optional
 
@@ -68,6 +69,7 @@ from orbitkv import pb
 from orbitkv.checksum import crc32c
 from orbitkv.client import OrbitKvClient, Session, identity as make_identity
 from orbitkv.errors import ChecksumMismatchError, LeaseInvalidError, OrbitKvError
+from orbitkv.hybrid import group_demand
 
 from orbitkv.engine_check import check_version, engine_installed, require_methods
 from orbitkv.keeper import SessionKeeper
@@ -84,14 +86,14 @@ if engine_installed("vllm"):  # Inside vLLM: the real base class, metadata type 
 
     check_version("vLLM", getattr(_vllm, "__version__", "0"), VLLM_MINIMUM, VLLM_BELOW, VLLM_READ_AT)
     from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1, KVConnectorMetadata,
-                                                                    KVConnectorRole)
+                                                                    KVConnectorRole, SupportsHMA)
 
     require_methods("vLLM", KVConnectorBase_V1, ("get_block_ids_with_load_errors", "request_finished",
                                                   "update_connector_output", "requires_kv_delivery"))
     VLLM_UNAVAILABLE_CAUSE: Optional[str] = None
 else:  # Here (no vLLM): stand-ins with the same names, kept as small as the harness needs.
     VLLM_UNAVAILABLE_CAUSE = "the vllm module is not installed"
-    from orbitkv.vllm._standin import KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole
+    from orbitkv.vllm._standin import KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole, SupportsHMA
 
 log = logging.getLogger(__name__)
 
@@ -102,23 +104,109 @@ LOADS_PER_REQUEST = 2
 MAX_REQUEST_ID_CHARS = 128
 
 
+# vLLM's null block (``BlockPool.null_block``, the first block of the pool): a position whose block table entry is the
+# null block holds nothing (a sliding window's skipped blocks, a recurrent group's earlier states).
+NULL_BLOCK_ID = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class KvGroup:
+    """One of vLLM's KV cache groups as an OrbitKV group: the group's index in ``kv_cache_groups`` is its group id.
+    One OrbitKV page of the group is one vLLM block across the group's layers, layer after layer."""
+    group_id: int
+    kind: int  # pb.FULL_ATTENTION, pb.SLIDING_WINDOW or pb.RECURRENT
+    layer_names: tuple
+    layer_page_bytes: int
+    window_tokens: int = 0
+    checkpoint_interval_tokens: int = 0
+
+    @property
+    def page_bytes(self) -> int:
+        return self.layer_page_bytes * len(self.layer_names)
+
+    def spec(self) -> pb.GroupSpec:
+        return pb.GroupSpec(group_id=self.group_id, kind=self.kind, bytes_per_page=self.page_bytes,
+                            window_tokens=self.window_tokens,
+                            checkpoint_interval_tokens=self.checkpoint_interval_tokens)
+
+
+def _spec_classes(spec) -> set[str]:
+    # By class name, so that the stand-ins of the harness and vLLM's own spec classes are read the same way.
+    return {cls.__name__ for cls in type(spec).__mro__}
+
+
+def _state_bytes(spec) -> int:
+    """One block of a recurrent layer: its state tensors' bytes (without the padding vLLM may add to the block)."""
+    return sum(math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+               for shape, dtype in zip(spec.shapes, spec.dtypes))
+
+
+def kv_groups(kv_cache_config, block_size: int) -> list[KvGroup]:
+    """vLLM's KV cache groups as OrbitKV groups, or a ValueError naming what cannot be mapped.
+
+    * ``FullAttentionSpec`` (MLA too, and a sliding window the hybrid manager is off for, which vLLM then allocates
+      like full attention): FULL_ATTENTION.
+    * ``SlidingWindowSpec`` with window W: SLIDING_WINDOW of W - 1 tokens (vLLM's window counts the token being
+      computed, so resuming at b attends to ``[b - W + 1, b)``; its blocks before that are the null block).
+    * ``MambaSpec`` with ``mamba_cache_mode`` align or all: RECURRENT with a state at every block boundary, the state
+      after block p in the group's block p. Mode none keeps one running state and no state per boundary: refused.
+    * One group of another spec is full attention (the single-group layout this connector always had); another spec
+      in a hybrid model is refused.
+    """
+    groups = list(getattr(kv_cache_config, "kv_cache_groups", None) or [])
+    if not groups:
+        raise ValueError("OrbitKvConnector: the KV cache config has no KV cache group")
+    result = []
+    for index, group in enumerate(groups):
+        spec = group.kv_cache_spec
+        classes = _spec_classes(spec)
+        spec_block = int(getattr(spec, "block_size", block_size))
+        if spec_block != block_size:
+            raise ValueError(f"OrbitKvConnector: KV cache group {index} ({type(spec).__name__}) uses {spec_block}-token "
+                             f"blocks, the scheduler {block_size}: groups with different block sizes are not supported")
+        layers = tuple(group.layer_names)
+        if "MambaSpec" in classes:
+            mode = str(getattr(spec, "mamba_cache_mode", "none"))
+            if mode not in ("align", "all"):
+                raise ValueError(f"OrbitKvConnector: KV cache group {index} is recurrent (Mamba) with "
+                                 f"mamba_cache_mode={mode!r}, which keeps no state per block boundary: run vLLM with "
+                                 "--mamba-cache-mode align (or all)")
+            result.append(KvGroup(index, pb.RECURRENT, layers, _state_bytes(spec),
+                                  checkpoint_interval_tokens=block_size))
+        elif "SlidingWindowSpec" in classes:
+            result.append(KvGroup(index, pb.SLIDING_WINDOW, layers, int(spec.page_size_bytes),
+                                  window_tokens=max(1, int(spec.sliding_window) - 1)))
+        elif "FullAttentionSpec" in classes or len(groups) == 1:
+            result.append(KvGroup(index, pb.FULL_ATTENTION, layers, int(spec.page_size_bytes)))
+        else:
+            raise ValueError(f"OrbitKvConnector: KV cache group {index} uses {type(spec).__name__}, which has no "
+                             "OrbitKV group kind (full attention, sliding window, Mamba are supported)")
+    return result
+
+
 @dataclasses.dataclass
 class LoadSpec:
-    """Blocks ``[start_block, end_block)`` of a request to restore into ``block_ids`` (one id per position)."""
+    """Blocks ``[start_block, end_block)`` of a request to restore: ``block_ids[g][p]`` is group g's block for
+    position p (the null block where the group holds nothing at p)."""
     req_id: str
     block_hashes: list[bytes]
     start_block: int
     end_block: int
-    block_ids: list[int]
+    block_ids: tuple
+
+    def targets(self) -> dict[int, dict[int, int]]:
+        """Per group id, position -> block id of every position in ``[start_block, end_block)`` that can take a
+        restored page."""
+        return {g: {p: table[p] for p in range(self.start_block, min(self.end_block, len(table)))
+                    if table[p] != NULL_BLOCK_ID}
+                for g, table in enumerate(self.block_ids)}
 
 
 @dataclasses.dataclass
 class SaveSpec:
-    """Newly full blocks of a request to publish: position, hash and the vLLM block that holds it."""
+    """Newly computed pages of a request to publish: ``(group id, position, block hash, vLLM block id)``."""
     req_id: str
-    positions: list[int]
-    block_hashes: list[bytes]
-    block_ids: list[int]
+    pages: list
 
 
 @dataclasses.dataclass
@@ -140,7 +228,7 @@ class _Lookup:
 @dataclasses.dataclass
 class _RequestState:
     request: Any
-    block_ids: list[int] = dataclasses.field(default_factory=list)
+    block_ids: list = dataclasses.field(default_factory=list)  # per group, the block table (position -> block id)
     offered_blocks: int = 0  # blocks [0, offered_blocks) were loaded or handed to the worker to save
     had_saves: bool = False
 
@@ -176,7 +264,7 @@ def _end_ticket(session: Optional[Session], ticket: int, lease_id: int):
         log.debug("cancelling a ticket: %s", e.reason)
 
 
-class OrbitKvConnector(KVConnectorBase_V1):
+class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
     """The connector vLLM loads through ``kv_connector_module_path = "orbitkv.vllm"``."""
 
     def __init__(self, vllm_config, role, kv_cache_config=None):
@@ -184,13 +272,14 @@ class OrbitKvConnector(KVConnectorBase_V1):
         self._extra = dict(getattr(self._kv_transfer_config, "kv_connector_extra_config", None) or {})
         self._block_size = int(vllm_config.cache_config.block_size)
         self._kv_cache_config = kv_cache_config
-        groups = list(getattr(kv_cache_config, "kv_cache_groups", None) or [])
-        if len(groups) != 1:
-            raise ValueError(f"OrbitKvConnector handles one KV cache group (full attention), got {len(groups)}: "
-                             "run vLLM with --disable-hybrid-kv-cache-manager")
-        self._layer_names = list(groups[0].layer_names)
-        self._spec = groups[0].kv_cache_spec
-        self._layer_page_bytes = int(self._spec.page_size_bytes)
+        self._groups = kv_groups(kv_cache_config, self._block_size)
+        # The group whose hash chain a demand carries (the others name the same tokens under their own id).
+        self._selected_group = next((g.group_id for g in self._groups if g.kind == pb.FULL_ATTENTION),
+                                    self._groups[0].group_id)
+        # With recurrent state a boundary is exact: vLLM must compute at least one token after it, so a lookup never
+        # asks past the last full block before the final token (instead of answering one token short of it).
+        self._has_recurrent = any(g.kind == pb.RECURRENT for g in self._groups)
+        self._spec = kv_cache_config.kv_cache_groups[self._selected_group].kv_cache_spec
         self._identity = self._derive_identity(vllm_config)
         self._query_timeout = float(self._option("query_timeout_s", 5.0))
         self._verify = bool(self._option("verify_crc", True))
@@ -201,12 +290,11 @@ class OrbitKvConnector(KVConnectorBase_V1):
         self._revisions: dict[str, tuple] = {}  # request -> (revision, operation id, session), both roles
         self._loads_offered: dict[str, int] = {}
         # worker state
-        self._kv_caches: dict[str, torch.Tensor] = {}
-        self._block_dims: dict[str, int] = {}
         self._on_cuda = False
         self._step: Optional[list[_StepPublish]] = None
         self._step_loads: list[_PendingLoad] = []
-        self._transfer: Optional[PageTransfer] = None
+        self._transfers: dict[int, PageTransfer] = {}  # per group id
+        self._layer_group: dict[str, int] = {}
         self._sealer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="orbitkv-seal")
         self._seals: dict[str, list[concurrent.futures.Future]] = {}
         self._finished_reqs: set[str] = set()
@@ -238,13 +326,20 @@ class OrbitKvConnector(KVConnectorBase_V1):
         pp_size = int(getattr(parallel, "pipeline_parallel_size", 1))
         tp_rank, pp_rank = self._ranks(tp_size)
         spec = self._spec
-        geometry = (f"layers={len(self._layer_names)};layer_page_bytes={self._layer_page_bytes};"
+        selected = self._groups[self._selected_group]
+        geometry = (f"layers={len(selected.layer_names)};layer_page_bytes={selected.layer_page_bytes};"
                     f"kv_heads={getattr(spec, 'num_kv_heads', '?')};head_size={getattr(spec, 'head_size', '?')};"
                     f"dtype={str(getattr(spec, 'dtype', '?')).replace('torch.', '')};block_size={self._block_size}")
+        # A hybrid model's other groups change the bytes too: each group's kind, layers and page bytes. A model with
+        # one group keeps the geometry (and so the namespace) it always had.
+        for group in self._groups:
+            if group.group_id != self._selected_group:
+                geometry += (f";group{group.group_id}={pb.GroupKind.Name(group.kind).lower()}"
+                             f":layers={len(group.layer_names)}:layer_page_bytes={group.layer_page_bytes}")
         geometry += self._context_parallel_geometry(parallel)
         model = self._option("model_fingerprint", None) or str(vllm_config.model_config.model)
         return make_identity(model, "vllm:" + str(self._option("layout", "NHD")), geometry, self._block_size,
-                             [(0, pb.FULL_ATTENTION, self._layer_page_bytes * len(self._layer_names))],
+                             [group.spec() for group in self._groups],
                              tp_rank=tp_rank, tp_size=tp_size, pp_rank=pp_rank, pp_size=pp_size)
 
     def _context_parallel_geometry(self, parallel) -> str:
@@ -301,12 +396,16 @@ class OrbitKvConnector(KVConnectorBase_V1):
     # Scheduler side
     # ============================================================================================================
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[Optional[int], bool]:
-        """Asks the Manager for the blocks beyond ``num_computed_tokens``. A READY answer's lease is released when
-        this step's metadata is built (``build_connector_meta``), so no lookup holds pages past its step; a PENDING
-        ticket lives until it settles or the request ends. Any failure is a miss."""
+        """Asks the Manager for the blocks beyond ``num_computed_tokens``, every KV cache group at once (the Manager
+        answers only a boundary every group can resume from). A READY answer's lease is released when this step's
+        metadata is built (``build_connector_meta``), so no lookup holds pages past its step; a PENDING ticket lives
+        until it settles or the request ends. Any failure is a miss."""
         hashes = list(request.block_hashes)
         start = num_computed_tokens // self._block_size
-        if len(hashes) <= start or self._loads_offered.get(request.request_id, 0) >= LOADS_PER_REQUEST:
+        end = len(hashes)
+        if self._has_recurrent:
+            end = min(end, (request.num_tokens - 1) // self._block_size)
+        if end <= start or self._loads_offered.get(request.request_id, 0) >= LOADS_PER_REQUEST:
             return 0, False
         session = self.session
         if session is None:
@@ -314,13 +413,16 @@ class OrbitKvConnector(KVConnectorBase_V1):
             return 0, False
         lookup = self._lookups.get(request.request_id)
         try:
-            if lookup is None or lookup.start_block != start or lookup.end_block != len(hashes) \
+            if lookup is None or lookup.start_block != start or lookup.end_block != end \
                     or lookup.session is not session:
                 self._end_lookup(request.request_id)
-                demand = session.prefix_demand(_demand_request_id(request.request_id), hashes, start_block=start,
-                                               max_wait_micros=int(self._query_timeout * 1e6))
+                # Every group declares every position: the Manager leases only what the answered boundary needs.
+                demand = group_demand(session, _demand_request_id(request.request_id), hashes, start_block=start,
+                                      end_block=end, selected_group=self._selected_group,
+                                      positions={g.group_id: range(start, end) for g in self._groups},
+                                      max_wait_micros=int(self._query_timeout * 1e6))
                 revision = self._revise(session, request.request_id, demand)
-                lookup = _Lookup(start, len(hashes), revision, session.submit_demand(demand), session)
+                lookup = _Lookup(start, end, revision, session.submit_demand(demand), session)
                 self._lookups[request.request_id] = lookup
             elif lookup.reply.status == pb.PENDING:
                 lookup.reply = session.poll(lookup.reply.ticket)
@@ -347,9 +449,9 @@ class OrbitKvConnector(KVConnectorBase_V1):
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int):
         state = self._states.setdefault(request.request_id, _RequestState(request))
         state.request = request
-        block_ids = list(blocks.get_block_ids()[0]) if blocks is not None else []
-        if block_ids:
-            state.block_ids = block_ids
+        tables = [list(table) for table in blocks.get_block_ids()] if blocks is not None else []
+        if any(tables):
+            state.block_ids = tables
         lookup = self._lookups.get(request.request_id)
         if num_external_tokens <= 0 or lookup is None:
             return
@@ -357,7 +459,7 @@ class OrbitKvConnector(KVConnectorBase_V1):
         start = lookup.start_block
         end = -(-(start * self._block_size + num_external_tokens) // self._block_size)
         self._pending_loads.append(LoadSpec(request.request_id, list(request.block_hashes[:end]), start, end,
-                                            state.block_ids[start:end]))
+                                            tuple(list(table[:end]) for table in state.block_ids)))
         state.offered_blocks = max(state.offered_blocks, end)
 
     def build_connector_meta(self, scheduler_output) -> OrbitKvConnectorMetadata:
@@ -367,7 +469,7 @@ class OrbitKvConnector(KVConnectorBase_V1):
             state = self._states.get(new.req_id)
             if state is None:
                 continue
-            state.block_ids = list(new.block_ids[0])
+            state.block_ids = [list(table) for table in new.block_ids]
             self._plan_save(meta, state, new.num_computed_tokens,
                             new.num_computed_tokens + scheduler_output.num_scheduled_tokens[new.req_id])
         cached = scheduler_output.scheduled_cached_reqs
@@ -377,10 +479,12 @@ class OrbitKvConnector(KVConnectorBase_V1):
                 continue
             new_ids = cached.new_block_ids[i]
             if new_ids is not None:
-                # A resumed request's new_block_ids are its whole new block table, not an addition: appending them
+                # A resumed request's new_block_ids are its whole new block tables, not an addition: appending them
                 # would save other blocks under this request's hashes.
-                state.block_ids = (list(new_ids[0]) if _resumed(cached, i, req_id)
-                                   else state.block_ids + list(new_ids[0]))
+                if _resumed(cached, i, req_id) or not state.block_ids:
+                    state.block_ids = [list(table) for table in new_ids]
+                else:
+                    state.block_ids = [old + list(added) for old, added in zip(state.block_ids, new_ids)]
             self._plan_save(meta, state, cached.num_computed_tokens[i],
                             cached.num_computed_tokens[i] + scheduler_output.num_scheduled_tokens[req_id])
         # No lookup holds pages past the step that answered it: READY leases end here (the worker demands its own),
@@ -397,12 +501,23 @@ class OrbitKvConnector(KVConnectorBase_V1):
         hashes = list(state.request.block_hashes)
         # vLLM may hash blocks whose keys are not final yet (e.g. successor-aware hashing): never publish those.
         publishable = int(getattr(state.request, "num_publishable_block_hashes", len(hashes)))
-        full = min(computed_after_step // self._block_size, len(hashes), publishable, len(state.block_ids))
+        tables = state.block_ids
+        selected = tables[self._selected_group] if self._selected_group < len(tables) else []
+        full = min(computed_after_step // self._block_size, len(hashes), publishable, len(selected))
         if full <= state.offered_blocks:
             return
-        positions = list(range(state.offered_blocks, full))
-        meta.saves.append(SaveSpec(state.request.request_id, positions, [hashes[p] for p in positions],
-                                   [state.block_ids[p] for p in positions]))
+        pages = []
+        for group in self._groups:
+            table = tables[group.group_id] if group.group_id < len(tables) else []
+            if group.kind == pb.RECURRENT:
+                # One state per boundary: the one this step ended on, held by the block of the last full position.
+                positions = [full - 1] if computed_after_step == full * self._block_size else []
+            else:
+                positions = range(state.offered_blocks, full)
+            pages.extend((group.group_id, p, hashes[p], table[p]) for p in positions
+                         if p < len(table) and table[p] != NULL_BLOCK_ID)
+        if pages:
+            meta.saves.append(SaveSpec(state.request.request_id, pages))
         state.offered_blocks = full
         state.had_saves = True
 
@@ -417,6 +532,11 @@ class OrbitKvConnector(KVConnectorBase_V1):
         self._loads_offered.pop(request.request_id, None)
         state = self._states.pop(request.request_id, None)
         return (state is not None and state.had_saves), None
+
+    def request_finished_all_groups(self, request, block_ids: tuple) -> tuple[bool, Optional[dict]]:
+        """``SupportsHMA``: the same end of the request as :meth:`request_finished`, with one block table per group
+        (the saves already know their blocks: vLLM keeps them until ``get_finished`` reports the request)."""
+        return self.request_finished(request, block_ids[0] if block_ids else [])
 
     def _revise(self, session: Session, req_id: str, demand: pb.Demand) -> int:
         """A request keeps one operation id per session; each new demand for it raises the revision (the Manager's
@@ -445,30 +565,42 @@ class OrbitKvConnector(KVConnectorBase_V1):
     # ============================================================================================================
     # Worker side
     # ============================================================================================================
-    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]):
-        missing = [name for name in self._layer_names if name not in kv_caches]
+    def register_kv_caches(self, kv_caches: dict[str, Any]):
+        """One :class:`~orbitkv.vllm.transfer.PageTransfer` per group. An attention layer's cache is one tensor; a
+        recurrent layer's is a list of state tensors (each ``[num_blocks, ...]``), moved as consecutive parts."""
+        missing = [name for group in self._groups for name in group.layer_names if name not in kv_caches]
         if missing:
             raise ValueError(f"KV caches lack layers {missing[:3]}")
         num_blocks = int(self._kv_cache_config.num_blocks)
-        for name in self._layer_names:
-            tensor = kv_caches[name]
-            dim = self._block_dim(tensor, num_blocks)
-            block_bytes = tensor.select(dim, 0).numel() * tensor.element_size()
-            if block_bytes != self._layer_page_bytes:
-                raise ValueError(f"layer {name}: a block holds {block_bytes} bytes, the KV cache spec says "
-                                 f"{self._layer_page_bytes}")
-            self._kv_caches[name] = tensor
-            self._block_dims[name] = dim
-        self._on_cuda = any(t.is_cuda for t in self._kv_caches.values())
-        self._transfer = PageTransfer(self._layer_names, self._kv_caches, self._block_dims, self._layer_page_bytes,
-                                      int(self._option("layers_per_group", 4)))
+        tensors: list[torch.Tensor] = []
+        for group in self._groups:
+            parts, dims, sizes, names = {}, {}, {}, []
+            for name in group.layer_names:
+                value = kv_caches[name]
+                layer_parts = list(value) if isinstance(value, (list, tuple)) else [value]
+                layer_bytes = 0
+                for i, tensor in enumerate(layer_parts):
+                    part = name if len(layer_parts) == 1 else f"{name}#{i}"
+                    dim = self._block_dim(tensor, num_blocks)
+                    parts[part], dims[part], names = tensor, dim, names + [part]
+                    sizes[part] = tensor.select(dim, 0).numel() * tensor.element_size()
+                    layer_bytes += sizes[part]
+                    tensors.append(tensor)
+                if layer_bytes != group.layer_page_bytes:
+                    raise ValueError(f"layer {name}: a block holds {layer_bytes} bytes, the KV cache spec says "
+                                     f"{group.layer_page_bytes}")
+                self._layer_group[name] = group.group_id
+            self._transfers[group.group_id] = PageTransfer(names, parts, dims, sizes,
+                                                           int(self._option("layers_per_group", 4)))
+        self._on_cuda = any(t.is_cuda for t in tensors)
         session = self.session
         if self._on_cuda and session is not None:
             session.pool.cuda_host_register()
 
     @staticmethod
     def _block_dim(tensor: torch.Tensor, num_blocks: int) -> int:
-        # FlashAttention lays a layer out as [2, num_blocks, ...], FlashInfer and MLA as [num_blocks, ...].
+        # FlashAttention lays a layer out as [2, num_blocks, ...], FlashInfer, MLA and recurrent states as
+        # [num_blocks, ...].
         if tensor.dim() >= 2 and tensor.shape[0] == 2 and tensor.shape[1] == num_blocks:
             return 1
         if tensor.shape[0] == num_blocks:
@@ -481,62 +613,78 @@ class OrbitKvConnector(KVConnectorBase_V1):
 
     def start_load_kv(self, forward_context, **kwargs):
         """Before the forward pass: every Manager call of the step (demands for the loads, slots for the saves), then
-        the loads queued on the transfer stream; nothing of the Manager's is called again until ``wait_for_save``."""
+        the loads queued on each group's transfer stream; nothing of the Manager's is called again until
+        ``wait_for_save``."""
         meta = self._get_connector_metadata()
         self._prepare_step_publishes()
-        pages, block_ids = [], []
+        pages = {g.group_id: ([], []) for g in self._groups}
         for spec in meta.loads:
             pending = self._demand_load(spec)
             if pending is None:
                 continue
             self._step_loads.append(pending)
-            for page, block_id in pending.copies:
-                pages.append(self._slot_tensor(pending.session, page.slot))
-                block_ids.append(block_id)
-        self._transfer.start_loads(pages, block_ids)
+            for page, group_id, block_id in pending.copies:
+                pages[group_id][0].append(self._slot_tensor(pending.session, page.slot))
+                pages[group_id][1].append(block_id)
+        for group in self._groups:
+            transfer = self._transfers[group.group_id]
+            transfer.start_loads(*pages[group.group_id])
+            if group.kind == pb.RECURRENT:
+                # Recurrent layers do not call wait_for_layer_load: the forward waits for their states up front
+                # (a device-side wait; the host goes on).
+                transfer.wait_all()
 
     def _demand_load(self, spec: LoadSpec) -> Optional["_PendingLoad"]:
-        """Leases one request's pages and checks their CRC32C on the slots; None when nothing can be loaded (its blocks
-        are load errors then). Any failure (no session, a refusal, a Manager gone) is a load error, never an
-        exception in the engine's step."""
-        block_of = {spec.start_block + i: block_id for i, block_id in enumerate(spec.block_ids)}
+        """Leases one request's pages (every group, only the positions whose blocks can take them) and checks their
+        CRC32C on the slots; None when nothing can be loaded (its blocks are load errors then). Any failure (no
+        session, a refusal, a Manager gone) is a load error, never an exception in the engine's step."""
+        targets = spec.targets()
         session = self.session
         reply = None
         try:
             if session is None:
                 raise OrbitKvError("ERROR_REASON_UNSPECIFIED", "UNAVAILABLE", "no session with a Manager")
-            demand = session.prefix_demand(_demand_request_id(spec.req_id), spec.block_hashes,
-                                           start_block=spec.start_block, end_block=spec.end_block,
-                                           max_wait_micros=int(self._query_timeout * 1e6))
+            demand = group_demand(session, _demand_request_id(spec.req_id), spec.block_hashes,
+                                  start_block=spec.start_block, end_block=spec.end_block,
+                                  selected_group=self._selected_group,
+                                  positions={g.group_id: targets.get(g.group_id, {}).keys() for g in self._groups},
+                                  max_wait_micros=int(self._query_timeout * 1e6))
             self._revise(session, spec.req_id, demand)
             reply = session.demand(demand, self._query_timeout)
             if reply.status == pb.READY:
                 copies = []
                 try:
                     for page in reply.lease.pages:
-                        if page.position not in block_of:
-                            continue
+                        block_id = targets.get(page.group_id, {}).get(page.position)
+                        if block_id is None:
+                            # Outside what this demand declared: the Manager never leases such a page.
+                            raise ValueError(f"leased page of group {page.group_id} at position {page.position} "
+                                             "has no block to go to")
                         if self._verify and page.HasField("crc32c"):
                             # Checked on the slot the copy reads: the lease keeps it stable until the release.
                             with session.pool.view(page.slot) as leased:
                                 actual = crc32c(leased)
                             if actual != page.crc32c:
                                 raise ChecksumMismatchError(page.group_id, page.position, page.crc32c, actual)
-                        copies.append((page, block_of[page.position]))
+                        copies.append((page, page.group_id, block_id))
                 except (OrbitKvError, ValueError):
                     _end_ticket(session, reply.ticket, reply.lease.lease_id)
                     raise
-                return _PendingLoad(spec, session, reply, copies, block_of)
+                loaded_end = int(reply.boundary_tokens) // self._block_size
+                return _PendingLoad(spec, session, reply, copies, targets, loaded_end)
         except (OrbitKvError, ValueError) as e:  # ValueError: a lost session's mapping was closed meanwhile
-            log.warning("OrbitKV load of %d blocks discarded: %s", len(block_of), str(e))
+            log.warning("OrbitKV load of %d blocks discarded: %s", sum(map(len, targets.values())), str(e))
         if reply is not None and reply.status != pb.READY:
             _end_ticket(session, reply.ticket, 0)
-        self._record_load(spec, block_of, set())
+        self._record_load(spec, targets, spec.start_block)
         return None
 
-    def _record_load(self, spec: LoadSpec, block_of: dict[int, int], loaded: set[int]):
+    def _record_load(self, spec: LoadSpec, targets: dict[int, dict[int, int]], loaded_end: int):
+        """The request's tokens up to block ``loaded_end`` are restored: every block at or past it, in every group, is
+        a load error (vLLM computes from the first one). A boundary below the one offered leaves the tail to vLLM."""
         with self._lock:
-            self._load_errors.update(block_of[p] for p in block_of if p not in loaded)
+            self._load_errors.update(block for table in targets.values() for p, block in table.items()
+                                     if p >= loaded_end)
             self._done_recving.add(spec.req_id)
 
     def _finish_loads(self):
@@ -544,10 +692,11 @@ class OrbitKvConnector(KVConnectorBase_V1):
         release that confirms the lease stayed valid keeps the copy; otherwise its blocks are load errors."""
         if not self._step_loads:
             return
-        self._transfer.finish_loads()
+        for transfer in self._transfers.values():
+            transfer.finish_loads()
         pending_loads, self._step_loads = self._step_loads, []
         for pending in pending_loads:
-            loaded = {page.position for page, _ in pending.copies}
+            loaded_end = pending.loaded_end
             try:
                 if self.after_copy is not None:
                     self.after_copy(pending.spec)
@@ -556,14 +705,16 @@ class OrbitKvConnector(KVConnectorBase_V1):
                     raise LeaseInvalidError(pending.reply.lease.lease_id, pb.LeaseInvalidReason.Name(
                         released.invalid_reason), "the lease did not stay valid: the copy is discarded")
             except OrbitKvError as e:
-                log.warning("OrbitKV load of %d blocks discarded: %s", len(pending.block_of), str(e))
-                loaded = set()
+                log.warning("OrbitKV load of %d blocks discarded: %s", len(pending.copies), str(e))
+                loaded_end = pending.spec.start_block
             _end_ticket(pending.session, pending.reply.ticket, 0)
-            self._record_load(pending.spec, pending.block_of, loaded)
+            self._record_load(pending.spec, pending.targets, loaded_end)
 
     def wait_for_layer_load(self, layer_name: str):
         # A device-side wait on the event of the layer group that holds this layer (nothing to wait for on CPU).
-        self._transfer.wait_layer(layer_name)
+        group = self._layer_group.get(layer_name)
+        if group is not None:
+            self._transfers[group].wait_layer(layer_name)
 
     def _prepare_step_publishes(self):
         if self._step is not None:
@@ -580,35 +731,40 @@ class OrbitKvConnector(KVConnectorBase_V1):
             return  # the cache is off: these blocks are a future miss
         for spec in saves:
             try:
-                reply = session.allocate((0, h) for h in spec.block_hashes)
+                reply = session.allocate((group_id, h) for group_id, _, h, _ in spec.pages)
             except OrbitKvError as e:  # best effort: a refused save is a future miss, never an engine failure
-                log.warning("OrbitKV save of %d blocks refused: %s", len(spec.positions), e.reason)
+                log.warning("OrbitKV save of %d pages refused: %s", len(spec.pages), e.reason)
                 continue
             slots = [(i, slot) for i, slot in enumerate(reply.slots) if slot.status == pb.ALLOCATED]
             if not slots:
                 continue
             self._step.append(_StepPublish(spec, reply, slots, session))
         try:
-            self._transfer.begin_saves([self._slot_tensor(p.session, slot.slot) for p in self._step for _, slot in p.slots],
-                                       [p.spec.block_ids[i] for p in self._step for i, _ in p.slots])
+            for group in self._groups:
+                chosen = [(p, i, slot) for p in self._step for i, slot in p.slots if p.spec.pages[i][0] == group.group_id]
+                self._transfers[group.group_id].begin_saves(
+                    [self._slot_tensor(p.session, slot.slot) for p, _, slot in chosen],
+                    [p.spec.pages[i][3] for p, i, _ in chosen])
         except ValueError as e:  # a lost session's mapping was closed meanwhile: these saves are dropped
             log.warning("OrbitKV saves of this step dropped: %s", str(e))
             for publish in self._step:
                 _abort_quietly(publish)
             self._step = []
-            self._transfer.begin_saves([], [])
+            for transfer in self._transfers.values():
+                transfer.begin_saves([], [])
 
     def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor, attn_metadata, **kwargs):
         # Slots were allocated in start_load_kv; only without a start_load_kv this step would this call the Manager.
         self._prepare_step_publishes()
-        if layer_name in self._kv_caches:
-            self._transfer.save_layer(layer_name)
+        group = self._layer_group.get(layer_name)
+        if group is not None and layer_name in self._transfers[group].layer_names:
+            self._transfers[group].save_layer(layer_name)
 
     def wait_for_save(self):
         """After the forward pass: queues the pages' copies into their slots (the current stream waits on them, not the
-        host), hands the seals to the sealing thread with the event they wait on, then finishes the step's loads."""
+        host), hands the seals to the sealing thread with the events they wait on, then finishes the step's loads."""
         self._prepare_step_publishes()
-        done = self._transfer.finish_saves()
+        done = [event for event in (t.finish_saves() for t in self._transfers.values()) if event is not None]
         for publish in self._step:
             future = self._sealer.submit(self._seal, publish, done)
             self._seals.setdefault(publish.spec.req_id, []).append(future)
@@ -616,11 +772,11 @@ class OrbitKvConnector(KVConnectorBase_V1):
         self._finish_loads()
 
     @staticmethod
-    def _seal(publish: _StepPublish, copied=None):
+    def _seal(publish: _StepPublish, copied=()):
         session = publish.session
         try:
-            if copied is not None:
-                copied.synchronize()  # on the sealing thread: the engine's thread never waits for the copies
+            for event in copied:
+                event.synchronize()  # on the sealing thread: the engine's thread never waits for the copies
             crcs = []
             for _, slot in publish.slots:
                 with session.pool.view(slot.slot) as written:
@@ -664,8 +820,9 @@ class _PendingLoad:
     spec: LoadSpec
     session: Any
     reply: pb.QueryReply
-    copies: list  # (LeasedPage, block id)
-    block_of: dict
+    copies: list  # (LeasedPage, group id, block id)
+    targets: dict  # per group id, position -> block id
+    loaded_end: int  # the answered boundary, in blocks
 
 
 def _abort_quietly(publish: _StepPublish):

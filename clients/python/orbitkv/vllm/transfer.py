@@ -2,9 +2,9 @@
 
 Design note (ownership, ordering, what runs where):
 
-* One OrbitKV page is one vLLM block across all layers (``[layer 0 bytes | layer 1 bytes | ...]``, each layer's
-  block bytes as the attention backend lays them out). A :class:`PageTransfer` belongs to one worker connector and
-  holds references to its KV caches, never copies of them.
+* One OrbitKV page is one vLLM block across all layers of one KV cache group (``[layer 0 bytes | layer 1 bytes |
+  ...]``, each layer's block bytes as the attention backend lays them out). A :class:`PageTransfer` belongs to one
+  group of one worker connector and holds references to its KV caches, never copies of them.
 * Loads (:meth:`start_loads`): every page goes host→device in one contiguous copy into a staging buffer (from the
   pinned pool mapping: one DMA per page, not one per block and layer), then each group of ``layers_per_group`` layers
   is scattered into the caches with one ``index_copy_`` per layer, and an event is recorded after each group.
@@ -26,21 +26,30 @@ Design note (ownership, ordering, what runs where):
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence, Union
 
 import torch
 
 
 class PageTransfer:
     def __init__(self, layer_names: Sequence[str], kv_caches: dict[str, torch.Tensor], block_dims: dict[str, int],
-                 layer_page_bytes: int, layers_per_group: int = 4):
+                 layer_page_bytes: Union[int, Mapping[str, int]], layers_per_group: int = 4):
+        """``layer_page_bytes``: one block's bytes, the same for every layer (attention) or per layer (a recurrent
+        group's layers hold several state tensors of different sizes)."""
         self.layer_names = list(layer_names)
-        self.layer_page_bytes = int(layer_page_bytes)
-        self.page_bytes = self.layer_page_bytes * len(self.layer_names)
+        if isinstance(layer_page_bytes, Mapping):
+            self._bytes = {name: int(layer_page_bytes[name]) for name in self.layer_names}
+        else:
+            self._bytes = {name: int(layer_page_bytes) for name in self.layer_names}
+        self.page_bytes = sum(self._bytes.values())
         self.layers_per_group = max(1, int(layers_per_group))
         # Each layer seen as [num_blocks, ...one block...] (a view: writes land in the cache).
         self._blocks = {name: kv_caches[name].movedim(block_dims[name], 0) for name in self.layer_names}
-        self._offset = {name: i * self.layer_page_bytes for i, name in enumerate(self.layer_names)}
+        self._offset = {}
+        offset = 0
+        for name in self.layer_names:
+            self._offset[name] = offset
+            offset += self._bytes[name]
         first = kv_caches[self.layer_names[0]]
         self.device = first.device
         self.cuda = first.is_cuda
@@ -64,7 +73,7 @@ class PageTransfer:
         """Rows of ``staging`` ([pages, page_bytes] uint8) holding ``name``'s bytes, shaped like that layer's blocks."""
         blocks = self._blocks[name]
         offset = self._offset[name]
-        rows = staging[:, offset:offset + self.layer_page_bytes].view(blocks.dtype)
+        rows = staging[:, offset:offset + self._bytes[name]].view(blocks.dtype)
         return rows.view(staging.shape[0], *blocks.shape[1:])
 
     # --- loads --------------------------------------------------------------------------------------------------
@@ -95,6 +104,11 @@ class PageTransfer:
         event = self._layer_events.get(name)
         if event is not None:
             torch.cuda.current_stream(self.device).wait_event(event)
+
+    def wait_all(self) -> None:
+        """The current stream waits for every queued load (layers whose forward never calls ``wait_layer``)."""
+        if self.layer_names:
+            self.wait_layer(self.layer_names[-1])  # events follow each other on one stream: the last implies all
 
     def finish_loads(self) -> None:
         """Blocks the host until every queued load copied out of the pool (before the leases are released)."""
