@@ -29,11 +29,12 @@ Hybrid models (``groups=``): several KV cache groups share one block pool (block
 per group, ``request_finished_all_groups`` with one list per group):
 
 * a sliding-window group of window W holds the null block at positions below ``(computed - W + 1) // BLOCK`` (its
-  manager's ``remove_skipped_blocks``), a Mamba group in ``mamba_cache_mode="align"`` below the block holding the
-  state at the computed boundary;
-* a Mamba layer's cache is a list of state tensors ``[num_blocks, ...]``; its state after block p lives in block p
-  of the group's table, the running state of a partial block in that block; the next step starts from it, so a
-  wrong state changes every later one;
+  manager's ``remove_skipped_blocks``); a Mamba group in ``mamba_cache_mode="align"`` gets one real block per
+  allocation, at the last position, and the null block before it (``MambaManager.allocate_new_blocks``), so a prefix
+  hit at b holds its state in block ``b / BLOCK - 1`` (``MambaManager.find_longest_cache_hit``);
+* a Mamba layer's cache is a list of state tensors ``[num_blocks, ...]``; a step writes the state after its last
+  token into the block of that token's position, and the next step starts from it, so a wrong state changes every
+  later one;
 * with a Mamba group the scheduler ends prefill chunks on block boundaries (``need_mamba_block_aligned_split``), and
   ``chunk_tokens`` caps a step's tokens (chunked prefill).
 """
@@ -238,21 +239,24 @@ class MiniVllm:
         self.computed_tokens[request_id] = 0
         return request
 
-    def _first_real(self, group: Group, computed: int) -> int:
-        """The first position whose block the group still needs once ``computed`` tokens are computed."""
+    def _first_real(self, group: Group, computed: int, num_tokens: int) -> int:
+        """The first new position that gets a real block: a sliding window skips the blocks before its window; a
+        Mamba group (align mode, ``MambaManager.allocate_new_blocks``) gets one block, for the state at the step's
+        end, and the null block before it."""
         if group.kind == "swa":
             return max(0, (computed - group.window + 1) // BLOCK)
         if group.kind == "mamba":
-            return max(0, _state_slot(computed))
+            return -(-num_tokens // BLOCK) - 1
         return 0
 
     def _allocate(self, request: Request, num_tokens: int, computed: int) -> list[list[int]]:
-        """Blocks for ``num_tokens`` tokens in every group; a position the group no longer needs gets the null block."""
+        """Blocks for ``num_tokens`` tokens in every group; a position the group does not need gets the null block."""
         added_per_group = []
         for group, table in zip(self.groups, request.group_blocks):
             added = []
+            first_real = self._first_real(group, computed, num_tokens)
             for position in range(len(table), -(-num_tokens // BLOCK)):
-                added.append(NULL_BLOCK if position < self._first_real(group, computed) else self.free_blocks.pop(0))
+                added.append(NULL_BLOCK if position < first_real else self.free_blocks.pop(0))
             table.extend(added)
             added_per_group.append(added)
         return added_per_group
@@ -442,10 +446,9 @@ class MiniVllm:
             state = (conv[slot].clone(), ssm[slot].clone())
         for position in range(computed, computed + count):
             state = state_step(state, tokens[position], layer)
-            if (position + 1) % BLOCK == 0 or position == computed + count - 1:
-                block = table[position // BLOCK]
-                assert block != NULL_BLOCK, f"{request.request_id}: a state for position {position} into the null block"
-                conv[block], ssm[block] = state
+        block = table[(computed + count - 1) // BLOCK]
+        assert block != NULL_BLOCK, f"{request.request_id}: the state after {computed + count} tokens into the null block"
+        conv[block], ssm[block] = state
 
     def run(self, timeout_seconds: float = 30.0, **step_kwargs):
         """Steps until every request finished and every deferred free was reported (vLLM's engine loop keeps
