@@ -13,7 +13,7 @@ same order with the same arguments.
 
 Enable it with::
 
-    PYTHONHASHSEED=0 vllm serve MODEL --prefix-caching-hash-algo sha256_cbor --disable-hybrid-kv-cache-manager \\
+    PYTHONHASHSEED=0 vllm serve MODEL --prefix-caching-hash-algo sha256_cbor \\
       --kv-transfer-config '{"kv_connector": "OrbitKvConnector", "kv_connector_module_path": "orbitkv.vllm",
                              "kv_role": "kv_both", "kv_connector_extra_config": {"orbitkv.data_dir": "/path/data"}}'
 
@@ -22,9 +22,14 @@ Design note (who owns what):
 * Keys are vLLM's own block hashes (``Request.block_hashes``); with ``sha256_cbor`` and a fixed ``PYTHONHASHSEED``
   they are equal in every process and equal to :func:`orbitkv.hashing.chain` (see that module).
 * Both roles register the same OrbitKV identity, derived only from the configs both receive (model, block size,
-  the KV cache spec and layer count, TP/PP shape), so they share one namespace. One OrbitKV page is one vLLM block
-  across all layers of this rank, layer after layer in ``layer_names`` order, each layer's block bytes as the
-  attention backend lays them out.
+  the KV cache groups' specs and layer counts, TP/PP shape), so they share one namespace. Each of vLLM's KV cache
+  groups is one OrbitKV group (:func:`kv_groups`: full attention, sliding window, Mamba; ``SupportsHMA``). One OrbitKV
+  page is one vLLM block across all layers of one group of this rank, layer after layer in ``layer_names`` order, each
+  layer's block bytes as the attention backend lays them out (a Mamba layer: its state tensors one after another).
+* Hybrid groups: a demand covers every group; the Manager answers only a boundary every group can resume from. The
+  scheduler declares every position; the worker only those whose block is not vLLM's null block (a sliding window's
+  skipped blocks, a Mamba group's blocks before its state), and copies each leased page by ``(group, position)``.
+  A Mamba state is saved for a step that ends on a block boundary, from the block of the boundary's last position.
 * Sessions: each role's :class:`~orbitkv.keeper.SessionKeeper` registers at start if a Manager is there and again
   after any loss (a Manager restart, a lapse during a stall), in the background. Without a session the cache is off:
   lookups answer ``(0, False)``, loads are load errors, saves are skipped. No Manager failure raises out of an engine
