@@ -140,3 +140,24 @@ def test_layouts_without_an_orbitkv_mapping_are_refused_at_start(spec, refusal):
     config = SimpleNamespace(num_blocks=8, kv_cache_groups=[full, SimpleNamespace(layer_names=["x"], kv_cache_spec=spec)])
     with pytest.raises(ValueError, match=refusal):
         kv_groups(config, BLOCK)
+
+
+def test_a_preempted_hybrid_request_resumes_from_its_own_state_and_saves_only_its_own_blocks(engines):
+    """Preempted mid-decode, the request comes back through the lookup at its last saved state (32 tokens), is
+    scheduled as resumed with whole new block tables in every group, and decodes on; the pages and states it publishes
+    afterwards restore exactly in another instance."""
+    a, checker = engines(chunk_tokens=2 * BLOCK), engines()
+    request = a.add_request("r-1", prompt(6, 2 * BLOCK + 10), max_tokens=2 * BLOCK + 2)
+    a.step()  # the first chunk: 32 tokens, a state at 32
+    a.step()  # the rest of the prompt and the first output token
+    a.preempt("r-1")
+    a.run()
+    assert a.matched["r-1"] == [(0, False), (2 * BLOCK, True)]
+    assert request.status == "FINISHED_LENGTH_CAPPED"
+    a.assert_hybrid_exact(request, request.num_tokens - 1)
+    tokens = request.all_token_ids[:4 * BLOCK]
+    restored = checker.add_request("check-1", tokens)
+    checker.run()
+    assert checker.matched["check-1"] == [(3 * BLOCK, True)]  # the last state before the final token: at 48
+    assert not checker.load_errors
+    checker.assert_hybrid_exact(restored, len(tokens))
