@@ -29,14 +29,17 @@ Design note (who owns what):
 * Hybrid groups: a demand covers every group; the Manager answers only a boundary every group can resume from. The
   scheduler declares every position; the worker only those whose block is not vLLM's null block (a sliding window's
   skipped blocks, a Mamba group's blocks before its state), and copies each leased page by ``(group, position)``.
-  A Mamba state is saved for a step that ends on a block boundary, from the block of the boundary's last position.
+  A Mamba state is saved for a step that ends on a block boundary, from the block of the boundary's last position;
+  Mamba layers call no ``wait_for_layer_load``, so the forward waits for their loads up front (device-side).
+  ``clients/python/tests/test_vllm_hybrid.py`` drives this with vLLM's hybrid call shapes.
 * Sessions: each role's :class:`~orbitkv.keeper.SessionKeeper` registers at start if a Manager is there and again
   after any loss (a Manager restart, a lapse during a stall), in the background. Without a session the cache is off:
   lookups answer ``(0, False)``, loads are load errors, saves are skipped. No Manager failure raises out of an engine
   call; a Manager that dies mid-step turns into misses and load errors.
 * Scheduler: a lookup is a ``SubmitDemand`` for the blocks beyond what vLLM already computed. PENDING answers
   ``None`` (vLLM asks again next step); READY at boundary *b* answers ``(b - computed, True)``, one token less when the
-  whole prompt would hit. A READY lease is released when the step's metadata is built (the worker takes its own), a
+  whole prompt would hit (with a Mamba group, whose boundaries are exact, the lookup asks only up to the last full
+  block before the final token). A READY lease is released when the step's metadata is built (the worker takes its own), a
   PENDING ticket is cancelled when its request finishes or aborts, so no lookup holds anything past its step or its
   request; it never copies. ``requires_kv_delivery`` is False: a save lost to a preemption is a future miss.
 * Worker, before the forward pass (``start_load_kv``): every Manager call of the step. It demands the same blocks
