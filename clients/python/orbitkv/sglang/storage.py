@@ -346,7 +346,7 @@ class OrbitKvHiCacheStorage(HiCacheStorage):
                 if self.after_copy is not None:
                     self.after_copy(list(kv.keys))
             self._cancel(session, reply)
-        except OrbitKvError as e:  # LeaseInvalidError too: the copies are discarded
+        except (OrbitKvError, ValueError) as e:  # LeaseInvalidError too; ValueError: a lost session's mapping closed
             log.warning("OrbitKV get of %d pages discarded: %s", len(kv.keys), str(e))
             return {name: [False] * len(flags) for name, flags in results.items()}
         for name, i in copied:
