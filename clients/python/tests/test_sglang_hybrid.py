@@ -18,6 +18,7 @@ import torch
 
 from orbitkv import pb
 from test_sglang_storage import PAGE, HostPool, create_like_sglang, fill, page_keys
+from test_survival import own_manager  # noqa: F401 (a fixture: a Manager of the test's own)
 
 WINDOW_PAGES = 2
 STATE = 24  # floats per Mamba state
@@ -200,3 +201,20 @@ def test_a_sliding_window_pool_without_its_window_is_refused_at_start(manager):
             backend.register_mem_host_pool_v2(SwaHostPool(), "swa")
     finally:
         backend.close()
+
+
+def test_a_manager_killed_mid_get_v2_is_a_miss_and_nothing_raises(own_manager):
+    own_manager.start()
+    producer, *producer_pools = hybrid_backend(str(own_manager.data_dir))
+    consumer, *_ = hybrid_backend(str(own_manager.data_dir))
+    try:
+        keys = page_keys([(i * 53) % 7000 for i in range(3 * PAGE)])
+        produce(producer, *producer_pools, keys, swa_pages=[1, 2], mamba_pages=[2], seed=9)
+        consumer.after_copy = lambda _keys: own_manager.crash()
+        assert get_into(consumer, keys, 3) == {"kv": [False] * 3, "swa": [False] * 2, "mamba": [False]}
+        consumer.after_copy = None
+        assert prefetch(consumer, keys, 3).kv_hit_pages == 0
+        assert producer.batch_set_v2([transfer("kv", keys, kv_indices(0, 3))]) == {"kv": [False] * 3}
+    finally:
+        producer.close()
+        consumer.close()

@@ -13,6 +13,7 @@ import torch
 
 from orbitkv import hashing, pb
 from orbitkv.vllm.connector import kv_groups
+from test_survival import own_manager  # noqa: F401 (a fixture: a Manager of the test's own)
 from vllm_harness import BLOCK, NULL_BLOCK, FullAttentionSpec, MambaSpec, MiniVllm, hybrid_groups
 
 FULL, SWA, MAMBA = 0, 1, 2
@@ -161,3 +162,35 @@ def test_a_preempted_hybrid_request_resumes_from_its_own_state_and_saves_only_it
     assert checker.matched["check-1"] == [(3 * BLOCK, True)]  # the last state before the final token: at 48
     assert not checker.load_errors
     checker.assert_hybrid_exact(restored, len(tokens))
+
+
+def test_a_manager_killed_mid_hybrid_load_is_load_errors_and_exact_recomputation(own_manager):
+    """The Manager dies after the worker copied every group's pages and before the release: the copy is discarded,
+    every group's loaded blocks are load errors, and vLLM recomputes the whole prompt exactly (no exception)."""
+    own_manager.start()
+    a = MiniVllm(str(own_manager.data_dir), groups=hybrid_groups())
+    b = MiniVllm(str(own_manager.data_dir), groups=hybrid_groups())
+    try:
+        tokens = prompt(7, 4 * BLOCK + 3)
+        publish(a, tokens, {FULL: range(4), SWA: range(4), MAMBA: [3]})
+        victim = b.add_request("c", tokens)
+        targets = {}
+
+        def crash(spec):
+            targets.update(spec.targets())
+            own_manager.crash()
+
+        b.worker.after_copy = crash
+        b.step()
+        b.worker.after_copy = None
+        assert b.matched["c"] == [(4 * BLOCK, True)]
+        # The blocks that took pages: every attention position, the window's two, the one state.
+        assert {g: sorted(t) for g, t in targets.items()} == {FULL: [0, 1, 2, 3], SWA: [2, 3], MAMBA: [3]}
+        assert b.load_errors == {block for table in targets.values() for block in table.values()}
+        assert victim.num_computed_tokens == 0
+        b.run()
+        assert b.matched["c"][-1] == (0, False)
+        b.assert_hybrid_exact(victim, len(tokens))
+    finally:
+        a.shutdown()
+        b.shutdown()

@@ -380,6 +380,15 @@ class MiniVllm:
                 bad = [i for table in request.group_blocks for i, block in enumerate(table) if block in invalid]
                 if bad:
                     request.num_computed_tokens = min(request.num_computed_tokens, min(bad) * BLOCK)
+                    keep = request.num_computed_tokens // BLOCK
+                    if any(b == NULL_BLOCK for table in request.group_blocks for b in table[keep:]):
+                        # Positions to recompute whose group holds the null block there (a window or a state
+                        # allocated for the load): the harness gives the request fresh blocks. How vLLM itself
+                        # re-allocates them is not modelled from its source.
+                        self.free_blocks[:0] = self._real_blocks(request)
+                        request.group_blocks = [[] for _ in self.groups]
+                        request.block_ids = request.group_blocks[0]
+                        request.num_computed_tokens = 0
         for request in scheduled:
             request.num_computed_tokens += num_scheduled[request.request_id]
             self.computed_tokens[request.request_id] += num_scheduled[request.request_id]
