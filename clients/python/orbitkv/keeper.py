@@ -44,7 +44,9 @@ class SessionKeeper:
     def __init__(self, connect: Callable[[], OrbitKvClient], identity: pb.InstanceIdentity, label: str, *,
                  role: int = pb.PREFILL_AND_DECODE, on_session: Optional[Callable[[Session], None]] = None,
                  backoff_initial_seconds: float = 0.05, backoff_max_seconds: float = 1.0,
-                 register_timeout_seconds: float = 10.0, where: str = "the Manager"):
+                 register_timeout_seconds: float = 10.0, where: str = "the Manager", warn_at_start: bool = True):
+        """``warn_at_start``: False for a keeper that replaces one whose outage was already reported (the engine's
+        start then still logs one WARNING, not one per keeper)."""
         self._connect = connect
         self.identity = identity
         self.label = label
@@ -68,8 +70,9 @@ class SessionKeeper:
         self.last_failure: Optional[BaseException] = None
         require_native()  # a configuration error, not an outage: refuse the engine's start with what to install
         if not self._register_once():
-            log.warning("OrbitKV: no Manager at %s (%s): the KV cache is off, registering in the background",
-                        self._where, self.last_failure)
+            if warn_at_start:
+                log.warning("OrbitKV: no Manager at %s (%s): the KV cache is off, registering in the background",
+                            self._where, self.last_failure)
             self._needed = True
         self._thread = threading.Thread(target=self._run, name=f"orbitkv-reconnect-{label}", daemon=True)
         self._thread.start()

@@ -11,6 +11,7 @@ Every test compares each pool's bytes with the producer's (a page of the wrong p
 answered prefix with the legal one.
 """
 
+import logging
 from types import SimpleNamespace
 
 import pytest
@@ -218,3 +219,23 @@ def test_a_manager_killed_mid_get_v2_is_a_miss_and_nothing_raises(own_manager):
     finally:
         producer.close()
         consumer.close()
+
+
+def test_a_hybrid_backend_starts_without_a_manager_with_one_warning_then_connects(own_manager, caplog):
+    """Each pool re-registers the session; without a Manager the start still logs one WARNING, and once the Manager is
+    there the session carries every pool's group."""
+    with caplog.at_level(logging.WARNING, logger="orbitkv"):
+        backend, kv, swa, mamba = hybrid_backend(str(own_manager.data_dir))
+    try:
+        assert len([r for r in caplog.records if "no Manager" in r.getMessage()]) == 1
+        keys = page_keys([(i * 59) % 7000 for i in range(3 * PAGE)])
+        assert prefetch(backend, keys, 3).kv_hit_pages == 0
+        assert get_into(backend, keys, 3) == {"kv": [False] * 3, "swa": [False] * 2, "mamba": [False]}
+
+        own_manager.start()
+        session = backend.keeper.wait_for_session(30)
+        assert session is not None and len(session.identity.groups) == 3
+        produce(backend, kv, swa, mamba, keys, swa_pages=[1, 2], mamba_pages=[2], seed=10)
+        assert prefetch(backend, keys, 3).kv_hit_pages == 3
+    finally:
+        backend.close()

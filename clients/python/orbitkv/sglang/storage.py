@@ -156,10 +156,12 @@ class OrbitKvHiCacheStorage(HiCacheStorage):
             _, pool_kind, page_bytes, dtype = self._extra_groups[pool]
             self._extra_groups[pool] = (group_id, pool_kind, page_bytes, dtype)
         if self.keeper is not None:
+            # Without a Manager the first keeper warned already: the engine's start logs one WARNING, not one per pool.
+            reported = self.keeper.session() is None
             self.keeper.close()
-            self._start_keeper()
+            self._start_keeper(warn_at_start=not reported)
 
-    def _start_keeper(self):
+    def _start_keeper(self, warn_at_start: bool = True):
         mem_pool_host = self.mem_pool_host
         config = self._config
         replicated = bool(getattr(config, "is_mla_model", False))
@@ -184,7 +186,7 @@ class OrbitKvHiCacheStorage(HiCacheStorage):
                                tp_size=1 if replicated else int(config.tp_size),
                                pp_rank=int(getattr(config, "pp_rank", 0)), pp_size=int(getattr(config, "pp_size", 1)))
         self.keeper = SessionKeeper(self._connect, engine, "sglang-hicache", backoff_max_seconds=self._reconnect_max,
-                                    where=self._where)
+                                    where=self._where, warn_at_start=warn_at_start)
 
     @property
     def session(self) -> Optional[Session]:
