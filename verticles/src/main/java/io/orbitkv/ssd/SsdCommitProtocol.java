@@ -54,9 +54,9 @@ import io.orbitkv.model.SsdWritePolicy;
  * there: its committed pages leave the index before any byte of it changes). On disk:
  * <ol>
  *   <li><b>intent + payload</b>: one write of the 4 KiB header for the new key and generation with commit flag 0,
- *       followed by the payload and its padding (two writes, intent first, when writing from the source). The first
- *       page of a region's fill goes first; the others of that fill wait for its header, so a crash never leaves
- *       bytes of the new fill under the previous fill's chain start;</li>
+ *       followed by the payload and its padding (two writes, intent first, when writing from the source or for the
+ *       first page of a region's fill). The other pages of a fill wait for that first page's intent header, so a
+ *       crash never leaves bytes of the new fill under the previous fill's chain start;</li>
  *   <li><b>commit</b>: the same header with commit flag 1, the commit sequence and the payload CRC32C, issued once (1)
  *       completed <i>and</i> the header of every earlier page of the region's fill is on disk. Its completion is the
  *       publication boundary: only then is the page indexed, advertised ({@code SSD_ADDED}) and served.</li>
@@ -193,7 +193,7 @@ final class SsdCommitProtocol {
         outcome.complete(SsdWriteOutcome.dropped(key, reason));
     }
 
-    /** Starts queued writes while staging buffers are free; also called when a slot or a buffer was freed. */
+    /** Starts queued writes while staging buffers are free; also called when a region or a buffer was freed. */
     void pump() {
         while (!closed && !pendingWrites.isEmpty() && buffers.hasStaging()) {
             PendingWrite write = pendingWrites.poll();
@@ -238,7 +238,7 @@ final class SsdCommitProtocol {
         pendingWritesGauge = pendingWrites.size();
     }
 
-    /** Step (0): the payload into the staging buffer (or pinned in its source), its CRC32C, the slot claimed. */
+    /** Step (0): the payload into the staging buffer (or pinned in its source), its CRC32C, its place claimed. */
     private WriteOp prepare(PendingWrite write, MemorySegment source, Extent extent) {
         long length = write.lengthBytes();
         MemorySegment staging = buffers.takeStaging();
@@ -315,16 +315,25 @@ final class SsdCommitProtocol {
         header(op, false, 0).encode(intentBlock);
         header(op, true, nextCommitSequence++).encode(commitBlock);
         boolean opener = region.pages.size() == 1;
-        CompletableFuture<Void> start = opener ? CompletableFuture.completedFuture(null) : region.opened;
-        CompletableFuture<Integer> first = start.thenCompose(ignored -> op.payloadSource == null
-                ? io.write(file, extent.fileOffset, op.staging.asSlice(0, extent.spanBytes), IoLane.WRITE)
-                : io.write(file, extent.fileOffset, intentBlock, IoLane.WRITE)
-                        .thenCompose(i -> io.write(file, extent.payloadOffset(), op.payloadSource, IoLane.WRITE)))
-                .whenComplete((ignored, failure) -> op.releaseSource()) // the payload is on disk (or failed): unpin
-                .thenCompose(ignored -> barrier(file));
-        if (opener) {
-            region.opened = first.thenApply(ignored -> null);
+        CompletableFuture<Integer> first;
+        if (opener || op.payloadSource != null) {
+            // The intent alone, then the payload: the other pages of a fill wait only for the opener's 4 KiB header.
+            CompletableFuture<Integer> intent = (opener ? CompletableFuture.completedFuture(0) : region.opened)
+                    .thenCompose(ignored -> io.write(file, extent.fileOffset, intentBlock, IoLane.WRITE))
+                    .thenCompose(ignored -> barrier(file));
+            if (opener) {
+                region.opened = intent.thenApply(ignored -> null);
+            }
+            MemorySegment payload = op.payloadSource != null ? op.payloadSource
+                    : op.staging.asSlice(BLOCK_BYTES, extent.spanBytes - BLOCK_BYTES);
+            first = intent.thenCompose(ignored -> io.write(file, extent.payloadOffset(), payload, IoLane.WRITE));
+        } else {
+            // The intent block and the payload are contiguous in the staging buffer: one write.
+            first = region.opened.thenCompose(ignored -> io.write(file, extent.fileOffset,
+                    op.staging.asSlice(0, extent.spanBytes), IoLane.WRITE));
         }
+        first = first.whenComplete((ignored, failure) -> op.releaseSource()) // the payload is on disk (or failed)
+                .thenCompose(ignored -> barrier(file));
         CompletableFuture<Void> headersLanded = region.headersLanded.thenCombine(first, (a, b) -> null);
         region.headersLanded = headersLanded;
         headersLanded.thenCompose(ignored -> io.write(file, extent.fileOffset, commitBlock, IoLane.WRITE))

@@ -96,7 +96,7 @@ final class SsdReads {
     private int readsInFlight;
     private boolean closed;
 
-    /** {@code onSlotFreed} runs when an invalidated slot became free (queued writes may proceed). */
+    /** {@code onSlotFreed} runs when an invalidated page became free (queued writes may proceed). */
     SsdReads(SsdStore.Parts parts, Runnable onSlotFreed) {
         this.loop = parts.loop();
         this.io = parts.io();

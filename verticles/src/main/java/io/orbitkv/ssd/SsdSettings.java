@@ -71,7 +71,7 @@ public final class SsdSettings {
         return this;
     }
 
-    /** Number of shard files; consecutive ring positions alternate between shards. */
+    /** Number of shard files; consecutive regions alternate between shards. */
     public SsdSettings shardCount(int shardCount) {
         this.shardCount = shardCount;
         return this;

@@ -31,15 +31,15 @@ import java.util.function.Supplier;
 import java.util.stream.Stream;
 
 /**
- * {@code orbitkv bench ssd}: write and restore-read throughput through {@link SsdStore} (2 MiB pages in 2 MiB + 4 KiB
- * extents, O_DIRECT, io_uring), against fio with io_uring + O_DIRECT, bs=2M, iodepth=16 on the same shard file and
- * directory, in the same run.
+ * {@code orbitkv bench ssd}: write and restore-read throughput through {@link SsdStore} (2 MiB pages by default, each
+ * taking its 4 KiB header + payload in the shard, O_DIRECT, io_uring), against fio with io_uring + O_DIRECT, bs = the
+ * page size, iodepth=16 on the same shard file and directory, in the same run.
  *
  * <p>Method: the store is opened on an empty directory with a data set of {@code --size-gib} (default 2 GiB; O_DIRECT
  * bypasses the page cache, so the page cache size does not matter). Then {@code --rounds} rounds (default 7), each:
  * write one ring lap of new keys through {@code offerWrite} (offers kept 64 ahead; throughput = payload bytes / time
- * to the last commit, including the header writes, the staging copy and CRC32C; round 1 fills fresh slots, later
- * rounds overwrite the previous round's extents, the steady-state reuse path with its intent write) and fio writing
+ * to the last commit, including the header writes, the staging copy and CRC32C; round 1 fills fresh regions, later
+ * rounds reclaim the previous round's regions, the steady-state reuse path) and fio writing
  * the same amount over one file laid out once (fallocate) before round 1, as the store's shards are preallocated: round
  * 1 writes fresh blocks on both sides and is reported apart ({@code *_first_round_*}), the write ratio is the steady
  * state of rounds 2.. ; then the reads, in {@code --read-segments} segments (default 8) of the round's extents: in
