@@ -13,6 +13,7 @@ import io.orbitkv.nativeio.uring.IoUringFileIo;
 import io.orbitkv.nativeio.uring.UringFile;
 import io.orbitkv.ssd.SsdLayout.Extent;
 import io.orbitkv.ssd.SsdLayout.ExtentState;
+import io.orbitkv.ssd.SsdLayout.Region;
 import io.orbitkv.model.StateKey;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
@@ -30,39 +31,44 @@ import io.orbitkv.model.SsdWritePolicy;
  * Writes: admission, the bounded queue, and the commit protocol that makes an extent durable before it is served.
  *
  * <pre>
- *   offer ─admit─▶ queue ─staging buffer free─▶ copy+CRC ─reserve slot─▶ intent ▶ payload ▶ commit ─▶ index, SSD_ADDED
- *                                                         (old extent: SSD_REMOVED OVERWRITTEN, before any byte changes)
+ *   offer ─admit─▶ queue ─staging buffer free─▶ copy+CRC ─reserve page─▶ intent+payload ▶ commit ─▶ index, SSD_ADDED
+ *                                        (a reclaimed region: its pages SSD_REMOVED OVERWRITTEN, before any byte changes)
  * </pre>
  *
  * <h2>Design note</h2>
  * <p><b>Threads.</b> Admission, the queue and every state change run on the role thread. The disk steps of one write
  * are chained on the io_uring loop itself (they only touch the write's own staging buffer, prepared beforehand), so
- * an extent costs one hop in and one hop out: thread hand-offs, not bytes, dominate under CPU contention. Nothing
+ * a page costs one hop in and one hop out: thread hand-offs, not bytes, dominate under CPU contention. Nothing
  * blocks: the queue is bounded and a full one drops at once ({@link SsdDropReason#QUEUE_FULL}).
  *
- * <p><b>Generations.</b> Every write of a slot gets a fresh 64-bit generation from one counter, which starts after
- * the highest one the recovery scan found. A write persists its generation in its intent header or at the latest in
- * its commit header, so a generation that was ever committed, hence advertised, is never handed out again after a
- * crash. A commit sequence (header field, reservation order) orders commits.
+ * <p><b>Generations.</b> Every page write gets a fresh 64-bit generation from one counter, which starts after the
+ * highest one the recovery scan found, at the moment its place is reserved: within a region's fill, generations grow
+ * in file order (the recovery walk relies on it). A write persists its generation in its intent header, so a
+ * generation that was ever committed, hence advertised, is never handed out again after a crash. A commit sequence
+ * (header field, reservation order) orders commits.
  *
  * <p><b>Write order.</b> A write leaves the queue when a staging buffer of {@link SsdBuffers} is free. Then, on the
  * role thread: (0) the weak source is acquired (null: dropped {@code SOURCE_EVICTED}), copied into the staging buffer
- * (or written straight from the source, see {@link #writeFromSource}), released; the payload CRC32C is computed;
- * the ring reserves the next slot, skipping slots pinned by leases ({@code overwrite_refused}) or busy; if the slot
- * held a committed extent, that extent leaves the index ({@code OVERWRITTEN}) before any byte of the slot changes.
- * On disk, strictly one after the other (each step is issued only after the previous one completed; with
- * {@link SsdSettings#syncWrites} an fdatasync separates them too):
+ * after its intent header block (or written straight from the source, see {@link #writeFromSource}), released; the
+ * payload CRC32C is computed; {@link SsdLayout} appends the page to an open region, or reclaims a region first (see
+ * there: its committed pages leave the index before any byte of it changes). On disk:
  * <ol>
- *   <li><b>intent</b>: a 4 KiB header for the new key and generation with commit flag 0. It replaces the old header,
- *       so from now on the slot decodes as "torn" and the old key can never come back with new bytes;</li>
- *   <li><b>payload</b>: the payload and its padding, at header offset + 4096;</li>
- *   <li><b>commit</b>: the same header with commit flag 1, the commit sequence and the payload CRC32C. Its completion
- *       is the publication boundary: only then is the extent indexed, advertised ({@code SSD_ADDED}) and served.</li>
+ *   <li><b>intent + payload</b>: one write of the 4 KiB header for the new key and generation with commit flag 0,
+ *       followed by the payload and its padding (two writes, intent first, when writing from the source or for the
+ *       first page of a region's fill). The other pages of a fill wait for that first page's intent header, so a
+ *       crash never leaves bytes of the new fill under the previous fill's chain start;</li>
+ *   <li><b>commit</b>: the same header with commit flag 1, the commit sequence and the payload CRC32C, issued once (1)
+ *       completed <i>and</i> the header of every earlier page of the region's fill is on disk. Its completion is the
+ *       publication boundary: only then is the page indexed, advertised ({@code SSD_ADDED}) and served.</li>
  * </ol>
- * Why nothing torn is ever served: a crash before (3) completes leaves the intent header (commit flag 0: decodes
- * torn, not indexed) or a partially written commit header (header CRC32C over the whole block fails: corrupt, not
- * indexed). A commit header is only issued after the whole payload write completed, so a decodable committed header
- * implies the payload was written. Reads verify the payload CRC32C independently (see {@link SsdReads}).
+ * With {@link SsdSettings#syncWrites} an fdatasync follows each step. Why nothing torn is ever served and nothing
+ * committed is lost: a crash before (2) completes leaves the intent header (commit flag 0: torn, not indexed; its
+ * length still leads the recovery walk to the next page) or a partially written payload under it. Intent and commit
+ * headers differ only in their first 512 bytes (the rest is zero padding), which a device writes whole, so an
+ * interrupted commit leaves one or the other, never a corrupt block. A commit is issued only after its payload write
+ * completed, and only after every earlier header of its region's fill, so the walk from the region's start reaches
+ * every committed page. Reads verify the payload CRC32C independently (see {@link SsdReads}). A failed write breaks
+ * its region (later pages of that fill fail too, and nothing more is appended) until the region is reclaimed.
  *
  * <p><b>Close.</b> Queued writes are dropped ({@code CLOSED}); a write in flight ends {@code CLOSED} when its chain
  * completes, and returns its staging buffer then.
@@ -187,7 +193,7 @@ final class SsdCommitProtocol {
         outcome.complete(SsdWriteOutcome.dropped(key, reason));
     }
 
-    /** Starts queued writes while staging buffers are free; also called when a slot or a buffer was freed. */
+    /** Starts queued writes while staging buffers are free; also called when a region or a buffer was freed. */
     void pump() {
         while (!closed && !pendingWrites.isEmpty() && buffers.hasStaging()) {
             PendingWrite write = pendingWrites.poll();
@@ -209,7 +215,7 @@ final class SsdCommitProtocol {
                 if (source.byteSize() < length) {
                     refusal = SsdDropReason.INVALID_SIZE;
                 } else {
-                    Extent extent = reserveExtent();
+                    Extent extent = reserveExtent(length);
                     if (extent == null) {
                         refusal = SsdDropReason.NO_EXTENT;
                     } else {
@@ -232,7 +238,7 @@ final class SsdCommitProtocol {
         pendingWritesGauge = pendingWrites.size();
     }
 
-    /** Step (0): the payload into the staging buffer (or pinned in its source), its CRC32C, the slot claimed. */
+    /** Step (0): the payload into the staging buffer (or pinned in its source), its CRC32C, its place claimed. */
     private WriteOp prepare(PendingWrite write, MemorySegment source, Extent extent) {
         long length = write.lengthBytes();
         MemorySegment staging = buffers.takeStaging();
@@ -253,6 +259,10 @@ final class SsdCommitProtocol {
             op.payloadSource = source.asSlice(0, alignUp(length));
         }
         extent.state = ExtentState.WRITING;
+        extent.region.writing++;
+        if (extent.region.firstGeneration < 0) {
+            extent.region.firstGeneration = op.generation;
+        }
         extent.key = write.key();
         extent.generation = op.generation;
         extent.payloadLength = length;
@@ -261,58 +271,73 @@ final class SsdCommitProtocol {
     }
 
     /**
-     * The next slot in ring order that may be overwritten: free, or committed and unpinned (its evidence is removed
-     * now, before the slot's bytes change). Pinned slots are skipped and counted; null after a full lap.
+     * A place for a page of {@code length} bytes: appended to an open region with room, else in a region reclaimed
+     * for it (see {@link SsdLayout}); null when every region is open, being written or holding a pinned page.
      */
-    private Extent reserveExtent() {
-        for (int i = 0; i < layout.size(); i++) {
-            Extent extent = layout.nextInRing();
-            if (extent.state == ExtentState.FREE) {
-                return extent;
-            }
-            if (extent.state == ExtentState.COMMITTED) {
-                if (extent.pins > 0) {
-                    metrics.overwriteRefused.increment();
-                    continue;
-                }
-                index.withdraw(extent, SsdResidencyChange.Cause.OVERWRITTEN);
-                extent.clear();
-                return extent;
+    private Extent reserveExtent(long length) {
+        long span = BLOCK_BYTES + alignUp(length);
+        for (Region region : layout.openRegions()) {
+            if (region.fits(span)) {
+                return region.append(span);
             }
         }
-        return null;
+        Region victim;
+        while ((victim = layout.oldestReclaimable(metrics.overwriteRefused::increment)) == null) {
+            Region oldestOpen = layout.openRegions().peekFirst();
+            if (oldestOpen == null) {
+                return null;
+            }
+            layout.close(oldestOpen); // small tiers: every region is open, so one of them closes to be reclaimed
+        }
+        for (Extent page : victim.pages) {
+            if (page.state == ExtentState.COMMITTED) {
+                index.withdraw(page, SsdResidencyChange.Cause.OVERWRITTEN);
+            }
+            page.clear();
+        }
+        victim.reset();
+        layout.markOpen(victim);
+        return victim.append(span);
     }
 
     /**
-     * Steps (1)-(3) of the commit protocol, chained on the io_uring loop: each step is submitted from the previous
-     * step's completion (no hop back here in between), and only the end of the chain hops back to publish. Both
-     * headers are encoded here first, on the role thread: the intent into the staging buffer's first block, the
-     * commit header into its extra block past the extent. Step (1) is skipped when the slot's on-disk header is known
-     * not to be a committed one (a fresh or invalidated slot): there is no old evidence to invalidate, and an
-     * interrupted write leaves a non-committed header either way. Such a write's generation is then persisted by its
-     * commit only; an uncommitted generation was never advertised, so its reuse after a crash is harmless.
+     * Steps (1) and (2) of the commit protocol, chained on the io_uring loop: each step is submitted from the
+     * completion it waits for (no hop back here in between), and only the end of the chain hops back to publish.
+     * Both headers are encoded here first, on the role thread: the intent into the staging buffer's first block
+     * (right before the payload), the commit header into its extra block past the largest payload.
      */
     private void startWriteChain(WriteOp op) {
         Extent extent = op.extent;
-        UringFile file = extent.shard.file;
-        boolean intent = extent.headerMayBeCommitted;
-        extent.headerMayBeCommitted = true; // conservative from now on: the commit header may land
+        Region region = extent.region;
+        UringFile file = extent.shard().file;
         MemorySegment intentBlock = op.staging.asSlice(0, BLOCK_BYTES);
-        MemorySegment payload = op.payloadSource != null ? op.payloadSource
-                : op.staging.asSlice(BLOCK_BYTES, alignUp(op.write.lengthBytes()));
         MemorySegment commitBlock = op.staging.asSlice(settings.extentBytes(), BLOCK_BYTES);
-        if (intent) {
-            header(op, false, 0).encode(intentBlock);
-        }
+        header(op, false, 0).encode(intentBlock);
         header(op, true, nextCommitSequence++).encode(commitBlock);
-        CompletableFuture<Integer> chain = intent ? io.write(file, extent.fileOffset, intentBlock, IoLane.WRITE)
-                : CompletableFuture.completedFuture(0);
-        chain.thenCompose(ignored -> barrier(file, intent))
-                .thenCompose(ignored -> io.write(file, extent.payloadOffset(), payload, IoLane.WRITE))
-                .whenComplete((ignored, failure) -> op.releaseSource()) // the payload is on disk (or failed): unpin
-                .thenCompose(ignored -> barrier(file, true))
-                .thenCompose(ignored -> io.write(file, extent.fileOffset, commitBlock, IoLane.WRITE))
-                .thenCompose(ignored -> barrier(file, true))
+        boolean opener = region.pages.size() == 1;
+        CompletableFuture<Integer> first;
+        if (opener || op.payloadSource != null) {
+            // The intent alone, then the payload: the other pages of a fill wait only for the opener's 4 KiB header.
+            CompletableFuture<Integer> intent = (opener ? CompletableFuture.completedFuture(0) : region.opened)
+                    .thenCompose(ignored -> io.write(file, extent.fileOffset, intentBlock, IoLane.WRITE))
+                    .thenCompose(ignored -> barrier(file));
+            if (opener) {
+                region.opened = intent.thenApply(ignored -> null);
+            }
+            MemorySegment payload = op.payloadSource != null ? op.payloadSource
+                    : op.staging.asSlice(BLOCK_BYTES, extent.spanBytes - BLOCK_BYTES);
+            first = intent.thenCompose(ignored -> io.write(file, extent.payloadOffset(), payload, IoLane.WRITE));
+        } else {
+            // The intent block and the payload are contiguous in the staging buffer: one write.
+            first = region.opened.thenCompose(ignored -> io.write(file, extent.fileOffset,
+                    op.staging.asSlice(0, extent.spanBytes), IoLane.WRITE));
+        }
+        first = first.whenComplete((ignored, failure) -> op.releaseSource()) // the payload is on disk (or failed)
+                .thenCompose(ignored -> barrier(file));
+        CompletableFuture<Void> headersLanded = region.headersLanded.thenCombine(first, (a, b) -> null);
+        region.headersLanded = headersLanded;
+        headersLanded.thenCompose(ignored -> io.write(file, extent.fileOffset, commitBlock, IoLane.WRITE))
+                .thenCompose(ignored -> barrier(file))
                 .whenComplete((ignored, failure) -> {
                     op.releaseSource(); // a chain that failed before its payload write still lets go of the source
                     loop.execute(() -> afterWriteChain(op, failure));
@@ -329,8 +354,8 @@ final class SsdCommitProtocol {
                 && source.address() % BLOCK_BYTES == 0 && source.byteSize() >= alignUp(length);
     }
 
-    private CompletableFuture<Integer> barrier(UringFile file, boolean wanted) {
-        return wanted && settings.syncWrites() ? io.datasync(file, IoLane.WRITE)
+    private CompletableFuture<Integer> barrier(UringFile file) {
+        return settings.syncWrites() ? io.datasync(file, IoLane.WRITE)
                 : CompletableFuture.completedFuture(0);
     }
 
@@ -346,7 +371,11 @@ final class SsdCommitProtocol {
         } else if (failure != null) {
             Throwable cause = SsdStore.unwrap(failure);
             boolean noSpace = cause instanceof NativeIoException e && e.errno() == NativeIoException.ENOSPC;
-            LOG.debug("SSD write of extent {} failed: {}", op.extent.position, cause.toString());
+            LOG.debug("SSD write of the page at {} in {} failed: {}", op.extent.fileOffset, op.extent.shard().path,
+                    cause.toString());
+            // its region's header chain may be broken here: nothing more is appended until it is reclaimed
+            op.extent.region.broken = true;
+            layout.close(op.extent.region);
             settings.observer().onWriteFailed(op.extent.payloadLength, noSpace);
             endWrite(op, noSpace ? SsdDropReason.NO_SPACE : SsdDropReason.IO_ERROR);
         } else {
@@ -357,6 +386,7 @@ final class SsdCommitProtocol {
     private void onCommitted(WriteOp op) {
         Extent extent = op.extent;
         extent.state = ExtentState.COMMITTED;
+        extent.region.writing--;
         index.add(extent);
         pendingKeys.remove(extent.key);
         writesInFlight--;
@@ -374,12 +404,12 @@ final class SsdCommitProtocol {
     }
 
     /**
-     * A write that will not commit. The slot's header on disk is the old one (intent not written: the old bytes are
-     * intact, it decodes as their owner again after a restart), the intent (uncommitted) or a torn commit header:
-     * none is ever served as the new key.
+     * A write that will not commit. The page's header on disk is what was there before (a recovery walk stops
+     * there), its intent (uncommitted: skipped) or a torn commit header: none is ever served as the new key.
      */
     private void endWrite(WriteOp op, SsdDropReason reason) {
         op.extent.clear();
+        op.extent.region.writing--;
         pendingKeys.remove(op.write.key());
         writesInFlight--;
         buffers.returnStaging(op.staging);

@@ -12,7 +12,7 @@ public enum SsdDropReason {
     ALREADY_PRESENT,
     /** The page is larger than the extent payload capacity, or the source is shorter than announced. */
     INVALID_SIZE,
-    /** Every extent of the ring is pinned by a lease or busy with another write. */
+    /** No region has room and none can be reclaimed: each holds a page pinned by a lease or a write in progress. */
     NO_EXTENT,
     /** The device reported ENOSPC (a sparse shard on a full file system). */
     NO_SPACE,

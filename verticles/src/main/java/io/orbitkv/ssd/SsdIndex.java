@@ -14,7 +14,7 @@ import io.orbitkv.model.SsdResidencyChange;
  * <p>Design note: role-thread confined; only {@link #committedGauge()} (a volatile mirror of the size) is read from
  * other threads. An extent is {@linkplain #add added} only at its publication boundary (its commit header's
  * completion, or found committed by the recovery scan) and {@linkplain #withdraw withdrawn} before any byte of its
- * slot changes, so what the index holds is exactly what may be served. A failing listener is logged, never
+ * region changes, so what the index holds is exactly what may be served. A failing listener is logged, never
  * propagated: the index stays the truth.
  */
 final class SsdIndex {

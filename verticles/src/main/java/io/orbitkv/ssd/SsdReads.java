@@ -30,8 +30,9 @@ import io.orbitkv.model.SsdResidencyChange;
  * Exact-generation read leases and verified reads into the caller's memory.
  *
  * <h2>Design note</h2>
- * <p><b>Pins.</b> {@link #acquireLease} pins one exact generation; the ring never reuses a pinned slot. A read pins it
- * too until its completion arrives, so releasing a lease during a read is safe. Role-thread confined; completions hop
+ * <p><b>Pins.</b> {@link #acquireLease} pins one exact generation of one page. A read pins it
+ * too until its completion arrives, so releasing a lease during a read is safe. A region holding a pinned page is
+ * never reclaimed. Role-thread confined; completions hop
  * back through the {@link RoleLoop} before they touch anything.
  *
  * <p><b>Paths.</b> Reads go on the RESTORE lane, straight into the caller's segment (a DRAM pool slot,
@@ -95,7 +96,7 @@ final class SsdReads {
     private int readsInFlight;
     private boolean closed;
 
-    /** {@code onSlotFreed} runs when an invalidated slot became free (queued writes may proceed). */
+    /** {@code onSlotFreed} runs when an invalidated page became free (queued writes may proceed). */
     SsdReads(SsdStore.Parts parts, Runnable onSlotFreed) {
         this.loop = parts.loop();
         this.io = parts.io();
@@ -199,7 +200,7 @@ final class SsdReads {
     }
 
     private void submitRead(ReadOp op, long fileOffset, MemorySegment target) {
-        FileIoFuture read = io.read(op.extent.shard.file, fileOffset, target, IoLane.RESTORE);
+        FileIoFuture read = io.read(op.extent.shard().file, fileOffset, target, IoLane.RESTORE);
         op.future.track(read);
         read.whenComplete((bytes, failure) -> loop.execute(() -> onReadPart(op, bytes, failure)));
     }
@@ -342,8 +343,8 @@ final class SsdReads {
     }
 
     /**
-     * Rewrites a dropped extent's header as uncommitted (same generation, so the generation stays recoverable) so
-     * that a restart does not index it again. Best effort: if no block is free, or the write fails, a restart finds
+     * Rewrites a dropped page's header as uncommitted (same length and generation, so the recovery walk still passes
+     * it and the generation stays recoverable) so that a restart does not index it again. Best effort: if no block is free, or the write fails, a restart finds
      * the extent again and the first read drops it again (fail closed either way).
      */
     private void invalidateHeader(Extent extent) {
@@ -352,14 +353,13 @@ final class SsdReads {
             extent.clear();
             return;
         }
+        extent.region.writing++; // the region is not reclaimed under this write
         new SsdExtentHeader(extent.key.namespace(), extent.key.groupId(), extent.key.blockHash(), REPRESENTATION_RAW,
                 extent.payloadLength, extent.generation, false, 0, extent.payloadCrc).encode(block);
-        io.write(extent.shard.file, extent.fileOffset, block, IoLane.WRITE).whenComplete((bytes, failure) ->
+        io.write(extent.shard().file, extent.fileOffset, block, IoLane.WRITE).whenComplete((bytes, failure) ->
                 loop.execute(() -> {
                     buffers.returnBlock(block);
-                    if (failure == null) {
-                        extent.headerMayBeCommitted = false;
-                    }
+                    extent.region.writing--;
                     extent.clear();
                     onSlotFreed.run();
                 }));

@@ -11,12 +11,12 @@ import io.orbitkv.model.SsdWritePolicy;
 /**
  * Settings of the SSD role; fluent, validated by {@link #validate()} when a store opens. Sizes in bytes.
  *
- * <p>Design note (extent size): extents are fixed-size slots, {@link #EXTENT_BYTES_DEFAULT} = 4 KiB header block +
- * 2 MiB payload, sized for the largest page we expect (a 2 MiB KV page). Fixed slots keep the ring, the crash scan
- * (one aligned 4 KiB header read per slot, at a known offset) and reuse trivial; the price is internal
- * fragmentation for small pages, which is acceptable while pages of one namespace share one size. A deployment with
- * much smaller pages sets {@code extentBytes} to 4 KiB + its page size. The payload capacity of a slot is
- * {@code extentBytes - 4096}.
+ * <p>Design note (extent and region size): {@link #extentBytes} is the largest page the tier stores plus its 4 KiB
+ * header ({@link #EXTENT_BYTES_DEFAULT} = 4 KiB + 2 MiB). It bounds a page, it is not what a page occupies: a page
+ * takes 4 KiB + its length rounded up to 4 KiB, packed into regions (see {@link SsdLayout}). A region is
+ * {@link #regionExtents} extents (1..16, so that a shard has about 8 regions or more), the last region of a shard
+ * takes the rest of the shard, so the capacity is used up to 4 KiB. {@link #pagesPerShard} says how many pages of a
+ * given size fit.
  *
  * <p>JSON keys for {@link #fromJson} are the fluent method names (e.g. {@code "writePolicy": "REUSE_AWARE"}).
  */
@@ -71,13 +71,13 @@ public final class SsdSettings {
         return this;
     }
 
-    /** Number of shard files; consecutive ring positions alternate between shards. */
+    /** Number of shard files; consecutive regions alternate between shards. */
     public SsdSettings shardCount(int shardCount) {
         this.shardCount = shardCount;
         return this;
     }
 
-    /** Total bytes over all shards; rounded down to whole extents per shard. */
+    /** Total bytes over all shards, shared equally and rounded down to 4096 per shard. */
     public SsdSettings capacityBytes(long capacityBytes) {
         this.capacityBytes = capacityBytes;
         return this;
@@ -282,13 +282,38 @@ public final class SsdSettings {
         return extentBytes - SsdExtentHeader.HEADER_BLOCK_BYTES;
     }
 
-    /** Extent slots per shard. */
-    public int extentsPerShard() {
-        return (int) (capacityBytes / shardCount / extentBytes);
+    /** Bytes of one shard file: the capacity shared by the shards, rounded down to 4096. */
+    public long shardBytes() {
+        return capacityBytes / shardCount & -SsdExtentHeader.EXTENT_ALIGNMENT_BYTES;
     }
 
-    public long shardBytes() {
-        return extentsPerShard() * extentBytes;
+    /** Largest pages per region: about 8 regions per shard or more, at most 16 pages of {@link #extentBytes}. */
+    public int regionExtents() {
+        long extents = shardBytes() / extentBytes;
+        return (int) Math.max(1, Math.min(16, extents / 8));
+    }
+
+    /** Bytes of every region but the last of a shard (which also takes what is left of the shard). */
+    public long regionBytes() {
+        return regionExtents() * extentBytes;
+    }
+
+    /** Regions per shard (the last one longer than {@link #regionBytes} by less than a region). */
+    public int regionsPerShard() {
+        return (int) (shardBytes() / regionBytes());
+    }
+
+    /** Pages of {@code pageBytes} one shard holds once full (each takes 4 KiB + the length rounded up to 4 KiB). */
+    public long pagesPerShard(long pageBytes) {
+        long span = SsdExtentHeader.HEADER_BLOCK_BYTES + ((pageBytes + 4095) & -4096L);
+        long regions = regionsPerShard();
+        long last = shardBytes() - (regions - 1) * regionBytes();
+        return (regions - 1) * (regionBytes() / span) + last / span;
+    }
+
+    /** Pages of {@code pageBytes} the whole tier holds once full. */
+    public long pagesOf(long pageBytes) {
+        return shardCount * pagesPerShard(pageBytes);
     }
 
     public boolean preallocate() {
@@ -352,7 +377,7 @@ public final class SsdSettings {
         if (shardCount < 1 || shardCount > 256) {
             throw new IllegalArgumentException("shardCount must be 1..256: " + shardCount);
         }
-        if (extentsPerShard() < 1 || (long) extentsPerShard() * shardCount > Integer.MAX_VALUE / 2) {
+        if (shardBytes() < extentBytes || (long) regionsPerShard() * shardCount > Integer.MAX_VALUE / 2) {
             throw new IllegalArgumentException("capacityBytes " + capacityBytes + " must hold at least one extent of "
                     + extentBytes + " bytes per shard (" + shardCount + " shards)");
         }

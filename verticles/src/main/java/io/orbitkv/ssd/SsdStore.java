@@ -5,6 +5,7 @@ import io.orbitkv.nativeio.uring.IoUringFileIo;
 import io.orbitkv.nativeio.uring.IoUringFileIoOptions;
 import io.orbitkv.ssd.SsdLayout.Extent;
 import io.orbitkv.ssd.SsdLayout.ExtentState;
+import io.orbitkv.ssd.SsdLayout.Region;
 import io.orbitkv.model.StateKey;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
@@ -19,6 +20,7 @@ import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import io.orbitkv.model.SsdEntry;
@@ -29,16 +31,16 @@ import io.orbitkv.model.SsdResidencyChange;
 import io.orbitkv.model.WeakImageSource;
 
 /**
- * The SSD tier of one Manager: shard files divided into fixed extent slots used as a ring, an in-memory index of
- * committed extents rebuilt from the extent headers on open, io_uring reads and writes, write admission and
- * exact-generation read leases.
+ * The SSD tier of one Manager: shard files divided into regions that pages of any size are appended to (evicted a
+ * region at a time, oldest first), an in-memory index of committed pages rebuilt from their headers on open,
+ * io_uring reads and writes, write admission and exact-generation read leases.
  *
  * <pre>
  *   SsdStore (this: open, lookups, stats, close)
- *     ├─ SsdLayout          shard files, slots, the ring cursor, O_DIRECT or buffered
- *     ├─ SsdIndex           committed extents by key + the residency stream
+ *     ├─ SsdLayout          shard files, regions, pages packed in them, which region is reclaimed next
+ *     ├─ SsdIndex           committed pages by key + the residency stream
  *     ├─ SsdBuffers         staging, bounce and 4 KiB blocks in one arena
- *     ├─ SsdRecoveryScan    open-time header scan → index, generation floor, ring cursor
+ *     ├─ SsdRecoveryScan    open-time walk of each region's headers → index, generation floor, region ages
  *     ├─ SsdCommitProtocol  admission, queue, intent → payload → commit
  *     └─ SsdReads           exact-generation leases, verified reads, dropping corrupt extents
  * </pre>
@@ -195,23 +197,31 @@ public final class SsdStore {
     private void onRecovered(Parts parts, SsdRecoveryScan.Outcome outcome) {
         recovered = outcome;
         recoverySeconds = outcome.seconds();
-        layout.resumeAfter(outcome.newestPosition());
+        // The newest fill goes on being filled; empty regions are reclaimed before any recovered page is evicted.
+        Region newest = null;
+        for (int r = 0; r < layout.regionCount(); r++) {
+            Region region = layout.region(r);
+            if (region.firstGeneration >= 0 && (newest == null || region.firstGeneration > newest.firstGeneration)) {
+                newest = region;
+            }
+        }
+        if (newest != null) {
+            layout.markOpen(newest);
+        }
         writes = new SsdCommitProtocol(parts, outcome);
         reads = new SsdReads(parts, writes::pump);
         metrics.recoveredExtents.increment(index.size());
         metrics.recoveryTornExtents.increment(outcome.torn());
         metrics.recoveryCorruptExtents.increment(outcome.corrupt());
         metrics.recoveryDuplicateExtents.increment(outcome.duplicates());
-        LOG.info("SSD store {}: {} extents of {} bytes, {} committed recovered, {} torn, {} corrupt, "
-                        + "{} older duplicates, in {} s ({})", settings.directory(), layout.size(),
-                settings.extentBytes(), index.size(), outcome.torn(), outcome.corrupt(), outcome.duplicates(),
-                String.format("%.3f", outcome.seconds()), layout.directIo() ? "O_DIRECT" : "buffered");
-        for (int p = 0; p < layout.size(); p++) {
-            Extent extent = layout.at(p);
-            if (extent.state == ExtentState.COMMITTED) {
-                index.emit(SsdResidencyChange.Kind.SSD_ADDED, extent, SsdResidencyChange.Cause.RECOVERED);
-            }
-        }
+        LOG.info("SSD store {}: {} bytes in {} regions, pages up to {} bytes ({} of 64 KiB, {} of 2 MiB), "
+                        + "{} committed recovered, {} torn, {} corrupt, {} older duplicates, in {} s ({})",
+                settings.directory(), settings.shardBytes() * settings.shardCount(), layout.regionCount(),
+                settings.maxPayloadBytes(), settings.pagesOf(64 << 10), settings.pagesOf(2 << 20), index.size(),
+                outcome.torn(), outcome.corrupt(), outcome.duplicates(), String.format("%.3f", outcome.seconds()),
+                layout.directIo() ? "O_DIRECT" : "buffered");
+        forEachCommitted(extent -> index.emit(SsdResidencyChange.Kind.SSD_ADDED, extent,
+                SsdResidencyChange.Cause.RECOVERED));
     }
 
     // ------------------------------------------------------------------------------------------------ writes
@@ -261,26 +271,32 @@ public final class SsdStore {
         return entries;
     }
 
-    /** Every committed extent, in ring order (for the storage role to seed its residency stream). */
+    /** Every committed page, in region and file order (for the storage role to seed its residency stream). */
     public List<SsdEntry> committedEntries() {
         checkLoop();
         List<SsdEntry> entries = new ArrayList<>(index.size());
         if (!closed) {
-            for (int p = 0; p < layout.size(); p++) {
-                Extent extent = layout.at(p);
+            forEachCommitted(extent -> entries.add(new SsdEntry(extent.key, true, extent.generation,
+                    extent.payloadLength)));
+        }
+        return entries;
+    }
+
+    private void forEachCommitted(Consumer<Extent> action) {
+        for (int r = 0; r < layout.regionCount(); r++) {
+            for (Extent extent : layout.region(r).pages) {
                 if (extent.state == ExtentState.COMMITTED) {
-                    entries.add(new SsdEntry(extent.key, true, extent.generation, extent.payloadLength));
+                    action.accept(extent);
                 }
             }
         }
-        return entries;
     }
 
     // ------------------------------------------------------------------------------------------------ leases and reads
 
     /**
-     * Pins the committed extent of {@code key} at exactly {@code expectedGeneration}: until {@link #release} the ring
-     * will not overwrite it.
+     * Pins the committed page of {@code key} at exactly {@code expectedGeneration}: until {@link #release} its region
+     * is not reclaimed.
      *
      * @throws SsdException NOT_FOUND, STALE_GENERATION or CLOSED (each counted as a read miss)
      */
@@ -369,7 +385,7 @@ public final class SsdStore {
 
     public SsdStats stats() {
         checkLoop();
-        return new SsdStats(layout.directIo(), layout.size(), settings.extentBytes(), index.size(),
+        return new SsdStats(layout.directIo(), layout.regionCount(), settings.extentBytes(), index.size(),
                 layout.pinnedExtents(), reads.activeLeases(), writes.pendingWrites(), writes.writesInFlight(),
                 reads.readsInFlight(), (long) metrics.writesCommitted.count(), (long) metrics.writeBytes.count(),
                 (long) metrics.readHits.count(), (long) metrics.readBytes.count(), metrics.droppedSnapshot(),
@@ -405,11 +421,19 @@ public final class SsdStore {
         return recoverySeconds;
     }
 
-    /** Test hook: the ring position of the committed extent of {@code key}, or -1. */
-    int positionOf(StateKey key) {
+    /** Test hook: the region of the committed page of {@code key}, or -1. */
+    int regionOf(StateKey key) {
         Extent extent = index.get(key);
-        return extent == null ? -1 : extent.position;
+        return extent == null ? -1 : extent.region.index;
     }
+
+    /** Test hook: the shard file and offset of the committed page of {@code key}, or null. */
+    PageAt pageAt(StateKey key) {
+        Extent extent = index.get(key);
+        return extent == null ? null : new PageAt(extent.shard().path, extent.fileOffset, extent.spanBytes);
+    }
+
+    record PageAt(Path shard, long fileOffset, long spanBytes) {}
 
     /**
      * Closes the store (idempotent, any thread); completes once every I/O completion arrived and the native buffers
@@ -431,12 +455,8 @@ public final class SsdStore {
         if (reads != null) {
             reads.close();
         }
-        for (int p = 0; p < layout.size(); p++) {
-            Extent extent = layout.at(p);
-            if (extent.state == ExtentState.COMMITTED) {
-                index.emit(SsdResidencyChange.Kind.SSD_REMOVED, extent, SsdResidencyChange.Cause.CLOSED);
-            }
-        }
+        forEachCommitted(extent -> index.emit(SsdResidencyChange.Kind.SSD_REMOVED, extent,
+                SsdResidencyChange.Cause.CLOSED));
         index.clear();
         IoUringFileIo uring = io;
         CompletableFuture<Void> ioClosed = uring == null ? CompletableFuture.completedFuture(null) : uring.closeAsync();

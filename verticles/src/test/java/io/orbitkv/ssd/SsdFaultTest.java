@@ -18,7 +18,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
@@ -48,55 +50,27 @@ class SsdFaultTest {
 
     @Test
     void killDashNineDuringHeavyWritesLosesNothingCommittedAndServesNothingTorn() throws Exception {
-        Path java = Path.of(System.getProperty("java.home"), "bin", "java");
-        ProcessBuilder builder = new ProcessBuilder(java.toString(), "--enable-native-access=ALL-UNNAMED",
-                "--sun-misc-unsafe-memory-access=allow", "-Xmx256m",
-                "-cp", System.getProperty("java.class.path"), SsdCrashWriter.class.getName(), dir.toString())
-                .redirectError(dir.resolve("writer.stderr").toFile());
-        Process child = builder.start();
-        List<Commit> commits = new ArrayList<>();
-        try (BufferedReader lines = new BufferedReader(new InputStreamReader(child.getInputStream(),
-                StandardCharsets.US_ASCII))) {
-            String line;
-            // wrap the ring several times so kills land on reuse as well as on fresh slots
-            while (commits.size() < 4 * SsdCrashWriter.EXTENTS && (line = lines.readLine()) != null) {
-                if (line.startsWith("COMMITTED ")) {
-                    String[] f = line.split(" ");
-                    commits.add(new Commit(Long.parseLong(f[1]), Long.parseLong(f[2]), Long.parseLong(f[3])));
-                }
-            }
-            child.destroyForcibly();
-            assertThat(child.waitFor(20, TimeUnit.SECONDS)).isTrue();
-        } finally {
-            child.destroyForcibly();
-        }
-        assertThat(commits).as("writer stderr: %s", Files.readString(dir.resolve("writer.stderr")))
-                .hasSizeGreaterThanOrEqualTo(4 * SsdCrashWriter.EXTENTS);
-
+        Writer writer = runWriter(lines -> lines.commits().size() >= 8 * SsdCrashWriter.EXTENTS); // many reclaims
         try (SsdTesting t = SsdTesting.open(SsdCrashWriter.settings(dir))) {
             SsdStats stats = t.stats();
             System.err.printf("after kill -9: %d printed commits, recovered %d, torn %d, corrupt %d in %.6f s%n",
-                    commits.size(), stats.recoveredExtents(), stats.recoveryTornExtents(),
+                    writer.commits().size(), stats.recoveredExtents(), stats.recoveryTornExtents(),
                     stats.recoveryCorruptExtents(), stats.recoverySeconds());
-            // every slot not being written at the kill holds a committed extent
-            assertThat(stats.recoveredExtents())
-                    .isGreaterThanOrEqualTo(SsdCrashWriter.EXTENTS - SsdCrashWriter.STAGING);
-            // the ring lapped: every slot holds a committed extent or the intent header of a write cut by the kill
-            assertThat(stats.recoveredExtents() + stats.recoveryTornExtents() + stats.recoveryCorruptExtents())
-                    .isEqualTo(SsdCrashWriter.EXTENTS);
-            // the last printed commit cannot have been overwritten (the ring did not lap since)
-            Commit last = commits.getLast();
-            assertThat(t.call(() -> t.store.lookup(key(last.index()))))
-                    .isEqualTo(new SsdEntry(key(last.index()), true, last.generation(), last.length()));
-            // each printed commit that is still indexed has its printed generation
-            for (Commit commit : commits) {
+            // every printed commit that was not printed evicted is back, with its printed generation and length
+            int expected = 0;
+            for (Commit commit : writer.commits()) {
                 SsdEntry entry = t.call(() -> t.store.lookup(key(commit.index())));
-                if (entry.present()) {
+                if (!writer.removed().contains(commit.index())) {
+                    expected++;
+                    assertThat(entry).as("page %d", commit.index())
+                            .isEqualTo(new SsdEntry(key(commit.index()), true, commit.generation(), commit.length()));
+                } else if (entry.present()) {
                     assertThat(entry.generation()).isEqualTo(commit.generation());
-                    assertThat(entry.lengthBytes()).isEqualTo(commit.length());
                 }
             }
-            // every indexed extent (printed or committed just before the kill) reads back its exact bytes
+            assertThat(stats.recoveredExtents()).isGreaterThanOrEqualTo(expected);
+            assertThat(stats.recoveryCorruptExtents()).isZero();
+            // every indexed page (printed or committed just before the kill) reads back its exact bytes
             MemorySegment dst = t.arena.allocate(64 << 10, 4096);
             for (SsdEntry entry : t.call(t.store::committedEntries)) {
                 SsdLease lease = t.call(() -> t.store.acquireLease(entry.key(), entry.generation()));
@@ -110,6 +84,78 @@ class SsdFaultTest {
             // and the store keeps working after the crash
             assertThat(t.write(1_000_000, 5000).committed()).isTrue();
         }
+    }
+
+    @Test
+    void mixedPageSizesFillTheTierAndComeBackAfterKillDashNine() throws Exception {
+        Writer writer = runWriter(lines -> lines.full() >= 0, "fill");
+        SsdSettings settings = SsdCrashWriter.fillSettings(dir);
+        long capacity = settings.shardBytes() * settings.shardCount();
+        assertThat(writer.removed()).as("nothing evicted while filling").isEmpty();
+        long payload = writer.commits().stream().mapToLong(Commit::length).sum();
+        assertThat(writer.commits().stream().map(Commit::length).distinct())
+                .containsExactlyInAnyOrder(64L << 10, 256L << 10, 1L << 20, 2L << 20);
+        System.err.printf("filled %d pages, %d payload bytes = %.1f %% of %d bytes, before kill -9%n",
+                writer.commits().size(), payload, 100.0 * payload / capacity, capacity);
+        assertThat((double) payload / capacity).isGreaterThanOrEqualTo(0.90);
+        try (SsdTesting t = SsdTesting.open(settings)) {
+            assertThat(t.stats().recoveredExtents()).isEqualTo(writer.commits().size());
+            MemorySegment dst = t.arena.allocate(2 << 20, 4096);
+            for (Commit commit : writer.commits()) {
+                SsdEntry entry = t.call(() -> t.store.lookup(key(commit.index())));
+                assertThat(entry).isEqualTo(new SsdEntry(key(commit.index()), true, commit.generation(),
+                        commit.length()));
+                SsdLease lease = t.call(() -> t.store.acquireLease(entry.key(), entry.generation()));
+                t.await(() -> t.store.readInto(lease, dst));
+                assertThat(SsdTesting.matches(dst, commit.length(), commit.index())).as("bytes of %s", commit)
+                        .isTrue();
+                t.run(() -> t.store.release(lease));
+            }
+            assertThat(t.stats().activeLeases()).isZero();
+        }
+    }
+
+    record Writer(List<Commit> commits, Set<Long> removed, long full) {}
+
+    /** Runs {@link SsdCrashWriter} until {@code enough} holds for what it printed, then kills it with SIGKILL. */
+    private Writer runWriter(java.util.function.Predicate<Writer> enough, String... mode) throws Exception {
+        Path java = Path.of(System.getProperty("java.home"), "bin", "java");
+        List<String> command = new ArrayList<>(List.of(java.toString(), "--enable-native-access=ALL-UNNAMED",
+                "--sun-misc-unsafe-memory-access=allow", "-Xmx256m",
+                "-cp", System.getProperty("java.class.path"), SsdCrashWriter.class.getName(), dir.toString()));
+        command.addAll(List.of(mode));
+        Process child = new ProcessBuilder(command).redirectError(dir.resolve("writer.stderr").toFile()).start();
+        List<Commit> commits = new ArrayList<>();
+        Set<Long> removed = new HashSet<>();
+        long full = -1;
+        try (BufferedReader lines = new BufferedReader(new InputStreamReader(child.getInputStream(),
+                StandardCharsets.US_ASCII))) {
+            String line;
+            boolean killed = false;
+            // after the kill, what the writer printed before it died is still read: those commits happened too
+            while ((line = lines.readLine()) != null) {
+                String[] f = line.split(" ");
+                switch (f[0]) {
+                    case "COMMITTED" -> commits.add(new Commit(Long.parseLong(f[1]), Long.parseLong(f[2]),
+                            Long.parseLong(f[3])));
+                    case "REMOVED" -> removed.add(Long.parseLong(f[1]));
+                    case "FULL" -> full = Long.parseLong(f[1]);
+                    default -> {
+                    }
+                }
+                if (!killed && enough.test(new Writer(commits, removed, full))) {
+                    child.toHandle().destroyForcibly(); // SIGKILL; unlike Process.destroy it leaves the pipe open
+                    killed = true;
+                }
+            }
+            assertThat(child.waitFor(20, TimeUnit.SECONDS)).isTrue();
+        } finally {
+            child.destroyForcibly();
+        }
+        Writer writer = new Writer(commits, removed, full);
+        assertThat(enough.test(writer)).as("writer stderr: %s", Files.readString(dir.resolve("writer.stderr")))
+                .isTrue();
+        return writer;
     }
 
     @Test

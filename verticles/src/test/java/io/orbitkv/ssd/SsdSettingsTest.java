@@ -19,7 +19,12 @@ class SsdSettingsTest {
         assertThat(settings.directory()).isEqualTo(Path.of("/var/lib/orbitkv/ssd"));
         assertThat(settings.extentBytes()).isEqualTo(SsdSettings.EXTENT_BYTES_DEFAULT);
         assertThat(settings.maxPayloadBytes()).isEqualTo(2L << 20);
-        assertThat(settings.extentsPerShard()).isEqualTo((int) ((16L << 30) / SsdSettings.EXTENT_BYTES_DEFAULT));
+        assertThat(settings.shardBytes()).isEqualTo(16L << 30);
+        assertThat(settings.regionBytes()).isEqualTo(16 * SsdSettings.EXTENT_BYTES_DEFAULT);
+        // 64 KiB pages take 68 KiB each: the capacity in pages follows the page size, not the extent
+        long ideal = (64L << 30) / (68 << 10);
+        assertThat(settings.pagesOf(64 << 10)).isBetween(ideal * 99 / 100, ideal);
+        assertThat(settings.pagesOf(2 << 20)).isEqualTo((64L << 30) / SsdSettings.EXTENT_BYTES_DEFAULT);
         settings.validate();
         assertThat(SsdSettings.fromJson(new JsonObject()).writePolicy()).isEqualTo(SsdWritePolicy.ALL);
     }

@@ -171,40 +171,67 @@ class SsdStoreTest {
     }
 
     @Test
-    void ringOverwritesTheOldestCommittedExtentFirstAndReportsItRemovedBeforeReuse() throws Exception {
+    void fullTierReclaimsTheOldestRegionFirstAndReportsItsPagesRemovedBeforeReuse() throws Exception {
+        // four regions of one extent each; a 60,000-byte page takes 64 KiB of one
         try (SsdTesting t = SsdTesting.open(SsdTesting.small(dir, 4))) {
             long[] generations = new long[6];
             for (int i = 0; i < 4; i++) {
                 int k = i;
-                generations[i] = t.write(i, 5000 + i).generation();
-                assertThat(t.call(() -> t.store.positionOf(key(k)))).isEqualTo(i);
+                generations[i] = t.write(i, 60_000 + i).generation();
+                assertThat(t.call(() -> t.store.regionOf(key(k)))).isEqualTo(i);
             }
             t.changes.clear();
-            generations[4] = t.write(4, 7000).generation();
-            assertThat(t.call(() -> t.store.positionOf(key(4)))).isZero();
+            generations[4] = t.write(4, 60_000).generation();
+            assertThat(t.call(() -> t.store.regionOf(key(4)))).isZero();
             assertThat(t.call(() -> t.store.lookup(key(0)).present())).isFalse();
             // removal of the old occupant is reported before the new one is added
             assertThat(t.changes).extracting(SsdResidencyChange::kind, c -> SsdTesting.indexOf(c.key()))
                     .containsExactly(org.assertj.core.groups.Tuple.tuple(SsdResidencyChange.Kind.SSD_REMOVED, 0L),
                             org.assertj.core.groups.Tuple.tuple(SsdResidencyChange.Kind.SSD_ADDED, 4L));
             assertThat(t.changes.getFirst().cause()).isEqualTo(SsdResidencyChange.Cause.OVERWRITTEN);
-            generations[5] = t.write(5, 7000).generation();
-            assertThat(t.call(() -> t.store.positionOf(key(5)))).isEqualTo(1);
+            generations[5] = t.write(5, 60_000).generation();
+            assertThat(t.call(() -> t.store.regionOf(key(5)))).isEqualTo(1);
             assertThat(t.call(() -> t.store.lookup(key(1)).present())).isFalse();
             for (int i = 1; i < 6; i++) {
                 assertThat(generations[i]).isGreaterThan(generations[i - 1]);
             }
             // a committed key is not written twice
-            assertThat(t.write(5, 7000).dropReason()).isEqualTo(SsdDropReason.ALREADY_PRESENT);
+            assertThat(t.write(5, 60_000).dropReason()).isEqualTo(SsdDropReason.ALREADY_PRESENT);
         }
     }
 
     @Test
-    void leasePinsTheExactGenerationAndTheRingSkipsIt() throws Exception {
+    void pagesOfMixedSizesPackIntoRegionsAndSmallPagesFillTheTailALargeOneLeft() throws Exception {
+        // one shard of 16 extents of 64 KiB + 4 KiB: 8 regions of 2 extents (139,264 bytes each)
+        try (SsdTesting t = SsdTesting.open(SsdTesting.small(dir, 16))) {
+            long region = 2 * EXTENT;
+            assertThat(t.stats().extentCount()).isEqualTo(8);
+            // 16 KiB pages take 20 KiB: 6 fill region 0 up to 120 KiB, the 7th opens region 1
+            for (int i = 0; i < 7; i++) {
+                assertThat(t.write(i, 16 << 10).committed()).isTrue();
+            }
+            assertThat(t.call(() -> t.store.regionOf(key(5)))).isZero();
+            assertThat(t.call(() -> t.store.regionOf(key(6)))).isEqualTo(1);
+            // a 64 KiB page goes to region 1, but a 4 KiB page still fits the 16 KiB tail of region 0
+            t.write(100, 64 << 10);
+            t.write(101, 4096);
+            assertThat(t.call(() -> t.store.regionOf(key(100)))).isEqualTo(1);
+            assertThat(t.call(() -> t.store.regionOf(key(101)))).isZero();
+            SsdStore.PageAt tail = t.call(() -> t.store.pageAt(key(101)));
+            assertThat(tail.fileOffset()).isEqualTo(6L * (20 << 10));
+            assertThat(tail.fileOffset() + tail.spanBytes()).isLessThanOrEqualTo(region);
+            // nothing was evicted
+            assertThat(t.call(t.store::committedEntries)).hasSize(9);
+            assertThat(t.changes).noneMatch(c -> c.kind() == SsdResidencyChange.Kind.SSD_REMOVED);
+        }
+    }
+
+    @Test
+    void leasePinsTheExactGenerationAndItsRegionIsSkipped() throws Exception {
         try (SsdTesting t = SsdTesting.open(SsdTesting.small(dir, 4))) {
             long g0 = 0;
             for (int i = 0; i < 4; i++) {
-                long g = t.write(i, 4096).generation();
+                long g = t.write(i, 60_000).generation();
                 if (i == 0) {
                     g0 = g;
                 }
@@ -218,25 +245,26 @@ class SsdStoreTest {
                             e -> assertThat(e.failure()).isEqualTo(SsdFailure.NOT_FOUND));
             SsdLease lease = t.call(() -> t.store.acquireLease(key(0), generation0));
 
-            t.write(4, 4096); // would take position 0: skipped, takes position 1
-            assertThat(t.call(() -> t.store.positionOf(key(4)))).isEqualTo(1);
+            t.write(4, 60_000); // would reclaim region 0: skipped, takes region 1
+            assertThat(t.call(() -> t.store.regionOf(key(4)))).isEqualTo(1);
             assertThat(t.call(() -> t.store.lookup(key(0)).generation())).isEqualTo(generation0);
             assertThat(t.stats().overwriteRefused()).isEqualTo(1);
-            t.write(5, 4096);
-            t.write(6, 4096);
-            t.write(7, 4096); // full lap: position 0 still pinned, skipped again
-            assertThat(t.stats().overwriteRefused()).isEqualTo(2);
-            MemorySegment dst = t.arena.allocate(4096, 4096);
+            t.write(5, 60_000);
+            t.write(6, 60_000);
+            t.write(7, 60_000); // region 0 is still pinned and skipped each time
+            assertThat(t.stats().overwriteRefused()).isGreaterThanOrEqualTo(2);
+            assertThat(t.call(() -> t.store.lookup(key(0)).generation())).isEqualTo(generation0);
+            MemorySegment dst = t.arena.allocate(61_440, 4096);
             t.await(() -> t.store.readInto(lease, dst));
-            assertThat(SsdTesting.matches(dst, 4096, 0)).isTrue();
+            assertThat(SsdTesting.matches(dst, 60_000, 0)).isTrue();
 
-            // every slot pinned: the write is dropped, never blocks
+            // every region pinned: the write is dropped, never blocks
             List<SsdLease> all = new ArrayList<>();
             for (long k : new long[] {5, 6, 7}) {
                 long g = t.call(() -> t.store.lookup(key(k)).generation());
                 all.add(t.call(() -> t.store.acquireLease(key(k), g)));
             }
-            assertThat(t.write(8, 4096).dropReason()).isEqualTo(SsdDropReason.NO_EXTENT);
+            assertThat(t.write(8, 60_000).dropReason()).isEqualTo(SsdDropReason.NO_EXTENT);
             t.run(() -> t.store.release(lease));
             all.forEach(l -> {
                 try {
@@ -245,10 +273,11 @@ class SsdStoreTest {
                     throw new AssertionError(e);
                 }
             });
-            // the cursor had moved on to position 2 (key 5): ring order resumes there
-            assertThat(t.write(8, 4096).committed()).isTrue();
-            assertThat(t.call(() -> t.store.positionOf(key(8)))).isEqualTo(2);
-            assertThat(t.call(() -> t.store.lookup(key(5)).present())).isFalse();
+            // unpinned, region 0 holds the oldest fill: it is the one reclaimed
+            assertThat(t.write(8, 60_000).committed()).isTrue();
+            assertThat(t.call(() -> t.store.regionOf(key(8)))).isZero();
+            assertThat(t.call(() -> t.store.lookup(key(0)).present())).isFalse();
+            assertThat(t.call(t.store::committedEntries)).hasSize(4);
         }
     }
 
@@ -311,23 +340,23 @@ class SsdStoreTest {
     }
 
     @Test
-    void restartRebuildsTheIndexGenerationCounterAndRingPosition() throws Exception {
+    void restartRebuildsTheIndexTheGenerationCounterAndTheRegionAges() throws Exception {
         SsdSettings settings = SsdTesting.small(dir, 4).shardCount(2).capacityBytes(4 * EXTENT);
         try (SsdTesting t = SsdTesting.open(settings)) {
             long last = 0;
             for (int i = 0; i < 6; i++) {
-                last = t.write(i, 3000 + 1000 * i).generation();
+                last = t.write(i, 3000 + 1000 * i).generation(); // 64 KiB in all: region 0 holds them
             }
             List<SsdEntry> before = t.call(t.store::committedEntries);
-            assertThat(before).hasSize(4);
+            assertThat(before).hasSize(6);
             t.reopen(settings);
             List<SsdEntry> after = t.call(t.store::committedEntries);
             assertThat(after).containsExactlyInAnyOrderElementsOf(before);
-            assertThat(t.changes).hasSize(4).allMatch(c -> c.cause() == SsdResidencyChange.Cause.RECOVERED);
+            assertThat(t.changes).hasSize(6).allMatch(c -> c.cause() == SsdResidencyChange.Cause.RECOVERED);
             SsdStats stats = t.stats();
-            assertThat(stats.recoveredExtents()).isEqualTo(4);
+            assertThat(stats.recoveredExtents()).isEqualTo(6);
             assertThat(stats.recoverySeconds()).isPositive();
-            System.err.printf("recovery of %d extents: %.6f s%n", stats.extentCount(), stats.recoverySeconds());
+            System.err.printf("recovery of %d regions: %.6f s%n", stats.extentCount(), stats.recoverySeconds());
             for (SsdEntry entry : after) {
                 long index = SsdTesting.indexOf(entry.key());
                 SsdLease lease = t.call(() -> t.store.acquireLease(entry.key(), entry.generation()));
@@ -336,11 +365,49 @@ class SsdStoreTest {
                 assertThat(SsdTesting.matches(dst, entry.lengthBytes(), index)).isTrue();
                 t.run(() -> t.store.release(lease));
             }
-            // the next write gets a fresh generation and overwrites the oldest survivor (key 2, position 2)
-            SsdWriteOutcome next = t.write(6, 1000);
+            // the next writes get fresh generations and go to the empty regions first: nothing recovered is evicted
+            t.changes.clear();
+            SsdWriteOutcome next = t.write(6, 60_000);
             assertThat(next.generation()).isGreaterThan(last);
-            assertThat(t.call(() -> t.store.positionOf(key(6)))).isEqualTo(2);
-            assertThat(t.call(() -> t.store.lookup(key(2)).present())).isFalse();
+            t.write(7, 60_000);
+            t.write(8, 60_000);
+            assertThat(t.changes).noneMatch(c -> c.kind() == SsdResidencyChange.Kind.SSD_REMOVED);
+            assertThat(t.call(t.store::committedEntries)).hasSize(9);
+            // the tier is full now: the recovered region is the oldest, so its pages go first, each reported
+            t.write(9, 60_000);
+            assertThat(t.changes.stream().filter(c -> c.kind() == SsdResidencyChange.Kind.SSD_REMOVED))
+                    .hasSize(6).allMatch(c -> c.cause() == SsdResidencyChange.Cause.OVERWRITTEN)
+                    .allMatch(c -> SsdTesting.indexOf(c.key()) < 6);
+            assertThat(t.call(() -> t.store.regionOf(key(9)))).isZero();
+        }
+    }
+
+    @Test
+    void restartedSmallPageTierKeepsItsRecoveredPagesWhenAsManyNewOnesArrive() throws Exception {
+        // 2 MiB + 4 KiB extents, a tier of 8 of them, 64 KiB pages: one page per extent would hold 8 pages, so
+        // 8 pages published after a restart would overwrite the 8 recovered ones.
+        SsdSettings settings = new SsdSettings().directory(dir).capacityBytes(8 * SsdSettings.EXTENT_BYTES_DEFAULT)
+                .writeStagingBuffers(2).queueDepth(8);
+        try (SsdTesting t = SsdTesting.open(settings)) {
+            for (int i = 0; i < 8; i++) {
+                assertThat(t.write(i, 64 << 10).committed()).isTrue();
+            }
+            t.reopen(settings);
+            for (int i = 8; i < 16; i++) {
+                assertThat(t.write(i, 64 << 10).committed()).isTrue();
+            }
+            assertThat(t.changes).noneMatch(c -> c.kind() == SsdResidencyChange.Kind.SSD_REMOVED);
+            MemorySegment dst = t.arena.allocate(64 << 10, 4096);
+            for (int i = 0; i < 16; i++) {
+                int k = i;
+                SsdEntry entry = t.call(() -> t.store.lookup(key(k)));
+                assertThat(entry.present()).as("page %d", k).isTrue();
+                SsdLease lease = t.call(() -> t.store.acquireLease(key(k), entry.generation()));
+                t.await(() -> t.store.readInto(lease, dst));
+                assertThat(SsdTesting.matches(dst, 64 << 10, k)).isTrue();
+                t.run(() -> t.store.release(lease));
+            }
+            assertThat(settings.pagesOf(64 << 10)).isEqualTo(8 * 30); // 30 pages of 68 KiB per 2 MiB + 4 KiB
         }
     }
 
@@ -352,7 +419,8 @@ class SsdStoreTest {
             generation = t.write(1, 9000).generation();
             t.closeStore();
         }
-        // copy extent 0 to slot 2 with a higher generation, and to slot 3 with a lower one
+        // copy the page at the start of region 0 to the start of region 2 with a higher generation, and of region 3
+        // with a lower one
         Path shard = dir.resolve("shard-000.okv");
         try (FileChannel channel = FileChannel.open(shard, StandardOpenOption.READ, StandardOpenOption.WRITE);
              Arena arena = Arena.ofConfined()) {
@@ -371,7 +439,7 @@ class SsdStoreTest {
         }
         try (SsdTesting t = SsdTesting.open(settings)) {
             assertThat(t.call(() -> t.store.lookup(key(1)).generation())).isEqualTo(generation + 5);
-            assertThat(t.call(() -> t.store.positionOf(key(1)))).isEqualTo(2);
+            assertThat(t.call(() -> t.store.regionOf(key(1)))).isEqualTo(2);
             assertThat(t.stats().recoveryDuplicateExtents()).isEqualTo(2);
             assertThat(t.write(2, 100).generation()).isEqualTo(generation + 6);
         }
