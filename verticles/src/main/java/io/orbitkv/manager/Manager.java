@@ -43,6 +43,7 @@ import java.util.Collections;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Optional;
+import java.util.OptionalLong;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -86,10 +87,14 @@ public final class Manager implements AutoCloseable {
     private final StorageVerticle storage;
     private final SsdProxy ssd;
     private final ManagerRoles.Deployments deployments;
+    /** From {@link #start} being called to every role deployed (the Vertx, the preparation, the roles). */
+    private final long startNanos;
     private Future<StopReport> stopping;
 
-    private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, ManagerRoles roles) {
+    private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, ManagerRoles roles,
+                    long startNanos) {
         this.vertx = vertx;
+        this.startNanos = startNanos;
         this.config = config;
         this.registry = registry;
         this.engine = roles.engine;
@@ -194,6 +199,7 @@ public final class Manager implements AutoCloseable {
      * the roles built from their settings, deployed in dependency order.
      */
     public static Future<Manager> start(ManagerConfig config, RestoreVerticle.CopyGate restoreGate) {
+        long calledNanos = System.nanoTime();
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         // Time-ordered and random (see MemberRecord.newIncarnation): peers fence evidence of older incarnations.
         long incarnation = MemberRecord.newIncarnation(System.currentTimeMillis(), new SecureRandom().nextLong());
@@ -215,7 +221,7 @@ public final class Manager implements AutoCloseable {
                 .map(prepared -> new ManagerRoles(config, prepared.token(), prepared.poolPages(), vertx, registry,
                         incarnation, eventBusPort, poolPath, restoreGate))
                 .compose(roles -> roles.deployInOrder(vertx))
-                .map(roles -> new Manager(vertx, config, registry, roles));
+                .map(roles -> new Manager(vertx, config, registry, roles, System.nanoTime() - calledNanos));
         return outsideVertx(vertx, started);
     }
 
@@ -304,10 +310,23 @@ public final class Manager implements AutoCloseable {
      * connect, metrics, the pool, the token, the bridge, and with the cluster on its member id and incarnation.
      */
     public String readyLine() {
+        return readyLine(OptionalLong.empty());
+    }
+
+    /**
+     * The ready line; with {@code processToReadyMillis} (the launcher's: from the JVM's start to now) it says
+     * {@code ready in N ms (Manager start M ms)}, without it {@code Manager start M ms} (a Manager in a JVM that
+     * ran other things first).
+     */
+    public String readyLine(OptionalLong processToReadyMillis) {
         String bridge = bridgePort() < 0 ? "off" : "tcp " + config.bridge().host() + ":" + bridgePort();
         String line = String.format("OrbitKV Manager ready: grpc unix:%s and tcp %s:%d, metrics http://%s:%d/metrics, pool %d bytes at %s, token %s, bridge %s",
                 unixSocket(), config.grpcTcpHost(), grpcTcpPort(), config.metricsHost(), metricsPort(),
                 config.poolSizeBytes(), poolPath(), config.authTokenFile(), bridge);
+        long startMillis = TimeUnit.NANOSECONDS.toMillis(startNanos);
+        line += processToReadyMillis.isPresent()
+                ? ", ready in " + processToReadyMillis.getAsLong() + " ms (Manager start " + startMillis + " ms)"
+                : ", Manager start " + startMillis + " ms";
         if (cluster != null) {
             line += ", cluster member " + cluster.settings().memberId() + " incarnation " + cluster.membership().incarnation();
         }
@@ -346,6 +365,11 @@ public final class Manager implements AutoCloseable {
     /** The membership role when the cluster is enabled. */
     public Optional<MembershipRole> membershipRole() {
         return cluster == null ? Optional.empty() : Optional.of(cluster.membership());
+    }
+
+    /** From {@link #start} being called to every role deployed. */
+    public Duration startDuration() {
+        return Duration.ofNanos(startNanos);
     }
 
     public Vertx vertx() {
