@@ -41,7 +41,9 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.EnumSet;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.Set;
@@ -217,12 +219,32 @@ public final class Manager implements AutoCloseable {
         }
         RoleProxies.bindMetrics(vertx, registry);
         Path poolPath = config.poolPath(incarnation);
+        // Where the start's time goes, in order (milliseconds): logged once started.
+        Map<String, Long> phases = Collections.synchronizedMap(new LinkedHashMap<>());
+        phases.put("vertx", TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - calledNanos));
+        long preparing = System.nanoTime();
         Future<Manager> started = vertx.executeBlocking(() -> prepare(config))
-                .map(prepared -> new ManagerRoles(config, prepared.token(), prepared.poolPages(), vertx, registry,
-                        incarnation, eventBusPort, poolPath, restoreGate))
-                .compose(roles -> roles.deployInOrder(vertx))
-                .map(roles -> new Manager(vertx, config, registry, roles, System.nanoTime() - calledNanos));
+                .map(prepared -> {
+                    phases.put("prepare", TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - preparing));
+                    return new ManagerRoles(config, prepared.token(), prepared.poolPages(), vertx, registry,
+                            incarnation, eventBusPort, poolPath, restoreGate);
+                })
+                .compose(roles -> roles.deployInOrder(vertx, phases))
+                .map(roles -> {
+                    long startNanos = System.nanoTime() - calledNanos;
+                    LOG.info("started in {} ms: {}", TimeUnit.NANOSECONDS.toMillis(startNanos), phases(phases));
+                    return new Manager(vertx, config, registry, roles, startNanos);
+                });
         return outsideVertx(vertx, started);
+    }
+
+    private static String phases(Map<String, Long> phases) {
+        StringBuilder text = new StringBuilder();
+        synchronized (phases) {
+            phases.forEach((phase, millis) -> text.append(text.isEmpty() ? "" : ", ").append(phase).append(' ')
+                    .append(millis).append(" ms"));
+        }
+        return text.toString();
     }
 
     /**
@@ -242,14 +264,22 @@ public final class Manager implements AutoCloseable {
         for (Path stale : StalePools.removeDead(config.poolShmDir())) {
             LOG.info("removed the pool file {} of a Manager that is no longer running", stale);
         }
-        // The Transfer Engine is probed once, when its class loads (a library copy and dlopen): here, on a worker, so
-        // that /health on the event loop only reads the answer.
-        LOG.debug("Mooncake Transfer Engine loaded: {}", MooncakeTransferEngine.isAvailable());
+        // The Transfer Engine is probed once, when its class loads (a library copy and dlopen, a second or more on a
+        // loaded host): here, on a worker, so that /health on the event loop only reads the answer; and only where a
+        // peer transport could use it (a single-host Manager never loads it).
+        if (usesTransferEngine(config)) {
+            LOG.debug("Mooncake Transfer Engine loaded: {}", MooncakeTransferEngine.isAvailable());
+        }
         try {
             return new Prepared(EngineToken.loadOrCreate(config.authTokenFile(), Libc.effectiveUid()), poolPages);
         } catch (EngineToken.InsecureTokenFileException e) {
             throw new ConfigException("auth.token-file", e.getMessage());
         }
+    }
+
+    /** Whether this Manager has a peer transport that could move payload over the Transfer Engine. */
+    static boolean usesTransferEngine(ManagerConfig config) {
+        return config.cluster().isPresent() && config.peer().enabled();
     }
 
     /**

@@ -247,7 +247,7 @@ class EngineRestoreIT {
         awaitMetric("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"engine_restore_route\"}", 1);
         String health = running.scrapePath("/health");
         assertThat(health).contains("\"restore_routes\"").contains("\"HOST_REGION\"")
-                .contains("\"mooncake_te\":{\"loaded\":");
+                .contains("\"mooncake_te\":{\"loaded\":false,\"cause\":\"not probed: no peer transport on this Manager\"}");
 
         // Unregistering unmaps the region (the engine still owns and removes the file).
         session.unregister().await();
