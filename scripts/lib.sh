@@ -148,7 +148,8 @@ record_aot() {
   scratch=$(mktemp -d)
   tmp="$ORBITKV_AOT.tmp.$$"
   echo "orbitkv: recording the start-up cache (once per build)..." >&2
-  if (cd "$ORBITKV_ROOT" && "$JAVA_HOME/bin/java" "${ORBITKV_JVM_FLAGS[@]}" ${ORBITKV_JAVA_OPTS:-} \
+  # Bounded: a start that hangs (an environment pointing at a cluster, say) only costs the cache.
+  if (cd "$ORBITKV_ROOT" && timeout 300 "$JAVA_HOME/bin/java" "${ORBITKV_JVM_FLAGS[@]}" ${ORBITKV_JAVA_OPTS:-} \
         "${ORBITKV_AOT_LOG_FLAGS[@]}" -XX:AOTCacheOutput="$tmp" -jar "$ORBITKV_JAR" manager --exit-when-ready \
         --data-dir "$scratch/data" --pool-size 64MiB --grpc-port 0 --metrics-port 0 --set ssd.capacity=64MiB) \
         >"$scratch/out" 2>"$scratch/err" && [ -s "$tmp" ]; then
