@@ -58,6 +58,11 @@ need_tool() {
 
 ORBITKV_JAR="$ORBITKV_ROOT/app/target/orbitkv.jar"
 ORBITKV_JVM_FLAGS=(--enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow)
+# The start-up cache (JDK 25 AOT cache: classes loaded and linked, method profiles) recorded from one Manager start
+# of this jar; the launcher records it once per build and passes it to every command. ORBITKV_AOT_CACHE=0: never.
+ORBITKV_AOT="$ORBITKV_ROOT/app/target/orbitkv.aot"
+# The JVM reports cache problems through its unified log, on stdout by default: keep stdout for reports and lines.
+ORBITKV_AOT_LOG_FLAGS=(-Xlog:disable -Xlog:all=warning:stderr)
 ORBITKV_BUILD_LOCK="$ORBITKV_ROOT/.orbitkv-build.lock"
 
 # The files the fat jar is built from: in a git checkout the tracked ones and new ones git does not ignore, so that
@@ -123,4 +128,36 @@ need_mooncake_te() {
     echo "orbitkv: the Mooncake Transfer Engine did not build (see above); fix it or set ORBITKV_SKIP_MOONCAKE=1" >&2
     return 1
   }
+}
+
+# Which JDK records or reads the start-up cache: a cache recorded by another JDK is not used.
+jdk_identity() {
+  echo "$(readlink -f "$JAVA_HOME/bin/java") $(sed -n 's/^JAVA_RUNTIME_VERSION=//p' "$JAVA_HOME/release" 2>/dev/null)"
+}
+
+# Whether the start-up cache exists, is newer than the jar and was recorded by this JDK.
+aot_fresh() {
+  [ -s "$ORBITKV_AOT" ] && [ -f "$ORBITKV_JAR" ] && [ "$ORBITKV_AOT" -nt "$ORBITKV_JAR" ] \
+    && [ "$(cat "$ORBITKV_AOT.jdk" 2>/dev/null)" = "$(jdk_identity)" ]
+}
+
+# Records the start-up cache: one Manager started (small pool and SSD tier in a scratch directory) and stopped in
+# order, with the JVM writing what it loaded, linked and profiled. A failure only means starting without the cache.
+record_aot() {
+  local scratch tmp
+  scratch=$(mktemp -d)
+  tmp="$ORBITKV_AOT.tmp.$$"
+  echo "orbitkv: recording the start-up cache (once per build)..." >&2
+  # Bounded: a start that hangs (an environment pointing at a cluster, say) only costs the cache.
+  if (cd "$ORBITKV_ROOT" && timeout 300 "$JAVA_HOME/bin/java" "${ORBITKV_JVM_FLAGS[@]}" ${ORBITKV_JAVA_OPTS:-} \
+        "${ORBITKV_AOT_LOG_FLAGS[@]}" -XX:AOTCacheOutput="$tmp" -jar "$ORBITKV_JAR" manager --exit-when-ready \
+        --data-dir "$scratch/data" --pool-size 64MiB --grpc-port 0 --metrics-port 0 --set ssd.capacity=64MiB) \
+        >"$scratch/out" 2>"$scratch/err" && [ -s "$tmp" ]; then
+    mv -f "$tmp" "$ORBITKV_AOT"
+    jdk_identity > "$ORBITKV_AOT.jdk"
+  else
+    echo "orbitkv: the start-up cache was not recorded; starting without it ($(tail -n 1 "$scratch/err" 2>/dev/null))" >&2
+    rm -f "$tmp" "$tmp.config"
+  fi
+  rm -rf "$scratch"
 }

@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalLong;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -59,6 +60,9 @@ public final class OrbitKv implements Callable<Integer> {
         String metricsPort;
         @Option(names = "--set", description = "Any configuration key: --set key=value (repeatable).")
         List<String> sets = new ArrayList<>();
+        @Option(names = "--exit-when-ready", description = "Start, print the ready line, stop in order and exit "
+                + "(start checks, `bench start`, and the launcher's start-up cache recording).")
+        boolean exitWhenReady;
 
         @Override
         public Integer call() throws Exception {
@@ -97,6 +101,13 @@ public final class OrbitKv implements Callable<Integer> {
                 System.err.println("orbitkv: the Manager could not start: " + e.getMessage());
                 return 1;
             }
+            String ready = manager.readyLine(processToReadyMillis());
+            if (exitWhenReady) {
+                System.out.println(ready);
+                System.out.flush();
+                manager.close();
+                return 0;
+            }
             CountDownLatch stopped = new CountDownLatch(1);
             Runtime.getRuntime().addShutdownHook(new Thread(() -> {
                 try {
@@ -106,10 +117,15 @@ public final class OrbitKv implements Callable<Integer> {
                 }
                 stopped.countDown();
             }, "orbitkv-shutdown"));
-            System.out.println(manager.readyLine());
+            System.out.println(ready);
             System.out.flush();
             stopped.await();
             return 0;
+        }
+
+        /** From this JVM's start (as the JVM recorded it, at millisecond resolution) to now. */
+        private static OptionalLong processToReadyMillis() {
+            return OptionalLong.of(java.lang.management.ManagementFactory.getRuntimeMXBean().getUptime());
         }
 
         private static void put(Map<String, String> map, String key, String value) {

@@ -29,6 +29,7 @@ public final class Benchmarks {
         register("replay", io.orbitkv.perf.replay.ReplayCommand::run);
         register("gpu-restore", io.orbitkv.perf.gpu.GpuRestoreBench::run);
         register("peer", io.orbitkv.perf.peer.PeerBench::run);
+        register("start", io.orbitkv.perf.start.StartBench::run);
         register("ssd", args -> {
             try {
                 return io.orbitkv.perf.ssd.SsdBench.run(args);

@@ -37,6 +37,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import io.orbitkv.common.RateLimitedLog;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import io.orbitkv.model.PositionedKey;
@@ -81,6 +82,8 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
     private final InventoryDirectory directory;
     private final Map<String, List<InventoryBatch>> snapshotsPending = new HashMap<>();
     private final Map<String, Meter> evidenceGauges = new HashMap<>();
+    /** Refused and failed inventory messages: one WARN line per kind and member per interval. */
+    private final RateLimitedLog refusals = new RateLimitedLog(LOG);
 
     private volatile Context context;
     private long timer = -1;
@@ -241,6 +244,8 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
         if (!ClusterSettings.validMemberId(request.getMemberId())
                 || !membership.isCurrent(new PeerOwner(request.getMemberId(), request.getIncarnation()))) {
             rejected("snapshot-refused").increment();
+            refusals.warn("inventory snapshot request refused", memberOrUnknown(request.getMemberId()),
+                    "not a current member at that incarnation");
             message.fail(403, "not a current member");
             return;
         }
@@ -282,11 +287,13 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
         }
         if (!ClusterSettings.validMemberId(batch.getMemberId())) {
             rejected("malformed").increment();
+            refusals.warn("inventory batch refused", null, "malformed member id");
             return;
         }
         PeerOwner owner = new PeerOwner(batch.getMemberId(), batch.getIncarnation());
         if (!membership.isCurrent(owner)) {
             rejected("not-member").increment();
+            refusals.warn("inventory batch refused", owner.memberId(), "not a current member at that incarnation");
             return;
         }
         received.increment();
@@ -318,7 +325,10 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
                 requestSnapshot(owner);
             }
             case NOT_SYNCED -> requestSnapshot(owner);
-            case FENCED -> rejected("fenced").increment();
+            case FENCED -> {
+                rejected("fenced").increment();
+                refusals.warn("inventory batch fenced", owner.memberId(), "an older incarnation than the member's");
+            }
             case DUPLICATE -> { }
         }
     }
@@ -337,8 +347,8 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
                 return; // membership changed meanwhile (cleared)
             }
             if (ar.failed()) {
-                LOG.info("cluster: the inventory snapshot of {} failed ({}); the next batch asks again",
-                        owner.memberId(), ar.cause().getMessage());
+                refusals.warn("inventory snapshot failed", owner.memberId(),
+                        RateLimitedLog.describe(ar.cause()) + "; the next batch asks again");
                 return;
             }
             InventorySnapshot snapshot;
@@ -354,6 +364,7 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
             PeerOwner snapOwner = new PeerOwner(owner.memberId(), snapshot.getIncarnation());
             if (!snapshot.getMemberId().equals(owner.memberId()) || !membership.isCurrent(snapOwner)) {
                 rejected("not-member").increment();
+                refusals.warn("inventory snapshot refused", owner.memberId(), "not from the current member");
                 return;
             }
             directory.applySnapshot(snapOwner, snapshot.getSequence(), resident);
@@ -398,6 +409,11 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
                     e.getSequence(), e.getAtMillis()));
         }
         return changes;
+    }
+
+    /** A member id fit for a log line: a valid one as is, anything else as unknown. */
+    private static String memberOrUnknown(String memberId) {
+        return ClusterSettings.validMemberId(memberId) ? memberId : null;
     }
 
     // ---- metrics ----

@@ -18,12 +18,24 @@ public final class HealthAndMetricsVerticle extends VerticleBase {
     private final PrometheusMeterRegistry registry;
     private final String host;
     private final int port;
+    private final boolean transferEngineProbed;
     private HttpServer server;
 
-    public HealthAndMetricsVerticle(PrometheusMeterRegistry registry, String host, int port) {
+    /** {@code transferEngineProbed}: whether the Manager probed the Transfer Engine (only with a peer transport). */
+    public HealthAndMetricsVerticle(PrometheusMeterRegistry registry, String host, int port, boolean transferEngineProbed) {
         this.registry = registry;
         this.host = host;
         this.port = port;
+        this.transferEngineProbed = transferEngineProbed;
+    }
+
+    /** What /health says of the Transfer Engine; without a peer transport it was never loaded, and is not now. */
+    private JsonObject transferEngine() {
+        if (!transferEngineProbed) {
+            return JsonObject.of("loaded", false, "cause", "not probed: no peer transport on this Manager");
+        }
+        return JsonObject.of("loaded", MooncakeTransferEngine.status().loaded(), "cause",
+                MooncakeTransferEngine.status().cause());
     }
 
     public int actualPort() {
@@ -64,8 +76,7 @@ public final class HealthAndMetricsVerticle extends VerticleBase {
                                 .put("pool_used_bytes", ar.result().usedBytes())
                                 .put("resident_images", ar.result().residentImages())
                                 .put("restore_routes", restoreRoutes())
-                                .put("mooncake_te", JsonObject.of("loaded", MooncakeTransferEngine.status().loaded(),
-                                        "cause", MooncakeTransferEngine.status().cause())).encode());
+                                .put("mooncake_te", transferEngine()).encode());
                     } else {
                         request.response().setStatusCode(503).putHeader("content-type", "application/json")
                                 .end(new JsonObject().put("status", "DOWN").put("reason", "storage role not answering").encode());

@@ -41,8 +41,11 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.EnumSet;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
+import java.util.OptionalLong;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -86,10 +89,14 @@ public final class Manager implements AutoCloseable {
     private final StorageVerticle storage;
     private final SsdProxy ssd;
     private final ManagerRoles.Deployments deployments;
+    /** From {@link #start} being called to every role deployed (the Vertx, the preparation, the roles). */
+    private final long startNanos;
     private Future<StopReport> stopping;
 
-    private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, ManagerRoles roles) {
+    private Manager(Vertx vertx, ManagerConfig config, PrometheusMeterRegistry registry, ManagerRoles roles,
+                    long startNanos) {
         this.vertx = vertx;
+        this.startNanos = startNanos;
         this.config = config;
         this.registry = registry;
         this.engine = roles.engine;
@@ -194,6 +201,7 @@ public final class Manager implements AutoCloseable {
      * the roles built from their settings, deployed in dependency order.
      */
     public static Future<Manager> start(ManagerConfig config, RestoreVerticle.CopyGate restoreGate) {
+        long calledNanos = System.nanoTime();
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         // Time-ordered and random (see MemberRecord.newIncarnation): peers fence evidence of older incarnations.
         long incarnation = MemberRecord.newIncarnation(System.currentTimeMillis(), new SecureRandom().nextLong());
@@ -211,12 +219,32 @@ public final class Manager implements AutoCloseable {
         }
         RoleProxies.bindMetrics(vertx, registry);
         Path poolPath = config.poolPath(incarnation);
+        // Where the start's time goes, in order (milliseconds): logged once started.
+        Map<String, Long> phases = Collections.synchronizedMap(new LinkedHashMap<>());
+        phases.put("vertx", TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - calledNanos));
+        long preparing = System.nanoTime();
         Future<Manager> started = vertx.executeBlocking(() -> prepare(config))
-                .map(prepared -> new ManagerRoles(config, prepared.token(), prepared.poolPages(), vertx, registry,
-                        incarnation, eventBusPort, poolPath, restoreGate))
-                .compose(roles -> roles.deployInOrder(vertx))
-                .map(roles -> new Manager(vertx, config, registry, roles));
+                .map(prepared -> {
+                    phases.put("prepare", TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - preparing));
+                    return new ManagerRoles(config, prepared.token(), prepared.poolPages(), vertx, registry,
+                            incarnation, eventBusPort, poolPath, restoreGate);
+                })
+                .compose(roles -> roles.deployInOrder(vertx, phases))
+                .map(roles -> {
+                    long startNanos = System.nanoTime() - calledNanos;
+                    LOG.info("started in {} ms: {}", TimeUnit.NANOSECONDS.toMillis(startNanos), phases(phases));
+                    return new Manager(vertx, config, registry, roles, startNanos);
+                });
         return outsideVertx(vertx, started);
+    }
+
+    private static String phases(Map<String, Long> phases) {
+        StringBuilder text = new StringBuilder();
+        synchronized (phases) {
+            phases.forEach((phase, millis) -> text.append(text.isEmpty() ? "" : ", ").append(phase).append(' ')
+                    .append(millis).append(" ms"));
+        }
+        return text.toString();
     }
 
     /**
@@ -236,14 +264,22 @@ public final class Manager implements AutoCloseable {
         for (Path stale : StalePools.removeDead(config.poolShmDir())) {
             LOG.info("removed the pool file {} of a Manager that is no longer running", stale);
         }
-        // The Transfer Engine is probed once, when its class loads (a library copy and dlopen): here, on a worker, so
-        // that /health on the event loop only reads the answer.
-        LOG.debug("Mooncake Transfer Engine loaded: {}", MooncakeTransferEngine.isAvailable());
+        // The Transfer Engine is probed once, when its class loads (a library copy and dlopen, a second or more on a
+        // loaded host): here, on a worker, so that /health on the event loop only reads the answer; and only where a
+        // peer transport could use it (a single-host Manager never loads it).
+        if (usesTransferEngine(config)) {
+            LOG.debug("Mooncake Transfer Engine loaded: {}", MooncakeTransferEngine.isAvailable());
+        }
         try {
             return new Prepared(EngineToken.loadOrCreate(config.authTokenFile(), Libc.effectiveUid()), poolPages);
         } catch (EngineToken.InsecureTokenFileException e) {
             throw new ConfigException("auth.token-file", e.getMessage());
         }
+    }
+
+    /** Whether this Manager has a peer transport that could move payload over the Transfer Engine. */
+    static boolean usesTransferEngine(ManagerConfig config) {
+        return config.cluster().isPresent() && config.peer().enabled();
     }
 
     /**
@@ -304,10 +340,23 @@ public final class Manager implements AutoCloseable {
      * connect, metrics, the pool, the token, the bridge, and with the cluster on its member id and incarnation.
      */
     public String readyLine() {
+        return readyLine(OptionalLong.empty());
+    }
+
+    /**
+     * The ready line; with {@code processToReadyMillis} (the launcher's: from the JVM's start to now) it says
+     * {@code ready in N ms (Manager start M ms)}, without it {@code Manager start M ms} (a Manager in a JVM that
+     * ran other things first).
+     */
+    public String readyLine(OptionalLong processToReadyMillis) {
         String bridge = bridgePort() < 0 ? "off" : "tcp " + config.bridge().host() + ":" + bridgePort();
         String line = String.format("OrbitKV Manager ready: grpc unix:%s and tcp %s:%d, metrics http://%s:%d/metrics, pool %d bytes at %s, token %s, bridge %s",
                 unixSocket(), config.grpcTcpHost(), grpcTcpPort(), config.metricsHost(), metricsPort(),
                 config.poolSizeBytes(), poolPath(), config.authTokenFile(), bridge);
+        long startMillis = TimeUnit.NANOSECONDS.toMillis(startNanos);
+        line += processToReadyMillis.isPresent()
+                ? ", ready in " + processToReadyMillis.getAsLong() + " ms (Manager start " + startMillis + " ms)"
+                : ", Manager start " + startMillis + " ms";
         if (cluster != null) {
             line += ", cluster member " + cluster.settings().memberId() + " incarnation " + cluster.membership().incarnation();
         }
@@ -346,6 +395,11 @@ public final class Manager implements AutoCloseable {
     /** The membership role when the cluster is enabled. */
     public Optional<MembershipRole> membershipRole() {
         return cluster == null ? Optional.empty() : Optional.of(cluster.membership());
+    }
+
+    /** From {@link #start} being called to every role deployed. */
+    public Duration startDuration() {
+        return Duration.ofNanos(startNanos);
     }
 
     public Vertx vertx() {

@@ -102,7 +102,8 @@ final class ManagerRoles {
                         poolBytes, registry, costs, Ticker.SYSTEM)
                         .poolPageBytes(io.orbitkv.peer.PoolPrefault.pageBytes(poolPages));
         this.planning = planning(config, vertx, registry, costs);
-        this.health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
+        this.health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort(),
+                Manager.usesTransferEngine(config));
     }
 
     /**
@@ -132,25 +133,38 @@ final class ManagerRoles {
         return planning;
     }
 
-    /** Deploys in dependency order: each role after what it calls at start. */
-    Future<ManagerRoles> deployInOrder(Vertx vertx) {
-        return deploy(vertx, cost, id -> deployments.cost = id)
-                .compose(v -> deploy(vertx, ssd, id -> deployments.ssd = id))
-                .compose(v -> deploy(vertx, storage, id -> deployments.storage = id))
-                .compose(v -> cluster == null ? Future.succeededFuture() : cluster.deploy(vertx))
-                .compose(v -> deploy(vertx, planning, id -> deployments.planning = id))
-                .compose(v -> deploy(vertx, peer, id -> deployments.peer = id))
-                .compose(v -> deploy(vertx, restore, id -> deployments.restore = id))
-                .compose(v -> deploy(vertx, admission, id -> deployments.admission = id))
-                .compose(v -> deploy(vertx, engine, id -> deployments.engine = id))
-                .compose(v -> deploy(vertx, health, id -> deployments.health = id))
+    /**
+     * Deploys in dependency order: each role after what it calls at start. Each deployment's time goes into
+     * {@code phases} (milliseconds by role, in order), which the Manager logs once started.
+     */
+    Future<ManagerRoles> deployInOrder(Vertx vertx, Map<String, Long> phases) {
+        return deploy(vertx, "cost", cost, id -> deployments.cost = id, phases)
+                .compose(v -> deploy(vertx, "ssd", ssd, id -> deployments.ssd = id, phases))
+                .compose(v -> deploy(vertx, "storage", storage, id -> deployments.storage = id, phases))
+                .compose(v -> timed("cluster", cluster == null ? null : () -> cluster.deploy(vertx), phases))
+                .compose(v -> deploy(vertx, "planning", planning, id -> deployments.planning = id, phases))
+                .compose(v -> deploy(vertx, "peer", peer, id -> deployments.peer = id, phases))
+                .compose(v -> deploy(vertx, "restore", restore, id -> deployments.restore = id, phases))
+                .compose(v -> deploy(vertx, "admission", admission, id -> deployments.admission = id, phases))
+                .compose(v -> deploy(vertx, "engine", engine, id -> deployments.engine = id, phases))
+                .compose(v -> deploy(vertx, "health", health, id -> deployments.health = id, phases))
                 .map(v -> this);
     }
 
     /** Deploys {@code verticle} and keeps its id; nothing for an absent (null) role. */
-    private static Future<?> deploy(Vertx vertx, Deployable verticle,
-                                    Consumer<String> deployed) {
-        return verticle == null ? Future.succeededFuture() : vertx.deployVerticle(verticle).onSuccess(deployed::accept);
+    private static Future<?> deploy(Vertx vertx, String role, Deployable verticle, Consumer<String> deployed,
+                                    Map<String, Long> phases) {
+        return timed(role, verticle == null ? null
+                : () -> vertx.deployVerticle(verticle).onSuccess(deployed::accept), phases);
+    }
+
+    /** Runs {@code step} (none when null) and records its milliseconds under {@code role}. */
+    private static Future<?> timed(String role, java.util.function.Supplier<Future<?>> step, Map<String, Long> phases) {
+        if (step == null) {
+            return Future.succeededFuture();
+        }
+        long started = System.nanoTime();
+        return step.get().onSuccess(x -> phases.put(role, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)));
     }
 
     /** The admission role's settings: its bounds, and its byte budgets as fractions of the pool. */

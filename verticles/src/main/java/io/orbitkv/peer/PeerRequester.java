@@ -5,6 +5,7 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.model.MemberRecord;
 import io.orbitkv.cluster.MembershipRole;
+import io.orbitkv.common.RateLimitedLog;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.model.cost.CostPath;
 import io.orbitkv.cost.CostProxy;
@@ -39,6 +40,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import io.orbitkv.model.ImageRef;
 import io.orbitkv.model.SlotGrant;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The requester role of the peer package: fetches a peer's pages into local slots (acquire, then submit, or abandon).
@@ -55,6 +58,7 @@ import io.orbitkv.model.SlotGrant;
  * left. Concurrency: every method runs on the peer role's context (the transport answers there too).
  */
 final class PeerRequester {
+    private static final Logger LOG = LoggerFactory.getLogger(PeerRequester.class);
     /** The storage instance id under which fetched pages are published locally. */
     static final long PEER_INSTANCE = Long.MAX_VALUE - 12;
     static final String PEER_ENDPOINT = "peer";
@@ -71,6 +75,7 @@ final class PeerRequester {
     private final Counter fetchedPages;
     /** Fetches that failed, by {@link PeerException.Kind} (a bounded label). */
     private final Map<PeerException.Kind, Counter> failures = new EnumMap<>(PeerException.Kind.class);
+    private final RateLimitedLog failureLog;
     private volatile PeerVerticle.ReserveGate reserveGate = PeerVerticle.ReserveGate.OPEN;
 
     PeerRequester(Context context, MembershipRole membership, GrpcClient grpc, StorageProxy storage,
@@ -84,6 +89,7 @@ final class PeerRequester {
         this.pool = pool;
         this.cost = cost;
         this.ticker = ticker;
+        this.failureLog = new RateLimitedLog(LOG, ticker, RateLimitedLog.INTERVAL_DEFAULT);
         mismatches = Counter.builder("orbitkv_peer_checksum_mismatches_total")
                 .description("Fetched peer pages whose bytes did not match the source's CRC32C (never served)").register(registry);
         fetchedPages = Counter.builder("orbitkv_peer_fetched_pages_total")
@@ -112,7 +118,7 @@ final class PeerRequester {
         long started = ticker.nanos();
         long budget = p.budget().toNanos();
         return reserve(p, started + budget).compose(r -> slots(r.client, r.grant, p, started, budget))
-                .onFailure(this::countFailure);
+                .onFailure(failure -> countFailure(p.owner(), failure));
     }
 
     private record Reserved(PeerTransferGrpcClient client, PeerGrant grant) {}
@@ -226,7 +232,7 @@ final class PeerRequester {
                 return sealed.succeeded() ? ready(a, sealed.result())
                         : Future.failedFuture(mismatch(sealed.cause()));
             });
-        }).onFailure(this::countFailure);
+        }).onFailure(failure -> countFailure(a.owner, failure));
     }
 
     private PeerException mismatch(Throwable cause) {
@@ -268,9 +274,25 @@ final class PeerRequester {
         return slots;
     }
 
-    private void countFailure(Throwable failure) {
+    /** Counts a failed attempt and logs it (rate-limited per kind and member; no key, lease or namespace named). */
+    private void countFailure(PeerOwner owner, Throwable failure) {
         PeerException.Kind kind = failure instanceof PeerException e ? e.kind() : PeerException.Kind.TRANSFER_FAILED;
         failures.get(kind).increment();
+        failureLog.warn("peer fetch " + kind.name().toLowerCase(Locale.ROOT), owner.memberId(), reason(failure, kind));
+    }
+
+    /** A fixed description of a failure: the kind's meaning, the rejection's name, or the exception's type. */
+    static String reason(Throwable failure, PeerException.Kind kind) {
+        if (!(failure instanceof PeerException e)) {
+            return "the attempt failed (" + failure.getClass().getSimpleName() + ")";
+        }
+        return switch (kind) {
+            case REJECTED -> "the source refused the reserve (" + e.rejection().name().toLowerCase(Locale.ROOT) + ")";
+            case UNREACHABLE -> "the source or its endpoint did not answer before payload";
+            case TRANSFER_FAILED -> "the transfer failed after submission (fenced, its slots freed)";
+            case TIMEOUT -> "the attempt's waiting budget ran out";
+            case CHECKSUM_MISMATCH -> "the fetched bytes did not match the source's checksum (never served)";
+        };
     }
 
     private void observe(PeerCommands.Acquired a, CostPath path, boolean succeeded, long nanos) {

@@ -6,6 +6,7 @@ import io.orbitkv.cluster.MemberTable;
 import io.orbitkv.cluster.MembershipRole;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
+import io.orbitkv.common.RateLimitedLog;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
@@ -148,7 +149,10 @@ public final class PeerVerticle extends VerticleBase {
                 })
                 .compose(port -> vertx.createHttpServer(new HttpServerOptions().setHost(cluster.host())
                         .setPort(settings.port()).setSsl(true).setUseAlpn(true).setClientAuth(ClientAuth.REQUIRED)
-                        .setKeyCertOptions(keyCert).setTrustOptions(trust)).requestHandler(grpc).listen())
+                        .setKeyCertOptions(keyCert).setTrustOptions(trust)).requestHandler(grpc)
+                        .exceptionHandler(failure -> transport.refusals().warn("peer control tls handshake refused",
+                                null, RateLimitedLog.describe(failure)))
+                        .listen())
                 .onSuccess(server -> {
                     grpcServer = server;
                     serveProxy();

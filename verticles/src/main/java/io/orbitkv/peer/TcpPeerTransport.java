@@ -2,6 +2,7 @@ package io.orbitkv.peer;
 
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.common.RateLimitedLog;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.protocol.peer.TransferHeader;
 import com.google.protobuf.ByteString;
@@ -147,6 +148,11 @@ public final class TcpPeerTransport implements PeerTransport {
     /** Test seam: {@code hook} runs on the verifier thread before each page's check (and may block it). */
     public void beforeVerify(Runnable hook) {
         verifiers.beforeVerify = hook;
+    }
+
+    /** The one-line-per-interval log of connections this Manager's peer ports refused. */
+    RateLimitedLog refusals() {
+        return server.refusals;
     }
 
     /** Starts the transfer server (source side) on {@code host:port}, serving from the pool file at {@code poolPath}. */

@@ -32,6 +32,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import javax.net.ssl.SSLPeerUnverifiedException;
+import io.orbitkv.common.RateLimitedLog;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -61,6 +62,8 @@ final class TransferServer {
     private final PemTrustOptions trust;
     private final String tlsEngine;
     private final AtomicLong pagesSent = new AtomicLong();
+    /** Refused connections of this transport's ports, one line per kind per interval. */
+    final RateLimitedLog refusals = new RateLimitedLog(LOG);
     private final List<NetServer> servers = new CopyOnWriteArrayList<>();
     private FileChannel poolFile;
 
@@ -121,6 +124,7 @@ final class TransferServer {
             NetServer server = vertx.createNetServer(new NetServerOptions(options).setPort(port));
             servers.add(server);
             server.connectHandler(socket -> new Serving((NetSocketInternal) socket, pool, source, owner));
+            server.exceptionHandler(this::refused); // the handshakes that never reach connectHandler
             server.listen().onComplete(ar -> {
                 if (ar.succeeded()) {
                     bound.complete(ar.result().actualPort());
@@ -151,6 +155,7 @@ final class TransferServer {
             this.owner = owner;
             this.member = settings.plaintext() ? null : memberOf(socket);
             if (!settings.plaintext() && member == null) {
+                refusals.warn("peer transfer connection refused", null, "its certificate names no member");
                 close();
                 return;
             }
@@ -279,6 +284,15 @@ final class TransferServer {
         protected void deallocate() {
             // the channel belongs to the transport (closed in close()), not to this region
         }
+    }
+
+    /**
+     * A connection that failed before it was served: with TLS a refused handshake (no certificate, an untrusted one,
+     * no common cipher). The member is unknown: nothing verified names it.
+     */
+    private void refused(Throwable cause) {
+        refusals.warn(settings.plaintext() ? "peer transfer connection failed" : "peer transfer tls handshake refused",
+                null, RateLimitedLog.describe(cause));
     }
 
     /** The member id (certificate CN) of the TLS peer; null without a verified certificate. */

@@ -76,16 +76,18 @@ final class DeviceWorkerVerticle extends VerticleBase {
         boolean hostBatch = batch.hostDestination() != null;
         if (hostBatch != (cudaDevice < 0) || (!hostBatch && batch.device() != cudaDevice)) {
             // A plan is bound to one device: a batch for another lane is refused before anything is copied.
-            return new BatchDone(0, nanos, new IllegalArgumentException("a batch for device " + batch.device()
+            return BatchDone.failed(n, new IllegalArgumentException("a batch for device " + batch.device()
                     + " reached the worker of " + address));
         }
         try {
             gate.beforeBatch();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            return new BatchDone(0, nanos, e);
+            return BatchDone.failed(n, e);
         }
         int completed = 0;
+        long started = ticker.nanos();
+        long submitted = started;
         try {
             if (batch.hostDestination() != null) {
                 for (int i = 0; i < n; i++) {
@@ -95,20 +97,20 @@ final class DeviceWorkerVerticle extends VerticleBase {
                     nanos[i] = ticker.nanos() - start;
                     completed++;
                 }
-            } else {
-                CudaRuntime.setDevice(batch.device());
-                long start = ticker.nanos();
-                for (int i = 0; i < n; i++) {
-                    stream.copyHostToDevice(batch.deviceBase() + batch.destinationOffsets()[i],
-                            batch.pool().asSlice(batch.sourceOffsets()[i], batch.lengths()[i]), batch.lengths()[i]);
-                }
-                stream.record(done);
-                done.synchronize();
-                long each = (ticker.nanos() - start) / Math.max(1, n);
-                java.util.Arrays.fill(nanos, each);
-                completed = n;
+                submitted = ticker.nanos();
+                return new BatchDone(completed, nanos, null, started, submitted - started, 0);
             }
-            return new BatchDone(completed, nanos, null);
+            CudaRuntime.setDevice(batch.device());
+            for (int i = 0; i < n; i++) {
+                stream.copyHostToDevice(batch.deviceBase() + batch.destinationOffsets()[i],
+                        batch.pool().asSlice(batch.sourceOffsets()[i], batch.lengths()[i]), batch.lengths()[i]);
+            }
+            stream.record(done);
+            submitted = ticker.nanos();
+            done.synchronize();
+            long finished = ticker.nanos();
+            java.util.Arrays.fill(nanos, (finished - started) / Math.max(1, n));
+            return new BatchDone(n, nanos, null, started, submitted - started, finished - submitted);
         } catch (RuntimeException | InternalError e) {
             if (stream != null) {
                 // Copies already queued must be terminal before the batch answers: drain the stream.
@@ -118,7 +120,7 @@ final class DeviceWorkerVerticle extends VerticleBase {
                     // The stream's own error is the one reported below.
                 }
             }
-            return new BatchDone(completed, nanos, e);
+            return new BatchDone(completed, nanos, e, started, submitted - started, 0);
         }
     }
 

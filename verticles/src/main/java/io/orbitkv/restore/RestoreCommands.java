@@ -56,12 +56,31 @@ public final class RestoreCommands {
 
     public record GetStats() {}
 
-    /** One device lane's admission: in flight now, the most ever, the bound, copies waiting, copies done. */
+    /**
+     * One device lane's admission: in flight now, the most ever, the bound, copies waiting, copies done; and where its
+     * restores' time went ({@link LaneTimings}).
+     */
     public record LaneStats(String device, int inFlight, int peakInFlight, int maxInFlight, int queuedCopies,
-                            long completedCopies) {}
+                            long completedCopies, LaneTimings timings) {}
 
+    /**
+     * Cumulative time of a lane's restores, on the role's clock (nanoseconds; divide by the counts). Per restore:
+     * {@code executionNanos} from execute to terminal and {@code firstCopyNanos} from execute to its first batch
+     * starting on the worker. Per batch: {@code handoffNanos} from the role sending it to the worker starting it,
+     * {@code submitNanos} queueing its copies (each page's {@code cudaMemcpyAsync}; on the host lane the copies
+     * themselves), {@code waitNanos} waiting for the stream's event after the last copy. {@code ipcImportNanos} sums
+     * the CUDA IPC imports of destinations registered on the lane.
+     */
+    public record LaneTimings(long restores, long executionNanos, long firstCopyNanos, long batches, long copies,
+                              long handoffNanos, long submitNanos, long waitNanos, long ipcImports,
+                              long ipcImportNanos) {}
+
+    /**
+     * {@code poolRegistrationNanos}: how long pinning the pool mapping ({@code cudaHostRegister}, once at start) took;
+     * -1 when the pool is not registered (no CUDA).
+     */
     public record RestoreStats(List<LaneStats> lanes, int activeRestores, int cancellingRestores,
-                               int mappedHostRegions, List<RestoreRoutes.RouteStatus> routes) {
+                               int mappedHostRegions, List<RestoreRoutes.RouteStatus> routes, long poolRegistrationNanos) {
         public LaneStats lane(String device) {
             return lanes.stream().filter(l -> l.device().equals(device)).findFirst().orElse(null);
         }
@@ -72,10 +91,18 @@ public final class RestoreCommands {
      * region ({@code hostDestination}) or from the imported device base ({@code deviceBase}). Parallel arrays.
      */
     record CopyBatch(MemorySegment pool, MemorySegment hostDestination, long deviceBase, int device,
-                     long[] sourceOffsets, long[] destinationOffsets, long[] lengths) {}
+                     long[] sourceOffsets, long[] destinationOffsets, long[] lengths, long sentNanos) {}
 
-    /** A batch's terminal outcome: how many copies completed, each one's nanoseconds, and the failure if any. */
-    record BatchDone(int completed, long[] copyNanos, Throwable failure) {}
+    /**
+     * A batch's terminal outcome: how many copies completed, each one's nanoseconds, the failure if any, and its
+     * timing on the worker: when it started (after the gate), nanoseconds queueing its copies and waiting for them.
+     */
+    record BatchDone(int completed, long[] copyNanos, Throwable failure, long startedNanos, long submitNanos,
+                     long waitNanos) {
+        static BatchDone failed(int copies, Throwable failure) {
+            return new BatchDone(0, new long[copies], failure, -1, 0, 0);
+        }
+    }
 
     /** Imports (or closes) a CUDA IPC allocation on a device worker's thread. */
     record ImportIpc(byte[] handle) {}

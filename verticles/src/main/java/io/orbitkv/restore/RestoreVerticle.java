@@ -63,7 +63,8 @@ import io.orbitkv.model.plan.RestoreTarget;
  *
  * <h2>Plans and admission</h2>
  * An {@link Execute} becomes one plan bound to one device lane (the destination's: the host lane or {@code cuda:N}):
- * its copies (pool slot → destination page) are submitted in batches to that lane's worker verticle, each copy taking
+ * its copies (pool slot → destination page) are submitted in batches to that lane's worker verticle (a CUDA lane's batch as large as its admission bound, see
+ * {@link #batchLimit}), each copy taking
  * a credit of the lane's {@link DeviceAdmission} (128 in flight) that is returned when the batch answers (every copy
  * in it terminal). Plans waiting for credits queue per lane and take turns batch by batch.
  *
@@ -87,7 +88,7 @@ public final class RestoreVerticle extends VerticleBase {
 
     /**
      * @param maxInFlightPerDevice copy operations in flight per device (the design's 128)
-     * @param batchCopies          copies one worker batch carries at most
+     * @param batchCopies          copies one host-lane batch carries at most (a CUDA batch: up to the admission bound)
      */
     public record Settings(Path poolPath, long poolBytes, int maxInFlightPerDevice, int batchCopies, long incarnation,
                            CopyGate gate) {
@@ -109,6 +110,17 @@ public final class RestoreVerticle extends VerticleBase {
         final ArrayDeque<Execution> queue = new ArrayDeque<>();
         final ResourceId resource;
         String deploymentId;
+        // where this lane's time went (LaneTimings); confined to the role's loop like the rest
+        long restores;
+        long executionNanos;
+        long firstCopyNanos;
+        long batches;
+        long copiesTimed;
+        long handoffNanos;
+        long submitNanos;
+        long waitNanos;
+        long ipcImports;
+        long ipcImportNanos;
 
         Lane(String name, int cudaDevice) {
             this.name = name;
@@ -156,6 +168,7 @@ public final class RestoreVerticle extends VerticleBase {
         int next;
         int inFlight;
         int completed;
+        boolean firstCopyStarted;
         boolean cancelled;
         Throwable failure;
 
@@ -192,6 +205,7 @@ public final class RestoreVerticle extends VerticleBase {
     private final DeliveryOptions local = new DeliveryOptions().setLocalOnly(true).setSendTimeout(Long.MAX_VALUE / 2);
     private SharedMemoryFile pool;
     private CudaRuntime.HostRegistration pinnedPool;
+    private long poolRegistrationNanos = -1;
     private Counter copiesDone;
     private Counter copiesFailed;
     private final Map<String, Counter> restoresByOutcome = new HashMap<>();
@@ -232,7 +246,9 @@ public final class RestoreVerticle extends VerticleBase {
             SharedMemoryFile mapped = SharedMemoryFile.map(settings.poolPath(), settings.poolBytes());
             if (CudaRuntime.isAvailable()) {
                 try {
+                    long registering = ticker.nanos();
                     pinnedPool = CudaRuntime.registerHost(mapped.segment());
+                    poolRegistrationNanos = ticker.nanos() - registering;
                 } catch (RuntimeException e) {
                     mapped.close();
                     throw e;
@@ -314,10 +330,13 @@ public final class RestoreVerticle extends VerticleBase {
             // CUDA unavailable (or no such device): kept, but its route is refused at execution with the cause.
             return Future.succeededFuture(destination);
         }
+        long importing = ticker.nanos();
         return RoleProxies.<Long>request(vertx.eventBus(), lane.address(), new RestoreCommands.ImportIpc(spec.ipcHandle()), local)
                 .recover(e -> Future.failedFuture(new OrbitException(ErrorReason.INVALID_DESTINATION,
                         "CUDA IPC import failed: " + e.getMessage())))
                 .map(address -> {
+                    lane.ipcImports++;
+                    lane.ipcImportNanos += ticker.nanos() - importing;
                     destination.deviceBase = address;
                     return destination;
                 });
@@ -428,7 +447,7 @@ public final class RestoreVerticle extends VerticleBase {
                 lane.queue.pollFirst();
                 continue;
             }
-            int granted = lane.admission.acquire(Math.min(remaining, settings.batchCopies()));
+            int granted = lane.admission.acquire(Math.min(remaining, batchLimit(lane)));
             if (granted == 0) {
                 return;
             }
@@ -443,15 +462,36 @@ public final class RestoreVerticle extends VerticleBase {
                     e.destination.hostRegion == null ? null : e.destination.hostRegion.segment(),
                     e.destination.deviceBase, lane.cudaDevice,
                     Arrays.copyOfRange(e.sources, from, from + granted), Arrays.copyOfRange(e.targets, from, from + granted),
-                    Arrays.copyOfRange(e.lengths, from, from + granted));
+                    Arrays.copyOfRange(e.lengths, from, from + granted), ticker.nanos());
             RoleProxies.<BatchDone>request(vertx.eventBus(), lane.address(), batch, local)
                     .onComplete(ar -> onBatchDone(lane, e, batch, granted, ar.succeeded() ? ar.result()
-                            : new BatchDone(0, new long[granted], ar.cause())));
+                            : BatchDone.failed(granted, ar.cause())));
         }
+    }
+
+    /**
+     * The copies one batch carries at most. A CUDA batch ends in one wait for its stream's event and a worker runs one
+     * batch at a time, so every batch boundary lets the stream drain: a CUDA batch takes as many copies as the lane
+     * admits, and a plan of up to that many pages costs one wait. On the host lane the copies are the worker's own
+     * CPU work and smaller batches let plans take turns.
+     */
+    private int batchLimit(Lane lane) {
+        return lane.cudaDevice >= 0 ? settings.maxInFlightPerDevice() : settings.batchCopies();
     }
 
     private void onBatchDone(Lane lane, Execution e, CopyBatch batch, int granted, BatchDone done) {
         lane.admission.release(granted);
+        if (done.startedNanos() >= 0) {
+            lane.batches++;
+            lane.copiesTimed += granted;
+            lane.handoffNanos += done.startedNanos() - batch.sentNanos();
+            lane.submitNanos += done.submitNanos();
+            lane.waitNanos += done.waitNanos();
+            if (!e.firstCopyStarted) {
+                e.firstCopyStarted = true;
+                lane.firstCopyNanos += done.startedNanos() - e.startNanos;
+            }
+        }
         e.inFlight -= granted;
         e.completed += done.completed();
         copiesDone.increment(done.completed());
@@ -492,6 +532,8 @@ public final class RestoreVerticle extends VerticleBase {
         }
         long elapsed = ticker.nanos() - e.startNanos;
         if (e.failure == null && !e.cancelled) {
+            e.lane.restores++;
+            e.lane.executionNanos += elapsed;
             restoresByOutcome.get("ready").increment();
             observeRoute(e, ObservationOutcome.SUCCEEDED, elapsed);
             e.done.complete(new Restored(e.route, e.copies(), e.bytes));
@@ -535,7 +577,10 @@ public final class RestoreVerticle extends VerticleBase {
         List<LaneStats> laneStats = new ArrayList<>();
         for (Lane lane : lanes.values()) {
             laneStats.add(new LaneStats(lane.name, lane.admission.inFlight(), lane.admission.peakInFlight(),
-                    lane.admission.maxInFlight(), lane.queuedCopies(), lane.admission.completed()));
+                    lane.admission.maxInFlight(), lane.queuedCopies(), lane.admission.completed(),
+                    new RestoreCommands.LaneTimings(lane.restores, lane.executionNanos, lane.firstCopyNanos,
+                            lane.batches, lane.copiesTimed, lane.handoffNanos, lane.submitNanos, lane.waitNanos,
+                            lane.ipcImports, lane.ipcImportNanos)));
         }
         int cancelling = 0;
         for (Execution e : executions.values()) {
@@ -551,7 +596,8 @@ public final class RestoreVerticle extends VerticleBase {
                 }
             }
         }
-        return new RestoreStats(List.copyOf(laneStats), executions.size(), cancelling, mapped, RestoreRoutes.all());
+        return new RestoreStats(List.copyOf(laneStats), executions.size(), cancelling, mapped, RestoreRoutes.all(),
+                poolRegistrationNanos);
     }
 
     @Override

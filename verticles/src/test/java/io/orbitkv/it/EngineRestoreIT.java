@@ -227,12 +227,27 @@ class EngineRestoreIT {
         RunningManager.assertNoLeases(session);
         assertThat(running.metric("orbitkv_restore_restores_total{outcome=\"ready\"}")).isEqualTo(1.0);
         assertThat(running.metric("orbitkv_restore_copies_total{outcome=\"completed\"}")).isEqualTo(8.0);
+        // Where the restore's time went (what bench gpu-restore reports per demand, page and stream): 8 copies in
+        // one batch of at most 16, first copy after the execute began, no stream to wait for on the host lane.
+        RestoreCommands.RestoreStats stats = restoreStats();
+        RestoreCommands.LaneTimings host = stats.lane("host").timings();
+        assertThat(host.restores()).isEqualTo(1);
+        assertThat(host.copies()).isEqualTo(8);
+        assertThat(host.batches()).isEqualTo(1);
+        assertThat(host.submitNanos()).isPositive();
+        assertThat(host.handoffNanos()).isNotNegative();
+        assertThat(host.firstCopyNanos()).isPositive().isLessThanOrEqualTo(host.executionNanos());
+        assertThat(host.submitNanos()).isLessThanOrEqualTo(host.executionNanos());
+        assertThat(host.waitNanos()).isZero();
+        if (!CudaRuntime.isAvailable()) {
+            assertThat(stats.poolRegistrationNanos()).as("no CUDA: the pool is not registered").isEqualTo(-1);
+        }
         // Cost observations: each copy (RESTORE_COPY) and the complete route to engine-restore completion.
         awaitMetric("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"restore_copy\"}", 8);
         awaitMetric("orbitkv_cost_operations_total{outcome=\"succeeded\",path=\"engine_restore_route\"}", 1);
         String health = running.scrapePath("/health");
         assertThat(health).contains("\"restore_routes\"").contains("\"HOST_REGION\"")
-                .contains("\"mooncake_te\":{\"loaded\":");
+                .contains("\"mooncake_te\":{\"loaded\":false,\"cause\":\"not probed: no peer transport on this Manager\"}");
 
         // Unregistering unmaps the region (the engine still owns and removes the file).
         session.unregister().await();

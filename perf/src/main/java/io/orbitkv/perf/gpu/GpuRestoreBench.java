@@ -6,6 +6,8 @@ import io.orbitkv.perf.engine.InProcessManager;
 import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.Bootstrap;
 import io.orbitkv.perf.report.MachineInfo;
+import io.orbitkv.restore.RestoreCommands;
+import io.orbitkv.restore.RestoreProxy;
 import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import java.io.BufferedReader;
@@ -80,6 +82,14 @@ public final class GpuRestoreBench {
             }
             JsonObject result = last == null ? new JsonObject().put("error", "engine process printed nothing")
                     : new JsonObject(last);
+            RestoreCommands.RestoreStats stats = new RestoreProxy(manager.manager().vertx()).stats()
+                    .await(10, TimeUnit.SECONDS);
+            RestoreCommands.LaneStats lane = stats.lane("cuda:" + device);
+            if (lane != null) {
+                JsonArray restoreNanos = result.getJsonArray("restore_nanos", new JsonArray());
+                report.figure("breakdown", breakdown(lane.timings(), stats.poolRegistrationNanos(),
+                        restoreNanos.isEmpty() ? -1 : median(restoreNanos)));
+            }
             return reduce(result, pages, rounds, report)
                     .check(engine.exitValue() == 0, "engine process exited " + engine.exitValue())
                     .check(manager.manager().registry().find("orbitkv.leases.active").gauge().value() == 0,
@@ -152,6 +162,41 @@ public final class GpuRestoreBench {
                 .ratio("restore_vs_lease_then_copy_ratio_lower_95", withLease.lower())
                 .ratio("restore_vs_lease_then_copy_ratio_upper_95", withLease.upper())
                 .ratio("restore_ratio_of_medians", restore, baseline);
+    }
+
+    /**
+     * Where a Manager-executed restore's time went, from the restore role's lane timings over the run's restores: per
+     * demand (the execution from the role's execute to terminal, the time to its first copy, and what the demand
+     * spent outside the execution: admission, planning, the lease, the RPCs and polling, as the median demand minus
+     * the mean execution), per page (queueing its {@code cudaMemcpyAsync}), per batch on the worker's stream (the
+     * handoff from the role to the worker, the wait for the stream's event), and the one-off costs (pinning the pool
+     * at start, importing the destination). Milliseconds and microseconds; -1 where nothing was counted.
+     */
+    static JsonObject breakdown(RestoreCommands.LaneTimings t, long poolRegistrationNanos, double medianDemandNanos) {
+        double executionMs = per(t.executionNanos(), t.restores(), 1e6);
+        JsonObject perDemand = new JsonObject().put("restores", t.restores())
+                .put("execution_ms", executionMs)
+                .put("to_first_copy_ms", per(t.firstCopyNanos(), t.restores(), 1e6))
+                .put("batches", per(t.batches(), t.restores(), 1))
+                .put("outside_execution_ms", medianDemandNanos < 0 || t.restores() == 0 ? -1
+                        : (medianDemandNanos - per(t.executionNanos(), t.restores(), 1)) / 1e6);
+        JsonObject perPage = new JsonObject().put("copies", t.copies())
+                .put("submit_us", per(t.submitNanos(), t.copies(), 1e3));
+        JsonObject perBatch = new JsonObject().put("batches", t.batches())
+                .put("handoff_us", per(t.handoffNanos(), t.batches(), 1e3))
+                .put("submit_ms", per(t.submitNanos(), t.batches(), 1e6))
+                .put("stream_wait_ms", per(t.waitNanos(), t.batches(), 1e6));
+        JsonObject once = new JsonObject()
+                .put("pool_registration_ms", poolRegistrationNanos < 0 ? -1 : poolRegistrationNanos / 1e6)
+                .put("ipc_imports", t.ipcImports())
+                .put("ipc_import_ms", per(t.ipcImportNanos(), t.ipcImports(), 1e6));
+        return new JsonObject().put("per_demand", perDemand).put("per_page", perPage).put("per_batch", perBatch)
+                .put("once", once);
+    }
+
+    /** {@code total / count / unit}, or -1 when nothing was counted. */
+    private static double per(long total, long count, double unit) {
+        return count == 0 ? -1 : (double) total / count / unit;
     }
 
     /** Median of nanosecond samples, in nanoseconds (GB/s = bytes / ns). */

@@ -10,6 +10,7 @@ import io.orbitkv.perf.Benchmarks;
 import io.orbitkv.perf.report.BenchReport;
 import io.orbitkv.perf.report.KeyedContent;
 import io.orbitkv.perf.report.MachineInfo;
+import io.orbitkv.restore.RestoreCommands;
 import io.vertx.core.json.JsonObject;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -197,5 +198,32 @@ class GpuRestoreBenchTest {
             assertThat(report.getJsonArray(BenchReport.FAILURES).getString(0)).startsWith("round 3, restore:");
             assertThat(report.containsKey("restore_ratio")).isFalse();
         }
+    }
+
+    @Test
+    void theBreakdownSaysWhereARestoresTimeWentPerDemandPagePerBatchAndOnce() {
+        // 5 restores of 128 pages, one batch each: 8 ms execution, 0.2 ms to the first copy; 1.5 ms queueing 128
+        // copies and 6 ms waiting per batch; the demands took 18 ms at the median, so 10 ms went outside the role.
+        RestoreCommands.LaneTimings t = new RestoreCommands.LaneTimings(5, 5 * 8_000_000L, 5 * 200_000L, 5, 640,
+                5 * 50_000L, 5 * 1_500_000L, 5 * 6_000_000L, 1, 3_000_000L);
+        JsonObject b = GpuRestoreBench.breakdown(t, 250_000_000L, 18_000_000d);
+        JsonObject demand = b.getJsonObject("per_demand");
+        assertThat(demand.getDouble("execution_ms")).isEqualTo(8.0);
+        assertThat(demand.getDouble("to_first_copy_ms")).isEqualTo(0.2);
+        assertThat(demand.getDouble("batches")).isEqualTo(1.0);
+        assertThat(demand.getDouble("outside_execution_ms")).isEqualTo(10.0);
+        assertThat(b.getJsonObject("per_page").getDouble("submit_us")).isCloseTo(11.71875, org.assertj.core.data.Offset.offset(1e-9));
+        JsonObject batch = b.getJsonObject("per_batch");
+        assertThat(batch.getDouble("handoff_us")).isEqualTo(50.0);
+        assertThat(batch.getDouble("submit_ms")).isEqualTo(1.5);
+        assertThat(batch.getDouble("stream_wait_ms")).isEqualTo(6.0);
+        assertThat(b.getJsonObject("once").getDouble("pool_registration_ms")).isEqualTo(250.0);
+        assertThat(b.getJsonObject("once").getDouble("ipc_import_ms")).isEqualTo(3.0);
+        // nothing counted: unknown (-1), never zero
+        JsonObject none = GpuRestoreBench.breakdown(new RestoreCommands.LaneTimings(0, 0, 0, 0, 0, 0, 0, 0, 0, 0), -1, -1);
+        assertThat(none.getJsonObject("per_demand").getDouble("execution_ms")).isEqualTo(-1.0);
+        assertThat(none.getJsonObject("per_demand").getDouble("outside_execution_ms")).isEqualTo(-1.0);
+        assertThat(none.getJsonObject("per_batch").getDouble("stream_wait_ms")).isEqualTo(-1.0);
+        assertThat(none.getJsonObject("once").getDouble("pool_registration_ms")).isEqualTo(-1.0);
     }
 }
