@@ -42,6 +42,10 @@ import io.orbitkv.model.plan.SegmentLease;
  * most {@value PlanningRole#MAX_PLAN_ATTEMPTS} plans in all; peer records found stale are left out of later plans (a
  * lagging directory may still advertise them; local discovery reads the store itself). Other failures end it.
  *
+ * <p>Short hit path: a plan all in local DRAM for host-ready ({@link PlanExecutor#isLocalHit}) moves nothing, so it
+ * is pinned in one step ({@link PlanExecutor#pinHit}): no transfer queue, schedule or progress callback; the exact
+ * pins, replans on stale evidence, the legality re-check and the release are those of every plan.
+ *
  * <p>Cancel: queued transfers of a payload-moving plan are dropped and submitted ones drain (a plan that only pins
  * DRAM completes at once anyway), a running device copy is told to stop and drains; what it then holds is released
  * (quarantined when the engine's session ended). Timeout: the demand's waiting deadline bounds waiting for writes and
@@ -184,6 +188,10 @@ final class DemandPreparation {
     private void execute(Plan plan, int attemptsLeft) {
         state = State.EXECUTING;
         executingPlan = plan;
+        if (PlanExecutor.isLocalHit(plan)) {
+            pinHit(plan, attemptsLeft);
+            return;
+        }
         Future<Boolean> tight = demand().speculative() ? dramTight.get().otherwise(false)
                 : Future.succeededFuture(false);
         tight.onComplete(isTight -> {
@@ -223,6 +231,28 @@ final class DemandPreparation {
                     executionFailed(plan, ar.cause(), attemptsLeft);
                 }
             });
+        });
+    }
+
+    /**
+     * A plan all in local DRAM for host-ready moves nothing: its pages are pinned in one step, without the transfer
+     * queues, a schedule or progress callbacks (it is never PENDING). Stale pins replan as on the long path; the
+     * legality re-check and the release are the same.
+     */
+    private void pinHit(Plan plan, int attemptsLeft) {
+        Future<PlanExecutor.Prepared> pinned;
+        try {
+            pinned = role.pinHit(plan).result();
+        } catch (RuntimeException e) {
+            fail(e);
+            return;
+        }
+        pinned.onComplete(ar -> {
+            if (ar.succeeded()) {
+                prepared(ar.result());
+            } else {
+                executionFailed(plan, ar.cause(), attemptsLeft);
+            }
         });
     }
 
