@@ -7,6 +7,7 @@ import io.vertx.core.Promise;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
 import io.vertx.core.eventbus.Message;
+import io.vertx.core.internal.ContextInternal;
 import java.util.Objects;
 import io.orbitkv.model.cost.CostEstimateKey;
 import io.orbitkv.model.cost.CostPath;
@@ -23,7 +24,9 @@ import io.orbitkv.model.cost.EstimateQuery;
  * {@link CostIntake}; when the role is busy the update is dropped and counted in
  * {@code orbitkv_cost_updates_dropped_total}. Shadow and estimate requests answer {@link ShadowDecision#UNKNOWN} /
  * {@link CostEstimateResult.Reason#BUSY} in that case and never fail: cost is advisory and must not change execution.
- * With observations off every method is a no-op fast path that touches no counter.
+ * With observations off every method is a no-op fast path that touches no counter. An estimate asked on the cost
+ * role's own event-loop thread (one event loop: the planning role asks from it) is answered in place, after the queued
+ * observations are handled, as {@code RoleProxies} calls a role on its own thread: no bus round trip, no timer.
  */
 public final class CostProxy {
 
@@ -38,6 +41,8 @@ public final class CostProxy {
     private final CostIntake intake;
     private final CostMetrics metrics;
     private final Ticker clock;
+    /** The role's handlers, called in place only on the cost loop's own thread. */
+    private final CostRole role;
 
     /**
      * Whether observations are taken now: starts as configured; {@link #setObservationsEnabled} flips it at run time
@@ -50,7 +55,8 @@ public final class CostProxy {
         this.observing = enabled;
     }
 
-    CostProxy(CostSettings settings, CostIntake intake, CostMetrics metrics, Ticker clock) {
+    CostProxy(CostSettings settings, CostIntake intake, CostMetrics metrics, Ticker clock, CostRole role) {
+        this.role = Objects.requireNonNull(role, "role");
         this.observing = settings.observationsEnabled();
         this.settings = Objects.requireNonNull(settings, "settings");
         this.intake = Objects.requireNonNull(intake, "intake");
@@ -127,6 +133,11 @@ public final class CostProxy {
     public Future<CostEstimateResult> estimate(CostEstimateKey key) {
         if (!observing) {
             return Future.succeededFuture(new CostEstimateResult.Unavailable(CostEstimateResult.Reason.DISABLED, 0));
+        }
+        Context loop = intake.drainContext();
+        if (loop != null && ((ContextInternal) loop).nettyEventLoop().inEventLoop()) {
+            intake.drain(); // what was reported before this question is handled before it, as on the bus path
+            return Future.succeededFuture(role.onEstimate(new EstimateQuery(key)));
         }
         CostEstimateResult busy = new CostEstimateResult.Unavailable(CostEstimateResult.Reason.BUSY, 0);
         EventBus bus = intake.tryAcquire();

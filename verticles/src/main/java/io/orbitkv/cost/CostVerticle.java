@@ -54,7 +54,7 @@ public final class CostVerticle extends VerticleBase {
         CostMetrics metrics = new CostMetrics(registry);
         this.intake = new CostIntake(settings.intakeCapacity());
         this.role = new CostRole(clock, metrics);
-        this.proxy = new CostProxy(settings, intake, metrics, clock);
+        this.proxy = new CostProxy(settings, intake, metrics, clock, role);
     }
 
     /** The typed proxy other roles use; safe to share across threads. */

@@ -27,6 +27,8 @@ import io.orbitkv.model.StateKey;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.Set;
@@ -47,8 +49,16 @@ import java.util.function.Supplier;
 final class EngineRequests {
     static final int MAX_REQUEST_ID_CHARS = 128;
 
+    /** Bound on {@link #prefixRules}: cleared when full (the rules are cheap to build again). */
+    static final int MAX_PREFIX_RULES = 1024;
+
     private final int maxPagesPerRequest;
     private final long poolBytes;
+    /**
+     * The rules of single-group prefix queries by page size and group: immutable, so one instance serves every query
+     * of that shape instead of sorting and copying a rule list per query. Confined to the engine role's loop.
+     */
+    private final Map<Long, RecoveryRules> prefixRules = new HashMap<>();
 
     EngineRequests(int maxPagesPerRequest, long poolBytes) {
         this.maxPagesPerRequest = maxPagesPerRequest;
@@ -140,9 +150,26 @@ final class EngineRequests {
             }
             groups.add(new GroupPlan(chain.getGroupId(), instance.groups().get(chain.getGroupId()).getBytesPerPage(), keys));
         }
-        return new DemandPlan(null, request.getRevision(), 0, instance.tenant(), new RecoveryRules(pageSize, rules), 0,
+        return new DemandPlan(null, request.getRevision(), 0, instance.tenant(), prefixRules(pageSize, rules), 0,
                 (long) shortest * pageSize, groups, 0, 0, 0, -1, false, null, instance.prefillTokensPerSecond(),
                 Optional.empty());
+    }
+
+    /** Full-attention rules of a prefix query; a single group's come from {@link #prefixRules}. */
+    private RecoveryRules prefixRules(int pageSize, List<GroupRule> rules) {
+        if (rules.size() != 1) {
+            return new RecoveryRules(pageSize, rules);
+        }
+        long shape = (long) pageSize << 32 | (rules.getFirst().groupId() & 0xffffffffL);
+        RecoveryRules cached = prefixRules.get(shape);
+        if (cached == null) {
+            if (prefixRules.size() >= MAX_PREFIX_RULES) {
+                prefixRules.clear();
+            }
+            cached = new RecoveryRules(pageSize, rules);
+            prefixRules.put(shape, cached);
+        }
+        return cached;
     }
 
     /** The exact form: validated against the registration before anything is forwarded or reserved. */

@@ -8,10 +8,7 @@ import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.util.ArrayList;
 import java.util.BitSet;
-import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Optional;
 import java.util.function.Supplier;
 import io.orbitkv.model.ImageRef;
@@ -41,6 +38,10 @@ import io.orbitkv.model.plan.SegmentLease;
  * only once every submitted transfer is terminal, so that work is fenced), is planned again from fresh discovery, at
  * most {@value PlanningRole#MAX_PLAN_ATTEMPTS} plans in all; peer records found stale are left out of later plans (a
  * lagging directory may still advertise them; local discovery reads the store itself). Other failures end it.
+ *
+ * <p>Short hit path: a plan all in local DRAM for host-ready ({@link PlanExecutor#isLocalHit}) moves nothing, so it
+ * is pinned in one step ({@link PlanExecutor#pinHit}): no transfer queue, schedule or progress callback; the exact
+ * pins, replans on stale evidence, the legality re-check and the release are those of every plan.
  *
  * <p>Cancel: queued transfers of a payload-moving plan are dropped and submitted ones drain (a plan that only pins
  * DRAM completes at once anyway), a running device copy is told to stop and drains; what it then holds is released
@@ -184,6 +185,10 @@ final class DemandPreparation {
     private void execute(Plan plan, int attemptsLeft) {
         state = State.EXECUTING;
         executingPlan = plan;
+        if (PlanExecutor.isLocalHit(plan)) {
+            pinHit(plan, attemptsLeft);
+            return;
+        }
         Future<Boolean> tight = demand().speculative() ? dramTight.get().otherwise(false)
                 : Future.succeededFuture(false);
         tight.onComplete(isTight -> {
@@ -223,6 +228,28 @@ final class DemandPreparation {
                     executionFailed(plan, ar.cause(), attemptsLeft);
                 }
             });
+        });
+    }
+
+    /**
+     * A plan all in local DRAM for host-ready moves nothing: its pages are pinned in one step, without the transfer
+     * queues, a schedule or progress callbacks (it is never PENDING). Stale pins replan as on the long path; the
+     * legality re-check and the release are the same.
+     */
+    private void pinHit(Plan plan, int attemptsLeft) {
+        Future<PlanExecutor.Prepared> pinned;
+        try {
+            pinned = role.pinHit(plan).result();
+        } catch (RuntimeException e) {
+            fail(e);
+            return;
+        }
+        pinned.onComplete(ar -> {
+            if (ar.succeeded()) {
+                prepared(ar.result());
+            } else {
+                executionFailed(plan, ar.cause(), attemptsLeft);
+            }
         });
     }
 
@@ -307,23 +334,33 @@ final class DemandPreparation {
                 plan.boundaryTokens());
     }
 
-    /** The prepared plan's host pages per group, in the plan's required order (groups and positions ascending). */
+    /**
+     * The prepared plan's host pages per group, in the plan's required order (groups and positions ascending). The
+     * plan's segments tile its required ranges in that order ({@link Plan}'s constructor checks it), and the leases
+     * are in segment order, so one pass over them fills each group in turn.
+     */
     private static List<PreparationResult.HeldGroup> heldGroups(PlanExecutor.Prepared prepared) {
-        Map<Integer, List<Integer>> positions = new LinkedHashMap<>();
-        Map<Integer, List<ImageRef>> refs = new HashMap<>();
-        for (GroupRanges ranges : prepared.plan().required()) {
-            positions.put(ranges.groupId(), new ArrayList<>());
-            refs.put(ranges.groupId(), new ArrayList<>());
-        }
-        for (SegmentLease lease : prepared.leases()) {
-            PlannedSegment segment = lease.segment();
-            for (int i = 0; i < segment.pages().size(); i++) {
-                positions.get(segment.groupId()).add(segment.pages().get(i).position());
-                refs.get(segment.groupId()).add(lease.hostPages().get(i));
+        List<GroupRanges> required = prepared.plan().required();
+        List<SegmentLease> leases = prepared.leases();
+        List<PreparationResult.HeldGroup> groups = new ArrayList<>(required.size());
+        int next = 0;
+        for (GroupRanges ranges : required) {
+            List<Integer> positions = new ArrayList<>((int) ranges.pageCount());
+            List<ImageRef> refs = new ArrayList<>((int) ranges.pageCount());
+            while (next < leases.size() && leases.get(next).segment().groupId() == ranges.groupId()) {
+                SegmentLease lease = leases.get(next++);
+                List<PlannedPage> pages = lease.segment().pages();
+                for (int i = 0; i < pages.size(); i++) {
+                    positions.add(pages.get(i).position());
+                    refs.add(lease.hostPages().get(i));
+                }
             }
+            groups.add(new PreparationResult.HeldGroup(ranges.groupId(), positions, refs));
         }
-        List<PreparationResult.HeldGroup> groups = new ArrayList<>(positions.size());
-        positions.forEach((group, at) -> groups.add(new PreparationResult.HeldGroup(group, at, refs.get(group))));
+        if (next != leases.size()) {
+            throw new IllegalStateException("a lease of group " + leases.get(next).segment().groupId()
+                    + " lies outside the plan's required order");
+        }
         return groups;
     }
 

@@ -121,6 +121,94 @@ public final class PlanExecutor {
         return preparation;
     }
 
+    /**
+     * Whether {@code plan} is a local DRAM hit: host-ready, every segment on {@link RouteTemplate#LOCAL_DRAM} (nothing
+     * moves, so nothing is queued). Such a plan may be pinned through {@link #pinHit}.
+     */
+    public static boolean isLocalHit(Plan plan) {
+        if (plan.target().intent() != CompletionTarget.Intent.HOST_READY || plan.segments().isEmpty()) {
+            return false;
+        }
+        for (PlannedSegment segment : plan.segments()) {
+            if (segment.route() != RouteTemplate.LOCAL_DRAM) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * The short path of a local DRAM hit ({@link #isLocalHit}): acquires every segment from its owner in plan order,
+     * all or nothing, and hands back the {@link Prepared} plan; the transfer scheduler never sees it (there is nothing
+     * to queue, time or cancel). A failed acquisition releases what the earlier segments got before the result fails
+     * with the owner's typed failure, as {@link #prepare} does.
+     */
+    public Pinning pinHit(Plan plan) {
+        if (!isLocalHit(plan)) {
+            throw new PlanningException(PlanningFailure.INVALID_INPUT, "not a local DRAM hit: " + plan.segments());
+        }
+        ExecutionOwner owner = owners.get(RouteTemplate.LOCAL_DRAM);
+        if (owner == null) {
+            throw new PlanningException(PlanningFailure.INVALID_INPUT, "no execution owner for LOCAL_DRAM");
+        }
+        Pinning pinning = new Pinning(plan, owner);
+        livePreparations++;
+        pinning.acquire(0);
+        return pinning;
+    }
+
+    /** One local DRAM hit being pinned ({@link #pinHit}); completes once, after a failure's releases. */
+    public final class Pinning {
+        private final Plan plan;
+        private final ExecutionOwner owner;
+        private final List<SegmentLease> leases;
+        private final Promise<Prepared> result = Promise.promise();
+
+        private Pinning(Plan plan, ExecutionOwner owner) {
+            this.plan = plan;
+            this.owner = owner;
+            this.leases = new ArrayList<>(plan.segments().size());
+        }
+
+        public Future<Prepared> result() {
+            return result.future();
+        }
+
+        private void acquire(int index) {
+            Future<SegmentLease> acquired;
+            try {
+                acquired = owner.acquire(plan.segments().get(index));
+            } catch (RuntimeException e) {
+                acquired = Future.failedFuture(e);
+            }
+            acquired.onComplete(ar -> {
+                if (ar.failed()) {
+                    fail(ar.cause());
+                    return;
+                }
+                heldLeases++;
+                leases.add(ar.result());
+                if (index + 1 < plan.segments().size()) {
+                    acquire(index + 1);
+                } else {
+                    livePreparations--;
+                    result.complete(new Prepared(plan, leases));
+                }
+            });
+        }
+
+        private void fail(Throwable cause) {
+            List<Future<Boolean>> releases = new ArrayList<>(leases.size());
+            for (SegmentLease lease : leases) {
+                releases.add(release(lease));
+            }
+            Future.join(releases).onComplete(ar -> {
+                livePreparations--;
+                result.fail(cause);
+            });
+        }
+    }
+
     /** Leases acquired and not yet released, across all preparations and prepared plans. */
     public long heldLeases() {
         return heldLeases;

@@ -180,6 +180,21 @@ public final class Planner {
     public static Result plan(DemandView demand, DemandEvidence evidence, Context context, long nowNanos,
                               EstimateLookup estimates) {
         List<RouteTemplate> allowed = allowedRoutes(demand, context.capabilities());
+        Plan hit = localHit(demand, evidence, allowed);
+        if (hit != null) {
+            return new Result(hit, List.of());
+        }
+        return general(demand, evidence, context, nowNanos, estimates, allowed);
+    }
+
+    /** The general decision, without the local-hit short cut (the property tests compare the two). */
+    static Result general(DemandView demand, DemandEvidence evidence, Context context, long nowNanos,
+                          EstimateLookup estimates) {
+        return general(demand, evidence, context, nowNanos, estimates, allowedRoutes(demand, context.capabilities()));
+    }
+
+    private static Result general(DemandView demand, DemandEvidence evidence, Context context, long nowNanos,
+                                  EstimateLookup estimates, List<RouteTemplate> allowed) {
         Pages pages = new Pages(demand, evidence, allowed, context.members());
         long origin = demand.validPrefixTokens();
         long end = demand.selectedEndTokens();
@@ -216,6 +231,100 @@ public final class Planner {
         Worked chosen = worked.stream().filter(w -> w.boundaryTokens() == choice.boundaryTokens()).findFirst()
                 .orElseThrow();
         return new Result(toPlan(demand, pages, chosen, choice.reason(), longest), chosen.comparisons());
+    }
+
+    /**
+     * The local hit, decided in one step: a host-ready demand without a prefill rate whose every declared page has
+     * local DRAM evidence. Local DRAM is first in the default order, so every prefix of the allowed routes reaches the
+     * same pages, the candidates are the origin and the longest legal boundary that fits the byte cap, the default is
+     * the longer, every required page takes local DRAM, and selection leaves local DRAM batches alone: exactly the
+     * plan {@link #general} makes (a property test holds the two equal), without its option tables, batches or
+     * per-prefix passes. Answers null when the demand is not such a hit.
+     */
+    static Plan localHit(DemandView demand, DemandEvidence evidence, List<RouteTemplate> allowed) {
+        if (demand.target().intent() != CompletionTarget.Intent.HOST_READY || demand.prefillTokensPerSecond().isPresent()
+                || allowed.isEmpty() || allowed.getFirst() != RouteTemplate.LOCAL_DRAM) {
+            return null;
+        }
+        List<GroupRule> rules = demand.rules().groups();
+        List<GroupAvailability> availability = new ArrayList<>(rules.size());
+        Map<StateKey, ReplicaEvidence> dram = new HashMap<>();
+        for (GroupRule rule : rules) {
+            DemandView.GroupKeys group = demand.group(rule.groupId());
+            BitSet bits = new BitSet();
+            if (group != null) {
+                for (PositionedKey pk : group.keys()) {
+                    Optional<ReplicaEvidence.LocalDram> found = evidence.replicas(pk.key()).localDram();
+                    if (found.isEmpty()) {
+                        return null;
+                    }
+                    dram.put(pk.key(), found.get());
+                    bits.set(pk.position());
+                }
+            }
+            availability.add(GroupAvailability.of(rule.groupId(), bits));
+        }
+        long origin = demand.validPrefixTokens();
+        OptionalLong best = RecoveryContract.bestBoundary(demand.rules(), availability, origin,
+                demand.selectedEndTokens());
+        long longest = Math.max(origin, best.orElse(origin));
+        long boundary = origin;
+        if (best.isPresent()) {
+            boundary = Math.max(origin, fittingBelow(demand, availability, best.getAsLong()).orElse(origin));
+        }
+        BoundaryReason reason = boundary == longest ? BoundaryReason.LONGEST : BoundaryReason.BUDGET;
+        if (boundary == origin) {
+            return new Plan(origin, boundary, reason, demand.target(), List.of(), List.of(), 0, longest,
+                    TimeEstimate.NONE, List.of());
+        }
+        List<GroupRanges> required = RecoveryContract.requiredRanges(demand.rules(), boundary, origin);
+        List<PlannedSegment> segments = new ArrayList<>();
+        long bytes = 0;
+        for (GroupRanges ranges : required) {
+            DemandView.GroupKeys group = demand.group(ranges.groupId());
+            Map<Integer, StateKey> byPosition = new HashMap<>();
+            for (PositionedKey pk : group.keys()) {
+                byPosition.put(pk.position(), pk.key());
+            }
+            for (BlockRange range : ranges.ranges()) {
+                List<PlannedPage> run = new ArrayList<>(range.endExclusive() - range.startInclusive());
+                for (int p = range.startInclusive(); p < range.endExclusive(); p++) {
+                    StateKey key = byPosition.get(p);
+                    run.add(new PlannedPage(p, key, dram.get(key)));
+                }
+                long segmentBytes = group.bytesPerPage() * run.size();
+                segments.add(new PlannedSegment(ranges.groupId(), range, RouteTemplate.LOCAL_DRAM, run, segmentBytes,
+                        demand.target()));
+                bytes += segmentBytes;
+            }
+        }
+        return new Plan(origin, boundary, reason, demand.target(), required, segments, bytes, longest,
+                TimeEstimate.NONE, List.of());
+    }
+
+    /** {@code longest} when its required bytes fit the cap, else the longest legal boundary below it that fits. */
+    private static OptionalLong fittingBelow(DemandView demand, List<GroupAvailability> availability, long longest) {
+        if (requiredBytes(demand, longest) <= demand.byteCapBytes()) {
+            return OptionalLong.of(longest);
+        }
+        List<Long> legal = RecoveryContract.legalBoundaries(demand.rules(), availability, demand.validPrefixTokens(),
+                longest);
+        for (int i = legal.size() - 1; i >= 0; i--) {
+            if (requiredBytes(demand, legal.get(i)) <= demand.byteCapBytes()) {
+                return OptionalLong.of(legal.get(i));
+            }
+        }
+        return OptionalLong.empty();
+    }
+
+    private static long requiredBytes(DemandView demand, long boundary) {
+        long bytes = 0;
+        for (GroupRanges ranges : RecoveryContract.requiredRanges(demand.rules(), boundary,
+                demand.validPrefixTokens())) {
+            DemandView.GroupKeys group = demand.group(ranges.groupId());
+            bytes += ranges.pageCount() * (group == null ? 0 : group.bytesPerPage());
+        }
+        return bytes;
     }
 
     /** The allowed routes in default order, after the fail-closed checks. */
@@ -292,14 +401,18 @@ public final class Planner {
         }
         List<RouteChoice> choices = new ArrayList<>();
         List<ShadowRequest> comparisons = new ArrayList<>();
+        boolean switched = false;
         if (context.selection() != SelectionMode.OFF) {
             for (Batch batch : List.copyOf(batches.values())) {
-                select(demand, pages, context, batch, batches, estimates, choices, comparisons);
+                switched |= select(demand, pages, context, batch, batches, estimates, choices, comparisons);
             }
         }
         TimeEstimate ready = TimeEstimate.NONE;
         for (Batch batch : batches.values()) {
             ready = ready.latest(batchTime(demand, context, batch, estimates));
+        }
+        if (!switched) {
+            return new Worked(boundary, required, picks, bytes, choices, comparisons, ready);
         }
         // Picks were rewritten in place by selection (see select): rebuild them in required order.
         List<Pick> finalPicks = new ArrayList<>(picks.size());
@@ -318,15 +431,16 @@ public final class Planner {
     /** An equal-coverage alternative for a batch: a route, an owner, and the evidence of each of its pages. */
     private record Alternative(BatchKey key, List<ReplicaEvidence> evidence) {}
 
-    private static void select(DemandView demand, Pages pages, Context context, Batch batch,
-                               Map<BatchKey, Batch> batches, EstimateLookup estimates, List<RouteChoice> choices,
-                               List<ShadowRequest> comparisons) {
+    /** Compares a batch with its equal-coverage alternatives; answers whether it switched to one. */
+    private static boolean select(DemandView demand, Pages pages, Context context, Batch batch,
+                                  Map<BatchKey, Batch> batches, EstimateLookup estimates, List<RouteChoice> choices,
+                                  List<ShadowRequest> comparisons) {
         if (batch.key.route() == RouteTemplate.LOCAL_DRAM) {
-            return;
+            return false;
         }
         List<Alternative> alternatives = alternatives(pages, batch, batches);
         if (alternatives.isEmpty()) {
-            return;
+            return false;
         }
         long pageCount = batch.picks.size();
         Optional<CostEstimateKey> currentKey = batch.key.route().costKey(context.resources(), batch.key.owner(),
@@ -390,6 +504,7 @@ public final class Planner {
         }
         choices.add(new RouteChoice(defaultKey.route(), defaultKey.owner(), batch.key.route(), batch.key.owner(),
                 batch.picks.size(), outcome));
+        return switchTo >= 0;
     }
 
     /** Routes and owners covering every page of {@code batch}, other than its own and those other batches use. */

@@ -83,6 +83,7 @@ public final class PlanningRole {
     private final Counter failedPlans;
     private final Counter routeSamples;
     private final Counter peersAvoided;
+    private final Counter shortHits;
     /** Peer owners left out of plans until the time here (see {@link #PEER_AVOID_NANOS}). */
     private final Map<PeerOwner, Long> avoidedUntil = new HashMap<>();
     /** Membership as plans see it: current members, less the owners avoided now. */
@@ -111,6 +112,9 @@ public final class PlanningRole {
         available = owner -> this.members.isCurrent(owner) && !avoided(owner);
         peersAvoided = Counter.builder("orbitkv.planning.peers.avoided")
                 .description("Peer owners left out of plans for a while after a refused or failed segment")
+                .register(registry);
+        shortHits = Counter.builder("orbitkv.planning.short.hits")
+                .description("Plans all in local DRAM for host-ready, pinned in one step without the transfer queues")
                 .register(registry);
         routeSamples = Counter.builder("orbitkv.planning.route.samples")
                 .description("Complete-route samples reported to the cost role by executed plans").register(registry);
@@ -181,6 +185,9 @@ public final class PlanningRole {
     }
 
     private OptionalLong laterWithWrites(DemandView demand, DemandEvidence found, Plan plan) {
+        if (found.writingKeys().isEmpty()) {
+            return OptionalLong.empty(); // nothing being written: no later boundary to wait for
+        }
         List<GroupAvailability> reachable = new ArrayList<>();
         boolean anyWriting = false;
         for (GroupRule rule : demand.rules().groups()) {
@@ -234,6 +241,16 @@ public final class PlanningRole {
         preparation.result().onSuccess(prepared -> observe(plan, ticker.nanos() - startNanos))
                 .onFailure(this::avoidFailedPeer);
         return preparation;
+    }
+
+    /**
+     * The short hit path: a plan all in local DRAM for host-ready moves nothing, so it is pinned at once
+     * ({@link PlanExecutor#pinHit}): no transfer queue, no schedule, no complete-route sample (there is no payload
+     * batch to time). Exact-generation pins, the caller's legality re-check and release are those of any plan.
+     */
+    PlanExecutor.Pinning pinHit(Plan plan) {
+        shortHits.increment();
+        return executor.pinHit(plan);
     }
 
     /**

@@ -114,6 +114,24 @@ class CostVerticleTest {
     }
 
     @Test
+    void anEstimateAskedOnTheCostLoopIsAnsweredInPlaceAfterWhatWasReportedBeforeIt() throws Exception {
+        CostVerticle verticle = deploy(CostSettings.observing(64));
+        CostProxy proxy = verticle.proxy();
+        CostEstimateKey key = TestKeys.ssdRead(4096);
+        CompletableFuture<io.vertx.core.Future<CostEstimateResult>> asked = new CompletableFuture<>();
+        verticle.runOnCostLoop(() -> {
+            for (int i = 0; i < CostEstimator.WARMUP_SAMPLES; i++) {
+                proxy.report(TestKeys.succeeded(key, 1_000));
+            }
+            asked.complete(proxy.estimate(key)); // the reports are still queued when it is asked
+        });
+        io.vertx.core.Future<CostEstimateResult> answer = asked.get(WAIT_S, TimeUnit.SECONDS);
+        assertThat(answer.isComplete()).as("answered in place, without a bus round trip").isTrue();
+        assertThat(answer.result()).isInstanceOf(CostEstimateResult.Usable.class);
+        assertThat(verticle.intake().inFlight()).isZero();
+    }
+
+    @Test
     void reportsTrainEstimatesAndShadowAnswersThroughTheProxy() throws Exception {
         CostProxy proxy = deploy(CostSettings.observing(64)).proxy();
         CostEstimateKey uring = TestKeys.restore(CostPath.SSD_RESTORE_ROUTE, TestKeys.GPU0);

@@ -99,6 +99,78 @@ class PlanningRoleTest {
         return registry.counter("orbitkv.planning.replans", "cause", cause).count();
     }
 
+    private double shortHits() {
+        return registry.counter("orbitkv.planning.short.hits").count();
+    }
+
+    /** Transfers the scheduler dispatched (each records its queue wait once). */
+    private long scheduled() {
+        return registry.find("orbitkv.planning.queue.wait").timers().stream().mapToLong(t -> t.count()).sum();
+    }
+
+    @Test
+    void aLocalDramHitIsPinnedInOneStepWithoutTheTransferQueues() {
+        for (int p = 0; p < PAGES; p++) {
+            replicas.putDram(key(0, p));
+        }
+        PlanningRole role = role(RouteCapabilities.localOnly(true), replicas.evidence());
+        Future<PreparationResult> result = prepare(role, demand(fullAttention(), PAGES));
+        assertThat(result.succeeded()).isTrue();
+        assertThat(result.result().kind()).isEqualTo(PreparationResult.Kind.HOST_READY);
+        assertThat(result.result().plan().segments()).extracting(s -> s.route() + s.range().toString())
+                .containsExactly("LOCAL_DRAM[0, 8)");
+        assertThat(result.result().held().getFirst().positions()).containsExactly(0, 1, 2, 3, 4, 5, 6, 7);
+        assertThat(shortHits()).isEqualTo(1);
+        assertThat(scheduled()).as("the transfer scheduler saw nothing").isZero();
+        assertThat(discoveries).hasValue(1);
+        assertThat(replicas.pinnedKeys()).isEqualTo(PAGES);
+        release();
+        assertNothingHeld(role);
+    }
+
+    @Test
+    void aPlanThatReadsFromSsdGoesTheLongWay() {
+        for (int p = 0; p < PAGES / 2; p++) {
+            replicas.putDram(key(0, p));
+        }
+        ssdPages();
+        PlanningRole role = role(RouteCapabilities.localOnly(true), replicas.evidence());
+        Future<PreparationResult> result = prepare(role, demand(fullAttention(), PAGES));
+        assertThat(result.succeeded()).isTrue();
+        assertThat(result.result().plan().segments()).extracting(s -> s.route() + s.range().toString())
+                .containsExactly("LOCAL_DRAM[0, 4)", "HOST_FROM_LOCAL_SSD[4, 8)");
+        assertThat(shortHits()).isZero();
+        assertThat(scheduled()).as("the SSD segment went through the transfer queue").isEqualTo(1);
+        release();
+        assertNothingHeld(role);
+    }
+
+    @Test
+    void aHitWhosePinGoesStaleIsPlannedAgainHoldingNothingMeanwhile() {
+        for (int p = 0; p < PAGES; p++) {
+            replicas.putDram(key(0, p));
+        }
+        // Discovery answers, then page 5 is replaced (a new slot generation) before the pins.
+        AtomicInteger calls = new AtomicInteger();
+        EvidenceSource racing = demand -> {
+            DemandEvidence found = replicas.discover(demand);
+            if (calls.getAndIncrement() == 0) {
+                replicas.putDram(key(0, 5));
+            }
+            return Future.succeededFuture(found);
+        };
+        PlanningRole role = role(RouteCapabilities.localOnly(true), racing);
+        Future<PreparationResult> result = prepare(role, demand(fullAttention(), PAGES));
+        assertThat(result.result().kind()).isEqualTo(PreparationResult.Kind.HOST_READY);
+        assertThat(result.result().plan().boundaryTokens()).isEqualTo(8L * Fixtures.PAGE_TOKENS);
+        assertThat(discoveries).hasValue(2);
+        assertThat(replans("stale_evidence")).isEqualTo(1);
+        assertThat(shortHits()).isEqualTo(2);
+        assertThat(replicas.pinnedKeys()).as("the stale attempt's pins were released").isEqualTo(PAGES);
+        release();
+        assertNothingHeld(role);
+    }
+
     @Test
     void evidenceThatGoesStaleBeforeAcquisitionIsPlannedAgain() {
         ssdPages();

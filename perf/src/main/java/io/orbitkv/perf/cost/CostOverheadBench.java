@@ -266,6 +266,9 @@ public final class CostOverheadBench {
         long readyBefore = workload.readyAnswers;
         double routeSamplesBefore = routeSamples(registry);
         long[] latencies = new long[s.requestsPerRound()];
+        // Every page sealed before this round has settled (the previous round, or the warm-up, waited for it).
+        SettledWrites settled = new SettledWrites(registry);
+        long sealedBefore = workload.sealedPages;
         long cpuStart = processCpuNanos();
         long start = System.nanoTime();
         for (int i = 0; i < latencies.length; i++) {
@@ -273,7 +276,7 @@ public final class CostOverheadBench {
             workload.request();
             latencies[i] = System.nanoTime() - t0;
         }
-        workload.ssdBacklog.drain(workload.sealedPages, Duration.ofSeconds(30));
+        settled.await(workload.sealedPages - sealedBefore, Duration.ofSeconds(30));
         cost.drained().await(30, TimeUnit.SECONDS);
         Expected expected = Expected.of(TierCounters.read(registry).minus(tiersBefore), workload.readyAnswers - readyBefore,
                 (long) (routeSamples(registry) - routeSamplesBefore), side.observe);
@@ -305,6 +308,60 @@ public final class CostOverheadBench {
         String mismatch = expected.mismatch(observed);
         if (mismatch != null && side.mismatches.size() < 5) {
             side.mismatches.add("round " + (r + 1) + " (" + side.name + "): " + mismatch);
+        }
+    }
+
+    /**
+     * Waits, inside a side's clock, until the SSD writes of the pages a round sealed have a terminal outcome (committed
+     * or dropped). It polls meters it looked up once (the dropped ones again every {@value #RESCAN_POLLS} polls, since
+     * a new drop reason registers a new counter): walking the registry on every poll, as a workload's backlog bound
+     * does, took a good part of a core from the 2-core machine's Manager while it finished the very writes the clock
+     * waits for, and more of it on the side whose writes finish later.
+     */
+    static final class SettledWrites {
+        static final int RESCAN_POLLS = 64;
+        private final MeterRegistry registry;
+        private final double atStart;
+        private List<Counter> counters;
+
+        SettledWrites(MeterRegistry registry) {
+            this.registry = registry;
+            this.counters = lookUp();
+            this.atStart = settled();
+        }
+
+        /**
+         * The committed counter and every dropped counter registered now. One registered later (a drop reason seen
+         * for the first time) counts only drops after it registered, all of them this round's: every page sealed
+         * before the round had settled, so it held none then.
+         */
+        private List<Counter> lookUp() {
+            List<Counter> found = new ArrayList<>(registry.find("orbitkv.ssd.writes.committed").counters());
+            found.addAll(registry.find("orbitkv.ssd.writes.dropped").counters());
+            return List.copyOf(found);
+        }
+
+        private double settled() {
+            double sum = 0;
+            for (Counter c : counters) {
+                sum += c.count();
+            }
+            return sum;
+        }
+
+        /** Until {@code pages} more writes settled than at construction; fails after {@code timeout}. */
+        void await(long pages, Duration timeout) {
+            long deadline = System.nanoTime() + timeout.toNanos();
+            for (int poll = 1; settled() - atStart < pages; poll++) {
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("SSD writes did not settle: " + (long) (settled() - atStart)
+                            + " of " + pages + " pages sealed in the round after " + timeout.toSeconds() + " s");
+                }
+                if (poll % RESCAN_POLLS == 0) {
+                    counters = lookUp();
+                }
+                java.util.concurrent.locks.LockSupport.parkNanos(20_000);
+            }
         }
     }
 

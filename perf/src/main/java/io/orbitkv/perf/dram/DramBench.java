@@ -168,6 +168,7 @@ public final class DramBench {
                     cycle(session, SyntheticKv.chain(keySeed++, batchPages), source, destination, -1, Fault.NONE);
                     memcpyBaseline(source, scratch, destination);
                 }
+                Arrays.fill(MEMCPY_PHASES, 0);
                 double[] cycleBps = new double[rounds];
                 double[] memcpyBps = new double[rounds];
                 long roundBytes = pageBytes * batchPages;
@@ -196,8 +197,9 @@ public final class DramBench {
                             r + 1, rounds, cycleFirst(r) ? "cycle" : "memcpy", cycleBps[r] / 1e9, memcpyBps[r] / 1e9,
                             cycleBps[r] / memcpyBps[r]);
                 }
-                System.err.println("cycle phases (ms, all rounds) publish/query/copy-out/release: "
-                        + Arrays.toString(Arrays.stream(PHASES).map(x -> x / 1_000_000).toArray()));
+                System.err.println("cycle phases (µs, timed rounds) allocate/copy-in/seal/query/copy-out/release: "
+                        + Arrays.toString(Arrays.stream(PHASES).map(x -> x / 1_000).toArray())
+                        + "; memcpy in/out: " + Arrays.toString(Arrays.stream(MEMCPY_PHASES).map(x -> x / 1_000).toArray()));
                 report.config("page_bytes", pageBytes).config("batch_pages", batchPages).config("rounds", rounds)
                         .config("completed_rounds", completed)
                         .config("query_iterations", queryIterations).config("query_warmup_iterations", s.queryWarmup())
@@ -284,8 +286,11 @@ public final class DramBench {
         }
     }
 
-    /** Time spent per phase of the cycle, summed over rounds: where the gap to memcpy goes. */
-    private static final long[] PHASES = new long[4];
+    /**
+     * Time spent per phase of the cycle, summed over the timed rounds (allocate, copy-in, seal, query, copy-out,
+     * release): where the gap to memcpy goes.
+     */
+    private static final long[] PHASES = new long[6];
 
     /**
      * One publish-then-restore of a batch under {@code chain}: the full engine path. Throws {@link RoundFailure} when
@@ -295,13 +300,15 @@ public final class DramBench {
                               MemorySegment[] destination, int round, Fault fault) {
         long a = System.nanoTime();
         AllocatePublishReply allocated = allocate(session, chain, round, fault);
+        long a1 = System.nanoTime();
         copyIn(session, allocated, source, Long.MAX_VALUE);
+        long a2 = System.nanoTime();
         session.seal(allocated.getPublishId(), List.of()).await();
         if (round >= 0) {
             fault.sealed(round, session, allocated);
         }
         long b = System.nanoTime();
-        PHASES[0] += b - a;
+        boolean timed = round >= 0;
         QueryReply reply = session.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(chain).build()), 0).await();
         if (reply.getStatus() == QueryStatus.READY && round >= 0) {
             reply = fault.ready(round, reply);
@@ -314,14 +321,18 @@ public final class DramBench {
                     + reply.getStatus() + " for " + reply.getReadyBlocks());
         }
         long c = System.nanoTime();
-        PHASES[1] += c - b;
         for (LeasedPage page : reply.getLease().getPagesList()) {
             destination[page.getPosition()].copyFrom(session.slot(page.getSlot()));
         }
         long d = System.nanoTime();
-        PHASES[2] += d - c;
         session.release(reply.getLease().getLeaseId()).await();
-        PHASES[3] += System.nanoTime() - d;
+        long e = System.nanoTime();
+        if (timed) {
+            long[] spent = {a1 - a, a2 - a1, b - a2, c - b, d - c, e - d};
+            for (int i = 0; i < spent.length; i++) {
+                PHASES[i] += spent[i];
+            }
+        }
     }
 
     /**
@@ -410,13 +421,20 @@ public final class DramBench {
 
     /** The copies the engine makes anyway, without the Manager: its pages into scratch memory and back out. */
     private static void memcpyBaseline(MemorySegment[] source, MemorySegment[] scratch, MemorySegment[] destination) {
+        long a = System.nanoTime();
         for (int i = 0; i < source.length; i++) {
             scratch[i].copyFrom(source[i]);
         }
+        long b = System.nanoTime();
         for (int i = 0; i < source.length; i++) {
             destination[i].copyFrom(scratch[i]);
         }
+        MEMCPY_PHASES[0] += b - a;
+        MEMCPY_PHASES[1] += System.nanoTime() - b;
     }
+
+    /** The memcpy baseline's two copies (in, out), summed like {@link #PHASES}; reset before the timed rounds. */
+    private static final long[] MEMCPY_PHASES = new long[2];
 
     static double median(double[] values) {
         double[] sorted = values.clone();
