@@ -11,6 +11,7 @@ import io.orbitkv.model.cost.ResourceId;
 import io.orbitkv.model.cost.ResourceKind;
 import io.orbitkv.engine.EngineSettings;
 import io.orbitkv.engine.EngineVerticle;
+import io.orbitkv.events.EventsVerticle;
 import io.orbitkv.nativeio.shm.PoolPages;
 import io.orbitkv.peer.PeerExecutionOwner;
 import io.orbitkv.model.plan.MembershipView;
@@ -47,6 +48,7 @@ final class ManagerRoles {
         String engine;
         String health;
         String peer;
+        String events;
     }
 
     final String token;
@@ -62,6 +64,8 @@ final class ManagerRoles {
     final AdmissionVerticle admission;
     final EngineVerticle engine;
     final HealthAndMetricsVerticle health;
+    /** KV events and router summaries; null unless configured. */
+    final EventsVerticle events;
     final Deployments deployments = new Deployments();
 
     ManagerRoles(ManagerConfig config, String token, PoolPages.Answer poolPages, Vertx vertx,
@@ -102,7 +106,10 @@ final class ManagerRoles {
                         poolBytes, registry, costs, Ticker.SYSTEM)
                         .poolPageBytes(io.orbitkv.peer.PoolPrefault.pageBytes(poolPages));
         this.planning = planning(config, vertx, registry, costs);
-        this.health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort());
+        this.events = config.events().enabled() ? new EventsVerticle(config.events(), registry, costs,
+                planningResources, config.ssd().enabled(), incarnation) : null;
+        this.health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort(),
+                events != null);
     }
 
     /**
@@ -137,6 +144,7 @@ final class ManagerRoles {
         return deploy(vertx, cost, id -> deployments.cost = id)
                 .compose(v -> deploy(vertx, ssd, id -> deployments.ssd = id))
                 .compose(v -> deploy(vertx, storage, id -> deployments.storage = id))
+                .compose(v -> deploy(vertx, events, id -> deployments.events = id))
                 .compose(v -> cluster == null ? Future.succeededFuture() : cluster.deploy(vertx))
                 .compose(v -> deploy(vertx, planning, id -> deployments.planning = id))
                 .compose(v -> deploy(vertx, peer, id -> deployments.peer = id))
