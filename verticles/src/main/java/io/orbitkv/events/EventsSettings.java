@@ -18,6 +18,8 @@ import java.util.Map;
  * @param replayBatches            batches kept for replay at most
  * @param replayBytes              bytes of batches kept for replay at most
  * @param hwm                      the PUB socket's send high-water mark (messages per subscriber)
+ * @param heartbeatMs              an empty batch after this long without one, so a subscriber notices a lost last
+ *                                 batch or a restart; 0 = none
  * @param maxKeys                  keys announced per medium at most
  * @param summary                  whether the router summary is served (it also is whenever events are on)
  * @param summaryPrefixBlocks      the prefix lengths (blocks) the summary estimates time to ready for
@@ -26,7 +28,8 @@ import java.util.Map;
  * @param ssdReadCapacityBytesPerSecond the SSD's read bandwidth as the operator measured it; -1 = not known
  */
 public record EventsSettings(String endpoint, String replayEndpoint, long intervalMs, int maxChangesPerRead,
-                             int queueCapacity, int replayBatches, long replayBytes, int hwm, int maxKeys,
+                             int queueCapacity, int replayBatches, long replayBytes, int hwm, long heartbeatMs,
+                             int maxKeys,
                              boolean summary, List<Integer> summaryPrefixBlocks, int summaryMaxNamespaces,
                              long summaryMinIntervalMs, long ssdReadCapacityBytesPerSecond) {
 
@@ -40,6 +43,7 @@ public record EventsSettings(String endpoint, String replayEndpoint, long interv
             Map.entry("events.replay-buffer-batches", "10000"),
             Map.entry("events.replay-buffer-bytes", "64MiB"),
             Map.entry("events.hwm", "100000"),
+            Map.entry("events.heartbeat-ms", "1000"),
             Map.entry("events.max-keys", "262144"),
             Map.entry("events.summary", "false"),
             Map.entry("events.summary.prefix-blocks", "1,16,64,256"),
@@ -62,7 +66,8 @@ public record EventsSettings(String endpoint, String replayEndpoint, long interv
 
     /** Events and summaries on, with the other settings at their defaults (tests). */
     public static EventsSettings publishingTo(String endpoint, String replayEndpoint) {
-        return new EventsSettings(endpoint, replayEndpoint, 20, 1024, 1024, 10_000, 64L << 20, 100_000, 262_144, true,
+        return new EventsSettings(endpoint, replayEndpoint, 20, 1024, 1024, 10_000, 64L << 20, 100_000, 1000, 262_144,
+                true,
                 List.of(1, 16, 64, 256), 64, 0, -1);
     }
 
@@ -98,6 +103,7 @@ public record EventsSettings(String endpoint, String replayEndpoint, long interv
                 (int) v.integer("events.max-batch", 1, 1 << 20), (int) v.integer("events.queue-capacity", 1, 1 << 20),
                 (int) v.integer("events.replay-buffer-batches", 0, 1 << 24),
                 v.size("events.replay-buffer-bytes", 0, 1L << 40), (int) v.integer("events.hwm", 0, 1 << 24),
+                v.integer("events.heartbeat-ms", 0, 3_600_000),
                 (int) v.integer("events.max-keys", 1, 1 << 26), v.bool("events.summary"), prefixes,
                 (int) v.integer("events.summary.max-namespaces", 1, 4096),
                 v.integer("events.summary.min-interval-ms", 0, 3_600_000), capacity);

@@ -52,7 +52,8 @@ import org.slf4j.LoggerFactory;
  * a Manager restart a subscriber drops what it knew and relearns the recovered SSD extents. When the stream's ring lost
  * changes before they were read (a gap), the role takes a snapshot and sends the difference between it and its index.
  * A batch the publisher's bounded queue refuses is taken back from the index and read again on the next look (the
- * ring keeps it, else the gap path covers it). Nothing here waits on the storage loop: reads are bounded pages of
+ * ring keeps it, else the gap path covers it). A subscriber whose replay can no longer be served makes the publisher
+ * ask for a clear: {@code AllBlocksCleared} and the full state are sent again, as at start. Nothing here waits on the storage loop: reads are bounded pages of
  * metadata on this role's own context, and the sockets live on the publisher's thread.
  *
  * <p>Design note (summary): per namespace, the blocks and bytes of each tier come from the index; the time to ready
@@ -126,8 +127,9 @@ public final class EventsVerticle extends VerticleBase {
                 .description("Event batches the publisher's full queue refused; read again and sent later")
                 .register(registry);
         resyncs = Counter.builder("orbitkv.events.resyncs")
-                .description("Times the residency stream lost changes before they were read; the difference to a "
-                        + "snapshot was sent instead").register(registry);
+                .description("Resynchronisations: the residency stream lost changes before they were read (the "
+                        + "difference to a snapshot was sent), or a replay could not be served (AllBlocksCleared and "
+                        + "the full state were sent)").register(registry);
         untracked = Counter.builder("orbitkv.events.untracked")
                 .description("Keys not announced because events.max-keys were announced on their medium")
                 .register(registry);
@@ -144,7 +146,14 @@ public final class EventsVerticle extends VerticleBase {
                     Counter.builder("orbitkv.events.replays.served").description("Replay requests answered")
                             .register(registry));
             publisher = new KvEventPublisher(settings.endpoint(), settings.replayEndpoint(), settings.hwm(),
-                    settings.queueCapacity(), settings.replayBatches(), settings.replayBytes(), meters);
+                    settings.heartbeatMs(), settings.queueCapacity(), settings.replayBatches(), settings.replayBytes(),
+                    meters,
+                    System.currentTimeMillis() * 1000, () -> context.runOnContext(v -> {
+                        if (!clearNeeded) {
+                            resyncs.increment();
+                            clearNeeded = true;
+                        }
+                    }));
             KvEventPublisher p = publisher;
             Gauge.builder("orbitkv.events.queued", p, KvEventPublisher::queued)
                     .description("Event batches waiting for the publisher thread").register(registry);
@@ -222,7 +231,7 @@ public final class EventsVerticle extends VerticleBase {
     private void resync(ResidencySnapshot snapshot) {
         if (clearNeeded) {
             byte[] payload = KvEventCodec.encodeBatch(nowSeconds(), List.of(new KvEvent.AllBlocksCleared()), null, 0);
-            if (publisher != null && !publisher.offer(new KvEventPublisher.Batch("", payload, 1))) {
+            if (publisher != null && !publisher.offer(new KvEventPublisher.Batch("", payload, 1, true))) {
                 deferred.increment();
                 return;
             }
@@ -304,7 +313,7 @@ public final class EventsVerticle extends VerticleBase {
                 }
                 if (publisher != null && !events.isEmpty()) {
                     byte[] payload = KvEventCodec.encodeBatch(nowSeconds(), events, namespace, 0);
-                    if (!publisher.offer(new KvEventPublisher.Batch(namespace, payload, events.size()))) {
+                    if (!publisher.offer(new KvEventPublisher.Batch(namespace, payload, events.size(), false))) {
                         index.undo(applied);
                         deferred.increment();
                         return i;

@@ -5,6 +5,7 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.Iterator;
+import java.util.List;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
@@ -18,10 +19,18 @@ import org.zeromq.ZMQ;
 /**
  * The ZeroMQ side of KV events, as vLLM's {@code ZmqEventPublisher} ({@code vllm/distributed/kv_events.py}, vLLM
  * commit {@code 0181ea3173e53eea8cf04a86891488e3dc89bb34}): a PUB socket sending {@code (topic, seq, payload)} with
- * {@code seq} an 8-byte big-endian count from 0 per publisher (so per Manager start), and, when configured, a ROUTER
+ * {@code seq} an 8-byte big-endian count, and, when configured, a ROUTER
  * socket where a subscriber that missed batches sends {@code ("", start_seq)} (8 bytes, big-endian; a DEALER adds the
  * empty frame itself) and receives {@code ("", seq, payload)} for every buffered batch from {@code start_seq} on, then
- * {@code ("", -1, "")}. Replies carry no topic: the payload names its namespace.
+ * {@code ("", -1, "")}. Replies carry no topic: the payload names its namespace. After {@code events.heartbeat-ms}
+ * without a batch an empty one (topic empty, no events) is sent, so a subscriber notices a lost last batch.
+ *
+ * <p>Design note (sequences and catching up): vLLM counts from 0 per publisher; here the first sequence of a Manager
+ * start is its start time in microseconds since the epoch, so sequences keep increasing across restarts and a
+ * subscriber sees a restart as a gap, not as old numbers. A subscriber that cannot be served contiguously drops what it
+ * knew and applies the stream from the next batch that begins with {@code AllBlocksCleared}: one begins every Manager
+ * start, and when a replay asks for batches no longer buffered and no such batch is buffered, the publisher asks the
+ * events role to send one (with the full state after it).
  *
  * <p>Design note (threads and ownership): ZeroMQ sockets are single-threaded, so one platform thread owns the context,
  * both sockets, the sequence and the replay buffer; nothing else touches them. The events role hands it encoded batches
@@ -38,10 +47,13 @@ final class KvEventPublisher implements AutoCloseable {
     private static final byte[] END_SEQ = ByteBuffer.allocate(8).putLong(-1).array();
     private static final byte[] EMPTY = new byte[0];
 
-    /** One encoded batch for the topic (the namespace in hex; empty for batches about every namespace). */
-    record Batch(String topic, byte[] payload, int events) {}
+    /**
+     * One encoded batch for the topic (the namespace in hex; empty for batches about every namespace);
+     * {@code clears}: it begins with {@code AllBlocksCleared}.
+     */
+    record Batch(String topic, byte[] payload, int events, boolean clears) {}
 
-    private record Buffered(long seq, byte[] payload) {}
+    private record Buffered(long seq, byte[] payload, boolean clears) {}
 
     /** What the publisher counts (thread-safe meters). */
     record Meters(Counter events, Counter batches, Counter dropped, Counter replays) {}
@@ -49,28 +61,36 @@ final class KvEventPublisher implements AutoCloseable {
     private final String endpoint;
     private final String replayEndpoint;
     private final int hwm;
+    private final long heartbeatNanos;
+    private long lastSentNanos = System.nanoTime();
     private final int replayBatches;
     private final long replayBytes;
     private final Meters meters;
     private final ArrayBlockingQueue<Batch> queue;
     private final CompletableFuture<Void> bound = new CompletableFuture<>();
     private final ArrayDeque<Buffered> buffer = new ArrayDeque<>();
+    private final Runnable resync;
     private long bufferedBytes;
+    private int bufferedClears;
     private long nextSeq;
     private volatile boolean running = true;
     private volatile String boundEndpoint;
     private volatile String boundReplayEndpoint;
     private Thread thread;
 
-    KvEventPublisher(String endpoint, String replayEndpoint, int hwm, int queueCapacity, int replayBatches,
-                     long replayBytes, Meters meters) {
+    KvEventPublisher(String endpoint, String replayEndpoint, int hwm, long heartbeatMs, int queueCapacity,
+                     int replayBatches,
+                     long replayBytes, Meters meters, long firstSeq, Runnable resync) {
         this.endpoint = endpoint;
         this.replayEndpoint = replayEndpoint;
         this.hwm = hwm;
+        this.heartbeatNanos = TimeUnit.MILLISECONDS.toNanos(heartbeatMs);
         this.replayBatches = replayBatches;
         this.replayBytes = replayBytes;
         this.meters = meters;
         this.queue = new ArrayBlockingQueue<>(queueCapacity);
+        this.nextSeq = firstSeq;
+        this.resync = resync;
     }
 
     /** Starts the thread; completes once both sockets are bound, or fails with the bind's cause. */
@@ -141,11 +161,16 @@ final class KvEventPublisher implements AutoCloseable {
                 publish(pub, batch);
                 batch = queue.poll();
             }
+            if (heartbeatNanos > 0 && System.nanoTime() - lastSentNanos >= heartbeatNanos) {
+                publish(pub, new Batch("", KvEventCodec.encodeBatch(System.currentTimeMillis() / 1000.0, List.of(),
+                        null, 0), 0, false));
+            }
         }
     }
 
     private void publish(ZMQ.Socket pub, Batch batch) {
         long seq = nextSeq++;
+        lastSentNanos = System.nanoTime();
         byte[] seqBytes = ByteBuffer.allocate(8).putLong(seq).array();
         boolean sent = pub.sendMore(batch.topic().getBytes(StandardCharsets.UTF_8)) && pub.sendMore(seqBytes)
                 && pub.send(batch.payload());
@@ -156,10 +181,13 @@ final class KvEventPublisher implements AutoCloseable {
             // Only a full HWM toward every subscriber refuses; the batch stays replayable below.
             meters.dropped().increment();
         }
-        buffer.addLast(new Buffered(seq, batch.payload()));
+        buffer.addLast(new Buffered(seq, batch.payload(), batch.clears()));
         bufferedBytes += batch.payload().length;
-        while (buffer.size() > replayBatches || bufferedBytes > replayBytes) {
-            bufferedBytes -= buffer.removeFirst().payload().length;
+        bufferedClears += batch.clears() ? 1 : 0;
+        while (!buffer.isEmpty() && (buffer.size() > replayBatches || bufferedBytes > replayBytes)) {
+            Buffered eldest = buffer.removeFirst();
+            bufferedBytes -= eldest.payload().length;
+            bufferedClears -= eldest.clears() ? 1 : 0;
         }
     }
 
@@ -178,6 +206,11 @@ final class KvEventPublisher implements AutoCloseable {
                 continue;
             }
             long from = ByteBuffer.wrap(start).getLong();
+            if ((buffer.isEmpty() ? from < nextSeq : from < buffer.peekFirst().seq()) && bufferedClears == 0) {
+                // Batches the requester needs are gone and nothing buffered starts afresh: have the role send
+                // AllBlocksCleared and the full state again (requests meanwhile coalesce there).
+                resync.run();
+            }
             for (Iterator<Buffered> it = buffer.iterator(); it.hasNext(); ) {
                 Buffered b = it.next();
                 if (b.seq() >= from) {

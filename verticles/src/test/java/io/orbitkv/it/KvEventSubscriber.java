@@ -17,9 +17,11 @@ import org.zeromq.ZMQ;
 
 /**
  * A router's view of one Manager, rebuilt only from its KV event stream (vLLM's format): a SUB socket for live
- * batches and a DEALER on the replay socket to catch up. It asks for a replay from 0 when it connects and whenever a
- * batch's sequence is not the next one. {@link #dropping} makes it ignore what arrives, as a subscriber that lost
- * its connection for a while. Keys are "namespace-hex/block-hash-hex" per medium.
+ * batches and a DEALER on the replay socket to catch up. It asks for a replay when it connects and whenever a batch's
+ * sequence is not the next one; when the replay cannot continue its sequence (it connected late, or the Manager
+ * restarted), it drops what it knew and applies the stream from the next batch that begins with AllBlocksCleared.
+ * {@link #dropping} makes it ignore what arrives, as a subscriber that lost its connection for a while. Keys are
+ * "namespace-hex/block-hash-hex" per medium.
  */
 final class KvEventSubscriber implements AutoCloseable {
     private static final Value TYPE = ValueFactory.newString("type");
@@ -37,6 +39,8 @@ final class KvEventSubscriber implements AutoCloseable {
     final AtomicLong storedOnDisk = new AtomicLong();
     final AtomicLong removedFromCpu = new AtomicLong();
     private long lastSeq = -1;
+    /** Nothing applied can be trusted to be contiguous: wait for a batch that begins with AllBlocksCleared. */
+    private boolean awaitingClear = true;
     private volatile Throwable failure;
 
     KvEventSubscriber(String endpoint, String replayEndpoint) {
@@ -62,18 +66,13 @@ final class KvEventSubscriber implements AutoCloseable {
                     droppedBatches.incrementAndGet();
                     continue;
                 }
-                if (seq <= lastSeq) {
+                if (!awaitingClear && seq <= lastSeq) {
                     continue; // already applied through a replay
                 }
-                if (seq != lastSeq + 1) {
+                if (awaitingClear || seq != lastSeq + 1) {
                     catchUp();
                 }
-                if (seq == lastSeq + 1) {
-                    apply(payload);
-                    lastSeq = seq;
-                } else if (seq > lastSeq + 1) {
-                    throw new AssertionError("replay did not reach " + seq + " (last " + lastSeq + ")");
-                }
+                offer(seq, payload);
             }
         } catch (Throwable t) {
             failure = t;
@@ -87,7 +86,7 @@ final class KvEventSubscriber implements AutoCloseable {
             replay.setReceiveTimeOut(10_000);
             replay.connect(replayEndpoint);
             replay.sendMore(new byte[0]);
-            replay.send(ByteBuffer.allocate(8).putLong(lastSeq + 1).array());
+            replay.send(ByteBuffer.allocate(8).putLong(awaitingClear ? 0 : lastSeq + 1).array());
             while (true) {
                 byte[] empty = replay.recv();
                 if (empty == null) {
@@ -98,12 +97,8 @@ final class KvEventSubscriber implements AutoCloseable {
                 if (seq == -1) {
                     return;
                 }
-                if (seq == lastSeq + 1) {
-                    apply(payload);
-                    lastSeq = seq;
+                if (offer(seq, payload)) {
                     replayedBatches.incrementAndGet();
-                } else if (seq > lastSeq + 1) {
-                    throw new AssertionError("the replay buffer no longer holds " + (lastSeq + 1));
                 }
             }
         } finally {
@@ -111,11 +106,35 @@ final class KvEventSubscriber implements AutoCloseable {
         }
     }
 
-    private synchronized void apply(byte[] payload) throws Exception {
-        Map<Value, Value> batch;
-        try (MessageUnpacker unpacker = MessagePack.newDefaultUnpacker(payload)) {
-            batch = unpacker.unpackValue().asMapValue().map();
+    /** Applies a batch if it continues the sequence (or starts afresh with a clear); answers whether it did. */
+    private boolean offer(long seq, byte[] payload) throws Exception {
+        Map<Value, Value> batch = decode(payload);
+        if (!awaitingClear && seq > lastSeq + 1) {
+            // The batches in between are gone: start over from the next clear.
+            awaitingClear = true;
         }
+        if (awaitingClear) {
+            List<Value> events = batch.get(ValueFactory.newString("events")).asArrayValue().list();
+            if (events.isEmpty() || !events.get(0).asMapValue().map().get(TYPE).asStringValue().asString()
+                    .equals("AllBlocksCleared")) {
+                return false;
+            }
+            awaitingClear = false;
+        } else if (seq != lastSeq + 1) {
+            return false;
+        }
+        apply(batch);
+        lastSeq = seq;
+        return true;
+    }
+
+    private static Map<Value, Value> decode(byte[] payload) throws Exception {
+        try (MessageUnpacker unpacker = MessagePack.newDefaultUnpacker(payload)) {
+            return unpacker.unpackValue().asMapValue().map();
+        }
+    }
+
+    private synchronized void apply(Map<Value, Value> batch) {
         Value ns = batch.get(ValueFactory.newString("namespace"));
         for (Value e : batch.get(ValueFactory.newString("events")).asArrayValue()) {
             Map<Value, Value> event = e.asMapValue().map();

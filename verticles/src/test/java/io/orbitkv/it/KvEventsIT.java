@@ -88,13 +88,13 @@ class KvEventsIT {
 
             // A range of batches the subscriber never sees: "first" is read back from SSD meanwhile.
             subscriber.dropping = true;
-            double published = running.metric("orbitkv_events_batches_total{outcome=\"published\"}");
+            double published = running.metric("orbitkv_events_published_total");
             QueryReply ready = session.query(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(first)
                     .build())).await();
             assertThat(ready.getStatus()).isEqualTo(QueryStatus.READY);
             session.release(ready.getLease().getLeaseId()).await();
             await().atMost(Duration.ofSeconds(20)).until(() -> subscriber.droppedBatches.get() > 0
-                    && running.metric("orbitkv_events_batches_total{outcome=\"published\"}") > published);
+                    && running.metric("orbitkv_events_published_total") > published);
             subscriber.dropping = false;
             long replayedBefore = subscriber.replayedBatches.get();
             // The next batch shows the gap; the subscriber catches up through the replay socket.
