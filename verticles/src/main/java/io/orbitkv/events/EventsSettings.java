@@ -8,7 +8,7 @@ import java.util.Map;
 
 /**
  * The {@code events.*} section: KV events (off unless {@code events.endpoint} is set) and router summaries (off unless
- * {@code events.summary} is true or events are on). Endpoints are ZeroMQ addresses the Manager binds.
+ * {@code events.summary.enabled} is true or events are on). Endpoints are ZeroMQ addresses the Manager binds.
  *
  * @param endpoint                 the PUB address, e.g. {@code tcp://127.0.0.1:5557}; null = no events
  * @param replayEndpoint           the ROUTER address for replays; null = no replay
@@ -45,7 +45,7 @@ public record EventsSettings(String endpoint, String replayEndpoint, long interv
             Map.entry("events.hwm", "100000"),
             Map.entry("events.heartbeat-ms", "1000"),
             Map.entry("events.max-keys", "262144"),
-            Map.entry("events.summary", "false"),
+            Map.entry("events.summary.enabled", "false"),
             Map.entry("events.summary.prefix-blocks", "1,16,64,256"),
             Map.entry("events.summary.max-namespaces", "64"),
             Map.entry("events.summary.min-interval-ms", "1000"),
@@ -104,7 +104,7 @@ public record EventsSettings(String endpoint, String replayEndpoint, long interv
                 (int) v.integer("events.replay-buffer-batches", 0, 1 << 24),
                 v.size("events.replay-buffer-bytes", 0, 1L << 40), (int) v.integer("events.hwm", 0, 1 << 24),
                 v.integer("events.heartbeat-ms", 0, 3_600_000),
-                (int) v.integer("events.max-keys", 1, 1 << 26), v.bool("events.summary"), prefixes,
+                (int) v.integer("events.max-keys", 1, 1 << 26), v.bool("events.summary.enabled"), prefixes,
                 (int) v.integer("events.summary.max-namespaces", 1, 4096),
                 v.integer("events.summary.min-interval-ms", 0, 3_600_000), capacity);
     }

@@ -75,7 +75,7 @@ public final class EventsVerticle extends VerticleBase {
     private final long incarnation;
     private final KvIndex index;
     private StorageProxy storage;
-    private CostProxy cost;
+    private final CostProxy cost;
     private KvEventPublisher publisher;
     private Context context;
 

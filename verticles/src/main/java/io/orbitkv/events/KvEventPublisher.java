@@ -178,7 +178,8 @@ final class KvEventPublisher implements AutoCloseable {
             meters.batches().increment();
             meters.events().increment(batch.events());
         } else {
-            // Only a full HWM toward every subscriber refuses; the batch stays replayable below.
+            // A PUB socket drops silently at a subscriber's high-water mark; a refused send means the socket is
+            // going away. Either way the batch stays replayable below.
             meters.dropped().increment();
         }
         buffer.addLast(new Buffered(seq, batch.payload(), batch.clears()));

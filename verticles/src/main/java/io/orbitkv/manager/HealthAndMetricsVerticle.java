@@ -78,7 +78,7 @@ public final class HealthAndMetricsVerticle extends VerticleBase {
                 });
                 case "/kv/summary" -> {
                     if (events == null) {
-                        request.response().setStatusCode(404).end("no router summary: set events.summary or "
+                        request.response().setStatusCode(404).end("no router summary: set events.summary.enabled or "
                                 + "events.endpoint\n");
                         return;
                     }
