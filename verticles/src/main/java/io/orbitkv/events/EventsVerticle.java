@@ -398,7 +398,7 @@ public final class EventsVerticle extends VerticleBase {
         }
         long sequence = lastSequence;
         EventsCommands.SsdRead ssdRead = !ssdTier ? null : ssdRead();
-        summarizing = Future.all(parts).map(v -> {
+        Future<EventsCommands.RouterSummary> built = Future.all(parts).map(v -> {
             List<EventsCommands.NamespaceSummary> namespaces = new ArrayList<>();
             parts.forEach(p -> namespaces.add(p.result()));
             EventsCommands.RouterSummary summary = new EventsCommands.RouterSummary(System.currentTimeMillis(),
@@ -406,8 +406,13 @@ public final class EventsVerticle extends VerticleBase {
             lastSummary = summary;
             lastSummaryAtNanos = System.nanoTime();
             return summary;
-        }).onComplete(ar -> summarizing = null);
-        return summarizing;
+        });
+        // Callers meanwhile share this one; it may also have completed in place (nothing to ask the cost role).
+        if (!built.isComplete()) {
+            summarizing = built;
+            built.onComplete(ar -> summarizing = null);
+        }
+        return built;
     }
 
     private EventsCommands.SsdRead ssdRead() {
