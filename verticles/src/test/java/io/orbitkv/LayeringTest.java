@@ -25,7 +25,7 @@ import java.util.Optional;
 @AnalyzeClasses(packages = "io.orbitkv", importOptions = ImportOption.DoNotIncludeTests.class)
 class LayeringTest {
     static final String[] ROLES = {
-        "admission", "cluster", "cost", "engine", "peer", "planning", "restore", "ssd", "storage"};
+        "admission", "cluster", "cost", "engine", "events", "peer", "planning", "restore", "ssd", "storage"};
     static final String[] LOWER = {"io.orbitkv.model..", "io.orbitkv.common..", "io.orbitkv.recovery.."};
 
     @ArchTest

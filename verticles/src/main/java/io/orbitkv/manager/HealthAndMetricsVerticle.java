@@ -1,6 +1,7 @@
 package io.orbitkv.manager;
 
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.orbitkv.events.EventsProxy;
 import io.orbitkv.nativeio.mooncake.MooncakeTransferEngine;
 import io.orbitkv.restore.RestoreRoutes;
 import io.orbitkv.storage.StorageProxy;
@@ -10,7 +11,8 @@ import io.vertx.core.http.HttpServer;
 import io.vertx.core.json.JsonObject;
 
 /**
- * Serves {@code GET /metrics} (Prometheus text) and {@code GET /health} (JSON) on the metrics address. The scrape runs
+ * Serves {@code GET /metrics} (Prometheus text), {@code GET /health} (JSON) and, with the events role,
+ * {@code GET /kv/summary} (the router summary, JSON) on the metrics address. The scrape runs
  * on a worker (ordered: one at a time), never on this verticle's event loop; meters read only snapshots or atomics
  * their roles publish, never a role's loop-confined state.
  */
@@ -19,14 +21,20 @@ public final class HealthAndMetricsVerticle extends VerticleBase {
     private final String host;
     private final int port;
     private final boolean transferEngineProbed;
+    private final boolean summaries;
     private HttpServer server;
 
-    /** {@code transferEngineProbed}: whether the Manager probed the Transfer Engine (only with a peer transport). */
-    public HealthAndMetricsVerticle(PrometheusMeterRegistry registry, String host, int port, boolean transferEngineProbed) {
+    /**
+     * {@code transferEngineProbed}: whether the Manager probed the Transfer Engine (only with a peer transport);
+     * {@code summaries}: whether the events role runs and {@code /kv/summary} answers.
+     */
+    public HealthAndMetricsVerticle(PrometheusMeterRegistry registry, String host, int port, boolean transferEngineProbed,
+                                    boolean summaries) {
         this.registry = registry;
         this.host = host;
         this.port = port;
         this.transferEngineProbed = transferEngineProbed;
+        this.summaries = summaries;
     }
 
     /** What /health says of the Transfer Engine; without a peer transport it was never loaded, and is not now. */
@@ -58,6 +66,7 @@ public final class HealthAndMetricsVerticle extends VerticleBase {
     @Override
     public Future<?> start() {
         StorageProxy storage = new StorageProxy(vertx);
+        EventsProxy events = summaries ? new EventsProxy(vertx) : null;
         return vertx.createHttpServer().requestHandler(request -> {
             switch (request.path()) {
                 // A scrape walks every meter (and formats them): a worker does it, one at a time, not this loop.
@@ -82,6 +91,21 @@ public final class HealthAndMetricsVerticle extends VerticleBase {
                                 .end(new JsonObject().put("status", "DOWN").put("reason", "storage role not answering").encode());
                     }
                 });
+                case "/kv/summary" -> {
+                    if (events == null) {
+                        request.response().setStatusCode(404).end("no router summary: set events.summary.enabled or "
+                                + "events.endpoint\n");
+                        return;
+                    }
+                    events.summary().onComplete(ar -> {
+                        if (ar.succeeded()) {
+                            request.response().putHeader("content-type", "application/json")
+                                    .end(ar.result().toJson().encode());
+                        } else {
+                            request.response().setStatusCode(503).end("summary unavailable\n");
+                        }
+                    });
+                }
                 default -> request.response().setStatusCode(404).end("not found: try /metrics or /health\n");
             }
         }).listen(port, host).onSuccess(s -> server = s);

@@ -75,6 +75,8 @@ public final class Manager implements AutoCloseable {
     private final ClusterRoles cluster;
     /** The peer role; null without {@code peer.port}. */
     private final io.orbitkv.peer.PeerVerticle peer;
+    /** The events role; null unless configured. */
+    private final io.orbitkv.events.EventsVerticle events;
 
 
     /**
@@ -110,6 +112,7 @@ public final class Manager implements AutoCloseable {
         this.planningResources = roles.planningResources;
         this.cluster = roles.cluster;
         this.peer = roles.peer;
+        this.events = roles.events;
     }
 
     /**
@@ -393,6 +396,11 @@ public final class Manager implements AutoCloseable {
     }
 
     /** The membership role when the cluster is enabled. */
+    /** The events role (KV events, router summary) when configured. */
+    public Optional<io.orbitkv.events.EventsVerticle> eventsRole() {
+        return Optional.ofNullable(events);
+    }
+
     public Optional<MembershipRole> membershipRole() {
         return cluster == null ? Optional.empty() : Optional.of(cluster.membership());
     }
@@ -457,6 +465,7 @@ public final class Manager implements AutoCloseable {
         Future<SsdStats> before = ssd == null ? Future.succeededFuture(null)
                 : ssd.stats().otherwise((SsdStats) null);
         Future<StopReport> ordered = before.compose(stats -> undeploy(deployments.health, "health", steps)
+                .compose(v -> undeploy(deployments.events, "events-closed", steps))
                 .compose(v -> undeploy(deployments.peer, "peer-leases-released", steps))
                 .compose(v -> cluster == null ? Future.<Void>succeededFuture()
                         : cluster.undeploy(vertx).onSuccess(x -> steps.add("cluster-left")))

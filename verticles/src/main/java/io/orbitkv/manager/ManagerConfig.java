@@ -6,6 +6,7 @@ import io.orbitkv.admission.TenantShares;
 import io.orbitkv.cluster.ClusterSettings;
 import io.orbitkv.codecs.extent.SsdExtentHeader;
 import io.orbitkv.cost.CostSettings;
+import io.orbitkv.events.EventsSettings;
 import io.orbitkv.peer.PeerAttemptPolicy;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.planning.TransferScheduler;
@@ -58,7 +59,8 @@ public record ManagerConfig(
         Optional<ClusterSettings> cluster,
         PeerSettings peer,
         PeerAttemptPolicy peerAttempts,
-        TransferScheduler.Settings planningTransfers) {
+        TransferScheduler.Settings planningTransfers,
+        EventsSettings events) {
 
     /**
      * {@code pool.huge-pages}: what the Manager does when {@code pool.shm-dir} does not back the pool with huge pages
@@ -221,6 +223,8 @@ public record ManagerConfig(
         d.put("fault-injection.peer.flip-page", "0");
         d.put("fault-injection.peer.stall-lease-pages", "0");
         d.put("fault-injection.inventory.drop-batch", "0");
+        // KV events for request routers and the router summary (docs/events.md): off unless events.endpoint is set.
+        d.putAll(EventsSettings.DEFAULTS);
         return Map.copyOf(d);
     }
 
@@ -278,7 +282,8 @@ public record ManagerConfig(
                 ClusterSettings.fromConfig(v),
                 PeerSettings.fromConfig(v),
                 PeerAttemptPolicy.fromConfig(v),
-                planningTransfers(v));
+                planningTransfers(v),
+                EventsSettings.fromConfig(v));
     }
 
     /**

@@ -11,6 +11,7 @@ import io.orbitkv.model.cost.ResourceId;
 import io.orbitkv.model.cost.ResourceKind;
 import io.orbitkv.engine.EngineSettings;
 import io.orbitkv.engine.EngineVerticle;
+import io.orbitkv.events.EventsVerticle;
 import io.orbitkv.nativeio.shm.PoolPages;
 import io.orbitkv.peer.PeerExecutionOwner;
 import io.orbitkv.model.plan.MembershipView;
@@ -47,6 +48,7 @@ final class ManagerRoles {
         String engine;
         String health;
         String peer;
+        String events;
     }
 
     final String token;
@@ -62,6 +64,8 @@ final class ManagerRoles {
     final AdmissionVerticle admission;
     final EngineVerticle engine;
     final HealthAndMetricsVerticle health;
+    /** KV events and router summaries; null unless configured. */
+    final EventsVerticle events;
     final Deployments deployments = new Deployments();
 
     ManagerRoles(ManagerConfig config, String token, PoolPages.Answer poolPages, Vertx vertx,
@@ -102,8 +106,10 @@ final class ManagerRoles {
                         poolBytes, registry, costs, Ticker.SYSTEM)
                         .poolPageBytes(io.orbitkv.peer.PoolPrefault.pageBytes(poolPages));
         this.planning = planning(config, vertx, registry, costs);
+        this.events = config.events().enabled() ? new EventsVerticle(config.events(), registry, costs,
+                planningResources, config.ssd().enabled(), incarnation) : null;
         this.health = new HealthAndMetricsVerticle(registry, config.metricsHost(), config.metricsPort(),
-                Manager.usesTransferEngine(config));
+                Manager.usesTransferEngine(config), events != null);
     }
 
     /**
@@ -141,6 +147,7 @@ final class ManagerRoles {
         return deploy(vertx, "cost", cost, id -> deployments.cost = id, phases)
                 .compose(v -> deploy(vertx, "ssd", ssd, id -> deployments.ssd = id, phases))
                 .compose(v -> deploy(vertx, "storage", storage, id -> deployments.storage = id, phases))
+                .compose(v -> deploy(vertx, "events", events, id -> deployments.events = id, phases))
                 .compose(v -> timed("cluster", cluster == null ? null : () -> cluster.deploy(vertx), phases))
                 .compose(v -> deploy(vertx, "planning", planning, id -> deployments.planning = id, phases))
                 .compose(v -> deploy(vertx, "peer", peer, id -> deployments.peer = id, phases))

@@ -102,6 +102,17 @@ public final class StorageCommands {
     /** Every resident key at the current residency sequence, at most {@code maxKeys} per medium. */
     public record ResidencySnapshotOf(int maxKeys) {}
 
+    /**
+     * One residency change as other roles read it (the stream's own record stays internal): a sealed DRAM image or a
+     * committed SSD extent of {@code key} appeared or went, at {@code sequence}.
+     */
+    public record ResidencyChange(long sequence, Kind kind, StateKey key, long generation, long lengthBytes) {
+        public enum Kind { DRAM_ADDED, DRAM_REMOVED, SSD_ADDED, SSD_REMOVED }
+    }
+
+    /** Changes after a sequence; {@code gap}: the stream's ring lost some before they were read (resync). */
+    public record ResidencyChanges(List<ResidencyChange> changes, boolean gap, long lastSequence) {}
+
     static final List<Class<?>> MESSAGE_TYPES = List.of(ResidencySince.class, ResidencySnapshotOf.class,
             ResidencyStream.Page.class, ResidencySnapshot.class, Allocate.class, Seal.class, Abort.class,
             Unpin.class, UnpinIntoQuarantine.class, ReleaseInstance.class, GetStats.class, Materialize.class, StorageStats.class, AllocateResult.class,

@@ -5,6 +5,7 @@ import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
+import java.util.ArrayList;
 import java.util.List;
 import io.orbitkv.model.StateKey;
 import io.orbitkv.model.ImageRef;
@@ -146,6 +147,19 @@ public final class StorageProxy {
     /** Residency-stream events after {@code after} (metadata only); {@code gap} when the ring lost some. */
     public Future<ResidencyStream.Page> residencySince(long after, int max) {
         return RoleProxies.request(bus, RESIDENCY_SINCE, new StorageCommands.ResidencySince(after, max), options);
+    }
+
+    /** {@link #residencySince} as the surface records other roles may hold (mapped on the caller's side). */
+    public Future<StorageCommands.ResidencyChanges> residencyChangesSince(long after, int max) {
+        return residencySince(after, max).map(page -> {
+            List<StorageCommands.ResidencyChange> changes = new ArrayList<>(page.events().size());
+            for (ResidencyStream.Event e : page.events()) {
+                changes.add(new StorageCommands.ResidencyChange(e.sequence(),
+                        StorageCommands.ResidencyChange.Kind.valueOf(e.change().name()), e.key(), e.generation(),
+                        e.lengthBytes()));
+            }
+            return new StorageCommands.ResidencyChanges(changes, page.gap(), page.lastSequence());
+        });
     }
 
     /** Every resident key (DRAM sealed, SSD committed) at the current residency sequence, bounded per medium. */
