@@ -129,12 +129,7 @@ public final class PeerVerticle extends VerticleBase {
             public void onMembership(MemberTable.Change change) {
                 context.runOnContext(v -> {
                     source.dropDeparted();
-                    switch (change) {
-                        case MemberTable.Change.Joined j -> warmer.warm(j.member());
-                        case MemberTable.Change.Restarted r -> warmer.warm(r.member());
-                        case MemberTable.Change.Updated u -> warmer.warm(u.member());
-                        case MemberTable.Change.Left l -> warmer.forget(l.member());
-                    }
+                    warmer.onMembership(); // a round per member: those already warm open nothing new
                 });
             }
 
@@ -145,7 +140,7 @@ public final class PeerVerticle extends VerticleBase {
             public void onPeersKnown() {
                 context.runOnContext(v -> {
                     source.dropDeparted();
-                    warmer.warmAll();
+                    warmer.onMembership();
                 });
             }
         });
@@ -165,8 +160,9 @@ public final class PeerVerticle extends VerticleBase {
                 .onSuccess(server -> {
                     grpcServer = server;
                     serveProxy();
-                    // in the background: the start does not wait for the members' paths
-                    membership.joined().onComplete(v -> context.runOnContext(x -> warmer.start()));
+                    // in the background: the start does not wait for the members' paths (members seen later
+                    // arrive as membership changes)
+                    warmer.start();
                 }).mapEmpty();
     }
 

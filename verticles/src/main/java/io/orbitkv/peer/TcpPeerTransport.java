@@ -33,8 +33,8 @@ import java.util.function.Supplier;
  * The built-in transport: TCP transfer connections, mutual TLS with the cluster's certificates by default (OpenSSL
  * through netty-tcnative when it loads, else the JDK's engine), plaintext only by explicit configuration. Its parts:
  * {@link TransferLoops} (its own event loops), {@link TransferServer} (the source's transfer port),
- * {@link IdleConnections} (the requester's reusable connections), {@link TcpReceive} (one receive into slots) and
- * {@link ReceiveVerifiers} (the received pages' CRC32C).
+ * {@link IdleConnections} (the requester's reusable connections, which {@link #warm} fills ahead of need, one set
+ * per loop), {@link TcpReceive} (one receive into slots) and {@link ReceiveVerifiers} (the received pages' CRC32C).
  *
  * <p>Design note (concurrency). With {@code peer.transfer-loops} = N &gt; 0 each receive gets the next of the
  * transport's loops (its connection, reads, checksums and fence run there) and the source listens once per loop on the

