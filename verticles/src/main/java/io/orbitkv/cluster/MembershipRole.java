@@ -36,6 +36,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import io.orbitkv.model.MemberDirectory;
 import io.orbitkv.model.MemberRecord;
 
 /**
@@ -61,7 +62,7 @@ import io.orbitkv.model.MemberRecord;
  * <p>Design note (leaving): stop revokes the lease (bounded wait), so peers see the member leave at once; a Manager
  * that dies without stopping leaves when its lease expires.
  */
-public final class MembershipRole extends VerticleBase implements MembershipView {
+public final class MembershipRole extends VerticleBase implements MembershipView, MemberDirectory {
     private static final Logger LOG = LoggerFactory.getLogger(MembershipRole.class);
 
     /** What the inventory role (or a test) hears; called on this role's context. */

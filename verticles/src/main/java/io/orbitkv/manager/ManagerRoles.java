@@ -99,7 +99,8 @@ final class ManagerRoles {
         this.engine = new EngineVerticle(engineSettings(config, token, poolPath), registry, Ticker.SYSTEM);
         this.cluster = config.cluster().map(settings -> new ClusterRoles(settings, incarnation,
                 eventBusPort, config.ssd().enabled(), registry, vertx, config.peer().enabled()
-                        ? Map.of("peer", settings.host() + ":" + config.peer().port()) : Map.of()))
+                        ? Map.of("peer", settings.host() + ":" + config.peer().port(),
+                                "peer-transfer", settings.host() + ":" + config.peer().transferPort()) : Map.of()))
                 .orElse(null);
         this.peer = cluster == null || !config.peer().enabled() ? null
                 : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,

@@ -8,8 +8,9 @@ import java.util.Map;
 /**
  * The requester's idle transfer connections, per source endpoint (at most {@value #MAX_PER_ENDPOINT} each; the socket's
  * own idle timeout closes them after {@value #IDLE_SECONDS} s), so that a lease costs no connect or TLS handshake. A
- * connection is offered only after a transfer that received exactly its granted bytes, and taken only by a receive on
- * the same context (its loop). Thread-safe: the loops of one transport share it.
+ * connection is offered only after a transfer that received exactly its granted bytes (or, opened ahead of need by
+ * {@link TcpPeerTransport#warm}, before any), and taken only by a receive on the same context (its loop); connections
+ * of the other loops stay where they are. Thread-safe: the loops of one transport share it.
  */
 final class IdleConnections {
     static final int MAX_PER_ENDPOINT = 4;
@@ -21,14 +22,28 @@ final class IdleConnections {
     TransferConnection take(String endpoint, Context context) {
         synchronized (idle) {
             ArrayDeque<TransferConnection> pooled = idle.get(endpoint);
-            while (pooled != null && !pooled.isEmpty()) {
-                TransferConnection c = pooled.pollLast();
-                if (!c.closed && c.context == context) {
+            if (pooled == null) {
+                return null;
+            }
+            for (var it = pooled.descendingIterator(); it.hasNext(); ) {
+                TransferConnection c = it.next();
+                if (c.closed) {
+                    it.remove();
+                    c.socket.close();
+                } else if (c.context == context) {
+                    it.remove();
                     return c;
                 }
-                c.socket.close();
             }
             return null;
+        }
+    }
+
+    /** Open idle connections to {@code endpoint} on {@code context}. */
+    int idleOn(String endpoint, Context context) {
+        synchronized (idle) {
+            ArrayDeque<TransferConnection> pooled = idle.get(endpoint);
+            return pooled == null ? 0 : (int) pooled.stream().filter(c -> !c.closed && c.context == context).count();
         }
     }
 

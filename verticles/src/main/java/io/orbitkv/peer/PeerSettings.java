@@ -25,10 +25,20 @@ import io.orbitkv.common.ConfigValues;
  * @param verifyThreads     requester: threads that compute each received page's CRC32C once the page has landed, off
  *                          the transfer connection's event loop ({@link TcpPeerTransport}); 0 = inline on the loop as
  *                          each read lands
+ * @param warmConnections   requester: transfer connections opened and verified ahead of need to each member that
+ *                          serves a peer port, at start, when it joins and at each {@code warmIntervalMillis}, spread
+ *                          over the transfer loops (with the control channel: one probe on the gRPC connection);
+ *                          0 = no warming; at most {@link IdleConnections#MAX_PER_ENDPOINT}
+ * @param warmTimeoutMillis requester: a member's warming round ends within this (what did not open by then is counted
+ *                          as failed and left to the next round or the first fetch)
+ * @param warmIntervalMillis requester: every this long the warmer tops each member's idle connections up again (the
+ *                          idle ones close after {@value IdleConnections#IDLE_SECONDS} s without use); 0 = only at start
+ *                          and when a member joins
  */
 public record PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes,
                            int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes,
-                           int transferLoops, int verifyThreads) {
+                           int transferLoops, int verifyThreads, int warmConnections, long warmTimeoutMillis,
+                           long warmIntervalMillis) {
     public static final long PREFAULT_DEFAULT = 4L << 30;
     /**
      * {@code peer.verify-threads} when not set: 0, the CRC32C inline on the transfer loop. Verifier threads are opt-in
@@ -38,6 +48,9 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
      * {@link #autoVerifyThreads}.
      */
     public static final int VERIFY_THREADS_DEFAULT = 0;
+    public static final long WARM_TIMEOUT_DEFAULT_MS = 5_000;
+    /** Below the requester's idle timeout, so a member's warmed connections are replaced before a fetch finds none. */
+    public static final long WARM_INTERVAL_DEFAULT_MS = 20_000;
     public static final PeerSettings OFF = new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096, 0, 0, 64L << 20);
 
     /**
@@ -47,6 +60,14 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
      */
     public static int defaultTransferLoops() {
         return Math.clamp(Runtime.getRuntime().availableProcessors() / 4, 1, 4);
+    }
+
+    /**
+     * {@code peer.warm-connections: auto}: one per transfer loop (each loop takes only its own idle connections), at
+     * least 1, at most {@link IdleConnections#MAX_PER_ENDPOINT}.
+     */
+    public static int autoWarmConnections(int transferLoops) {
+        return Math.clamp(transferLoops, 1, IdleConnections.MAX_PER_ENDPOINT);
     }
 
     /**
@@ -66,6 +87,15 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
                 stagingBytes, prefaultBytes, defaultTransferLoops(), VERIFY_THREADS_DEFAULT);
     }
 
+    /** Without warming settings: the defaults. */
+    public PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes, int maxKeys,
+                        long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes,
+                        int transferLoops, int verifyThreads) {
+        this(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage, testStallLeasePages,
+                stagingBytes, prefaultBytes, transferLoops, verifyThreads, autoWarmConnections(transferLoops),
+                WARM_TIMEOUT_DEFAULT_MS, WARM_INTERVAL_DEFAULT_MS);
+    }
+
     /** Without a prefault setting: the default ({@value #PREFAULT_DEFAULT} bytes). */
     public PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes, int maxKeys,
                         long testFlipPage, int testStallLeasePages, long stagingBytes) {
@@ -76,19 +106,34 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
     /** The same settings with {@code verifyThreads} verifier threads. */
     public PeerSettings withVerifyThreads(int verifyThreads) {
         return new PeerSettings(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
-                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads);
+                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads, warmConnections,
+                warmTimeoutMillis, warmIntervalMillis);
     }
 
     /** The same settings with {@code transferLoops} transfer loops. */
     public PeerSettings withTransferLoops(int transferLoops) {
         return new PeerSettings(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
-                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads);
+                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads, warmConnections,
+                warmTimeoutMillis, warmIntervalMillis);
+    }
+
+    /** The same settings with {@code connections} warmed per member (0: no warming). */
+    public PeerSettings withWarmConnections(int connections) {
+        return new PeerSettings(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
+                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads, connections,
+                warmTimeoutMillis, warmIntervalMillis);
     }
 
     public PeerSettings {
         if (verifyThreads < 0 || transferLoops < 0) {
             throw new IllegalArgumentException("verifyThreads and transferLoops must be >= 0, got " + verifyThreads
                     + " and " + transferLoops);
+        }
+        if (warmConnections < 0 || warmConnections > IdleConnections.MAX_PER_ENDPOINT || warmTimeoutMillis < 1
+                || warmIntervalMillis < 0) {
+            throw new IllegalArgumentException("warmConnections must be in 0.." + IdleConnections.MAX_PER_ENDPOINT
+                    + ", warmTimeoutMillis >= 1 and warmIntervalMillis >= 0, got " + warmConnections + ", "
+                    + warmTimeoutMillis + " and " + warmIntervalMillis);
         }
     }
 
@@ -110,13 +155,16 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
         if (!transport.equals("tls") && !transport.equals("plaintext")) {
             throw new ConfigException("peer.transport", "must be tls or plaintext, got '" + transport + "'");
         }
+        int transferLoops = v.countOrAuto("peer.transfer-loops", defaultTransferLoops(), 64);
         return new PeerSettings(port, transferPort, transport.equals("plaintext"),
                 v.integer("peer.max-lease-ms", 10, 600_000), v.size("peer.credit-bytes", 4096, 1L << 40),
                 (int) v.integer("peer.max-keys", 1, 1 << 16), v.integer("fault-injection.peer.flip-page", 0, Long.MAX_VALUE),
                 (int) v.integer("fault-injection.peer.stall-lease-pages", 0, 1 << 16), v.size("peer.staging-bytes", 0, 1L << 40),
                 v.size("peer.prefault-bytes", 0, 1L << 50),
-                v.countOrAuto("peer.transfer-loops", defaultTransferLoops(), 64),
+                transferLoops,
                 v.countOrAuto("peer.verify-threads",
-                        autoVerifyThreads(Runtime.getRuntime().availableProcessors()), 64));
+                        autoVerifyThreads(Runtime.getRuntime().availableProcessors()), 64),
+                v.countOrAuto("peer.warm-connections", autoWarmConnections(transferLoops), IdleConnections.MAX_PER_ENDPOINT),
+                v.integer("peer.warm-timeout-ms", 1, 600_000), v.integer("peer.warm-interval-ms", 0, 3_600_000));
     }
 }

@@ -56,6 +56,9 @@ import io.orbitkv.model.KeyGeneration;
  * Concurrency: all state lives on the peer role's context; the transport's callbacks arrive there.
  */
 final class PeerSource {
+    /** A probe lease lasts at most this long; it ends when its transfer header arrives (it sends nothing). */
+    static final long PROBE_LEASE_MS = 5_000;
+
     private static final class Lease {
         final long id;
         final String requester;
@@ -97,6 +100,7 @@ final class PeerSource {
     private final Counter expired;
     private final Counter departed;
     private final Counter sourceChecksums;
+    private final Counter probes;
     private long nextLease = 1;
     private boolean stopping;
 
@@ -116,6 +120,9 @@ final class PeerSource {
                 .description("Source leases whose pins were released at expiry").register(registry);
         departed = Counter.builder("orbitkv_peer_leases_departed_total")
                 .description("Source leases released because their requester left membership").register(registry);
+        probes = Counter.builder("orbitkv_peer_source_probe_leases_total")
+                .description("Probe leases of no pages granted to requesters warming their path to this source")
+                .register(registry);
         sourceChecksums = Counter.builder("orbitkv_peer_source_checksums_total")
                 .description("Pages whose CRC32C this source computed at reserve (not known from the seal or remembered)")
                 .register(registry);
@@ -177,9 +184,16 @@ final class PeerSource {
         if (r.getSourceIncarnation() != membership.incarnation()) {
             return Future.succeededFuture(reject(PeerRejection.STALE_INCARNATION, -1));
         }
-        if (r.getNamespace().size() != StateKey.NAMESPACE_BYTES || r.getKeysCount() == 0
-                || r.getKeysCount() > settings.maxKeys()) {
+        if (r.getNamespace().size() != StateKey.NAMESPACE_BYTES || r.getKeysCount() > settings.maxKeys()) {
             return Future.succeededFuture(reject(PeerRejection.BAD_PEER_REQUEST, -1));
+        }
+        if (r.getKeysCount() == 0) {
+            // a probe (the requester's warming): a lease of no pages runs the reserve, transfer and release paths
+            // without pinning or charging anything
+            probes.increment();
+            return grant(new Lease(nextLease++, member, record.incarnation(), token(), List.of(), 0, null),
+                    Math.min(PROBE_LEASE_MS, settings.maxLeaseMillis()), Math.min(PROBE_LEASE_MS, settings.maxLeaseMillis()),
+                    Set.of());
         }
         byte[] ns = r.getNamespace().toByteArray();
         List<StateKey> keys = new ArrayList<>(r.getKeysCount());
@@ -340,7 +354,7 @@ final class PeerSource {
         refund(lease.requester, lease.bytes);
         if (lease.staged != null) {
             staging.release(lease.staged);
-        } else {
+        } else if (!lease.refs.isEmpty()) {
             storage.unpin(List.of(lease.refs));
         }
     }
@@ -374,6 +388,10 @@ final class PeerSource {
                 if (lease == null || lease.sending || !TcpPeerTransport.tokenEquals(lease.token, token)
                         || (peerMemberId != null && !peerMemberId.equals(lease.requester))) {
                     return null;
+                }
+                if (lease.refs.isEmpty() && lease.staged == null) {
+                    drop(lease); // a probe: used once, nothing to send
+                    return List.of();
                 }
                 lease.sending = true;
                 return lease.refs.stream().map(ref -> new TcpPeerTransport.PageSlice(ref.offset(), ref.lengthBytes()))

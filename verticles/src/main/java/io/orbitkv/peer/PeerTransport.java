@@ -44,6 +44,16 @@ public interface PeerTransport {
      */
     Receive receive(String endpoint, long leaseId, byte[] token, List<Destination> destinations, Duration timeout);
 
+    /**
+     * Opens and verifies up to {@code connections} transfer connections to {@code endpoint} (host:port of member
+     * {@code memberId}) ahead of need, where the transport keeps such connections, so that a later {@link #receive}
+     * finds one ready; answers how many are ready (idle) now. Fails only when none could be made ready; it never holds
+     * up a receive. A transport without reusable connections answers 0.
+     */
+    default Future<Integer> warm(String endpoint, String memberId, int connections) {
+        return Future.succeededFuture(0);
+    }
+
     /** Releases the transport's sockets and servers. */
     Future<Void> close();
 }

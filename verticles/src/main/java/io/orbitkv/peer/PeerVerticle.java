@@ -73,6 +73,7 @@ public final class PeerVerticle extends VerticleBase {
     private GrpcClient grpcClient;
     private PeerSource source;
     private PeerRequester requester;
+    private PeerWarmer warmer;
     private ReserveGate reserveGate = ReserveGate.OPEN;
     /** The start-up prefault of this role's pool mapping ({@link #startPrefault}): ended, how long, asked to stop. */
     private final Promise<Void> prefaulted = Promise.promise();
@@ -123,10 +124,14 @@ public final class PeerVerticle extends VerticleBase {
         requester = new PeerRequester(context, membership, grpcClient, storage, transport, () -> pool.segment(), cost,
                 registry, ticker);
         requester.reserveGate(reserveGate);
+        warmer = new PeerWarmer(vertx, settings, membership, grpcClient, transport, registry);
         membership.addListener(new MembershipRole.Listener() {
             @Override
             public void onMembership(MemberTable.Change change) {
-                context.runOnContext(v -> source.dropDeparted());
+                context.runOnContext(v -> {
+                    source.dropDeparted();
+                    warmer.onMembership(); // a round per member: those already warm open nothing new
+                });
             }
 
             @Override
@@ -134,7 +139,10 @@ public final class PeerVerticle extends VerticleBase {
 
             @Override
             public void onPeersKnown() {
-                context.runOnContext(v -> source.dropDeparted());
+                context.runOnContext(v -> {
+                    source.dropDeparted();
+                    warmer.onMembership();
+                });
             }
         });
         GrpcServer grpc = GrpcServer.server(vertx);
@@ -156,6 +164,9 @@ public final class PeerVerticle extends VerticleBase {
                 .onSuccess(server -> {
                     grpcServer = server;
                     serveProxy();
+                    // in the background: the start does not wait for the members' paths (members seen later
+                    // arrive as membership changes)
+                    warmer.start();
                 }).mapEmpty();
     }
 
@@ -179,6 +190,9 @@ public final class PeerVerticle extends VerticleBase {
             prefaulted.tryComplete(); // never mapped: no prefault ran
         }
         source.stop();
+        if (warmer != null) {
+            warmer.stop();
+        }
         Future<Void> servers = grpcServer == null ? Future.succeededFuture() : grpcServer.close();
         return servers.compose(v -> transport.close()).compose(v -> grpcClient.close())
                 .compose(v -> prefaulted.future().otherwiseEmpty()) // the worker stops at its next step
@@ -231,7 +245,10 @@ public final class PeerVerticle extends VerticleBase {
         }
     }
 
-    /** Transfer connections this Manager opened as a requester (reused ones count once; tests). */
+    /**
+     * Transfer connections this Manager opened as a requester for a receive that found no idle one (reused ones count
+     * once; those warming opened ahead of need count in {@link TcpPeerTransport#connectionsWarmed}; tests).
+     */
     public long transferConnectionsOpened() {
         return transport.connectionsOpened();
     }

@@ -34,8 +34,8 @@ import java.util.function.Supplier;
  * The built-in transport: TCP transfer connections, mutual TLS with the cluster's certificates by default (OpenSSL
  * through netty-tcnative when it loads, else the JDK's engine), plaintext only by explicit configuration. Its parts:
  * {@link TransferLoops} (its own event loops), {@link TransferServer} (the source's transfer port),
- * {@link IdleConnections} (the requester's reusable connections), {@link TcpReceive} (one receive into slots) and
- * {@link ReceiveVerifiers} (the received pages' CRC32C).
+ * {@link IdleConnections} (the requester's reusable connections, which {@link #warm} fills ahead of need, one set
+ * per loop), {@link TcpReceive} (one receive into slots) and {@link ReceiveVerifiers} (the received pages' CRC32C).
  *
  * <p>Design note (concurrency). With {@code peer.transfer-loops} = N &gt; 0 each receive gets the next of the
  * transport's loops (its connection, reads, checksums and fence run there) and the source listens once per loop on the
@@ -73,6 +73,8 @@ public final class TcpPeerTransport implements PeerTransport {
     private final IdleConnections idle = new IdleConnections();
     private final ReceiveVerifiers verifiers;
     private final AtomicLong connectionsOpened = new AtomicLong();
+    private final AtomicLong connectionsWarmed = new AtomicLong();
+    private final AtomicLong warmFailures = new AtomicLong();
     private final AtomicLong receivedBytes = new AtomicLong();
     private final AtomicLong receivedInPlaceBytes = new AtomicLong();
 
@@ -120,9 +122,22 @@ public final class TcpPeerTransport implements PeerTransport {
         return tlsEngine;
     }
 
-    /** Transfer connections this transport opened as a requester (reused ones count once). */
+    /**
+     * Transfer connections this transport opened as a requester for a receive that found no idle one (reused ones
+     * count once; those {@link #warm} opened ahead of need count in {@link #connectionsWarmed}).
+     */
     public long connectionsOpened() {
         return connectionsOpened.get();
+    }
+
+    /** Transfer connections {@link #warm} opened and verified ahead of need. */
+    public long connectionsWarmed() {
+        return connectionsWarmed.get();
+    }
+
+    /** Connections {@link #warm} tried and could not open or verify. */
+    public long warmFailures() {
+        return warmFailures.get();
     }
 
     /** Payload bytes this transport's receives placed into destinations (tests await a transfer in progress). */
@@ -177,6 +192,49 @@ public final class TcpPeerTransport implements PeerTransport {
         return receive;
     }
 
+    /**
+     * Tops the idle connections to {@code endpoint} up to {@code connections}, spread over the transfer loops (each
+     * loop's receives take only that loop's connections), each opened on its loop and verified: with TLS the
+     * handshake completed both ways and the source's certificate names {@code memberId}. Answers the idle connections
+     * to {@code endpoint} once every open ended (each is bounded by the client's connect timeout).
+     */
+    @Override
+    public Future<Integer> warm(String endpoint, String memberId, int connections) {
+        ContextInternal caller = currentContext();
+        List<ContextInternal> on = loops.size() == 0 ? List.of(caller) : loops.contexts();
+        List<Future<Integer>> parts = new java.util.ArrayList<>();
+        for (int i = 0; i < on.size(); i++) {
+            int want = connections / on.size() + (i < connections % on.size() ? 1 : 0);
+            if (want > 0) {
+                ContextInternal loop = on.get(i);
+                Promise<Integer> ready = caller.promise();
+                loop.runOnContext(v -> warmOn(loop, endpoint, memberId, want).onComplete(ready));
+                parts.add(ready.future());
+            }
+        }
+        return Future.join(parts).map(all -> parts.stream().mapToInt(Future::result).sum());
+    }
+
+    /** On {@code loop}: opens what is missing of {@code want} idle connections there; answers the idle ones. */
+    private Future<Integer> warmOn(ContextInternal loop, String endpoint, String memberId, int want) {
+        int missing = want - idle.idleOn(endpoint, loop);
+        List<Future<Void>> opens = new java.util.ArrayList<>();
+        for (int i = 0; i < missing; i++) {
+            opens.add(open(endpoint).compose(socket -> {
+                String named = settings.plaintext() ? memberId : TransferServer.memberOf(socket);
+                if (!memberId.equals(named)) {
+                    socket.close();
+                    return Future.failedFuture("the transfer port at " + endpoint + " presented the certificate of "
+                            + named + ", not of " + memberId);
+                }
+                connectionsWarmed.incrementAndGet();
+                idle.offer(new TransferConnection(endpoint, loop, socket, settings.plaintext(), idle));
+                return Future.<Void>succeededFuture();
+            }).onFailure(e -> warmFailures.incrementAndGet()));
+        }
+        return Future.join(opens).transform(ar -> Future.succeededFuture(idle.idleOn(endpoint, loop)));
+    }
+
     @Override
     public Future<Void> close() {
         idle.closeAll();
@@ -199,14 +257,20 @@ public final class TcpPeerTransport implements PeerTransport {
         return settings.plaintext();
     }
 
-    /** A new transfer connection to {@code endpoint} (host:port), counted. */
+    /** A new transfer connection to {@code endpoint} (host:port) for a receive, counted. */
     Future<NetSocketInternal> connect(String endpoint) {
+        return open(endpoint).andThen(ar -> {
+            if (ar.succeeded()) {
+                connectionsOpened.incrementAndGet();
+            }
+        });
+    }
+
+    /** A new transfer connection to {@code endpoint}, on the calling context's loop (TLS: handshake done). */
+    private Future<NetSocketInternal> open(String endpoint) {
         int colon = endpoint.lastIndexOf(':');
         return client.connect(Integer.parseInt(endpoint.substring(colon + 1)), endpoint.substring(0, colon))
-                .map(socket -> {
-                    connectionsOpened.incrementAndGet();
-                    return (NetSocketInternal) socket;
-                });
+                .map(socket -> (NetSocketInternal) socket);
     }
 
     void countReceived(long n, boolean inPlace) {

@@ -147,6 +147,8 @@ final class TransferServer {
         boolean sending;
         boolean closed;
         Promise<Void> stalled;
+        /** The pages' queueing, while it waits for the channel to drain (TLS); failed if the connection closes. */
+        Promise<Void> draining;
 
         Serving(NetSocketInternal socket, MemorySegment pool, TcpPeerTransport.Source source, ContextInternal owner) {
             this.socket = socket;
@@ -163,6 +165,9 @@ final class TransferServer {
                 closed = true;
                 if (stalled != null) {
                     stalled.tryComplete(); // the pins go when the requester gives up
+                }
+                if (draining != null) {
+                    draining.tryFail("the transfer connection closed"); // no drain will come: the lease finishes
                 }
             });
             socket.messageHandler(msg -> {
@@ -246,31 +251,64 @@ final class TransferServer {
         }
 
         Future<Void> send(List<TcpPeerTransport.PageSlice> pages) {
-            List<Future<Void>> writes = new ArrayList<>(pages.size());
+            List<Future<Void>> writes = new ArrayList<>(pages.size() + 1);
             if (settings.testStallLeasePages() > 0 && pages.size() >= settings.testStallLeasePages()) {
                 // Test hook: half the pages go, then the source stalls with the connection open (a hung peer).
                 pages = pages.subList(0, pages.size() / 2);
                 stalled = Promise.promise();
                 writes.add(stalled.future());
             }
-            for (TcpPeerTransport.PageSlice page : pages) {
-                long n = pagesSent.incrementAndGet();
-                if (settings.testFlipPage() > 0 && n == settings.testFlipPage()) {
-                    // Test hook: this page's bytes are changed in flight (a copy; the pool is never written).
-                    ByteBuf copy = Unpooled.directBuffer((int) page.length());
-                    copy.writeBytes(pool.asSlice(page.offset(), page.length()).asByteBuffer());
-                    copy.setByte(0, copy.getByte(0) ^ 0x5A);
-                    writes.add(socket.writeMessage(copy));
-                } else if (settings.plaintext()) {
-                    // sendfile(2) from the shared-memory file, queued in order on the channel (Vert.x's sendFile
-                    // opens the file on a worker and could reorder pages)
-                    writes.add(socket.writeMessage(new PoolFileRegion(poolFile, page.offset(), page.length())));
-                } else {
-                    writes.add(socket.writeMessage(Unpooled.wrappedBuffer(
-                            pool.asSlice(page.offset(), page.length()).asByteBuffer())));
+            Promise<Void> queued = Promise.promise();
+            pump(pages.iterator(), writes, queued);
+            // every queued write ends (done or failed) before the lease is finished: netty never reads a slot after
+            return queued.future().transform(q -> Future.join(writes).transform(w -> q.succeeded() && w.succeeded()
+                    ? Future.<Void>succeededFuture() : Future.<Void>failedFuture("the pages were not all sent")));
+        }
+
+        /**
+         * Queues the pages in order. Plaintext regions cost nothing until the socket takes them (sendfile), so they go
+         * at once. With TLS each page is encrypted into new buffers when it is flushed, so the next page is queued only
+         * while the channel is writable: the encrypted bytes waiting here stay about one page (the kernel's send buffer
+         * keeps the wire busy meanwhile), instead of a whole lease encrypted ahead into freshly allocated memory.
+         */
+        private void pump(java.util.Iterator<TcpPeerTransport.PageSlice> pages, List<Future<Void>> writes,
+                          Promise<Void> queued) {
+            draining = null;
+            while (pages.hasNext()) {
+                if (closed) {
+                    queued.tryFail("the transfer connection closed");
+                    return;
                 }
+                if (!settings.plaintext() && socket.writeQueueFull()) {
+                    draining = queued;
+                    socket.drainHandler(v -> {
+                        socket.drainHandler(null);
+                        if (!queued.future().isComplete()) {
+                            pump(pages, writes, queued);
+                        }
+                    });
+                    return;
+                }
+                writes.add(socket.writeMessage(message(pages.next())));
             }
-            return Future.join(writes).mapEmpty();
+            queued.tryComplete();
+        }
+
+        private Object message(TcpPeerTransport.PageSlice page) {
+            long n = pagesSent.incrementAndGet();
+            if (settings.testFlipPage() > 0 && n == settings.testFlipPage()) {
+                // Test hook: this page's bytes are changed in flight (a copy; the pool is never written).
+                ByteBuf copy = Unpooled.directBuffer((int) page.length());
+                copy.writeBytes(pool.asSlice(page.offset(), page.length()).asByteBuffer());
+                copy.setByte(0, copy.getByte(0) ^ 0x5A);
+                return copy;
+            }
+            if (settings.plaintext()) {
+                // sendfile(2) from the shared-memory file, queued in order on the channel (Vert.x's sendFile
+                // opens the file on a worker and could reorder pages)
+                return new PoolFileRegion(poolFile, page.offset(), page.length());
+            }
+            return Unpooled.wrappedBuffer(pool.asSlice(page.offset(), page.length()).asByteBuffer());
         }
     }
 

@@ -66,7 +66,9 @@ class PeerPlaintextTransferIT {
                 "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.transport", "plaintext")));
         try {
             rig = PeerITFixture.SourceAndRequester.start(dir, cluster,
-                    cluster.inProcessMember(2).peer("plaintext").settings(), 64L << 20, PeerTransferIT.identity());
+                    // no warming: this class counts the connections its fetches open (PeerWarmIT covers warming)
+                    cluster.inProcessMember(2).peer("plaintext").set("peer.warm-connections", "0").settings(),
+                    64L << 20, PeerTransferIT.identity());
         } catch (Exception | Error e) {
             ClusterProcesses.closeAndAssertNoneLeft(cluster);
             throw e;

@@ -125,6 +125,7 @@ public final class PeerBench {
         String verifyThreadsArg = args.string("verify-threads", "");
         double readBackShare = args.decimal("read-back-share", 0.25);
         List<String> transports = transports(args.string("transports", "plaintext,tls"));
+        String profile = args.string("profile", "");
         args.requireAllUsed();
         int verifyThreads;
         try {
@@ -144,7 +145,7 @@ public final class PeerBench {
         }
         try {
             return measure(new Shape(pages, rounds, singles, iperfSeconds, inFlight, warmUps, verifyThreads,
-                    readBackShare), poolDir, settings, transports, hooks);
+                    readBackShare, profile), poolDir, settings, transports, hooks);
         } catch (RuntimeException e) {
             throw e;
         } catch (Exception e) {
@@ -194,7 +195,7 @@ public final class PeerBench {
      * requester's {@code peer.verify-threads} (-1: the Manager's default) and the share of measured fetches read back.
      */
     record Shape(int pages, int rounds, int singles, int iperfSeconds, int inFlight, int warmUps, int verifyThreads,
-                 double readBackShare) {
+                 double readBackShare, String profileDir) {
         /** The requester's verifier threads as the Manager will run them. */
         int effectiveVerifyThreads() {
             return verifyThreads < 0 ? PeerSettings.VERIFY_THREADS_DEFAULT : verifyThreads;
@@ -202,7 +203,7 @@ public final class PeerBench {
 
         /** Both pools hold every fetched page (each fetch lands in fresh slots), rounded up to 64 MiB, plus 128 MiB. */
         long poolBytes() {
-            return ((long) ((rounds + warmUps) * pages + singles) * PAGE / (64L << 20) + 2) * (64L << 20);
+            return ((long) ((rounds + warmUps) * pages + singles + 1) * PAGE / (64L << 20) + 2) * (64L << 20);
         }
 
         /** The measured rounds read back: {@code ceil(share × rounds)} of them, seeded, in order. */
@@ -228,7 +229,13 @@ public final class PeerBench {
     record Mode(String name, String pool, double bytesPerSecond, double[] latenciesMs, long fetchedBytes,
                 double mismatches, double prefaultMs, double sourceReserveChecksums, double acquireMs, double submitMs,
                 long hugeMappedBytes, double verifiedOffLoopBytes, double verifiedOnLoopBytes, long readBackPages,
-                long measuredPages, List<String> failures) {}
+                long measuredPages, FirstFetch first, List<String> failures) {}
+
+    /**
+     * The requester's first fetch from the source (one page, before any other): how long it took, the transfer
+     * connections warming had opened before it and those it had to open itself.
+     */
+    record FirstFetch(double millis, double acquireMillis, double submitMillis, long warmedBefore, long openedByIt) {}
 
     private static double median(List<Double> values) {
         if (values.isEmpty()) {
@@ -360,6 +367,14 @@ public final class PeerBench {
                     .figure(m.name() + "_requester_verified_bytes_event_loop", Math.round(m.verifiedOnLoopBytes()));
             double[] l = m.latenciesMs();
             Arrays.sort(l);
+            double warmFetch = percentile(l, 0.50);
+            report.figure(m.name() + "_first_fetch_ms", Math.round(m.first().millis() * 100) / 100.0)
+                    .figure(m.name() + "_first_fetch_acquire_ms", Math.round(m.first().acquireMillis() * 100) / 100.0)
+                    .figure(m.name() + "_first_fetch_submit_ms", Math.round(m.first().submitMillis() * 100) / 100.0)
+                    .figure(m.name() + "_warm_fetch_ms", warmFetch)
+                    .figure(m.name() + "_first_to_warm_fetch", Math.round(m.first().millis() / warmFetch * 100) / 100.0)
+                    .figure(m.name() + "_first_fetch_warmed_connections", m.first().warmedBefore())
+                    .figure(m.name() + "_first_fetch_opened_connections", m.first().openedByIt());
             report.figure(m.name() + "_single_page_latency_ms_p50", percentile(l, 0.50))
                     .figure(m.name() + "_single_page_latency_ms_p90", percentile(l, 0.90))
                     .figure(m.name() + "_single_page_latency_ms_p99", percentile(l, 0.99));
@@ -421,6 +436,7 @@ public final class PeerBench {
                 for (int w = 0; w < warmUps; w++) {
                     batches.add(publish(session, mode + "-warm-up-" + w, pages, hooks));
                 }
+                batches.add(publish(session, mode + "-first", 1, hooks));
                 session.close();
             }
             List<List<StateKey>> keys = batches.stream().map(b -> keys(namespace, b)).toList();
@@ -431,6 +447,13 @@ public final class PeerBench {
             // Manager that has been up a while receives into mapped pages (reported: requester_prefault_ms).
             role.prefaulted().await(300, TimeUnit.SECONDS);
             double prefaultMs = role.prefaultNanos() / 1e6;
+            // The first fetch from the source, before the warm-ups: with warming on (peer.warm-connections > 0) its
+            // paths were opened in the background since the source joined (awaited here, bounded: a Manager that has
+            // been up a while has them); with it off the fetch opens them itself.
+            FirstFetch first = firstFetch(requester, role, peer, owner, namespace, keys.getLast());
+            progress("%s: first fetch %.1f ms (acquire %.1f, submit %.1f; %d connections warmed before it, %d opened "
+                    + "by it)", mode, first.millis(), first.acquireMillis(), first.submitMillis(), first.warmedBefore(),
+                    first.openedByIt());
             // Warm-up (not measured): connections, TLS sessions, JIT.
             for (int w = 0; w < warmUps; w++) {
                 List<StateKey> warm = keys.get(rounds + singles + w);
@@ -451,6 +474,7 @@ public final class PeerBench {
             List<String> fetchFailures = java.util.Collections.synchronizedList(new ArrayList<>());
             long expectedBytes = (long) pages * PAGE;
             progress("%s: measuring %d rounds", mode, rounds);
+            BenchProfile profile = BenchProfile.start(shape.profileDir(), mode, source.pid());
             long started = System.nanoTime();
             for (int r = 0; r < rounds; r++) {
                 window.acquire();
@@ -485,6 +509,9 @@ public final class PeerBench {
                 throw new IllegalStateException("the measured fetches did not end within 120 s");
             }
             long nanos = System.nanoTime() - started;
+            if (profile != null) {
+                profile.close();
+            }
             failures.addAll(fetchFailures);
             long bytes = fetchedBytes.get();
             double sourceChecksums = cluster.metric(source, "orbitkv_peer_source_checksums_total", null).orElse(0)
@@ -524,10 +551,33 @@ public final class PeerBench {
             failures.forEach(f -> progress("%s: FAILED: %s", mode, f));
             return new Mode(mode, run.pool().description(), rate, latencies, bytes, mismatches, prefaultMs,
                     sourceChecksums, acquire, submit, huge, verifiedOffLoop, verifiedOnLoop, readBack,
-                    (long) rounds * pages, failures);
+                    (long) rounds * pages, first, failures);
         } finally {
             requester.close();
         }
+    }
+
+    /** Times the requester's first fetch from the source ({@code single}, one page); see {@link FirstFetch}. */
+    private static FirstFetch firstFetch(Manager requester, PeerVerticle role, PeerProxy peer, PeerOwner owner,
+                                         byte[] namespace, List<StateKey> single) throws Exception {
+        io.orbitkv.peer.TcpPeerTransport transport = role.transport();
+        if (role.settings().warmConnections() > 0) {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (transport.connectionsWarmed() < role.settings().warmConnections() && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+            }
+        }
+        long warmed = transport.connectionsWarmed();
+        long opened = transport.connectionsOpened();
+        List<Long> generations = generations(requester, single);
+        long t0 = System.nanoTime();
+        io.orbitkv.peer.PeerCommands.Acquired acquired = peer.acquire(owner, namespace, single, generations,
+                Duration.ofSeconds(30)).await(60, TimeUnit.SECONDS);
+        long t1 = System.nanoTime();
+        peer.submit(acquired).await(60, TimeUnit.SECONDS);
+        long t2 = System.nanoTime();
+        return new FirstFetch((t2 - t0) / 1e6, (t1 - t0) / 1e6, (t2 - t1) / 1e6, warmed,
+                transport.connectionsOpened() - opened);
     }
 
     /**

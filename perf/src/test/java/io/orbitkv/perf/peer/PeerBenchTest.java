@@ -111,7 +111,7 @@ class PeerBenchTest {
             assertThatThrownBy(() -> PeerBench.run(BenchArgs.parse("--read-back-share=" + share)))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("--read-back-share");
         }
-        assertThat(new PeerBench.Shape(32, 16, 24, 3, 4, 8, -1, 0.25).readBackRounds()).hasSize(4)
+        assertThat(new PeerBench.Shape(32, 16, 24, 3, 4, 8, -1, 0.25, "").readBackRounds()).hasSize(4)
                 .isSorted().allSatisfy(r -> assertThat(r).isBetween(0, 15));
     }
 }
