@@ -58,7 +58,10 @@ final class EvictionOrder {
         }
     }
 
-    /** Changes an image's retention priority, moving it to its new class when it is evictable now. */
+    /**
+     * Changes an image's retention priority, moving it to its new class when it is evictable now. An image whose last
+     * retention ended becomes the eldest unretained image: the retention kept it beyond its recency, so it goes first.
+     */
     void reprioritize(Image image, int priority) {
         LinkedHashMap<StateKey, Image> queue = classOf(image, false);
         boolean queued = queue != null && queue.containsKey(image.key);
@@ -66,7 +69,9 @@ final class EvictionOrder {
             remove(image);
         }
         image.retainPriority = priority;
-        if (queued) {
+        if (queued && priority == RetentionTable.NOT_RETAINED) {
+            ordinary.putFirst(image.key, image);
+        } else if (queued) {
             put(image);
         }
     }

@@ -21,7 +21,9 @@ import java.util.function.ToDoubleFunction;
  * or not, from {@link #retain} until it expires or is released; a refusal changes nothing. A tenant's budget is
  * {@code budgetBytes} times its configured share ({@code shares}), or, without configured shares, an equal share
  * among the tenants holding retentions now (the asking one included): a tenant alone may use it all, and nothing
- * already retained is revoked when another tenant arrives. The table owns no memory; it only ranks keys.
+ * already retained is revoked when another tenant arrives. All tenants together never hold more than
+ * {@code budgetBytes}: a tenant's budget is also capped by what the others leave. The table owns no memory; it only
+ * ranks keys.
  *
  * <p>Eviction: a key's priority is the highest of its live retentions ({@link #priorityOf}, {@code -1}: none). Every
  * change of it is reported to {@code onPriorityChanged} so that the eviction order ({@link EvictionOrder}) moves the
@@ -172,11 +174,14 @@ final class RetentionTable {
 
     /** The budget {@code tenant} has now (see the design note). */
     long budgetOf(String tenant) {
+        long share;
         if (shares != null) {
-            return (long) (budgetBytes * shares.applyAsDouble(tenant));
+            share = (long) (budgetBytes * shares.applyAsDouble(tenant));
+        } else {
+            share = budgetBytes / (tenantBytes.size() + (tenantBytes.containsKey(tenant) ? 0 : 1));
         }
-        int holders = tenantBytes.size() + (tenantBytes.containsKey(tenant) ? 0 : 1);
-        return budgetBytes / holders;
+        long othersHold = retainedBytes - tenantBytes.getOrDefault(tenant, 0L);
+        return Math.min(share, budgetBytes - othersHold);
     }
 
     long retainedBytes() {
