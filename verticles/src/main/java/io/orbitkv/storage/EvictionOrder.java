@@ -61,6 +61,7 @@ final class EvictionOrder {
     /**
      * Changes an image's retention priority, moving it to its new class when it is evictable now. An image whose last
      * retention ended becomes the eldest unretained image: the retention kept it beyond its recency, so it goes first.
+     * A retention ends its keys in chain order, so the chain's tail ends up eldest and what stays is a usable prefix.
      */
     void reprioritize(Image image, int priority) {
         LinkedHashMap<StateKey, Image> queue = classOf(image, false);

@@ -85,7 +85,7 @@ class RetentionIT {
             List<ByteString> brief = PublishQueryRestoreIT.publish(session, "brief", 4);
             session.retain(List.of(chainOf(brief)), 300, 5).await();
             List<ByteString> other = PublishQueryRestoreIT.publish(session, "other", 4);
-            await().atMost(Duration.ofSeconds(10)).until(() -> retainedBytes() == 0.0);
+            await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(500)).until(() -> retainedBytes() == 0.0);
             assertThat(running.metric("orbitkv_retentions")).isZero();
             PublishQueryRestoreIT.publish(session, "pressure", 12);
             assertThat(SessionAndPressureIT.readyBlocks(session, brief)).as("expired: plain LRU again").isZero();
