@@ -371,9 +371,23 @@ public final class ImageStore {
             pinned.add(refs);
         }
         for (List<ImageRef> refs : pinned) {
-            listener.onReused(refs);
+            reportReused(refs);
         }
         return new ExactPin(true, pinned, bytes, null);
+    }
+
+    /** Second sightings for the SSD writer; transient (do_not_store) images are never written, so never reported. */
+    private void reportReused(List<ImageRef> refs) {
+        List<ImageRef> stored = new ArrayList<>(refs.size());
+        for (ImageRef ref : refs) {
+            Image image = images.get(ref.key());
+            if (image == null || !image.transientImage) {
+                stored.add(ref);
+            }
+        }
+        if (!stored.isEmpty()) {
+            listener.onReused(stored);
+        }
     }
 
     /** Discovery for planning: one {@link KeyEvidence} per key, in order. */
@@ -410,7 +424,7 @@ public final class ImageStore {
             bytes += image.slot.lengthBytes();
             refs.add(image.ref());
         }
-        listener.onReused(refs);
+        reportReused(refs);
         return new ExactPin(true, List.of(refs), bytes, null);
     }
 

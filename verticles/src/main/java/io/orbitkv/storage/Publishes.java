@@ -68,7 +68,7 @@ final class Publishes {
             Image resident = images.get(key);
             boolean repeated = seen.putIfAbsent(key, Boolean.TRUE) != null;
             if (resident != null || repeated) {
-                if (resident != null && !repeated && resident.sealed()) {
+                if (resident != null && !repeated && resident.sealed() && !resident.transientImage) {
                     republished.add(resident.ref());
                 }
                 slots.add(new SlotGrant(false, null));

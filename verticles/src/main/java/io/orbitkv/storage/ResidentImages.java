@@ -15,10 +15,10 @@ import io.orbitkv.model.ImageRef;
  *
  * <p>Design note (eviction): LRU over sealed, unpinned, unheld images (access order refreshed by every lookup that
  * pins, and by a read-back for the keys it needs), within the classes of {@link EvictionOrder}: transient images first,
- * retained ones last by priority; retentions that expired end before a victim is chosen. Pinned and writing images are never evicted, nor is an image an SSD
- * write is copying at that moment ({@link Image#tryRetire}: a queued SSD write holds only a weak reference and never
- * delays eviction otherwise). Allocation evicts from the LRU head until the allocator can satisfy the request or
- * nothing evictable remains. Loop-confined, like the store.
+ * retained ones last by priority; retentions that expired end before a victim is chosen. Pinned and writing images
+ * are never evicted, nor is an image an SSD write is copying at that moment ({@link Image#tryRetire}: a queued SSD
+ * write holds only a weak reference and never delays eviction otherwise). Allocation evicts in that order until the
+ * allocator can satisfy the request or nothing evictable remains. Loop-confined, like the store.
  */
 final class ResidentImages {
     private final PoolAllocator allocator;

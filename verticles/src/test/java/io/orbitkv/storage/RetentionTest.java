@@ -101,9 +101,15 @@ class RetentionTest {
         publish(0, 2, true);
         publish(2, 4, false);
         assertThat(offeredToSsd).containsExactlyElementsOf(keys(2, 4));
+        store.unpin(store.pinExact(List.of(keys(0, 4))).pinned());
+        publish(0, 4, false); // named again: a second sighting of the stored ones only
+        assertThat(reused).as("transient pages are never second sightings").containsExactlyElementsOf(
+                concat(keys(2, 4), keys(2, 4)));
+        reused.clear();
         retain("", 0, 4, TTL, 1);
         assertThat(reused).as("retained, resident, not transient: the SSD writer's second sighting")
                 .containsExactlyElementsOf(keys(2, 4));
+        assertThat(offeredToSsd).containsExactlyElementsOf(keys(2, 4));
     }
 
     @Test
