@@ -185,7 +185,8 @@ class PublishResult:
     publish_id: int
     sealed_pages: int
     sealed_bytes: int
-    # One per requested page, in request order: True when this call wrote it, False when it was already present.
+    # One per requested page, in request order: True when this call wrote it, False when it was already present or
+    # NOT_STORED (beyond max_stored_tokens).
     written: tuple[bool, ...]
 
 
@@ -297,10 +298,15 @@ class Session:
         return next(self._operation_ids)
 
     # --- publish -----------------------------------------------------------------------------------------------
-    def allocate(self, keys: Iterable[tuple[int, bytes]]) -> pb.AllocatePublishReply:
+    def allocate(self, keys: Iterable[tuple[int, bytes]], *, do_not_store: bool = False,
+                 max_stored_tokens: int = 0) -> pb.AllocatePublishReply:
+        """Allocates slots for ``(group_id, block_hash)`` pages. ``do_not_store``: transient pages (served while resident,
+        never written to SSD, never retained, evicted first). ``max_stored_tokens`` (non-zero): of each group only the
+        first max_stored_tokens // page_size_tokens pages are stored; the rest are answered NOT_STORED."""
         pages = [pb.PageKey(group_id=g, block_hash=h) for g, h in keys]
-        return self._call("AllocatePublish", pb.AllocatePublishRequest(session=self.ref,
-                                                                             namespace_id=self.namespace, pages=pages))
+        return self._call("AllocatePublish", pb.AllocatePublishRequest(
+            session=self.ref, namespace_id=self.namespace, pages=pages, do_not_store=do_not_store,
+            max_stored_tokens=max_stored_tokens))
 
     def seal(self, publish_id: int, crcs: Sequence[int] = (), written: Sequence[pb.PoolDescriptor] = ()
              ) -> pb.SealPublishReply:
@@ -310,10 +316,13 @@ class Session:
     def abort(self, publish_id: int) -> pb.AbortPublishReply:
         return self._call("AbortPublish", pb.AbortPublishRequest(session=self.ref, publish_id=publish_id))
 
-    def publish(self, pages: Sequence[tuple[int, bytes, object]]) -> PublishResult:
+    def publish(self, pages: Sequence[tuple[int, bytes, object]], *, do_not_store: bool = False,
+                max_stored_tokens: int = 0) -> PublishResult:
         """Publishes ``(group_id, block_hash, data)`` pages: allocate, write each ALLOCATED slot, seal with CRC32C.
-        Pages already present are skipped (their data is not read). Any failure after allocating aborts the publish."""
-        allocated = self.allocate((g, h) for g, h, _ in pages)
+        Pages already present or NOT_STORED are skipped (their data is not read). Any failure after allocating aborts
+        the publish. ``do_not_store`` and ``max_stored_tokens`` as in :meth:`allocate`."""
+        allocated = self.allocate(((g, h) for g, h, _ in pages), do_not_store=do_not_store,
+                                  max_stored_tokens=max_stored_tokens)
         written_flags = []
         crcs = []
         descriptors = []
@@ -335,6 +344,19 @@ class Session:
                 self.abort(allocated.publish_id)
             raise
         return PublishResult(allocated.publish_id, sealed.sealed_pages, sealed.sealed_bytes, tuple(written_flags))
+
+    # --- retention hints ------------------------------------------------------------------------------------
+    def retain(self, chains: dict[int, Sequence[bytes]], ttl_ms: int, priority: int = 0) -> pb.RetainReply:
+        """Keeps these chains' pages resident for ``ttl_ms`` within this session's tenant's retained budget; a higher
+        ``priority`` survives longer under pressure. Refusals raise OrbitKvError with RETENTION_OVER_BUDGET,
+        INVALID_RETENTION_TTL, RETENTION_CHAIN_TOO_LONG or NAMESPACE_MISMATCH, and change nothing. The retention
+        outlives this session; end it with :meth:`unretain` (same tenant) or let its ttl pass."""
+        groups = [pb.GroupChain(group_id=g, block_hashes=list(h)) for g, h in chains.items()]
+        return self._call("Retain", pb.RetainRequest(session=self.ref, namespace_id=self.namespace, groups=groups,
+                                                     ttl_millis=ttl_ms, priority=priority))
+
+    def unretain(self, retention_id: int) -> pb.UnretainReply:
+        return self._call("Unretain", pb.UnretainRequest(session=self.ref, retention_id=retention_id))
 
     # --- query ------------------------------------------------------------------------------------------------
     def submit_query(self, chains: dict[int, Sequence[bytes]], revision: int = 0) -> pb.QueryReply:

@@ -180,3 +180,30 @@ def test_descriptor_outside_pool_is_refused_locally(session):
         session.pool.view(pb.PoolDescriptor(region_id=session.pool.region_id, offset=session.pool.size_bytes, length=1))
     with pytest.raises(ValueError):
         session.pool.view(pb.PoolDescriptor(region_id=session.pool.region_id + 1, offset=0, length=1))
+
+
+def test_retain_unretain_and_typed_refusals(manager, session):
+    chain = hashes(77, 3)
+    session.publish([(0, h, page(77, i)) for i, h in enumerate(chain)])
+    retained = session.retain({0: chain}, ttl_ms=60_000, priority=3)
+    assert retained.retained_bytes == 3 * PAGE_BYTES and retained.resident_pages == 3
+    assert retained.tenant_retained_bytes == 3 * PAGE_BYTES <= retained.tenant_budget_bytes
+    with pytest.raises(OrbitKvError) as raised:
+        session.retain({0: chain}, ttl_ms=0)
+    assert raised.value.reason == "INVALID_RETENTION_TTL"
+    with pytest.raises(OrbitKvError) as raised:
+        session.unretain(retained.retention_id + 1000)
+    assert raised.value.reason == "UNKNOWN_RETENTION"
+    assert session.unretain(retained.retention_id).released_bytes == 3 * PAGE_BYTES
+
+
+def test_max_stored_tokens_and_do_not_store(manager, session):
+    page_tokens = session.identity.page_size_tokens
+    chain = hashes(78, 4)
+    result = session.publish([(0, h, page(78, i)) for i, h in enumerate(chain)], max_stored_tokens=2 * page_tokens)
+    assert result.sealed_pages == 2 and result.written == (True, True, False, False)
+    transient = hashes(79, 2)
+    assert session.publish([(0, h, page(79, i)) for i, h in enumerate(transient)], do_not_store=True).sealed_pages == 2
+    reply = session.query({0: transient})
+    assert reply.ready_blocks == 2
+    session.release(reply.lease.lease_id)

@@ -69,6 +69,16 @@ class EngineServiceStub(object):
                 request_serializer=orbitkv_dot___proto_dot_engine__pb2.ReleaseLeaseRequest.SerializeToString,
                 response_deserializer=orbitkv_dot___proto_dot_engine__pb2.ReleaseLeaseReply.FromString,
                 )
+        self.Retain = channel.unary_unary(
+                '/orbitkv.engine.v1.EngineService/Retain',
+                request_serializer=orbitkv_dot___proto_dot_engine__pb2.RetainRequest.SerializeToString,
+                response_deserializer=orbitkv_dot___proto_dot_engine__pb2.RetainReply.FromString,
+                )
+        self.Unretain = channel.unary_unary(
+                '/orbitkv.engine.v1.EngineService/Unretain',
+                request_serializer=orbitkv_dot___proto_dot_engine__pb2.UnretainRequest.SerializeToString,
+                response_deserializer=orbitkv_dot___proto_dot_engine__pb2.UnretainReply.FromString,
+                )
         self.Stats = channel.unary_unary(
                 '/orbitkv.engine.v1.EngineService/Stats',
                 request_serializer=orbitkv_dot___proto_dot_engine__pb2.StatsRequest.SerializeToString,
@@ -159,6 +169,20 @@ class EngineServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Retain(self, request, context):
+        """Retention hints: keep a prefix resident (DRAM eviction and the SSD writer's choice prefer it) until its ttl
+        ends or it is unretained, within the tenant's retained budget. A refusal changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Unretain(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Stats(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -229,6 +253,16 @@ def add_EngineServiceServicer_to_server(servicer, server):
                     servicer.ReleaseLease,
                     request_deserializer=orbitkv_dot___proto_dot_engine__pb2.ReleaseLeaseRequest.FromString,
                     response_serializer=orbitkv_dot___proto_dot_engine__pb2.ReleaseLeaseReply.SerializeToString,
+            ),
+            'Retain': grpc.unary_unary_rpc_method_handler(
+                    servicer.Retain,
+                    request_deserializer=orbitkv_dot___proto_dot_engine__pb2.RetainRequest.FromString,
+                    response_serializer=orbitkv_dot___proto_dot_engine__pb2.RetainReply.SerializeToString,
+            ),
+            'Unretain': grpc.unary_unary_rpc_method_handler(
+                    servicer.Unretain,
+                    request_deserializer=orbitkv_dot___proto_dot_engine__pb2.UnretainRequest.FromString,
+                    response_serializer=orbitkv_dot___proto_dot_engine__pb2.UnretainReply.SerializeToString,
             ),
             'Stats': grpc.unary_unary_rpc_method_handler(
                     servicer.Stats,
@@ -434,6 +468,40 @@ class EngineService(object):
         return grpc.experimental.unary_unary(request, target, '/orbitkv.engine.v1.EngineService/ReleaseLease',
             orbitkv_dot___proto_dot_engine__pb2.ReleaseLeaseRequest.SerializeToString,
             orbitkv_dot___proto_dot_engine__pb2.ReleaseLeaseReply.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Retain(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/orbitkv.engine.v1.EngineService/Retain',
+            orbitkv_dot___proto_dot_engine__pb2.RetainRequest.SerializeToString,
+            orbitkv_dot___proto_dot_engine__pb2.RetainReply.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Unretain(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/orbitkv.engine.v1.EngineService/Unretain',
+            orbitkv_dot___proto_dot_engine__pb2.UnretainRequest.SerializeToString,
+            orbitkv_dot___proto_dot_engine__pb2.UnretainReply.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -95,6 +95,32 @@ public final class EngineSession implements AutoCloseable {
                 .setSession(session).setNamespaceId(namespace()).addAllPages(pages).build());
     }
 
+    /** An allocation with its options set ({@code do_not_store}, {@code max_stored_tokens}); session and namespace filled. */
+    public Future<AllocatePublishReply> allocate(AllocatePublishRequest.Builder request) {
+        if (request.getNamespaceId().isEmpty()) {
+            request.setNamespaceId(namespace());
+        }
+        return client.call(EngineServiceGrpcClient.AllocatePublish, request.setSession(session).build());
+    }
+
+    /** Retains these chains for ttl at priority (see engine.proto Retain); the namespace is this session's. */
+    public Future<io.orbitkv.protocol.engine.RetainReply> retain(List<GroupChain> groups, long ttlMillis, int priority) {
+        return retain(io.orbitkv.protocol.engine.RetainRequest.newBuilder().addAllGroups(groups).setTtlMillis(ttlMillis)
+                .setPriority(priority));
+    }
+
+    public Future<io.orbitkv.protocol.engine.RetainReply> retain(io.orbitkv.protocol.engine.RetainRequest.Builder request) {
+        if (request.getNamespaceId().isEmpty()) {
+            request.setNamespaceId(namespace());
+        }
+        return client.call(EngineServiceGrpcClient.Retain, request.setSession(session).build());
+    }
+
+    public Future<io.orbitkv.protocol.engine.UnretainReply> unretain(long retentionId) {
+        return client.call(EngineServiceGrpcClient.Unretain, io.orbitkv.protocol.engine.UnretainRequest.newBuilder()
+                .setSession(session).setRetentionId(retentionId).build());
+    }
+
     public Future<SealPublishReply> seal(long publishId, List<Integer> crc32c) {
         return client.call(EngineServiceGrpcClient.SealPublish, SealPublishRequest.newBuilder().setSession(session)
                 .setPublishId(publishId).addAllCrc32C(crc32c).build());

@@ -32,6 +32,8 @@ record EngineCall<Q, R>(ServiceMethod<Q, R> method, Function<Q, Future<R>> opera
                 new EngineCall<>(EngineServiceGrpcService.PollQuery, operations::pollQuery),
                 new EngineCall<>(EngineServiceGrpcService.CancelQuery, operations::cancelQuery),
                 new EngineCall<>(EngineServiceGrpcService.ReleaseLease, operations::releaseLease),
+                new EngineCall<>(EngineServiceGrpcService.Retain, operations::retain),
+                new EngineCall<>(EngineServiceGrpcService.Unretain, operations::unretain),
                 new EngineCall<>(EngineServiceGrpcService.Stats, operations::stats),
                 new EngineCall<>(EngineServiceGrpcService.Ping, operations::ping));
     }

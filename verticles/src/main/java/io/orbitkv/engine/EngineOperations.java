@@ -24,6 +24,11 @@ import io.orbitkv.protocol.engine.RegisterReply;
 import io.orbitkv.protocol.engine.RegisterRequest;
 import io.orbitkv.protocol.engine.ReleaseLeaseReply;
 import io.orbitkv.protocol.engine.ReleaseLeaseRequest;
+import io.orbitkv.protocol.engine.GroupChain;
+import io.orbitkv.protocol.engine.RetainReply;
+import io.orbitkv.protocol.engine.RetainRequest;
+import io.orbitkv.protocol.engine.UnretainReply;
+import io.orbitkv.protocol.engine.UnretainRequest;
 import io.orbitkv.protocol.engine.SealPublishReply;
 import io.orbitkv.protocol.engine.SealPublishRequest;
 import io.orbitkv.protocol.engine.StatsReply;
@@ -240,12 +245,23 @@ public final class EngineOperations {
         requests.requireCount(request.getPagesCount());
         List<StateKey> keys = new ArrayList<>(request.getPagesCount());
         List<Long> lengths = new ArrayList<>(request.getPagesCount());
-        for (PageKey page : request.getPagesList()) {
+        // max_stored_tokens: of each group only the first pages in request order are stored, the rest NOT_STORED.
+        long storedPerGroup = request.getMaxStoredTokens() == 0 ? Long.MAX_VALUE
+                : Long.divideUnsigned(request.getMaxStoredTokens(), instance.identity().getPageSizeTokens());
+        Map<Integer, Long> storedOfGroup = new HashMap<>();
+        boolean[] stored = new boolean[request.getPagesCount()];
+        for (int i = 0; i < request.getPagesCount(); i++) {
+            PageKey page = request.getPages(i);
             GroupSpec group = EngineRequests.requireGroup(instance, page.getGroupId());
-            keys.add(EngineRequests.stateKey(instance, page.getGroupId(), page.getBlockHash()));
-            lengths.add(group.getBytesPerPage());
+            StateKey key = EngineRequests.stateKey(instance, page.getGroupId(), page.getBlockHash());
+            stored[i] = storedOfGroup.merge(page.getGroupId(), 1L, Long::sum) <= storedPerGroup;
+            if (stored[i]) {
+                keys.add(key);
+                lengths.add(group.getBytesPerPage());
+            }
         }
-        return storage.allocate(instance.id(), keys, lengths).map(EngineReplies::allocated);
+        return (request.getDoNotStore() ? storage.allocateTransient(instance.id(), keys, lengths)
+                : storage.allocate(instance.id(), keys, lengths)).map(result -> EngineReplies.allocated(result, stored));
     }
 
     public Future<SealPublishReply> sealPublish(SealPublishRequest request) {
@@ -262,6 +278,57 @@ public final class EngineOperations {
         SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
         return storage.abort(instance.id(), request.getPublishId())
                 .map(freed -> AbortPublishReply.newBuilder().setFreedPages(freed).build());
+    }
+
+    // ---- retention hints ----
+
+    /**
+     * Retains the chains' pages for the session's tenant. Checked here: the namespace (NAMESPACE_MISMATCH), the chain
+     * length (RETENTION_CHAIN_TOO_LONG), a ttl of 0 (INVALID_RETENTION_TTL); the storage role checks the ttl's upper
+     * bound and the tenant's budget (RETENTION_OVER_BUDGET). A refusal changes nothing.
+     */
+    public Future<RetainReply> retain(RetainRequest request) {
+        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
+        requests.requireNamespace(instance, request.getNamespaceId());
+        if (request.getGroupsCount() == 0) {
+            throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "a retention names at least one group chain");
+        }
+        long pages = 0;
+        for (GroupChain chain : request.getGroupsList()) {
+            pages += chain.getBlockHashesCount();
+        }
+        if (pages > settings.maxPagesPerRequest()) {
+            throw new OrbitException(ErrorReason.RETENTION_CHAIN_TOO_LONG, pages + " pages in one retention, at most "
+                    + settings.maxPagesPerRequest());
+        }
+        long ttlMillis = request.getTtlMillis();
+        if (ttlMillis == 0 || Long.compareUnsigned(ttlMillis, Long.MAX_VALUE / 1_000_000) > 0) {
+            throw new OrbitException(ErrorReason.INVALID_RETENTION_TTL, "ttl_millis must be positive and bounded, got "
+                    + Long.toUnsignedString(ttlMillis));
+        }
+        if (request.getPriority() < 0) {
+            throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "priority must be below 2^31");
+        }
+        List<StateKey> keys = new ArrayList<>((int) pages);
+        List<Long> lengths = new ArrayList<>((int) pages);
+        for (GroupChain chain : request.getGroupsList()) {
+            GroupSpec group = EngineRequests.requireGroup(instance, chain.getGroupId());
+            for (com.google.protobuf.ByteString hash : chain.getBlockHashesList()) {
+                keys.add(EngineRequests.stateKey(instance, chain.getGroupId(), hash));
+                lengths.add(group.getBytesPerPage());
+            }
+        }
+        return storage.retain(instance.tenant(), keys, lengths, TimeUnit.MILLISECONDS.toNanos(ttlMillis),
+                request.getPriority()).map(r -> RetainReply.newBuilder().setRetentionId(r.retentionId())
+                .setRetainedBytes(r.retainedBytes()).setResidentPages(r.residentPages())
+                .setTenantRetainedBytes(r.tenantRetainedBytes()).setTenantBudgetBytes(r.tenantBudgetBytes()).build());
+    }
+
+    /** Ends one of the tenant's retentions (UNKNOWN_RETENTION when it ended already or is another tenant's). */
+    public Future<UnretainReply> unretain(UnretainRequest request) {
+        SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
+        return storage.unretain(instance.tenant(), request.getRetentionId())
+                .map(bytes -> UnretainReply.newBuilder().setReleasedBytes(bytes).build());
     }
 
     // ---- query ----

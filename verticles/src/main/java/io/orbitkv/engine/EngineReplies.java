@@ -56,9 +56,16 @@ final class EngineReplies {
         return routes;
     }
 
-    static AllocatePublishReply allocated(AllocateResult result) {
+    /** {@code stored[i]} false: request page i was beyond max_stored_tokens and is NOT_STORED (not in the result). */
+    static AllocatePublishReply allocated(AllocateResult result, boolean[] stored) {
         AllocatePublishReply.Builder reply = AllocatePublishReply.newBuilder().setPublishId(result.publishId());
-        for (SlotGrant grant : result.slots()) {
+        int next = 0;
+        for (boolean kept : stored) {
+            if (!kept) {
+                reply.addSlots(PublishSlot.newBuilder().setStatus(SlotStatus.NOT_STORED));
+                continue;
+            }
+            SlotGrant grant = result.slots().get(next++);
             PublishSlot.Builder slot = PublishSlot.newBuilder();
             if (grant.allocated()) {
                 slot.setStatus(SlotStatus.ALLOCATED).setSlot(descriptor(grant.ref()));

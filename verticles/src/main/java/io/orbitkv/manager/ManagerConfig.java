@@ -46,6 +46,7 @@ public record ManagerConfig(
         long queryReplyTtlMillis,
         double queryByteBudgetFraction,
         double publishBudgetFraction,
+        Retention retention,
         Path authTokenFile,
         double queryInstanceBudgetFraction,
         double querySpeculativeFraction,
@@ -76,6 +77,13 @@ public record ManagerConfig(
      * refused TOO_MANY_ANSWERED.
      */
     public record AnsweredBounds(int perInstance, int total) {}
+
+    /**
+     * Retention hints ({@code retention.*}): all tenants together retain at most {@code budgetFraction} of the pool,
+     * each its {@code query.tenant-shares} share of it (equal shares among retaining tenants when none are configured);
+     * one retention lives at most {@code maxTtlMillis}.
+     */
+    public record Retention(double budgetFraction, long maxTtlMillis) {}
 
     /**
      * The event-bus bridge door (off unless {@code bridge.port} is set).
@@ -161,6 +169,9 @@ public record ManagerConfig(
         // "a=0.5,b=0.5": tenants' shares of the query byte budget; empty = equal shares among active tenants.
         d.put("query.tenant-shares", "");
         d.put("publish.budget-fraction", "0.5");
+        // Of the pool: bytes all tenants' retention hints may hold together; one hint lives at most max-ttl-ms.
+        d.put("retention.budget-fraction", "0.5");
+        d.put("retention.max-ttl-ms", "86400000");
         d.put("auth.token-file", "");
         d.put("manager.event-loop-threads", "1");
         d.put("cost.observations", "false");
@@ -272,6 +283,8 @@ public record ManagerConfig(
                 v.integer("query.reply-ttl-ms", 100, 3600_000),
                 v.fraction("query.byte-budget-fraction"),
                 v.fraction("publish.budget-fraction"),
+                new Retention(v.fraction("retention.budget-fraction"),
+                        v.integer("retention.max-ttl-ms", 1, 30L * 24 * 3600 * 1000)),
                 token.isBlank() ? dataDir.resolve("engine.token") : Path.of(token),
                 v.fraction("query.instance-budget-fraction"),
                 v.fraction("query.speculative-fraction"),

@@ -85,6 +85,9 @@ final class ManagerRoles {
                 .poolPages(poolPages)
                 .chunkBytes(config.poolChunkBytes())
                 .publishBudgetBytes((long) (poolBytes * config.publishBudgetFraction()))
+                .retention(config.retention().budgetFraction(),
+                        TimeUnit.MILLISECONDS.toNanos(config.retention().maxTtlMillis()),
+                        config.queryTenantShares().configured() ? config.queryTenantShares()::fractionOf : null)
                 .incarnation(incarnation)
                 .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
                 .cost(costs, dramPool)

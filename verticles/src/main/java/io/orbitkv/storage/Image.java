@@ -22,6 +22,10 @@ final class Image {
     long crc32c = ImageRef.CRC_UNKNOWN;
     /** Read back from SSD (not published by an engine): never offered to SSD again. */
     boolean fromSsd;
+    /** Published with do_not_store: never offered to SSD, never retained, evicted first (see {@link EvictionOrder}). */
+    boolean transientImage;
+    /** The highest priority of the key's live retentions ({@link RetentionTable}); set while the image is sealed. */
+    int retainPriority = RetentionTable.NOT_RETAINED;
     /**
      * Copy pins taken by the SSD role's thread through {@link ImageStore#weakSource}; with {@link #retired} they form
      * a Dekker handshake (both sequentially consistent): the copier increments then reads {@code retired}; the evictor

@@ -38,7 +38,8 @@ import io.orbitkv.model.ResidencySnapshot;
  *
  * <pre>
  *   ImageStore (this: probes, discovery, exact pins and unpins, weak sources for SSD writes, stats)
- *     ├─ ResidentImages  key → image, LRU eviction, pin counts
+ *     ├─ ResidentImages  key → image, eviction (EvictionOrder), pin counts
+ *     ├─ RetentionTable  retention hints: priorities, expiry, tenants' retained budgets
  *     ├─ Publishes       open publishes, seals, aborts, the per-instance budget
  *     ├─ Quarantine      timed holds on slots of ended sessions
  *     └─ SsdCopies       the mirror of committed SSD extents, slots reserved to read them back
@@ -74,13 +75,22 @@ public final class ImageStore {
     private final MemorySegment pool;
     private final ResidencyStream residency;
     private final Listener listener;
+    private final RetentionTable retention;
 
+    /** A store without retention budget (every Retain is over budget); retention deadlines on the system clock. */
     public ImageStore(PoolAllocator allocator, MemorySegment pool, long publishBudgetBytes,
                       ResidencyStream residency, Listener listener) {
+        this(allocator, pool, publishBudgetBytes, residency, listener,
+                new RetentionTable(io.orbitkv.common.Ticker.SYSTEM, 0, Long.MAX_VALUE, null));
+    }
+
+    ImageStore(PoolAllocator allocator, MemorySegment pool, long publishBudgetBytes,
+               ResidencyStream residency, Listener listener, RetentionTable retention) {
         this.pool = pool;
         this.residency = residency;
         this.listener = listener;
-        this.images = new ResidentImages(allocator, residency, listener);
+        this.retention = retention;
+        this.images = new ResidentImages(allocator, residency, listener, retention);
         this.quarantine = new Quarantine(images);
         this.publishes = new Publishes(images, quarantine, pool, publishBudgetBytes, listener);
         this.ssd = new SsdCopies(images, residency);
@@ -90,6 +100,55 @@ public final class ImageStore {
 
     public AllocateResult allocate(long instance, List<StateKey> keys, List<Long> lengths) {
         return publishes.allocate(instance, keys, lengths);
+    }
+
+    /**
+     * Allocates a publish; {@code transientPages} (do_not_store): its images are never offered to SSD, never retained
+     * and evicted before every other image (see {@link EvictionOrder}). Keys already resident keep their class.
+     */
+    public AllocateResult allocate(long instance, List<StateKey> keys, List<Long> lengths, boolean transientPages) {
+        return publishes.allocate(instance, keys, lengths, transientPages);
+    }
+
+    // ---- retention hints (see RetentionTable) ----
+
+    /**
+     * Retains {@code keys} for {@code tenant} (see {@link RetentionTable#retain}); a typed refusal changes nothing. The
+     * resident, sealed ones are reported reused, so the reuse-aware SSD writer writes what is retained.
+     */
+    public StorageCommands.Retained retain(String tenant, List<StateKey> keys, List<Long> lengths, long ttlNanos,
+                                           int priority) {
+        RetentionTable.Granted granted = retention.retain(tenant, keys, lengths, ttlNanos, priority);
+        List<ImageRef> resident = new ArrayList<>();
+        for (StateKey key : granted.retention().keys()) {
+            Image image = images.get(key);
+            if (image != null && image.sealed() && !image.transientImage) {
+                resident.add(image.ref());
+            }
+        }
+        if (!resident.isEmpty()) {
+            listener.onReused(resident);
+        }
+        return new StorageCommands.Retained(granted.retention().id(), granted.retention().bytes(), resident.size(),
+                granted.tenantRetainedBytes(), granted.tenantBudgetBytes());
+    }
+
+    /** Ends {@code tenant}'s retention {@code id}; answers its bytes (UNKNOWN_RETENTION when there is none). */
+    public long unretain(String tenant, long id) {
+        return retention.release(tenant, id);
+    }
+
+    /** Ends the retentions whose ttl passed; answers how many. */
+    public int expireRetentions() {
+        return retention.expire();
+    }
+
+    public long retainedBytes() {
+        return retention.retainedBytes();
+    }
+
+    public int retentions() {
+        return retention.retentions();
     }
 
     /**
@@ -312,9 +371,23 @@ public final class ImageStore {
             pinned.add(refs);
         }
         for (List<ImageRef> refs : pinned) {
-            listener.onReused(refs);
+            reportReused(refs);
         }
         return new ExactPin(true, pinned, bytes, null);
+    }
+
+    /** Second sightings for the SSD writer; transient (do_not_store) images are never written, so never reported. */
+    private void reportReused(List<ImageRef> refs) {
+        List<ImageRef> stored = new ArrayList<>(refs.size());
+        for (ImageRef ref : refs) {
+            Image image = images.get(ref.key());
+            if (image == null || !image.transientImage) {
+                stored.add(ref);
+            }
+        }
+        if (!stored.isEmpty()) {
+            listener.onReused(stored);
+        }
     }
 
     /** Discovery for planning: one {@link KeyEvidence} per key, in order. */
@@ -351,7 +424,7 @@ public final class ImageStore {
             bytes += image.slot.lengthBytes();
             refs.add(image.ref());
         }
-        listener.onReused(refs);
+        reportReused(refs);
         return new ExactPin(true, List.of(refs), bytes, null);
     }
 

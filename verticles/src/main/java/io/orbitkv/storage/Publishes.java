@@ -45,6 +45,11 @@ final class Publishes {
 
     /** See {@link ImageStore#allocate}. */
     AllocateResult allocate(long instance, List<StateKey> keys, List<Long> lengths) {
+        return allocate(instance, keys, lengths, false);
+    }
+
+    /** See {@link ImageStore#allocate(long, List, List, boolean)}. */
+    AllocateResult allocate(long instance, List<StateKey> keys, List<Long> lengths, boolean transientPages) {
         long poolBytes = images.allocator().poolBytes();
         long requested = 0;
         for (long length : lengths) {
@@ -63,7 +68,7 @@ final class Publishes {
             Image resident = images.get(key);
             boolean repeated = seen.putIfAbsent(key, Boolean.TRUE) != null;
             if (resident != null || repeated) {
-                if (resident != null && !repeated && resident.sealed()) {
+                if (resident != null && !repeated && resident.sealed() && !resident.transientImage) {
                     republished.add(resident.ref());
                 }
                 slots.add(new SlotGrant(false, null));
@@ -83,6 +88,7 @@ final class Publishes {
                         + " bytes: every resident image is pinned or being written");
             }
             Image image = new Image(key, slot, instance, publishId);
+            image.transientImage = transientPages;
             images.add(image);
             allocated.add(image);
             slots.add(new SlotGrant(true, image.ref()));
@@ -157,7 +163,9 @@ final class Publishes {
                 image.crc32c = Integer.toUnsignedLong(crc32c.get(i));
             }
             images.seal(image);
-            listener.onSealed(image.ref());
+            if (!image.transientImage) {
+                listener.onSealed(image.ref());
+            }
         }
         return new SealResult(publishImages.size(), publish.bytes());
     }

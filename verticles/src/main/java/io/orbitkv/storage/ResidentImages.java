@@ -3,7 +3,6 @@ package io.orbitkv.storage;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import io.orbitkv.model.StateKey;
@@ -15,24 +14,34 @@ import io.orbitkv.model.ImageRef;
  * {@link ImageStore} share.
  *
  * <p>Design note (eviction): LRU over sealed, unpinned, unheld images (access order refreshed by every lookup that
- * pins, and by a read-back for the keys it needs). Pinned and writing images are never evicted, nor is an image an SSD
- * write is copying at that moment ({@link Image#tryRetire}: a queued SSD write holds only a weak reference and never
- * delays eviction otherwise). Allocation evicts from the LRU head until the allocator can satisfy the request or
- * nothing evictable remains. Loop-confined, like the store.
+ * pins, and by a read-back for the keys it needs), within the classes of {@link EvictionOrder}: transient images first,
+ * retained ones last by priority; retentions that expired end before a victim is chosen. Pinned and writing images
+ * are never evicted, nor is an image an SSD write is copying at that moment ({@link Image#tryRetire}: a queued SSD
+ * write holds only a weak reference and never delays eviction otherwise). Allocation evicts in that order until the
+ * allocator can satisfy the request or nothing evictable remains. Loop-confined, like the store.
  */
 final class ResidentImages {
     private final PoolAllocator allocator;
     private final ResidencyStream residency;
     private final ImageStore.Listener listener;
     private final Map<StateKey, Image> images = new HashMap<>();
-    /** Sealed, unpinned, unheld images in LRU order (eldest first). */
-    private final LinkedHashMap<StateKey, Image> evictable = new LinkedHashMap<>(16, 0.75f, true);
+    /** Sealed, unpinned, unheld images in eviction order. */
+    private final EvictionOrder evictable = new EvictionOrder();
+    private final RetentionTable retention;
     private long evictions;
     private long pinnedImages;
     private long sealedBytes;
 
-    ResidentImages(PoolAllocator allocator, ResidencyStream residency, ImageStore.Listener listener) {
+    ResidentImages(PoolAllocator allocator, ResidencyStream residency, ImageStore.Listener listener,
+                   RetentionTable retention) {
         this.allocator = allocator;
+        this.retention = retention;
+        retention.listener((key, priority) -> {
+            Image image = images.get(key);
+            if (image != null && image.sealed() && !image.transientImage) {
+                evictable.reprioritize(image, priority);
+            }
+        });
         this.residency = residency;
         this.listener = listener;
     }
@@ -62,15 +71,22 @@ final class ResidentImages {
 
     /** Makes a key most recently used, when it is evictable (a read-back needs it). */
     void touch(StateKey key) {
-        evictable.get(key);
+        Image image = images.get(key);
+        if (image != null && image.evictable()) {
+            evictable.touch(image);
+        }
     }
 
     /** A slot of {@code length} bytes, evicting from the LRU head as needed; null when nothing evictable is left. */
     PoolAllocator.Slot allocateEvicting(long length) {
         PoolAllocator.Slot slot = allocator.allocate(length);
+        if (slot == null) {
+            retention.expire();
+        }
         while (slot == null) {
             Image victim = null;
-            for (Image candidate : evictable.values()) {
+            for (java.util.Iterator<Image> order = evictable.inOrder(); order.hasNext(); ) {
+                Image candidate = order.next();
                 if (candidate.tryRetire()) {
                     victim = candidate;
                     break;
@@ -87,7 +103,7 @@ final class ResidentImages {
 
     /** Frees a sealed image claimed by {@link Image#tryRetire}; the residency stream and the listener hear of it. */
     void evict(Image image) {
-        evictable.remove(image.key);
+        evictable.remove(image);
         images.remove(image.key);
         allocator.free(image.slot);
         sealedBytes -= image.slot.lengthBytes();
@@ -99,7 +115,8 @@ final class ResidentImages {
     /** A written image becomes resident: sealed, evictable, announced on the residency stream. */
     void seal(Image image) {
         image.state = ImageState.SEALED;
-        evictable.put(image.key, image);
+        image.retainPriority = image.transientImage ? RetentionTable.NOT_RETAINED : retention.priorityOf(image.key);
+        evictable.put(image);
         sealedBytes += image.slot.lengthBytes();
         residency.append(ResidencyStream.Change.DRAM_ADDED, image.key, image.slot.generation(), image.slot.lengthBytes());
     }
@@ -107,13 +124,13 @@ final class ResidentImages {
     /** Back into the eviction order when nothing holds it any more. */
     void releasedHold(Image image) {
         if (image.evictable()) {
-            evictable.put(image.key, image);
+            evictable.put(image);
         }
     }
 
     void pin(Image image) {
         if (image.pins++ == 0) {
-            evictable.remove(image.key);
+            evictable.remove(image);
             pinnedImages++;
         }
     }
@@ -122,7 +139,7 @@ final class ResidentImages {
         if (--image.pins == 0) {
             pinnedImages--;
             if (image.evictable()) {
-                evictable.put(image.key, image);
+                evictable.put(image);
             }
         }
     }

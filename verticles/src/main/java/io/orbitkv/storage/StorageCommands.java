@@ -72,6 +72,21 @@ public final class StorageCommands {
         }
     }
 
+    /**
+     * Retain {@code keys} (with their page lengths) for {@code tenant}, {@code ttlNanos} at {@code priority}; answered
+     * {@link Retained} or a typed refusal (INVALID_RETENTION_TTL, RETENTION_OVER_BUDGET) that changed nothing.
+     */
+    public record Retain(String tenant, List<StateKey> keys, List<Long> lengths, long ttlNanos, int priority) {}
+
+    public record Retained(long retentionId, long retainedBytes, int residentPages, long tenantRetainedBytes,
+                           long tenantBudgetBytes) {}
+
+    /** Ends a retention of {@code tenant}; answers its bytes (UNKNOWN_RETENTION when there is none). */
+    public record Unretain(String tenant, long retentionId) {}
+
+    /** An allocation whose images are transient (do_not_store, see {@link ImageStore#allocate}). */
+    public record AllocateTransient(long instance, List<StateKey> keys, List<Long> lengths) {}
+
     // ---- for the planning role's local execution owners (see io.orbitkv.model.plan.LocalReplicaPort) ----
 
     public record Discover(List<StateKey> keys) {}
@@ -119,5 +134,6 @@ public final class StorageCommands {
             SealResult.class, Integer.class, Probe.class, PinExact.class, Presence.class,
             ExactPin.class, Discover.class, Discovery.class, PinGenerations.class, UnpinRefs.class,
             AcquireFromSsd.class, SsdHold.class, ReadFromSsd.class, ReadPages.class, ReleaseSsdHold.class,
-            ReleaseStaged.class, SealAndPin.class, SealedAndPinned.class);
+            ReleaseStaged.class, SealAndPin.class, SealedAndPinned.class, Retain.class, Retained.class, Unretain.class,
+            AllocateTransient.class);
 }

@@ -29,6 +29,9 @@ final class StorageMetrics {
     private long strandedFreeBytes;
     private long largestFreeRunBytes;
     private volatile StorageCommands.StorageStats snapshot;
+    /** Retention figures, copied with the snapshot (see {@link RetentionTable}). */
+    private volatile long retainedBytes;
+    private volatile long retentions;
 
     StorageMetrics(MeterRegistry registry, ImageStore store, boolean hugePages, PoolHugePageMeter hugePageMeter,
                    Executor worker) {
@@ -96,6 +99,10 @@ final class StorageMetrics {
                 .description("Slots put into quarantine when the session holding them ended").register(registry);
         Gauge.builder("orbitkv.ssd.keys", () -> snapshot.ssdKeys()).description("Keys with a committed SSD extent")
                 .register(registry);
+        Gauge.builder("orbitkv.retained.bytes", () -> retainedBytes).baseUnit("bytes")
+                .description("Bytes of live retention hints, counted against their tenants' budgets, resident or not")
+                .register(registry);
+        Gauge.builder("orbitkv.retentions", () -> retentions).description("Live retention hints").register(registry);
         Gauge.builder("orbitkv.images.restoring", () -> snapshot.materializingImages())
                 .description("DRAM slots being filled from SSD").register(registry);
     }
@@ -108,6 +115,8 @@ final class StorageMetrics {
                 store.unsealedImages(), store.pinnedImages(), store.openPublishes(), store.evictions(),
                 store.residency().lastSequence(), store.ssdKeys(), store.materializingImages(),
                 store.quarantinedSlots(), store.quarantinedBytes(), store.quarantineEvents());
+        retainedBytes = store.retainedBytes();
+        retentions = store.retentions();
     }
 
     /** Walks the allocator for the fragmentation figures, then refreshes. */

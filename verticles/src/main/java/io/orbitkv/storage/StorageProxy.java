@@ -39,6 +39,9 @@ public final class StorageProxy {
     static final String RESIDENCY_SINCE = "orbitkv.storage.residency-since";
     static final String RESIDENCY_SNAPSHOT = "orbitkv.storage.residency-snapshot";
     static final String SEAL_AND_PIN = "orbitkv.storage.seal-and-pin";
+    static final String ALLOCATE_TRANSIENT = "orbitkv.storage.allocate-transient";
+    static final String RETAIN = "orbitkv.storage.retain";
+    static final String UNRETAIN = "orbitkv.storage.unretain";
 
     private final EventBus bus;
     private final DeliveryOptions options = new DeliveryOptions().setSendTimeout(10_000).setLocalOnly(true);
@@ -49,6 +52,24 @@ public final class StorageProxy {
 
     public Future<AllocateResult> allocate(long instance, List<StateKey> keys, List<Long> lengths) {
         return RoleProxies.request(bus, ALLOCATE, new StorageCommands.Allocate(instance, keys, lengths), options);
+    }
+
+    /** A do_not_store publish: its images are transient (see {@link ImageStore#allocate(long, List, List, boolean)}). */
+    public Future<AllocateResult> allocateTransient(long instance, List<StateKey> keys, List<Long> lengths) {
+        return RoleProxies.request(bus, ALLOCATE_TRANSIENT, new StorageCommands.AllocateTransient(instance, keys, lengths),
+                options);
+    }
+
+    /** Retains keys for a tenant (see {@link ImageStore#retain}); a typed refusal changes nothing. */
+    public Future<StorageCommands.Retained> retain(String tenant, List<StateKey> keys, List<Long> lengths, long ttlNanos,
+                                                   int priority) {
+        return RoleProxies.request(bus, RETAIN, new StorageCommands.Retain(tenant, keys, lengths, ttlNanos, priority),
+                options);
+    }
+
+    /** Ends a tenant's retention; answers its bytes. */
+    public Future<Long> unretain(String tenant, long retentionId) {
+        return RoleProxies.request(bus, UNRETAIN, new StorageCommands.Unretain(tenant, retentionId), options);
     }
 
     public Future<SealResult> seal(long instance, long publishId, List<Integer> crc32c,

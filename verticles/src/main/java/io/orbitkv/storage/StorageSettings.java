@@ -15,6 +15,9 @@ import java.util.Objects;
 public final class StorageSettings {
     public static final long CHUNK_BYTES_DEFAULT = 2L << 20;
     public static final int RESIDENCY_CAPACITY_DEFAULT = 1 << 16;
+    /** Retained bytes all tenants together may hold, as a fraction of the pool. */
+    public static final double RETENTION_BUDGET_FRACTION_DEFAULT = 0.5;
+    public static final long RETENTION_MAX_TTL_NANOS_DEFAULT = java.util.concurrent.TimeUnit.HOURS.toNanos(24);
 
     private Path poolPath;
     private long poolBytes;
@@ -29,6 +32,9 @@ public final class StorageSettings {
     private ResourceId dramPool;
     private boolean backgroundChecksums;
     private PoolPages.Answer poolPages;
+    private double retentionBudgetFraction = RETENTION_BUDGET_FRACTION_DEFAULT;
+    private long retentionMaxTtlNanos = RETENTION_MAX_TTL_NANOS_DEFAULT;
+    private java.util.function.ToDoubleFunction<String> retentionShares;
 
     /** The shared-memory pool file this role creates, reserves and removes, and its size. */
     public StorageSettings pool(Path path, long bytes) {
@@ -50,6 +56,31 @@ public final class StorageSettings {
     public StorageSettings chunkBytes(long chunkBytes) {
         this.chunkBytes = chunkBytes;
         return this;
+    }
+
+    /**
+     * Retention hints (see {@link RetentionTable}): all tenants together retain at most {@code budgetFraction} of the
+     * pool, each its {@code shares} fraction of that (null: equal shares among the tenants holding retentions), for at
+     * most {@code maxTtlNanos} per retention.
+     */
+    public StorageSettings retention(double budgetFraction, long maxTtlNanos,
+                                     java.util.function.ToDoubleFunction<String> shares) {
+        this.retentionBudgetFraction = budgetFraction;
+        this.retentionMaxTtlNanos = maxTtlNanos;
+        this.retentionShares = shares;
+        return this;
+    }
+
+    long retentionBudgetBytes() {
+        return (long) (poolBytes * retentionBudgetFraction);
+    }
+
+    long retentionMaxTtlNanos() {
+        return retentionMaxTtlNanos;
+    }
+
+    java.util.function.ToDoubleFunction<String> retentionShares() {
+        return retentionShares;
     }
 
     /** Unsealed publish bytes one instance may hold (publish.budget-fraction of the pool); default half the pool. */
@@ -113,6 +144,10 @@ public final class StorageSettings {
         if (poolBytes <= 0 || chunkBytes <= 0 || poolBytes % chunkBytes != 0) {
             throw new IllegalArgumentException("the pool (" + poolBytes + " bytes) must be a positive multiple of its chunk ("
                     + chunkBytes + " bytes)");
+        }
+        if (!(retentionBudgetFraction >= 0 && retentionBudgetFraction <= 1) || retentionMaxTtlNanos <= 0) {
+            throw new IllegalArgumentException("retention budget fraction must be in [0, 1] and its max ttl > 0, got "
+                    + retentionBudgetFraction + ", " + retentionMaxTtlNanos + " ns");
         }
         return this;
     }

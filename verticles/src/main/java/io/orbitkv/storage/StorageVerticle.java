@@ -115,6 +115,8 @@ public final class StorageVerticle extends VerticleBase {
 
     private Future<?> startOnPool() {
         PoolAllocator allocator = new PoolAllocator(settings.poolBytes(), settings.chunkBytes());
+        RetentionTable retention = new RetentionTable(ticker, settings.retentionBudgetBytes(),
+                settings.retentionMaxTtlNanos(), settings.retentionShares());
         store = new ImageStore(allocator, poolFile.segment(), settings.publishBudgetBytes(),
                 new ResidencyStream(settings.incarnation(), settings.residencyCapacity()), new ImageStore.Listener() {
                     @Override
@@ -130,7 +132,7 @@ public final class StorageVerticle extends VerticleBase {
                             ssdTier.reused(images);
                         }
                     }
-                });
+                }, retention);
         metrics = new StorageMetrics(registry, store, poolPages.hugePages(), hugePageMeter, worker());
         seals = new SealChecksums(vertx, store, poolFile.segment(), settings.backgroundChecksums(), metrics);
         fragmentationTimer = vertx.setPeriodic(1000, id -> {
@@ -138,6 +140,9 @@ public final class StorageVerticle extends VerticleBase {
                 ssdTier.resyncIfOverflowed();
             }
             metrics.measureFragmentation();
+            if (store.expireRetentions() > 0) {
+                metrics.refresh();
+            }
         });
         if (poolPages.hugePages()) {
             // Pages are touched long after start (engines, peers): without scrapes, a fallback still gets its WARN.
@@ -154,6 +159,12 @@ public final class StorageVerticle extends VerticleBase {
                 .filter(c -> c != Integer.class).toArray(Class<?>[]::new));
         RoleProxies.<StorageCommands.Allocate, AllocateResult>serve(bus, StorageProxy.ALLOCATE,
                 c -> changed(store.allocate(c.instance(), c.keys(), c.lengths())));
+        RoleProxies.<StorageCommands.AllocateTransient, AllocateResult>serve(bus, StorageProxy.ALLOCATE_TRANSIENT,
+                c -> changed(store.allocate(c.instance(), c.keys(), c.lengths(), true)));
+        RoleProxies.<StorageCommands.Retain, StorageCommands.Retained>serve(bus, StorageProxy.RETAIN,
+                c -> changed(store.retain(c.tenant(), c.keys(), c.lengths(), c.ttlNanos(), c.priority())));
+        RoleProxies.<StorageCommands.Unretain, Long>serve(bus, StorageProxy.UNRETAIN,
+                c -> changed(store.unretain(c.tenant(), c.retentionId())));
         RoleProxies.<StorageCommands.Seal, SealResult>serve(bus, StorageProxy.SEAL,
                 this::seal);
         RoleProxies.<StorageCommands.SealAndPin, StorageCommands.SealedAndPinned>serve(bus, StorageProxy.SEAL_AND_PIN,
