@@ -48,9 +48,12 @@ import org.slf4j.LoggerFactory;
  * <p>Design note (why a socket, not shared-memory rings): the Python engine client must use it with the standard
  * library alone, and a ring needs a waiting side: either it spins (on a loaded host a spinning Python thread and a
  * spinning Manager thread take two cores to save one wake-up) or it parks on a futex, which Python cannot reach without
- * native code. A SEQPACKET round trip is two syscalls a side with message boundaries kept by the kernel, so the frame
- * needs no length prefix or reassembly. Its no-op round trip and the hit query are measured in {@code bench dram} and
- * in {@code clients/python/bench_colocated.py} (perf/README.md).
+ * native code. Measured from Python on the loaded 2-core VM ({@code perf/colocated/transport_choice.py}): a spinning
+ * ring's median round trip is under a microsecond but its p99 is tens of milliseconds (a spinner descheduled) while it
+ * burns two cores; a SEQPACKET round trip's median is about 20 µs with a p99 of about 2 ms, and the Python client's own
+ * overhead per call is of that order anyway. A SEQPACKET round trip is two syscalls a side with message boundaries kept
+ * by the kernel, so a frame needs no length prefix or reassembly. The channel's hit query and its no-op round trip are
+ * measured in {@code bench dram} and {@code clients/python/bench_colocated.py} (perf/README.md).
  *
  * <p>Design note (threads and ownership): an acceptor thread blocks in accept; each connection gets one reader thread
  * that blocks in recv, checks the frame (bounds, version, opcode, in-flight count), decodes the protobuf body off the
