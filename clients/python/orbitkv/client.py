@@ -170,6 +170,11 @@ class OrbitKvClient:
     def ping(self) -> None:
         self.call("Ping", pb.PingRequest())
 
+    def sessions_ended_with_transport(self) -> bool:
+        """Whether the transport broke in a way that ended the sessions registered over it (the co-located channel:
+        the Manager ends them when the connection ends). gRPC and the bridge do not tie sessions to a connection."""
+        return bool(getattr(self._transport, "sessions_ended", False))
+
     def register(self, identity: pb.InstanceIdentity, role: int = pb.PREFILL_AND_DECODE, label: str = "",
                  tenant: str = "", resume_instance_id: int = 0, prefill_tokens_per_second: float = 0.0,
                  timeout: float | None = None) -> "Session":
@@ -276,6 +281,9 @@ class Session:
         except OrbitKvError as e:
             if e.reason in SESSION_GONE:
                 self.mark_lost(e.reason)
+            elif self.client.sessions_ended_with_transport():
+                # Registered over the co-located channel, which broke: the Manager ended the session with it.
+                self.mark_lost("CHANNEL_CLOSED")
             raise
 
     def add_lost_listener(self, listener) -> None:
@@ -308,7 +316,7 @@ class Session:
             except OrbitKvError as e:
                 # Kept for the engine to see; a stale epoch or unknown instance means the session is gone for good.
                 self.heartbeat_error = e
-                if e.reason in SESSION_GONE:
+                if self.lost_reason is not None:
                     return
 
     def stop_heartbeats(self) -> None:

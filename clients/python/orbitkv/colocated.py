@@ -11,8 +11,9 @@ is Hello (opcode 0) with the engine token, answered with ``u32 max frame bytes, 
 Design note: one connection, one call in flight at a time (a lock), so the session's heartbeat thread can share it;
 per-request calls are short. A request larger than the Manager's frame bound goes over the ``fallback`` transport
 (gRPC) when one is given, else it is refused ``OVERSIZED_REQUEST`` here. A timeout or a broken socket closes the
-transport: later calls fail ``UNAVAILABLE``. Closing it (or the process dying) makes the Manager end the sessions
-registered over it and release the leases it handed out on it, at once.
+transport: later calls fail ``UNAVAILABLE``, and the sessions registered over it count as lost (``sessions_ended``):
+the Manager ends them, and releases the leases it handed out on the connection, as soon as the connection ends (a
+close, a crash of either side), so an adapter's keeper registers again instead of waiting for ``UNKNOWN_INSTANCE``.
 """
 
 from __future__ import annotations
@@ -125,6 +126,11 @@ class ColocatedTransport:
                 self._close_locked()
                 raise OrbitKvError("ERROR_REASON_UNSPECIFIED", "UNAVAILABLE",
                                    f"{method} over the co-located channel failed ({e!r}); the channel is closed") from None
+
+    @property
+    def sessions_ended(self) -> bool:
+        """True once the connection is closed or broken: the Manager then ended the sessions registered over it."""
+        return self._closed
 
     def _close_locked(self) -> None:
         if not self._closed:
