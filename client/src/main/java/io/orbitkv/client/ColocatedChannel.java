@@ -17,6 +17,7 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * An engine's co-located channel to its Manager: the engine.proto calls over the Manager's {@code SOCK_SEQPACKET}
@@ -37,6 +38,7 @@ public final class ColocatedChannel implements AutoCloseable {
     private final MemorySegment received;
     private final int maxFrameBytes;
     private final int maxInFlight;
+    private final AtomicBoolean closing = new AtomicBoolean();
     private int nextRequestId = 1;
 
     private ColocatedChannel(SeqPacketSocket socket, int maxFrameBytes, int maxInFlight) {
@@ -110,6 +112,9 @@ public final class ColocatedChannel implements AutoCloseable {
      * {@link UncheckedIOException}.
      */
     public synchronized <R extends Message> R call(String method, Message request, Parser<R> parser) {
+        if (closing.get()) {
+            throw new IllegalStateException("the co-located channel is closed");
+        }
         int opcode = ColocatedFrame.opcode(method);
         if (opcode < 0) {
             throw new IllegalArgumentException("the co-located channel does not carry " + method);
@@ -205,18 +210,24 @@ public final class ColocatedChannel implements AutoCloseable {
         return call("Stats", StatsRequest.newBuilder().setSession(session).build(), StatsReply.parser());
     }
 
-    /** Closes the socket (the Manager then ends what this channel held) and frees the buffers; idempotent. */
+    /**
+     * Closes the socket (the Manager then ends what this channel held) and frees the buffers; idempotent. A call blocked
+     * in another thread is woken first (it fails), so that the close does not wait for the Manager's answer.
+     */
     @Override
-    public synchronized void close() {
-        if (socket.isClosed()) {
+    public void close() {
+        if (!closing.compareAndSet(false, true)) {
             return;
         }
-        try {
-            socket.close();
-        } catch (NativeIoException ignored) {
-            // Released either way.
-        } finally {
-            arena.close();
+        socket.shutdown(); // only the first closer gets here, before the descriptor is released below
+        synchronized (this) {
+            try {
+                socket.close();
+            } catch (NativeIoException ignored) {
+                // Released either way.
+            } finally {
+                arena.close();
+            }
         }
     }
 }

@@ -19,7 +19,6 @@ import io.orbitkv.protocol.engine.SubmitQueryRequest;
 import io.orbitkv.protocol.engine.UnregisterRequest;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
-import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.grpc.common.GrpcMessage;
@@ -49,9 +48,9 @@ import org.slf4j.LoggerFactory;
  * library alone, and a ring needs a waiting side: either it spins (on a loaded host a spinning Python thread and a
  * spinning Manager thread take two cores to save one wake-up) or it parks on a futex, which Python cannot reach without
  * native code. Measured from Python on the loaded 2-core VM ({@code perf/colocated/transport_choice.py}): a spinning
- * ring's median round trip is under a microsecond but its p99 is tens of milliseconds (a spinner descheduled) while it
- * burns two cores; a SEQPACKET round trip's median is about 20 µs with a p99 of about 2 ms, and the Python client's own
- * overhead per call is of that order anyway. A SEQPACKET round trip is two syscalls a side with message boundaries kept
+ * ring's median round trip is under a microsecond, but its p99 was 16-40 ms in three runs of four (a spinner
+ * descheduled) while it burns two cores; a SEQPACKET round trip's median is 18-22 µs (p99 2-3 ms), below the Python
+ * client's own protobuf work for a 64-page query (about 30 µs). A SEQPACKET round trip is two syscalls a side with message boundaries kept
  * by the kernel, so a frame needs no length prefix or reassembly. The channel's hit query and its no-op round trip are
  * measured in {@code bench dram} and {@code clients/python/bench_colocated.py} (perf/README.md).
  *
@@ -479,20 +478,9 @@ final class ColocatedEngineDoor {
      * lapsed, the Manager stopping) and is only logged.
      */
     @SuppressWarnings("unchecked")
-    private <Q> Future<Object> run(String method, Q request) {
-        EngineCall<Q, Object> call = (EngineCall<Q, Object>) byName.get(method);
-        Promise<Object> done = Promise.promise();
-        call.run(request).onComplete(ar -> {
-            if (ar.failed()) {
-                LOG.debug("co-located cleanup: {} was refused: {}", method, ar.cause().getMessage());
-            }
-            done.handle(ar);
-        });
-        return done.future();
+    private <Q> void run(String method, Q request) {
+        ((EngineCall<Q, ?>) byName.get(method)).run(request).onFailure(failure ->
+                LOG.debug("co-located cleanup: {} was refused: {}", method, failure.getMessage()));
     }
 
-    /** Connections open now (for tests). */
-    int connections() {
-        return connections.size();
-    }
 }

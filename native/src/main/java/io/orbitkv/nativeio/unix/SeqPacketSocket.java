@@ -211,7 +211,10 @@ public final class SeqPacketSocket implements AutoCloseable {
         return true;
     }
 
-    /** Wakes a thread blocked in {@link #receive} or {@link #accept} on this socket; safe from any thread, idempotent. */
+    /**
+     * Wakes a thread blocked in {@link #receive} or {@link #accept} on this socket. Safe from any thread as long as the
+     * owner cannot close the socket meanwhile (the caller orders the two); idempotent.
+     */
     public void shutdown() {
         if (!closed.get()) {
             invoke(SeqPacketBindings.SHUTDOWN, fd, SHUT_RDWR); // ENOTCONN on a peer already gone: nothing to wake
