@@ -2,8 +2,9 @@
 
 Design note (ownership, threads, crash):
 
-* :class:`OrbitKvClient` owns one transport: a gRPC channel (Unix socket by default, or TCP), or a connection to the
-  event-bus bridge door (:mod:`orbitkv.bridge`), and adds the engine token to every call. It is thread-safe (grpc
+* :class:`OrbitKvClient` owns one transport: a gRPC channel (Unix socket by default, or TCP), a connection to the
+  event-bus bridge door (:mod:`orbitkv.bridge`) or to the co-located channel (:mod:`orbitkv.colocated`), and adds the
+  engine token to every call. It is thread-safe (grpc
   channels are; the bridge transport serialises calls); close it last.
 * :class:`Session` is one registered engine instance. It owns its :class:`~orbitkv.pool.PoolMapping` and one daemon
   heartbeat thread that calls ``Heartbeat`` every third of the session ttl. ``close()`` stops the thread,
@@ -131,13 +132,35 @@ class OrbitKvClient:
         return cls(f"bridge:{host}:{port}", token, transport=BridgeTransport(host, port, token), **kwargs)
 
     @classmethod
-    def from_data_dir(cls, data_dir: str | os.PathLike = "./data", tcp: str | None = None, **kwargs) -> "OrbitKvClient":
-        """The Manager's data directory holds ``engine.token`` and ``engine.sock``; ``tcp="host:port"`` uses TCP."""
+    def connect_colocated(cls, socket_path: str | os.PathLike, token: str, grpc_target: str | None = None,
+                          **kwargs) -> "OrbitKvClient":
+        """Over the co-located channel (:mod:`orbitkv.colocated`, the Manager's ``colocated.sock``) instead of gRPC;
+        a request above the channel's frame bound goes over gRPC at ``grpc_target`` when given."""
+        from orbitkv.colocated import ColocatedTransport
+
+        fallback = GrpcTransport(grpc_target, token) if grpc_target else None
+        return cls(f"colocated:{Path(socket_path).absolute()}", token,
+                   transport=ColocatedTransport(socket_path, token, fallback=fallback), **kwargs)
+
+    @classmethod
+    def from_data_dir(cls, data_dir: str | os.PathLike = "./data", tcp: str | None = None, colocated: bool = False,
+                      **kwargs) -> "OrbitKvClient":
+        """The Manager's data directory holds ``engine.token`` and ``engine.sock``; ``tcp="host:port"`` uses TCP.
+        ``colocated``: use the co-located channel (``colocated.sock``) when the Manager offers it, gRPC otherwise
+        (and for requests above the channel's frame bound)."""
+        from orbitkv import colocated as channel
+
         data_dir = Path(data_dir)
         token = read_token(data_dir / "engine.token")
         if tcp:
             host, _, port = tcp.rpartition(":")
             return cls.connect_tcp(host, int(port), token, **kwargs)
+        grpc_target = "unix:" + str((data_dir / "engine.sock").absolute())
+        if colocated and channel.available(data_dir / channel.SOCKET_NAME):
+            try:
+                return cls.connect_colocated(data_dir / channel.SOCKET_NAME, token, grpc_target=grpc_target, **kwargs)
+            except OSError:
+                pass  # a socket file without a Manager behind it (stale): gRPC says what is wrong, if anything
         return cls.connect_unix(data_dir / "engine.sock", token, **kwargs)
 
     def call(self, method: str, request, timeout: float | None = None):
@@ -146,6 +169,11 @@ class OrbitKvClient:
 
     def ping(self) -> None:
         self.call("Ping", pb.PingRequest())
+
+    def sessions_ended_with_transport(self) -> bool:
+        """Whether the transport broke in a way that ended the sessions registered over it (the co-located channel:
+        the Manager ends them when the connection ends). gRPC and the bridge do not tie sessions to a connection."""
+        return bool(getattr(self._transport, "sessions_ended", False))
 
     def register(self, identity: pb.InstanceIdentity, role: int = pb.PREFILL_AND_DECODE, label: str = "",
                  tenant: str = "", resume_instance_id: int = 0, prefill_tokens_per_second: float = 0.0,
@@ -254,6 +282,9 @@ class Session:
         except OrbitKvError as e:
             if e.reason in SESSION_GONE:
                 self.mark_lost(e.reason)
+            elif self.client.sessions_ended_with_transport():
+                # Registered over the co-located channel, which broke: the Manager ended the session with it.
+                self.mark_lost("CHANNEL_CLOSED")
             raise
 
     def add_lost_listener(self, listener) -> None:
@@ -286,7 +317,7 @@ class Session:
             except OrbitKvError as e:
                 # Kept for the engine to see; a stale epoch or unknown instance means the session is gone for good.
                 self.heartbeat_error = e
-                if e.reason in SESSION_GONE:
+                if self.lost_reason is not None:
                     return
 
     def stop_heartbeats(self) -> None:

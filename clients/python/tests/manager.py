@@ -87,6 +87,8 @@ class ManagerProcess:
         self.metrics_port = int(m.group("mport"))
         self.pool_path = m.group("poolpath")
         self.token = Path(m.group("token")).read_text().strip()
+        # The co-located channel's socket (engine.colocated-socket, on by default beside the data directory's).
+        self.colocated_socket = str(self.data_dir / "colocated.sock")
         # The event-bus bridge door's port when the settings turned it on (bridge.port), else None.
         self.bridge_port = int(m.group("bport")) if m.group("bport") else None
         return self
@@ -101,6 +103,13 @@ class ManagerProcess:
         if tcp:
             return OrbitKvClient.connect_tcp("127.0.0.1", self.tcp_port, self.token)
         return OrbitKvClient.connect_unix(self.socket, self.token)
+
+    def colocated_client(self, fallback: bool = True):
+        """Over the co-located channel; requests above its frame bound over gRPC unless ``fallback`` is False."""
+        from orbitkv import OrbitKvClient
+
+        return OrbitKvClient.connect_colocated(self.colocated_socket, self.token,
+                                               grpc_target="unix:" + self.socket if fallback else None)
 
     def bridge_client(self):
         from orbitkv import OrbitKvClient
@@ -141,6 +150,7 @@ class ManagerProcess:
         self.process = None
         assert not os.path.exists(self.pool_path), f"pool file {self.pool_path} left behind"
         assert not os.path.exists(self.socket), f"socket {self.socket} left behind"
+        assert not os.path.exists(self.colocated_socket), f"socket {self.colocated_socket} left behind"
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -153,7 +163,7 @@ class ManagerProcess:
         same data directory starts clean."""
         self.kill()
         self.process = None
-        for leftover in (self.pool_path, self.socket):
+        for leftover in (self.pool_path, self.socket, self.colocated_socket):
             if os.path.exists(leftover):
                 os.unlink(leftover)
 

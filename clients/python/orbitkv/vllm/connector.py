@@ -33,7 +33,9 @@ Design note (who owns what):
   Mamba layers call no ``wait_for_layer_load``, so the forward waits for their loads up front (device-side).
   ``clients/python/tests/test_vllm_hybrid.py`` drives this with vLLM's hybrid call shapes.
 * Sessions: each role's :class:`~orbitkv.keeper.SessionKeeper` registers at start if a Manager is there and again
-  after any loss (a Manager restart, a lapse during a stall), in the background. Without a session the cache is off:
+  after any loss (a Manager restart, a lapse during a stall), in the background. With a local Manager that offers the
+  co-located channel (``colocated.sock``), the session and so every lookup use it (:mod:`orbitkv.colocated`);
+  otherwise, or with ``orbitkv.colocated`` false, gRPC. Without a session the cache is off:
   lookups answer ``(0, False)``, loads are load errors, saves are skipped. No Manager failure raises out of an engine
   call; a Manager that dies mid-step turns into misses and load errors.
 * Scheduler: a lookup is a ``SubmitDemand`` for the blocks beyond what vLLM already computed. PENDING answers
@@ -314,8 +316,11 @@ class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
         self.after_copy: Optional[Callable[[LoadSpec], None]] = None
         data_dir, tcp = self._option("data_dir", "./data"), self._option("tcp", None)
         call_timeout = float(self._option("call_timeout_s", 2.0))
+        # The lookup (and the rest of the session) over the co-located channel when the Manager offers it, else gRPC.
+        colocated = bool(self._option("colocated", True))
         self.keeper = SessionKeeper(
-            lambda: OrbitKvClient.from_data_dir(data_dir, tcp=tcp, call_timeout_seconds=call_timeout),
+            lambda: OrbitKvClient.from_data_dir(data_dir, tcp=tcp, colocated=colocated,
+                                                call_timeout_seconds=call_timeout),
             self._identity, f"vllm-{role.name.lower()}", on_session=self._on_new_session,
             backoff_max_seconds=float(self._option("reconnect_max_s", 1.0)), where=tcp or str(data_dir))
 

@@ -21,6 +21,9 @@ public final class EngineSettings {
     public static final long BRIDGE_MAX_FRAME_BYTES_DEFAULT = 24L << 20;
     public static final int BRIDGE_MAX_OUTSTANDING_PER_CONNECTION_DEFAULT = 64;
     public static final int BRIDGE_MAX_CONNECTIONS_DEFAULT = 64;
+    public static final int COLOCATED_MAX_FRAME_BYTES_DEFAULT = 256 << 10;
+    public static final int COLOCATED_MAX_IN_FLIGHT_DEFAULT = 32;
+    public static final int COLOCATED_MAX_CONNECTIONS_DEFAULT = 64;
 
     private Path unixSocket;
     private String tcpHost = TCP_HOST_DEFAULT;
@@ -40,6 +43,10 @@ public final class EngineSettings {
     private long bridgeMaxFrameBytes = BRIDGE_MAX_FRAME_BYTES_DEFAULT;
     private int bridgeMaxOutstandingPerConnection = BRIDGE_MAX_OUTSTANDING_PER_CONNECTION_DEFAULT;
     private int bridgeMaxConnections = BRIDGE_MAX_CONNECTIONS_DEFAULT;
+    private Path colocatedSocket;
+    private int colocatedMaxFrameBytes = COLOCATED_MAX_FRAME_BYTES_DEFAULT;
+    private int colocatedMaxInFlight = COLOCATED_MAX_IN_FLIGHT_DEFAULT;
+    private int colocatedMaxConnections = COLOCATED_MAX_CONNECTIONS_DEFAULT;
 
     /** The engine socket; bound owner-only (see {@link GrpcEngineDoor}). */
     public EngineSettings unixSocket(Path unixSocket) {
@@ -137,6 +144,24 @@ public final class EngineSettings {
         return this;
     }
 
+    /** The co-located channel (see {@link ColocatedEngineDoor}) at this path, or off with null. */
+    public EngineSettings colocatedSocket(Path colocatedSocket) {
+        this.colocatedSocket = colocatedSocket;
+        return this;
+    }
+
+    /**
+     * The co-located channel's bounds: a frame (either way) longer than {@code maxFrameBytes} is refused
+     * (OVERSIZED_REQUEST); one more request than {@code maxInFlight} of one connection is refused
+     * (TOO_MANY_OUTSTANDING); one more connection than {@code maxConnections} is refused and closed.
+     */
+    public EngineSettings colocatedBounds(int maxFrameBytes, int maxInFlight, int maxConnections) {
+        this.colocatedMaxFrameBytes = maxFrameBytes;
+        this.colocatedMaxInFlight = maxInFlight;
+        this.colocatedMaxConnections = maxConnections;
+        return this;
+    }
+
     public Path unixSocket() {
         return unixSocket;
     }
@@ -213,6 +238,26 @@ public final class EngineSettings {
         return bridgeMaxConnections;
     }
 
+    public boolean colocatedEnabled() {
+        return colocatedSocket != null;
+    }
+
+    public Path colocatedSocket() {
+        return colocatedSocket;
+    }
+
+    public int colocatedMaxFrameBytes() {
+        return colocatedMaxFrameBytes;
+    }
+
+    public int colocatedMaxInFlight() {
+        return colocatedMaxInFlight;
+    }
+
+    public int colocatedMaxConnections() {
+        return colocatedMaxConnections;
+    }
+
     /** Checks the required settings; throws IllegalArgumentException naming the first missing or invalid one. */
     EngineSettings validate() {
         require(unixSocket != null && unixSocket.getParent() != null, "unixSocket must be a path with a parent directory");
@@ -227,6 +272,12 @@ public final class EngineSettings {
                 "bridge frame limit must be between 1 KiB and 2 GiB");
         require(bridgeMaxOutstandingPerConnection > 0 && bridgeMaxConnections > 0,
                 "bridge outstanding and connection limits must be positive");
+        require(colocatedSocket == null || (colocatedSocket.getParent() != null && !colocatedSocket.equals(unixSocket)),
+                "the co-located socket must be a path with a parent directory, other than the gRPC socket");
+        require(colocatedMaxFrameBytes >= 4096 && colocatedMaxFrameBytes <= 64 << 20,
+                "co-located frame limit must be between 4 KiB and 64 MiB");
+        require(colocatedMaxInFlight > 0 && colocatedMaxConnections > 0,
+                "co-located in-flight and connection limits must be positive");
         return this;
     }
 

@@ -20,9 +20,10 @@ import java.util.Set;
  * (validation, unsigned checks, mapping into role commands), {@link EngineReplies} (records to engine.proto replies),
  * {@link EngineOperations} (one method per engine call, sessions and their cleanup), {@link EngineCall} (the list of
  * calls both doors serve), {@link GrpcEngineDoor} (the gRPC transport on the Unix socket and TCP) and, when
- * {@code bridge.port} is set, {@link BridgeEngineDoor} (the TCP event-bus bridge). Everything runs on this verticle's
- * event loop; a periodic sweep ends lapsed sessions. Stopping is the first step of the Manager's ordered stop: from
- * then on every call is answered SHUTTING_DOWN, then the doors close.
+ * {@code bridge.port} is set, {@link BridgeEngineDoor} (the TCP event-bus bridge), and unless
+ * {@code engine.colocated-socket} is off, {@link ColocatedEngineDoor} (the co-located SEQPACKET channel). Everything
+ * runs on this verticle's event loop; a periodic sweep ends lapsed sessions. Stopping is the first step of the
+ * Manager's ordered stop: from then on every call is answered SHUTTING_DOWN, then the doors close.
  */
 public final class EngineVerticle extends VerticleBase {
     public static final String TOKEN_HEADER = GrpcEngineDoor.TOKEN_HEADER;
@@ -32,6 +33,7 @@ public final class EngineVerticle extends VerticleBase {
     private final Ticker ticker;
     private GrpcEngineDoor door;
     private BridgeEngineDoor bridge;
+    private ColocatedEngineDoor colocated;
     private long sweepTimer;
     /** Set first thing in {@link #stop}: every call that still arrives is answered SHUTTING_DOWN. Loop-confined. */
     private boolean stopping;
@@ -70,9 +72,13 @@ public final class EngineVerticle extends VerticleBase {
         if (settings.bridgeEnabled()) {
             bridge = new BridgeEngineDoor(vertx, settings, authenticator, calls, new BridgeMetrics(registry, metrics));
         }
+        if (settings.colocatedEnabled()) {
+            colocated = new ColocatedEngineDoor(vertx, context, settings, authenticator, calls, metrics);
+        }
         long sweepMillis = Math.max(50, settings.sessionTtlNanos() / 4_000_000);
         sweepTimer = vertx.setPeriodic(sweepMillis, id -> operations.sweep());
-        return door.listen().compose(v -> bridge == null ? Future.succeededFuture() : bridge.listen());
+        return door.listen().compose(v -> bridge == null ? Future.succeededFuture() : bridge.listen())
+                .compose(v -> colocated == null ? Future.succeededFuture() : colocated.listen());
     }
 
     @Override
@@ -82,6 +88,9 @@ public final class EngineVerticle extends VerticleBase {
         List<Future<Void>> closing = new ArrayList<>();
         if (bridge != null) {
             closing.add(bridge.close());
+        }
+        if (colocated != null) {
+            closing.add(colocated.close());
         }
         if (door != null) {
             closing.add(door.close());

@@ -431,6 +431,11 @@ public final class Manager implements AutoCloseable {
         return config.grpcUnixSocket();
     }
 
+    /** The co-located channel's socket, or null when it is off. */
+    public Path colocatedSocket() {
+        return config.colocated().socket();
+    }
+
     public String token() {
         return token;
     }

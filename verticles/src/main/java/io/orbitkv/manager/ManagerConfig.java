@@ -61,7 +61,22 @@ public record ManagerConfig(
         PeerSettings peer,
         PeerAttemptPolicy peerAttempts,
         TransferScheduler.Settings planningTransfers,
-        EventsSettings events) {
+        EventsSettings events,
+        ColocatedDoor colocated) {
+
+    /**
+     * The co-located channel (see the engine role's ColocatedEngineDoor): a SEQPACKET Unix socket beside gRPC.
+     *
+     * @param socket         its path, or null when {@code engine.colocated-socket} is {@code off}
+     * @param maxFrameBytes  a longer frame, either way, is refused (OVERSIZED_REQUEST)
+     * @param maxInFlight    requests of one connection in the Manager at once; more: TOO_MANY_OUTSTANDING
+     * @param maxConnections connections at once; one more is refused and closed
+     */
+    public record ColocatedDoor(Path socket, int maxFrameBytes, int maxInFlight, int maxConnections) {
+        public boolean enabled() {
+            return socket != null;
+        }
+    }
 
     /**
      * {@code pool.huge-pages}: what the Manager does when {@code pool.shm-dir} does not back the pool with huge pages
@@ -200,6 +215,11 @@ public record ManagerConfig(
         d.put("bridge.max-frame", "24MiB");
         d.put("bridge.max-outstanding-per-connection", "64");
         d.put("bridge.max-connections", "64");
+        // Empty: <data-dir>/colocated.sock; "off": no co-located channel.
+        d.put("engine.colocated-socket", "");
+        d.put("engine.colocated-max-frame", "256KiB");
+        d.put("engine.colocated-max-in-flight", "32");
+        d.put("engine.colocated-max-connections", "64");
         // The cluster (off by default: a single Manager needs none of it). See the README's Cluster section.
         d.put("cluster.enabled", "false");
         // Peer transfer (only with the cluster): -1 = off. See the README's Cluster section.
@@ -300,7 +320,16 @@ public record ManagerConfig(
                 PeerSettings.fromConfig(v),
                 PeerAttemptPolicy.fromConfig(v),
                 planningTransfers(v),
-                EventsSettings.fromConfig(v));
+                EventsSettings.fromConfig(v),
+                colocatedDoor(v, dataDir));
+    }
+
+    private static ColocatedDoor colocatedDoor(ConfigValues v, Path dataDir) {
+        String socket = v.string("engine.colocated-socket").strip();
+        Path path = socket.equals("off") ? null : socket.isEmpty() ? dataDir.resolve("colocated.sock") : Path.of(socket);
+        return new ColocatedDoor(path, (int) v.size("engine.colocated-max-frame", 4096, 64L << 20),
+                (int) v.integer("engine.colocated-max-in-flight", 1, 1 << 16),
+                (int) v.integer("engine.colocated-max-connections", 1, 1 << 16));
     }
 
     /**

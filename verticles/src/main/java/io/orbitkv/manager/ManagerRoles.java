@@ -210,6 +210,9 @@ final class ManagerRoles {
                 .bridge(config.bridge().host(), config.bridge().enabled() ? config.bridge().port() : EngineSettings.BRIDGE_OFF)
                 .bridgeMaxFrameBytes(config.bridge().maxFrameBytes())
                 .bridgeMaxOutstandingPerConnection(config.bridge().maxOutstandingPerConnection())
-                .bridgeMaxConnections(config.bridge().maxConnections());
+                .bridgeMaxConnections(config.bridge().maxConnections())
+                .colocatedSocket(config.colocated().socket())
+                .colocatedBounds(config.colocated().maxFrameBytes(), config.colocated().maxInFlight(),
+                        config.colocated().maxConnections());
     }
 }

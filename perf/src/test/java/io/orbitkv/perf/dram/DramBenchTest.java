@@ -127,6 +127,7 @@ class DramBenchTest {
         assertThat(report.getJsonObject("figures").getLong("verified_pages")).isEqualTo(2L * 4 * 8);
         assertThat(report.getJsonObject("figures").getJsonObject("query_64_page_hit").getLong("count")).isEqualTo(200);
         assertThat(report.getJsonObject("baselines").getJsonObject("noop_grpc_ping").getLong("count")).isEqualTo(200);
+        assertThat(report.getJsonObject("baselines").getJsonObject("colocated_noop_ping").getLong("count")).isEqualTo(200);
         JsonObject ratios = report.getJsonObject("ratios");
         assertThat(ratios.fieldNames().iterator().next()).isEqualTo("throughput_ratio");
         assertThat(report.getDouble("throughput_ratio")).isPositive()

@@ -1,0 +1,144 @@
+"""A transport for the Manager's co-located channel: engine.proto calls over a ``SOCK_SEQPACKET`` Unix socket, standard
+library only.
+
+Use it through :meth:`orbitkv.client.OrbitKvClient.connect_colocated` (or ``from_data_dir``, which prefers it when the
+Manager offers it); sessions, publish, queries and leases then work exactly as over gRPC, with the same typed errors.
+The wire contract (docs/engine-api.md "The co-located channel"): one socket message is one frame, an 8-byte header
+(``u8 version = 1, u8 opcode, u16 status, u32 request id``, little-endian) and the protobuf message; the first frame
+is Hello (opcode 0) with the engine token, answered with ``u32 max frame bytes, u32 max in flight``; a refusal has the
+``ErrorReason`` number as its status and ``"REASON: explanation"`` as its body.
+
+Design note: one connection, one call in flight at a time (a lock), so the session's heartbeat thread can share it;
+per-request calls are short. A request larger than the Manager's frame bound goes over the ``fallback`` transport
+(gRPC) when one is given, else it is refused ``OVERSIZED_REQUEST`` here. A timeout or a broken socket closes the
+transport: later calls fail ``UNAVAILABLE``, and the sessions registered over it count as lost (``sessions_ended``):
+the Manager ends them, and releases the leases it handed out on the connection, as soon as the connection ends (a
+close, a crash of either side), so an adapter's keeper registers again instead of waiting for ``UNKNOWN_INSTANCE``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import struct
+import threading
+
+from orbitkv._proto import engine_pb2 as pb
+from orbitkv.errors import OrbitKvError
+
+VERSION = 1
+OP_HELLO = 0
+STATUS_INTERNAL = 0xFFFF
+HEADER = struct.Struct("<BBHI")
+HELLO_REPLY = struct.Struct("<II")
+# engine.proto's calls in wire order: opcode = index + 1 (io.orbitkv.protocol.colocated.ColocatedFrame.METHODS).
+METHODS = ("Register", "Unregister", "Heartbeat", "AllocatePublish", "SealPublish", "AbortPublish", "SubmitQuery",
+           "SubmitDemand", "PollQuery", "CancelQuery", "ReleaseLease", "Stats", "Ping")
+OPCODES = {name: i + 1 for i, name in enumerate(METHODS)}
+_SERVICE = pb.DESCRIPTOR.services_by_name["EngineService"].methods_by_name
+REPLY_TYPES = {name: getattr(pb, _SERVICE[name].output_type.name) for name in METHODS}
+SOCKET_NAME = "colocated.sock"
+
+
+def available(socket_path: str | os.PathLike) -> bool:
+    """Whether this platform has SEQPACKET Unix sockets and the Manager's channel socket exists."""
+    return hasattr(socket, "SOCK_SEQPACKET") and hasattr(socket, "AF_UNIX") and os.path.exists(socket_path)
+
+
+def _refusal(status: int, body) -> OrbitKvError:
+    text = bytes(body).decode("utf-8", "replace")
+    if status == STATUS_INTERNAL:
+        return OrbitKvError("ERROR_REASON_UNSPECIFIED", "INTERNAL", text)
+    try:
+        reason = pb.ErrorReason.Name(status)
+    except ValueError:  # a newer Manager's reason
+        reason = "ERROR_REASON_UNSPECIFIED"
+    message = text.split(": ", 1)[1] if text.startswith(reason + ": ") else text
+    return OrbitKvError(reason, reason, message)
+
+
+class ColocatedTransport:
+    """One connection to the co-located channel; ``call(method, request, timeout)`` like the gRPC transport."""
+
+    def __init__(self, socket_path: str | os.PathLike, token: str, fallback=None,
+                 connect_timeout_seconds: float = 10.0):
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._fallback = fallback
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._closed = False
+        self._timeout = None
+        try:
+            self._socket.settimeout(connect_timeout_seconds)
+            self._socket.connect(os.fspath(socket_path))
+            self._socket.send(HEADER.pack(VERSION, OP_HELLO, 0, 0) + token.encode("utf-8"))
+            reply = self._socket.recv(4096)
+            if len(reply) < HEADER.size:
+                raise OrbitKvError("ERROR_REASON_UNSPECIFIED", "UNAVAILABLE",
+                                   "the Manager closed the co-located channel during Hello")
+            _, _, status, _ = HEADER.unpack_from(reply)
+            if status:
+                raise _refusal(status, reply[HEADER.size:])
+            self.max_frame_bytes, self.max_in_flight = HELLO_REPLY.unpack_from(reply, HEADER.size)
+            if self._socket.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) < 2 * self.max_frame_bytes:
+                self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 2 * self.max_frame_bytes)
+            # Blocking without a timeout: a timeout costs a poll() before every recv. A Manager that stops answering
+            # closes the socket (its stop, or its death) and the recv returns.
+            self._socket.settimeout(None)
+        except BaseException:
+            self._socket.close()
+            if fallback is not None:
+                fallback.close()
+            raise
+        self._received = bytearray(self.max_frame_bytes + 1)
+        self._view = memoryview(self._received)
+
+    def call(self, method: str, request, timeout: float | None = None):
+        opcode = OPCODES.get(method)
+        if opcode is None:
+            raise ValueError(f"no engine call {method!r}")
+        body = request.SerializeToString()
+        if HEADER.size + len(body) > self.max_frame_bytes:
+            if self._fallback is not None:
+                return self._fallback.call(method, request, timeout)
+            raise OrbitKvError("OVERSIZED_REQUEST", "OVERSIZED_REQUEST",
+                               f"a {method} request of {len(body)} bytes does not fit the co-located frame bound "
+                               f"({self.max_frame_bytes} bytes): use gRPC for it")
+        with self._lock:
+            if self._closed:
+                raise OrbitKvError("ERROR_REASON_UNSPECIFIED", "UNAVAILABLE", "the co-located channel is closed")
+            request_id = next(self._ids) & 0xFFFFFFFF
+            try:
+                self._socket.send(HEADER.pack(VERSION, opcode, 0, request_id) + body)
+                n = self._socket.recv_into(self._received)
+                if n == 0:
+                    raise ConnectionError("the Manager closed the co-located channel")
+                if n < HEADER.size or n > self.max_frame_bytes:
+                    raise ConnectionError(f"a reply of {n} bytes is not a frame")
+                _, _, status, answered = HEADER.unpack_from(self._received)
+                if answered != request_id:
+                    raise ConnectionError(f"the reply answers request {answered}, not {request_id}")
+                if status:
+                    raise _refusal(status, self._view[HEADER.size:n])
+                return REPLY_TYPES[method].FromString(self._view[HEADER.size:n])
+            except OSError as e:  # ConnectionError and socket.timeout are OSErrors
+                self._close_locked()
+                raise OrbitKvError("ERROR_REASON_UNSPECIFIED", "UNAVAILABLE",
+                                   f"{method} over the co-located channel failed ({e!r}); the channel is closed") from None
+
+    @property
+    def sessions_ended(self) -> bool:
+        """True once the connection is closed or broken: the Manager then ended the sessions registered over it."""
+        return self._closed
+
+    def _close_locked(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._socket.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
+        if self._fallback is not None:
+            self._fallback.close()
