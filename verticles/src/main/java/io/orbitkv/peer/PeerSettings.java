@@ -25,11 +25,17 @@ import io.orbitkv.common.ConfigValues;
  * @param verifyThreads     requester: threads that compute each received page's CRC32C once the page has landed, off
  *                          the transfer connection's event loop ({@link TcpPeerTransport}); 0 = inline on the loop as
  *                          each read lands
+ * @param mooncakeTe        {@code peer.transport=mooncake-te}: the network {@code peer.mooncake-te.trusted-network}
+ *                          names, which this Manager's TE address and every source's TE segment must lie in; payload
+ *                          then moves over Mooncake's Transfer Engine ({@link MooncakePeerTransport}) and the transfer
+ *                          port stays closed. Null: the built-in transport (TLS or plaintext).
  */
 public record PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes,
                            int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes,
-                           int transferLoops, int verifyThreads) {
+                           int transferLoops, int verifyThreads, TrustedNetwork mooncakeTe) {
     public static final long PREFAULT_DEFAULT = 4L << 30;
+    /** The {@code peer.transport} value that moves payload over Mooncake's Transfer Engine. */
+    public static final String MOONCAKE_TE = "mooncake-te";
     /**
      * {@code peer.verify-threads} when not set: 0, the CRC32C inline on the transfer loop. Verifier threads are opt-in
      * until they are shown to help: on the 2-core VM `bench peer` measured 0.64 inline against 0.56 with one verifier
@@ -59,6 +65,14 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
         return Math.min(4, cores / 4);
     }
 
+    /** The built-in transport (no Transfer Engine). */
+    public PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes, int maxKeys,
+                        long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes,
+                        int transferLoops, int verifyThreads) {
+        this(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage, testStallLeasePages,
+                stagingBytes, prefaultBytes, transferLoops, verifyThreads, null);
+    }
+
     /** Without transfer-loops and verifier settings: the defaults. */
     public PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes, int maxKeys,
                         long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes) {
@@ -76,13 +90,19 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
     /** The same settings with {@code verifyThreads} verifier threads. */
     public PeerSettings withVerifyThreads(int verifyThreads) {
         return new PeerSettings(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
-                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads);
+                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads, mooncakeTe);
     }
 
     /** The same settings with {@code transferLoops} transfer loops. */
     public PeerSettings withTransferLoops(int transferLoops) {
         return new PeerSettings(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
-                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads);
+                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads, mooncakeTe);
+    }
+
+    /** The same settings over Mooncake's Transfer Engine, trusting {@code network} (null: the built-in transport). */
+    public PeerSettings withMooncakeTe(TrustedNetwork network) {
+        return new PeerSettings(port, transferPort, false, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
+                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads, network);
     }
 
     public PeerSettings {
@@ -107,8 +127,29 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
             throw new ConfigException("peer.port", "needs cluster.enabled (peers are cluster members)");
         }
         String transport = v.string("peer.transport").strip();
-        if (!transport.equals("tls") && !transport.equals("plaintext")) {
-            throw new ConfigException("peer.transport", "must be tls or plaintext, got '" + transport + "'");
+        if (!transport.equals("tls") && !transport.equals("plaintext") && !transport.equals(MOONCAKE_TE)) {
+            throw new ConfigException("peer.transport", "must be tls, plaintext or " + MOONCAKE_TE + ", got '"
+                    + transport + "'");
+        }
+        TrustedNetwork trusted = null;
+        if (transport.equals(MOONCAKE_TE)) {
+            // TE authenticates nobody and listens on every interface: the operator names the network it trusts
+            String cidr = v.string("peer.mooncake-te.trusted-network").strip();
+            if (cidr.isEmpty()) {
+                throw new ConfigException("peer.mooncake-te.trusted-network", "peer.transport " + MOONCAKE_TE
+                        + " needs the network it trusts (CIDR, e.g. 10.0.0.0/24): any process that can reach the TE"
+                        + " ports can read and overwrite every page of the pool (docs/mooncake-te.md)");
+            }
+            try {
+                trusted = TrustedNetwork.parse(cidr);
+            } catch (IllegalArgumentException e) {
+                throw new ConfigException("peer.mooncake-te.trusted-network", e.getMessage());
+            }
+            String host = v.string("cluster.host").strip();
+            if (!trusted.contains(host)) {
+                throw new ConfigException("peer.mooncake-te.trusted-network", "cluster.host " + host
+                        + " (the address TE advertises) is not an IP literal inside " + cidr);
+            }
         }
         return new PeerSettings(port, transferPort, transport.equals("plaintext"),
                 v.integer("peer.max-lease-ms", 10, 600_000), v.size("peer.credit-bytes", 4096, 1L << 40),
@@ -117,6 +158,6 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
                 v.size("peer.prefault-bytes", 0, 1L << 50),
                 v.countOrAuto("peer.transfer-loops", defaultTransferLoops(), 64),
                 v.countOrAuto("peer.verify-threads",
-                        autoVerifyThreads(Runtime.getRuntime().availableProcessors()), 64));
+                        autoVerifyThreads(Runtime.getRuntime().availableProcessors()), 64), trusted);
     }
 }

@@ -99,6 +99,18 @@ final class PeerSource {
     private final Counter sourceChecksums;
     private long nextLease = 1;
     private boolean stopping;
+    private GrantExtension grantExtension;
+
+    /** What a transport adds to each grant (the Transfer Engine's segment and each page's address there). */
+    @FunctionalInterface
+    interface GrantExtension {
+        void extend(PeerGrant.Builder grant, List<ImageRef> refs);
+    }
+
+    /** Grants carry what {@code extension} adds (null: only the transfer port's endpoint). */
+    void grantExtension(GrantExtension extension) {
+        this.grantExtension = extension;
+    }
 
     PeerSource(Vertx vertx, PeerSettings settings, String host, MembershipRole membership, StorageProxy storage,
                Supplier<MemorySegment> pool, MeterRegistry registry, Ticker ticker) {
@@ -294,6 +306,9 @@ final class PeerSource {
                 ImageRef ref = lease.refs.get(i);
                 grant.addPages(PeerPage.newBuilder().setGeneration(ref.generation()).setLengthBytes(ref.lengthBytes())
                         .setCrc32C(crcs.get(i).intValue()).setStaged(staged.contains(ref)));
+            }
+            if (grantExtension != null) {
+                grantExtension.extend(grant, lease.refs);
             }
             return PeerReserveReply.newBuilder().setGrant(grant).build();
         });

@@ -67,7 +67,10 @@ public final class PeerVerticle extends VerticleBase {
 
     private Context context;
     private SharedMemoryFile pool;
-    private TcpPeerTransport transport;
+    /** The payload transport: {@link #tcp} or {@link #mooncake}, whichever {@code peer.transport} names. */
+    private PeerTransport transport;
+    private TcpPeerTransport tcp;
+    private MooncakePeerTransport mooncake;
     private HttpServer grpcServer;
     private GrpcClient grpcClient;
     private PeerSource source;
@@ -115,10 +118,17 @@ public final class PeerVerticle extends VerticleBase {
         grpcClient = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
                 .setProtocolVersion(HttpVersion.HTTP_2).setHttp2ClearTextUpgrade(false)
                 .setVerifyHost(true).setKeyCertOptions(keyCert).setTrustOptions(trust).setConnectTimeout(5_000));
-        transport = new TcpPeerTransport(vertx, settings, registry, cluster.tlsCa(), cluster.tlsCert(), cluster.tlsKey(),
-                membership.memberId(), ticker);
+        if (settings.mooncakeTe() != null) {
+            transport = mooncake = new MooncakePeerTransport(vertx, settings, registry, membership.memberId());
+        } else {
+            transport = tcp = new TcpPeerTransport(vertx, settings, registry, cluster.tlsCa(), cluster.tlsCert(),
+                    cluster.tlsKey(), membership.memberId(), ticker);
+        }
         source = new PeerSource(vertx, settings, cluster.host(), membership, storage, () -> pool.segment(), registry,
                 ticker);
+        if (mooncake != null) {
+            source.grantExtension(mooncake.grantExtension());
+        }
         requester = new PeerRequester(context, membership, grpcClient, storage, transport, () -> pool.segment(), cost,
                 registry, ticker);
         requester.reserveGate(reserveGate);
@@ -143,7 +153,11 @@ public final class PeerVerticle extends VerticleBase {
                 .compose(mapped -> {
                     pool = mapped;
                     startPrefault();
-                    return transport.serve(cluster.host(), settings.transferPort(), poolPath, pool.segment(),
+                    if (mooncake != null) { // no transfer port: TE's own listeners serve the registered pool
+                        return vertx.executeBlocking(() -> mooncake.start(cluster.host(), poolPath, poolBytes,
+                                pool.segment()), false).mapEmpty();
+                    }
+                    return tcp.serve(cluster.host(), settings.transferPort(), poolPath, pool.segment(),
                             source.transferSource());
                 })
                 .compose(port -> vertx.createHttpServer(new HttpServerOptions().setHost(cluster.host())
@@ -227,13 +241,18 @@ public final class PeerVerticle extends VerticleBase {
         }
     }
 
-    /** Transfer connections this Manager opened as a requester (reused ones count once; tests). */
+    /** Transfer connections this Manager opened as a requester (reused ones count once; 0 over TE; tests). */
     public long transferConnectionsOpened() {
-        return transport.connectionsOpened();
+        return tcp == null ? 0 : tcp.connectionsOpened();
     }
 
-    /** The transport (tests: its verifier seam and counts). */
+    /** The built-in transport (tests: its verifier seam and counts); null with {@code peer.transport: mooncake-te}. */
     public TcpPeerTransport transport() {
+        return tcp;
+    }
+
+    /** The payload transport this role runs (built-in or Transfer Engine). */
+    public PeerTransport peerTransport() {
         return transport;
     }
 }
