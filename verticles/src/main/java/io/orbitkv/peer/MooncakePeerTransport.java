@@ -3,6 +3,7 @@ package io.orbitkv.peer;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
 import io.orbitkv.model.ImageRef;
 import io.orbitkv.nativeio.mooncake.MemoryRegistration;
 import io.orbitkv.nativeio.mooncake.MooncakeTransferEngine;
@@ -23,10 +24,13 @@ import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -36,11 +40,14 @@ import org.slf4j.LoggerFactory;
  * one-sided reads; the lease, its token, credits, generations and checksums stay on the mutual-TLS reserve channel.
  *
  * <p>Design note (registered memory). At {@link #start} this transport maps the pool file a second time (its own
- * mapping, not the peer role's) and registers that mapping with its one TE engine; the source's grants name the
- * engine's segment and each page's address inside that mapping ({@link #grantExtension}), and a requester's reads land
- * in the same mapping, at its fresh slots' offsets. Owning the mapping lets the transport keep it mapped for as long
- * as TE may write into it, whatever the peer role does with its own. Pages already resident on the requester (scratch
- * destinations) are not read at all.
+ * mapping, not the peer role's) and starts one TE engine; it never registers the whole pool. A source registers each
+ * page a grant names, for as long as a lease exposes it (counted per page, since two leases may share one;
+ * {@link #grantExtension}: the peer source calls {@code withdraw} when the lease ends), and the grant names the
+ * engine's segment and each page's address in this mapping. A requester registers the fresh slots of one batch when it
+ * submits it and unregisters them once TE reports the batch terminal. So what TE can reach at any moment is the pages
+ * of live leases and the slots of batches in flight (TE's TCP transport lets any caller read and write any registered
+ * range). Owning the mapping lets the transport keep it mapped for as long as TE may write into it, whatever the peer
+ * role does with its own. Pages already resident on the requester (scratch destinations) are not read at all.
  *
  * <p>Design note (batches and the poller). A receive submits one batch of reads per lease from a single submitter
  * thread (the first read to a peer blocks on TE's handshake), then hands the batch to {@link TePoller}, the one thread
@@ -70,12 +77,28 @@ public final class MooncakePeerTransport implements PeerTransport {
     private final Counter bytesRead;
     private final AtomicLong receivedBytes = new AtomicLong();
     private final AtomicLong pagesGranted = new AtomicLong();
+    private final AtomicInteger exposedCount = new AtomicInteger();
+    private final AtomicInteger slotsRegistered = new AtomicInteger();
+    /** Time spent registering and unregistering pages with TE (per grant, lease end, and batch). */
+    private final Timer registrations;
     /** Set once by {@link #start}, on a worker; read by receives and grants that start after it. */
     private volatile Started started;
     private volatile boolean closing;
 
-    private record Started(MooncakeTransferEngine engine, SharedMemoryFile mapping, MemoryRegistration registration,
-                           MemorySegment rolePool) {}
+    private record Started(MooncakeTransferEngine engine, SharedMemoryFile mapping, MemorySegment rolePool) {}
+
+    /** A source page registered for the leases that expose it (the peer role's context only). */
+    private static final class Exposed {
+        final MemoryRegistration registration;
+        int leases;
+
+        Exposed(MemoryRegistration registration) {
+            this.registration = registration;
+        }
+    }
+
+    /** Source pages registered now, by pool offset (the peer role's context only). */
+    private final Map<Long, Exposed> exposed = new HashMap<>();
 
     /** Pages the source's flip hook corrupted: registered copies, freed with the engine. */
     private final Arena faultArena = Arena.ofShared();
@@ -91,6 +114,14 @@ public final class MooncakePeerTransport implements PeerTransport {
                 .name("orbitkv-te-submit-" + name).factory());
         bytesRead = Counter.builder("orbitkv_peer_te_read_bytes_total")
                 .description("Payload bytes this requester read from peers over the Transfer Engine").register(registry);
+        registrations = Timer.builder("orbitkv_peer_te_registration_seconds")
+                .description("Time spent registering or unregistering with the Transfer Engine the pages a lease exposes"
+                        + " (source) or the slots a batch fills (requester), per grant, lease end or batch").register(registry);
+        Gauge.builder("orbitkv_peer_te_exposed_pages", exposedCount, AtomicInteger::get)
+                .description("Source pages registered with the Transfer Engine now (those of live leases)").register(registry);
+        Gauge.builder("orbitkv_peer_te_registered_slots", slotsRegistered, AtomicInteger::get)
+                .description("Requester slots registered with the Transfer Engine now (those of batches in flight)")
+                .register(registry);
         Gauge.builder("orbitkv_peer_te_batches", poller, TePoller::watching)
                 .description("Transfer Engine batches submitted and not yet terminal").register(registry);
     }
@@ -110,8 +141,7 @@ public final class MooncakePeerTransport implements PeerTransport {
         SharedMemoryFile mapping = null;
         try {
             mapping = SharedMemoryFile.map(poolPath, poolBytes);
-            MemoryRegistration registration = engine.register(mapping.segment());
-            started = new Started(engine, mapping, registration, rolePool);
+            started = new Started(engine, mapping, rolePool);
             return engine.segmentName();
         } catch (Exception | Error e) {
             engine.close();
@@ -133,6 +163,11 @@ public final class MooncakePeerTransport implements PeerTransport {
         return receivedBytes.get();
     }
 
+    /** Requester slots registered with TE now (those of batches not yet terminal). */
+    public int slotsRegistered() {
+        return slotsRegistered.get();
+    }
+
     /** Batches submitted and not yet terminal (freed). */
     public int batchesInFlight() {
         return poller.watching();
@@ -140,21 +175,52 @@ public final class MooncakePeerTransport implements PeerTransport {
 
     // ---------------------------------------------------------------- source
 
-    /** What the source adds to each grant: this engine's segment and each page's address in the registered mapping. */
+    /**
+     * What the source adds to each grant: this engine's segment and each page's address in this transport's mapping,
+     * each page registered with TE for as long as a lease exposes it (counted per page: two leases may share one).
+     */
     PeerSource.GrantExtension grantExtension() {
-        return (grant, refs) -> {
-            Started s = started;
-            grant.setTeSegment(s.engine.segmentName());
-            for (int i = 0; i < refs.size(); i++) {
-                ImageRef ref = refs.get(i);
-                long address = s.registration.address() + ref.offset();
-                long n = pagesGranted.incrementAndGet();
-                if (settings.testFlipPage() > 0 && n == settings.testFlipPage()) {
-                    address = corruptedCopy(s, ref);
+        return new PeerSource.GrantExtension() {
+            @Override
+            public void expose(PeerGrant.Builder grant, List<ImageRef> refs) {
+                Started s = started;
+                grant.setTeSegment(s.engine.segmentName());
+                long begun = System.nanoTime();
+                for (int i = 0; i < refs.size(); i++) {
+                    ImageRef ref = refs.get(i);
+                    exposed.computeIfAbsent(ref.offset(), offset -> {
+                        exposedCount.incrementAndGet();
+                        return new Exposed(s.engine.register(s.mapping.segment().asSlice(offset, ref.lengthBytes())));
+                    }).leases++;
+                    long address = s.mapping.segment().address() + ref.offset();
+                    long n = pagesGranted.incrementAndGet();
+                    if (settings.testFlipPage() > 0 && n == settings.testFlipPage()) {
+                        address = corruptedCopy(s, ref);
+                    }
+                    grant.getPagesBuilder(i).setTeAddress(address);
                 }
-                grant.getPagesBuilder(i).setTeAddress(address);
+                registrations.record(System.nanoTime() - begun, TimeUnit.NANOSECONDS);
+            }
+
+            @Override
+            public void withdraw(List<ImageRef> refs) {
+                long begun = System.nanoTime();
+                for (ImageRef ref : refs) {
+                    Exposed e = exposed.get(ref.offset());
+                    if (e != null && --e.leases == 0) {
+                        exposed.remove(ref.offset());
+                        exposedCount.decrementAndGet();
+                        e.registration.close(); // a read still in flight now fails TE's range check: a miss there
+                    }
+                }
+                registrations.record(System.nanoTime() - begun, TimeUnit.NANOSECONDS);
             }
         };
+    }
+
+    /** Source pages registered with TE now (exposed by at least one live lease). */
+    public int exposedPages() {
+        return exposedCount.get();
     }
 
     /** Test hook ({@code fault-injection.peer.flip-page}): the page's bytes, one flipped, in registered memory. */
@@ -267,6 +333,7 @@ public final class MooncakePeerTransport implements PeerTransport {
         /** On the submitter thread: open the segment, allocate and submit the batch, hand it to the poller. */
         void submit(Started s, String segmentName, List<Destination> destinations, List<Long> remote, long bytes) {
             TransferBatch batch = null;
+            List<MemoryRegistration> slots = new ArrayList<>(remote.size());
             try {
                 if (fenced || closing) {
                     throw new PeerException(PeerException.Kind.TRANSFER_FAILED, "fenced before submission");
@@ -274,14 +341,19 @@ public final class MooncakePeerTransport implements PeerTransport {
                 RemoteSegment peer = s.engine.openSegment(segmentName);
                 List<TransferRequest> reads = new ArrayList<>(remote.size());
                 long rolePool = s.rolePool.address();
+                long begun = System.nanoTime();
                 int r = 0;
                 for (Destination d : destinations) {
                     long offset = d.slot().address() - rolePool;
                     if (offset >= 0 && offset + d.slot().byteSize() <= s.rolePool.byteSize()) {
-                        reads.add(TransferRequest.read(s.mapping.segment().asSlice(offset, d.slot().byteSize()), peer,
-                                remote.get(r++)));
+                        // only the fresh slots are registered, and only while the batch may write them
+                        MemorySegment local = s.mapping.segment().asSlice(offset, d.slot().byteSize());
+                        slots.add(s.engine.register(local));
+                        slotsRegistered.incrementAndGet();
+                        reads.add(TransferRequest.read(local, peer, remote.get(r++)));
                     }
                 }
+                registrations.record(System.nanoTime() - begun, TimeUnit.NANOSECONDS);
                 batch = s.engine.allocateBatch(reads.size());
                 batch.submit(reads);
             } catch (RuntimeException e) {
@@ -291,13 +363,28 @@ public final class MooncakePeerTransport implements PeerTransport {
                     if (batch != null) {
                         batch.free();
                     }
+                    unregister(slots);
                     owner.runOnContext(v -> refuse(failure));
                     return;
                 }
                 owner.runOnContext(v -> result.tryFail(failure)); // part of it was queued: polled to its end all the same
             }
             state = State.IN_FLIGHT;
-            poller.watch(batch, (states, failure) -> owner.runOnContext(v -> end(states, failure, bytes)));
+            poller.watch(batch, (states, failure) -> {
+                if (states != null) {
+                    unregister(slots); // terminal: TE writes no more into them
+                }
+                owner.runOnContext(v -> end(states, failure, bytes));
+            });
+        }
+
+        private void unregister(List<MemoryRegistration> slots) {
+            long begun = System.nanoTime();
+            for (MemoryRegistration slot : slots) {
+                slot.close();
+                slotsRegistered.decrementAndGet();
+            }
+            registrations.record(System.nanoTime() - begun, TimeUnit.NANOSECONDS);
         }
 
         /** On the owner's context: the batch is freed (or polling it failed and it stays live). */
