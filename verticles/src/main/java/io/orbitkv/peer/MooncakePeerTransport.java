@@ -133,11 +133,12 @@ public final class MooncakePeerTransport implements PeerTransport {
      * engine's segment name.
      */
     public String start(String host, Path poolPath, long poolBytes, MemorySegment rolePool) throws Exception {
-        if (!settings.mooncakeTe().contains(host)) {
+        if (!settings.mooncakeTe().trustedNetwork().contains(host)) {
             throw new IllegalArgumentException("the Transfer Engine address " + host + " is not inside the trusted network "
-                    + settings.mooncakeTe());
+                    + settings.mooncakeTe().trustedNetwork());
         }
-        MooncakeTransferEngine engine = MooncakeTransferEngine.startTcp(host);
+        MooncakeTransferEngine engine = settings.mooncakeTe().discover() ? MooncakeTransferEngine.startDiscovered(host)
+                : MooncakeTransferEngine.startTcp(host);
         SharedMemoryFile mapping = null;
         try {
             mapping = SharedMemoryFile.map(poolPath, poolBytes);
@@ -283,9 +284,9 @@ public final class MooncakePeerTransport implements PeerTransport {
             return "the source does not serve this lease over the Transfer Engine (check peer.transport on both sides)";
         }
         int colon = segment.lastIndexOf(':');
-        if (colon <= 0 || !settings.mooncakeTe().contains(segment.substring(0, colon))) {
+        if (colon <= 0 || !settings.mooncakeTe().trustedNetwork().contains(segment.substring(0, colon))) {
             return "the source's Transfer Engine segment " + segment + " is outside the trusted network "
-                    + settings.mooncakeTe();
+                    + settings.mooncakeTe().trustedNetwork();
         }
         if (grant.getPagesCount() != destinations.size()) {
             return "the grant names " + grant.getPagesCount() + " pages for " + destinations.size() + " destinations";

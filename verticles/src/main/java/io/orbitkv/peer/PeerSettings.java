@@ -25,14 +25,14 @@ import io.orbitkv.common.ConfigValues;
  * @param verifyThreads     requester: threads that compute each received page's CRC32C once the page has landed, off
  *                          the transfer connection's event loop ({@link TcpPeerTransport}); 0 = inline on the loop as
  *                          each read lands
- * @param mooncakeTe        {@code peer.transport=mooncake-te}: the network {@code peer.mooncake-te.trusted-network}
- *                          names, which this Manager's TE address and every source's TE segment must lie in; payload
- *                          then moves over Mooncake's Transfer Engine ({@link MooncakePeerTransport}) and the transfer
- *                          port stays closed. Null: the built-in transport (TLS or plaintext).
+ * @param mooncakeTe        {@code peer.transport=mooncake-te}: the {@code peer.mooncake-te.*} settings (the trusted
+ *                          network, the TE protocol); payload then moves over Mooncake's Transfer Engine
+ *                          ({@link MooncakePeerTransport}) and the transfer port stays closed. Null: the built-in
+ *                          transport (TLS or plaintext).
  */
 public record PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes,
                            int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes,
-                           int transferLoops, int verifyThreads, TrustedNetwork mooncakeTe) {
+                           int transferLoops, int verifyThreads, MooncakeTeSettings mooncakeTe) {
     public static final long PREFAULT_DEFAULT = 4L << 30;
     /** The {@code peer.transport} value that moves payload over Mooncake's Transfer Engine. */
     public static final String MOONCAKE_TE = "mooncake-te";
@@ -99,8 +99,8 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
                 testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads, mooncakeTe);
     }
 
-    /** The same settings over Mooncake's Transfer Engine, trusting {@code network} (null: the built-in transport). */
-    public PeerSettings withMooncakeTe(TrustedNetwork network) {
+    /** The same settings over Mooncake's Transfer Engine (null: the built-in transport). */
+    public PeerSettings withMooncakeTe(MooncakeTeSettings network) {
         return new PeerSettings(port, transferPort, false, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
                 testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads, network);
     }
@@ -131,8 +131,9 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
             throw new ConfigException("peer.transport", "must be tls, plaintext or " + MOONCAKE_TE + ", got '"
                     + transport + "'");
         }
-        TrustedNetwork trusted = null;
+        MooncakeTeSettings te = null;
         if (transport.equals(MOONCAKE_TE)) {
+            TrustedNetwork trusted;
             // TE authenticates nobody and listens on every interface: the operator names the network it trusts
             String cidr = v.string("peer.mooncake-te.trusted-network").strip();
             if (cidr.isEmpty()) {
@@ -150,6 +151,11 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
                 throw new ConfigException("peer.mooncake-te.trusted-network", "cluster.host " + host
                         + " (the address TE advertises) is not an IP literal inside " + cidr);
             }
+            String protocol = v.string("peer.mooncake-te.protocol").strip();
+            if (!protocol.equals(MooncakeTeSettings.PROTOCOL_TCP) && !protocol.equals(MooncakeTeSettings.PROTOCOL_AUTO)) {
+                throw new ConfigException("peer.mooncake-te.protocol", "must be tcp or auto, got '" + protocol + "'");
+            }
+            te = new MooncakeTeSettings(trusted, protocol.equals(MooncakeTeSettings.PROTOCOL_AUTO));
         }
         return new PeerSettings(port, transferPort, transport.equals("plaintext"),
                 v.integer("peer.max-lease-ms", 10, 600_000), v.size("peer.credit-bytes", 4096, 1L << 40),
@@ -158,6 +164,6 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
                 v.size("peer.prefault-bytes", 0, 1L << 50),
                 v.countOrAuto("peer.transfer-loops", defaultTransferLoops(), 64),
                 v.countOrAuto("peer.verify-threads",
-                        autoVerifyThreads(Runtime.getRuntime().availableProcessors()), 64), trusted);
+                        autoVerifyThreads(Runtime.getRuntime().availableProcessors()), 64), te);
     }
 }

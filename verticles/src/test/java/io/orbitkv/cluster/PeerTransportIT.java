@@ -88,7 +88,12 @@ class PeerTransportIT {
         LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), settings));
         try {
             rig = PeerITFixture.SourceAndRequester.start(dir, cluster, cluster.inProcessMember(2).peer(transport)
-                    .set("peer.mooncake-te.trusted-network", "127.0.0.1/32").settings(), 64L << 20,
+                    .set("peer.mooncake-te.trusted-network", "127.0.0.1/32")
+                    // the source's event-bus port as a seed too: a cold JVM's first etcd read can time out on a loaded
+                    // host, and a requester seeded from etcd alone then forms an event-bus cluster of its own
+                    .set("cluster.hazelcast-seeds", "127.0.0.1:"
+                            + cluster.settingsOf(cluster.node(1), Map.of()).get("cluster.hazelcast-port"))
+                    .settings(), 64L << 20,
                     PeerITFixture.identity("peer-transport-" + transport));
         } catch (Exception | Error e) {
             ClusterProcesses.closeAndAssertNoneLeft(cluster);
