@@ -118,11 +118,12 @@ public final class PeerVerticle extends VerticleBase {
         grpcClient = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
                 .setProtocolVersion(HttpVersion.HTTP_2).setHttp2ClearTextUpgrade(false)
                 .setVerifyHost(true).setKeyCertOptions(keyCert).setTrustOptions(trust).setConnectTimeout(5_000));
+        String memberId = membership.memberId(); // names the transport's threads
         if (settings.mooncakeTe() != null) {
-            transport = mooncake = new MooncakePeerTransport(vertx, settings, registry, membership.memberId());
+            transport = mooncake = new MooncakePeerTransport(vertx, settings, registry, memberId);
         } else {
             transport = tcp = new TcpPeerTransport(vertx, settings, registry, cluster.tlsCa(), cluster.tlsCert(),
-                    cluster.tlsKey(), membership.memberId(), ticker);
+                    cluster.tlsKey(), memberId, ticker);
         }
         source = new PeerSource(vertx, settings, cluster.host(), membership, storage, () -> pool.segment(), registry,
                 ticker);
@@ -149,15 +150,16 @@ public final class PeerVerticle extends VerticleBase {
         GrpcServer grpc = GrpcServer.server(vertx);
         grpc.callHandler(PeerTransferGrpcService.Reserve, source::onReserve);
         grpc.callHandler(PeerTransferGrpcService.Release, source::onRelease);
+        String payloadHost = cluster.host();
         return vertx.executeBlocking(() -> SharedMemoryFile.map(poolPath, poolBytes))
                 .compose(mapped -> {
                     pool = mapped;
                     startPrefault();
-                    if (mooncake != null) { // no transfer port: TE's own listeners serve the registered pool
-                        return vertx.executeBlocking(() -> mooncake.start(cluster.host(), poolPath, poolBytes,
+                    if (mooncake != null) { // no transfer port: TE's own listeners serve what leases expose
+                        return vertx.executeBlocking(() -> mooncake.start(payloadHost, poolPath, poolBytes,
                                 pool.segment()), false).mapEmpty();
                     }
-                    return tcp.serve(cluster.host(), settings.transferPort(), poolPath, pool.segment(),
+                    return tcp.serve(payloadHost, settings.transferPort(), poolPath, pool.segment(),
                             source.transferSource());
                 })
                 .compose(port -> vertx.createHttpServer(new HttpServerOptions().setHost(cluster.host())
