@@ -226,6 +226,10 @@ public record ManagerConfig(
         d.put("peer.port", "-1");
         d.put("peer.transfer-port", "-1");
         d.put("peer.transport", "tls");
+        // Empty: required (a CIDR) before peer.transport mooncake-te is accepted. See docs/mooncake-te.md.
+        d.put("peer.mooncake-te.trusted-network", "");
+        // tcp: TE's TCP transport; auto: TE picks RDMA where a verbs device exists (perf/rdma/te-rdma.sh), else TCP.
+        d.put("peer.mooncake-te.protocol", "tcp");
         d.put("peer.max-lease-ms", "10000");
         d.put("peer.credit-bytes", "256MiB");
         d.put("peer.max-keys", "4096");

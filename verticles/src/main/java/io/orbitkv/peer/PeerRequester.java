@@ -212,17 +212,19 @@ final class PeerRequester {
     Future<PeerCommands.Fetched> submit(PeerCommands.Acquired a, boolean pin) {
         PeerGrant grant = a.grant;
         long submitted = ticker.nanos();
-        PeerTransport.Receive receive = transport.receive(grant.getTransferEndpoint(), grant.getLeaseId(),
-                grant.getTransferToken().toByteArray(), a.destinations, Duration.ofMillis(remainingMillis(a.deadlineNanos)));
+        PeerTransport.Receive receive = transport.receive(grant, a.destinations,
+                Duration.ofMillis(remainingMillis(a.deadlineNanos)));
         return receive.completion().transform(ar -> {
             observe(a, CostPath.PEER_FETCH, ar.succeeded(), ticker.nanos() - submitted);
             if (ar.failed()) {
                 // fenced first (nothing more lands in the slots), then the slots go
-                return receive.fence().compose(v -> storage.abort(PEER_INSTANCE, a.publishId))
+                Future<PeerCommands.Fetched> freed = receive.fence().compose(v -> storage.abort(PEER_INSTANCE, a.publishId))
                         .transform(x -> {
                             release(a.client, grant);
                             return Future.<PeerCommands.Fetched>failedFuture(ar.cause());
                         });
+                // a fence that waits on the source (stopped mid-batch) must not hold the caller past its budget
+                return receive.fenceWaitsOnPeer() ? Future.failedFuture(ar.cause()) : freed;
             }
             a.stages.add(PeerCommands.Stage.RESIDENT);
             StorageCommands.Seal seal = new StorageCommands.Seal(PEER_INSTANCE, a.publishId, a.crcs, a.written,

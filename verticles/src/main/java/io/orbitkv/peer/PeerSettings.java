@@ -34,12 +34,18 @@ import io.orbitkv.common.ConfigValues;
  * @param warmIntervalMillis requester: every this long the warmer tops each member's idle connections up again (the
  *                          idle ones close after {@value IdleConnections#IDLE_SECONDS} s without use); 0 = only at start
  *                          and when a member joins
+ * @param mooncakeTe        {@code peer.transport=mooncake-te}: the {@code peer.mooncake-te.*} settings (the trusted
+ *                          network, the TE protocol); payload then moves over Mooncake's Transfer Engine
+ *                          ({@link MooncakePeerTransport}) and the transfer port stays closed. Null: the built-in
+ *                          transport (TLS or plaintext).
  */
 public record PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes,
                            int maxKeys, long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes,
                            int transferLoops, int verifyThreads, int warmConnections, long warmTimeoutMillis,
-                           long warmIntervalMillis) {
+                           long warmIntervalMillis, MooncakeTeSettings mooncakeTe) {
     public static final long PREFAULT_DEFAULT = 4L << 30;
+    /** The {@code peer.transport} value that moves payload over Mooncake's Transfer Engine. */
+    public static final String MOONCAKE_TE = "mooncake-te";
     /**
      * {@code peer.verify-threads} when not set: 0, the CRC32C inline on the transfer loop. Verifier threads are opt-in
      * until they are shown to help: on the 2-core VM `bench peer` measured 0.64 inline against 0.56 with one verifier
@@ -87,13 +93,13 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
                 stagingBytes, prefaultBytes, defaultTransferLoops(), VERIFY_THREADS_DEFAULT);
     }
 
-    /** Without warming settings: the defaults. */
+    /** The built-in transport (no Transfer Engine), without warming settings: the defaults. */
     public PeerSettings(int port, int transferPort, boolean plaintext, long maxLeaseMillis, long creditBytes, int maxKeys,
                         long testFlipPage, int testStallLeasePages, long stagingBytes, long prefaultBytes,
                         int transferLoops, int verifyThreads) {
         this(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage, testStallLeasePages,
                 stagingBytes, prefaultBytes, transferLoops, verifyThreads, autoWarmConnections(transferLoops),
-                WARM_TIMEOUT_DEFAULT_MS, WARM_INTERVAL_DEFAULT_MS);
+                WARM_TIMEOUT_DEFAULT_MS, WARM_INTERVAL_DEFAULT_MS, null);
     }
 
     /** Without a prefault setting: the default ({@value #PREFAULT_DEFAULT} bytes). */
@@ -107,21 +113,28 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
     public PeerSettings withVerifyThreads(int verifyThreads) {
         return new PeerSettings(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
                 testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads, warmConnections,
-                warmTimeoutMillis, warmIntervalMillis);
+                warmTimeoutMillis, warmIntervalMillis, mooncakeTe);
     }
 
     /** The same settings with {@code transferLoops} transfer loops. */
     public PeerSettings withTransferLoops(int transferLoops) {
         return new PeerSettings(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
                 testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads, warmConnections,
-                warmTimeoutMillis, warmIntervalMillis);
+                warmTimeoutMillis, warmIntervalMillis, mooncakeTe);
     }
 
     /** The same settings with {@code connections} warmed per member (0: no warming). */
     public PeerSettings withWarmConnections(int connections) {
         return new PeerSettings(port, transferPort, plaintext, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
                 testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads, connections,
-                warmTimeoutMillis, warmIntervalMillis);
+                warmTimeoutMillis, warmIntervalMillis, mooncakeTe);
+    }
+
+    /** The same settings over Mooncake's Transfer Engine (null: the built-in transport). */
+    public PeerSettings withMooncakeTe(MooncakeTeSettings network) {
+        return new PeerSettings(port, transferPort, false, maxLeaseMillis, creditBytes, maxKeys, testFlipPage,
+                testStallLeasePages, stagingBytes, prefaultBytes, transferLoops, verifyThreads, warmConnections,
+                warmTimeoutMillis, warmIntervalMillis, network);
     }
 
     public PeerSettings {
@@ -152,8 +165,35 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
             throw new ConfigException("peer.port", "needs cluster.enabled (peers are cluster members)");
         }
         String transport = v.string("peer.transport").strip();
-        if (!transport.equals("tls") && !transport.equals("plaintext")) {
-            throw new ConfigException("peer.transport", "must be tls or plaintext, got '" + transport + "'");
+        if (!transport.equals("tls") && !transport.equals("plaintext") && !transport.equals(MOONCAKE_TE)) {
+            throw new ConfigException("peer.transport", "must be tls, plaintext or " + MOONCAKE_TE + ", got '"
+                    + transport + "'");
+        }
+        MooncakeTeSettings te = null;
+        if (transport.equals(MOONCAKE_TE)) {
+            TrustedNetwork trusted;
+            // TE authenticates nobody and listens on every interface: the operator names the network it trusts
+            String cidr = v.string("peer.mooncake-te.trusted-network").strip();
+            if (cidr.isEmpty()) {
+                throw new ConfigException("peer.mooncake-te.trusted-network", "peer.transport " + MOONCAKE_TE
+                        + " needs the network it trusts (CIDR, e.g. 10.0.0.0/24): any process that can reach the TE"
+                        + " ports can read and overwrite every page of the pool (docs/mooncake-te.md)");
+            }
+            try {
+                trusted = TrustedNetwork.parse(cidr);
+            } catch (IllegalArgumentException e) {
+                throw new ConfigException("peer.mooncake-te.trusted-network", e.getMessage());
+            }
+            String host = v.string("cluster.host").strip();
+            if (!trusted.contains(host)) {
+                throw new ConfigException("peer.mooncake-te.trusted-network", "cluster.host " + host
+                        + " (the address TE advertises) is not an IP literal inside " + cidr);
+            }
+            String protocol = v.string("peer.mooncake-te.protocol").strip();
+            if (!protocol.equals(MooncakeTeSettings.PROTOCOL_TCP) && !protocol.equals(MooncakeTeSettings.PROTOCOL_AUTO)) {
+                throw new ConfigException("peer.mooncake-te.protocol", "must be tcp or auto, got '" + protocol + "'");
+            }
+            te = new MooncakeTeSettings(trusted, protocol.equals(MooncakeTeSettings.PROTOCOL_AUTO));
         }
         int transferLoops = v.countOrAuto("peer.transfer-loops", defaultTransferLoops(), 64);
         return new PeerSettings(port, transferPort, transport.equals("plaintext"),
@@ -165,6 +205,6 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
                 v.countOrAuto("peer.verify-threads",
                         autoVerifyThreads(Runtime.getRuntime().availableProcessors()), 64),
                 v.countOrAuto("peer.warm-connections", autoWarmConnections(transferLoops), IdleConnections.MAX_PER_ENDPOINT),
-                v.integer("peer.warm-timeout-ms", 1, 600_000), v.integer("peer.warm-interval-ms", 0, 3_600_000));
+                v.integer("peer.warm-timeout-ms", 1, 600_000), v.integer("peer.warm-interval-ms", 0, 3_600_000), te);
     }
 }

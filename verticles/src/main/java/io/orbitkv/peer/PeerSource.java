@@ -70,6 +70,8 @@ final class PeerSource {
         final PeerSsdStaging.Held staged;
         long timer = -1;
         boolean sending;
+        /** The transport's {@link GrantExtension} exposed this lease's pages (withdrawn when it ends). */
+        boolean exposed;
 
         Lease(long id, String requester, long requesterIncarnation, byte[] token, List<ImageRef> refs,
               long bytes, PeerSsdStaging.Held staged) {
@@ -103,6 +105,23 @@ final class PeerSource {
     private final Counter probes;
     private long nextLease = 1;
     private boolean stopping;
+    private GrantExtension grantExtension;
+
+    /**
+     * What a transport adds to each grant and exposes for its lease (the Transfer Engine's segment and each page's
+     * address, registered for the lease's life): {@link #expose} when the grant is answered, {@link #withdraw} exactly
+     * once when that lease ends.
+     */
+    interface GrantExtension {
+        void expose(PeerGrant.Builder grant, List<ImageRef> refs);
+
+        void withdraw(List<ImageRef> refs);
+    }
+
+    /** Grants carry what {@code extension} adds (null: only the transfer port's endpoint). */
+    void grantExtension(GrantExtension extension) {
+        this.grantExtension = extension;
+    }
 
     PeerSource(Vertx vertx, PeerSettings settings, String host, MembershipRole membership, StorageProxy storage,
                Supplier<MemorySegment> pool, MeterRegistry registry, Ticker ticker) {
@@ -309,6 +328,10 @@ final class PeerSource {
                 grant.addPages(PeerPage.newBuilder().setGeneration(ref.generation()).setLengthBytes(ref.lengthBytes())
                         .setCrc32C(crcs.get(i).intValue()).setStaged(staged.contains(ref)));
             }
+            if (grantExtension != null && leases.get(lease.id) == lease) { // not ended while its checksums ran
+                grantExtension.expose(grant, lease.refs);
+                lease.exposed = true;
+            }
             return PeerReserveReply.newBuilder().setGrant(grant).build();
         });
     }
@@ -351,6 +374,10 @@ final class PeerSource {
     }
 
     private void unpin(Lease lease) {
+        if (lease.exposed) {
+            lease.exposed = false;
+            grantExtension.withdraw(lease.refs);
+        }
         refund(lease.requester, lease.bytes);
         if (lease.staged != null) {
             staging.release(lease.staged);

@@ -1,5 +1,6 @@
 package io.orbitkv.peer;
 
+import io.orbitkv.protocol.peer.PeerGrant;
 import io.vertx.core.Future;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
@@ -8,8 +9,8 @@ import java.util.List;
 /**
  * How payload moves between Managers once a source lease is granted: a small seam so that another transport (for
  * instance Mooncake's Transfer Engine through FFM over its C API, where that library is installed) can replace the
- * built-in TCP one. The Transfer Engine's binding lives in {@code io.orbitkv.nativeio.mooncake}; no transport on top of
- * it exists yet.
+ * built-in TCP one. {@link TcpPeerTransport} is the built-in one; {@link MooncakePeerTransport} moves the bytes over
+ * Mooncake's Transfer Engine.
  *
  * <p>Contract: {@link Receive#completion} completes once every destination holds its page's bytes, or fails; after
  * {@link Receive#fence} completes, the transport writes nothing more into any destination (the requester may then
@@ -36,6 +37,20 @@ public interface PeerTransport {
         default List<Integer> receivedChecksums() {
             return null;
         }
+
+        /**
+         * Whether {@link #fence} may wait on the remote side (one-sided reads that only the source's answer or death
+         * ends): the requester then reports the failure at once and frees the slots when the fence completes.
+         */
+        default boolean fenceWaitsOnPeer() {
+            return false;
+        }
+    }
+
+    /** Opens the transfer of {@code grant} (its endpoint, lease and token; a transport may use more of it). */
+    default Receive receive(PeerGrant grant, List<Destination> destinations, Duration timeout) {
+        return receive(grant.getTransferEndpoint(), grant.getLeaseId(), grant.getTransferToken().toByteArray(),
+                destinations, timeout);
     }
 
     /**

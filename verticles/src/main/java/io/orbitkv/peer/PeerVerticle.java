@@ -68,7 +68,10 @@ public final class PeerVerticle extends VerticleBase {
 
     private Context context;
     private SharedMemoryFile pool;
-    private TcpPeerTransport transport;
+    /** The payload transport: {@link #tcp} or {@link #mooncake}, whichever {@code peer.transport} names. */
+    private PeerTransport transport;
+    private TcpPeerTransport tcp;
+    private MooncakePeerTransport mooncake;
     private HttpServer grpcServer;
     private GrpcClient grpcClient;
     private PeerSource source;
@@ -117,10 +120,18 @@ public final class PeerVerticle extends VerticleBase {
         grpcClient = GrpcClient.client(vertx, new HttpClientOptions().setSsl(true).setUseAlpn(true)
                 .setProtocolVersion(HttpVersion.HTTP_2).setHttp2ClearTextUpgrade(false)
                 .setVerifyHost(true).setKeyCertOptions(keyCert).setTrustOptions(trust).setConnectTimeout(5_000));
-        transport = new TcpPeerTransport(vertx, settings, registry, cluster.tlsCa(), cluster.tlsCert(), cluster.tlsKey(),
-                membership.memberId(), ticker);
+        String memberId = membership.memberId(); // names the transport's threads
+        if (settings.mooncakeTe() != null) {
+            transport = mooncake = new MooncakePeerTransport(vertx, settings, registry, memberId);
+        } else {
+            transport = tcp = new TcpPeerTransport(vertx, settings, registry, cluster.tlsCa(), cluster.tlsCert(),
+                    cluster.tlsKey(), memberId, ticker);
+        }
         source = new PeerSource(vertx, settings, cluster.host(), membership, storage, () -> pool.segment(), registry,
                 ticker);
+        if (mooncake != null) {
+            source.grantExtension(mooncake.grantExtension());
+        }
         requester = new PeerRequester(context, membership, grpcClient, storage, transport, () -> pool.segment(), cost,
                 registry, ticker);
         requester.reserveGate(reserveGate);
@@ -148,11 +159,16 @@ public final class PeerVerticle extends VerticleBase {
         GrpcServer grpc = GrpcServer.server(vertx);
         grpc.callHandler(PeerTransferGrpcService.Reserve, source::onReserve);
         grpc.callHandler(PeerTransferGrpcService.Release, source::onRelease);
+        String payloadHost = cluster.host();
         return vertx.executeBlocking(() -> SharedMemoryFile.map(poolPath, poolBytes))
                 .compose(mapped -> {
                     pool = mapped;
                     startPrefault();
-                    return transport.serve(cluster.host(), settings.transferPort(), poolPath, pool.segment(),
+                    if (mooncake != null) { // no transfer port: TE's own listeners serve what leases expose
+                        return vertx.executeBlocking(() -> mooncake.start(payloadHost, poolPath, poolBytes,
+                                pool.segment()), false).mapEmpty();
+                    }
+                    return tcp.serve(payloadHost, settings.transferPort(), poolPath, pool.segment(),
                             source.transferSource());
                 })
                 .compose(port -> vertx.createHttpServer(new HttpServerOptions().setHost(cluster.host())
@@ -247,14 +263,19 @@ public final class PeerVerticle extends VerticleBase {
 
     /**
      * Transfer connections this Manager opened as a requester for a receive that found no idle one (reused ones count
-     * once; those warming opened ahead of need count in {@link TcpPeerTransport#connectionsWarmed}; tests).
+     * once; those warming opened ahead of need count in {@link TcpPeerTransport#connectionsWarmed}; 0 over TE; tests).
      */
     public long transferConnectionsOpened() {
-        return transport.connectionsOpened();
+        return tcp == null ? 0 : tcp.connectionsOpened();
     }
 
-    /** The transport (tests: its verifier seam and counts). */
+    /** The built-in transport (tests: its verifier seam and counts); null with {@code peer.transport: mooncake-te}. */
     public TcpPeerTransport transport() {
+        return tcp;
+    }
+
+    /** The payload transport this role runs (built-in or Transfer Engine). */
+    public PeerTransport peerTransport() {
         return transport;
     }
 }

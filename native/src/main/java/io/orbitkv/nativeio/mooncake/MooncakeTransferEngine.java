@@ -116,19 +116,33 @@ public final class MooncakeTransferEngine implements AutoCloseable {
      * what peers connect to) on ports TE picks. Its listeners nevertheless bind every interface.
      */
     public static MooncakeTransferEngine startTcp(String hostAddress) {
+        return start(hostAddress, false);
+    }
+
+    /**
+     * Starts an engine in P2P-handshake mode whose transport TE chooses from the host's topology (its auto-discovery):
+     * RDMA where a verbs device (an RDMA NIC, or soft-RoCE) is found, TCP otherwise; TE's log on stderr says which
+     * ("Using RDMA transport" / "Using TCP transport"). Otherwise as {@link #startTcp}.
+     */
+    public static MooncakeTransferEngine startDiscovered(String hostAddress) {
+        return start(hostAddress, true);
+    }
+
+    private static MooncakeTransferEngine start(String hostAddress, boolean discover) {
         ensureAvailable("createTransferEngine");
         String host = ipLiteral(hostAddress);
         MemorySegment engine;
         try (Arena arena = Arena.ofConfined()) {
             engine = (MemorySegment) invoke(() -> (MemorySegment) BINDINGS.createTransferEngine.invokeExact(
-                    arena.allocateFrom(P2P_HANDSHAKE), arena.allocateFrom(host), arena.allocateFrom(host), 0L, 0));
+                    arena.allocateFrom(P2P_HANDSHAKE), arena.allocateFrom(host), arena.allocateFrom(host), 0L,
+                    discover ? 1 : 0));
             if (engine.equals(MemorySegment.NULL)) {
                 throw new MooncakeException("createTransferEngine", -1, "the engine did not start on " + host
                         + " (see TE's log on stderr)");
             }
-            MemorySegment transport = (MemorySegment) invoke(() -> (MemorySegment) BINDINGS.installTransport
-                    .invokeExact(engine, arena.allocateFrom("tcp"), MemorySegment.NULL));
-            if (transport.equals(MemorySegment.NULL)) {
+            MemorySegment transport = discover ? MemorySegment.NULL : (MemorySegment) invoke(() -> (MemorySegment)
+                    BINDINGS.installTransport.invokeExact(engine, arena.allocateFrom("tcp"), MemorySegment.NULL));
+            if (!discover && transport.equals(MemorySegment.NULL)) {
                 destroy(engine);
                 throw new MooncakeException("installTransport", -1, "the TCP transport did not install");
             }

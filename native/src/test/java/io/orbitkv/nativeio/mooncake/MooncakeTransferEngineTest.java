@@ -123,6 +123,32 @@ class MooncakeTransferEngineTest {
     }
 
     @Test
+    void anEngineThatDiscoversItsTransportFallsBackToTcpWithoutAVerbsDeviceAndMovesBytes() throws Exception {
+        assumeTrue(!Files.isDirectory(Path.of("/sys/class/infiniband")),
+                "this host has verbs devices: TE would choose RDMA (perf/rdma/te-rdma.sh runs that path)");
+        try (Arena arena = Arena.ofShared()) {
+            MemorySegment exposed = arena.allocate(1 << 16, 4096);
+            MemorySegment slot = arena.allocate(1 << 16, 4096);
+            fill(exposed, SEED);
+            onOwner(() -> {
+                try (MooncakeTransferEngine source = MooncakeTransferEngine.startDiscovered("127.0.0.1");
+                     MooncakeTransferEngine requester = MooncakeTransferEngine.startTcp("127.0.0.1")) {
+                    source.register(exposed);
+                    requester.register(slot);
+                    RemoteSegment remote = requester.openSegment(source.segmentName());
+                    try (TransferBatch batch = requester.allocateBatch(1)) {
+                        batch.submit(TransferRequest.read(slot, remote, exposed.address()));
+                        awaitTerminal(batch);
+                        assertThat(batch.status(0).state()).isEqualTo(TransferState.COMPLETED);
+                    }
+                    assertSameBytes(exposed, slot, "read from a discovering engine");
+                }
+                return null;
+            });
+        }
+    }
+
+    @Test
     void aReadOutsideThePeersRegistrationsFailsTypedAndTheBatchStillFrees() throws Exception {
         try (Arena arena = Arena.ofShared()) {
             MemorySegment exposedMemory = arena.allocate(1 << 20, 4096);

@@ -124,9 +124,17 @@ public final class PeerBench {
         Map<String, String> settings = managerSettings(args.string("setting", ""));
         String verifyThreadsArg = args.string("verify-threads", "");
         double readBackShare = args.decimal("read-back-share", 0.25);
-        List<String> transports = transports(args.string("transports", "plaintext,tls"));
+        String transportsArg = args.string("transports", "");
+        String transportArg = args.string("transport", "");
         String profile = args.string("profile", "");
         args.requireAllUsed();
+        if (!transportsArg.isEmpty() && !transportArg.isEmpty()) {
+            throw new IllegalArgumentException("--transport and --transports are exclusive");
+        }
+        // --transport=T: T beside plaintext (the headline's transport), e.g. --transport=mooncake-te
+        List<String> transports = transports(!transportArg.isEmpty()
+                ? (transportArg.strip().equals("plaintext") ? "plaintext" : "plaintext," + transportArg)
+                : transportsArg.isEmpty() ? "plaintext,tls" : transportsArg);
         int verifyThreads;
         try {
             verifyThreads = verifyThreadsArg.isEmpty() ? -1 : Integer.parseInt(verifyThreadsArg.strip());
@@ -158,15 +166,17 @@ public final class PeerBench {
         List<String> transports = new ArrayList<>();
         for (String t : arg.split(",")) {
             String name = t.strip();
-            if (!name.equals("plaintext") && !name.equals("tls") || transports.contains(name)) {
-                throw new IllegalArgumentException("--transports takes plaintext and/or tls, got '" + arg + "'");
+            if (!name.equals("plaintext") && !name.equals("tls") && !name.equals(PeerSettings.MOONCAKE_TE)
+                    || transports.contains(name)) {
+                throw new IllegalArgumentException("--transports takes plaintext, tls and/or " + PeerSettings.MOONCAKE_TE
+                        + ", got '" + arg + "'");
             }
             transports.add(name);
         }
         if (!transports.contains("plaintext")) {
             throw new IllegalArgumentException("--transports must include plaintext (the headline ratio), got '" + arg + "'");
         }
-        transports.sort(java.util.Comparator.comparing(t -> t.equals("tls")));
+        transports.sort(java.util.Comparator.comparing(t -> t.equals("tls") ? 1 : t.equals(PeerSettings.MOONCAKE_TE) ? 2 : 0));
         return transports;
     }
 
@@ -285,7 +295,7 @@ public final class PeerBench {
         try (BenchPoolDir huge = given != null ? null : BenchPoolDir.hugeOrShm(dir, 3 * poolBytes + (256L << 20))) {
             List<Run> runs = new ArrayList<>();
             for (String transport : transports) {
-                runs.add(new Run(runs.size() + 1, transport, transport, given != null ? given : shm));
+                runs.add(new Run(runs.size() + 1, transport.replace('-', '_'), transport, given != null ? given : shm));
                 if (transport.equals("plaintext") && huge != null) {
                     if (huge.hugeMount()) {
                         runs.add(new Run(runs.size() + 1, "plaintext_huge_pages", transport, huge));
@@ -307,6 +317,7 @@ public final class PeerBench {
             // Source admission sized for the fetches in flight, twice over: a fetch's release reaches the source
             // after the next fetch's reserve, so the bench measures the transport, not NO_CREDIT refusals.
             sourceSettings.put("peer.credit-bytes", String.valueOf(2L * shape.inFlight() * shape.pages() * PAGE));
+            sourceSettings.put("peer.mooncake-te.trusted-network", "127.0.0.1/32"); // read only by mooncake-te runs
             sourceSettings.putAll(settings);
             try (LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, hooks.sourceCommand(),
                     sourceSettings))) {
@@ -319,6 +330,16 @@ public final class PeerBench {
                     }
                     progress("%s: pools in %s", run.name(), run.pool().description());
                     modes.add(runMode(cluster, source, dir, run, shape, settings, hooks));
+                    if (run.transport().equals(PeerSettings.MOONCAKE_TE)) {
+                        // registering each leased page with TE and unregistering it at the lease's end, source side
+                        double calls = cluster.metric(source, "orbitkv_peer_te_registration_seconds_count", null).orElse(0);
+                        double seconds = cluster.metric(source, "orbitkv_peer_te_registration_seconds_sum", null).orElse(0);
+                        report.figure("mooncake_te_source_registration_calls", calls)
+                                .figure("mooncake_te_source_registration_us_per_call",
+                                        calls == 0 ? -1 : Math.round(seconds / calls * 1e7) / 10.0);
+                        progress("%s: source registration of leased pages with TE: %.0f calls, %.1f us each", run.name(),
+                                calls, calls == 0 ? -1 : seconds / calls * 1e6);
+                    }
                 }
             }
         } finally {
@@ -336,6 +357,7 @@ public final class PeerBench {
         Mode plain = byName.get("plaintext");
         Mode hugePlain = byName.get("plaintext_huge_pages");
         Mode tls = byName.get("tls");
+        Mode te = byName.get("mooncake_te");
         report.topLevelRatio("parallel_transfer_ratio", plain.bytesPerSecond(), parallelRate);
         if (hugePlain != null) {
             report.topLevelRatio("parallel_transfer_ratio_huge_pages", hugePlain.bytesPerSecond(), parallelRate);
@@ -343,12 +365,18 @@ public final class PeerBench {
         if (tls != null) {
             report.topLevelRatio("parallel_tls_transfer_ratio", tls.bytesPerSecond(), parallelRate);
         }
+        if (te != null) {
+            report.topLevelRatio("parallel_mooncake_te_transfer_ratio", te.bytesPerSecond(), parallelRate);
+        }
         report.topLevelRatio("transfer_ratio", plain.bytesPerSecond(), iperfRate);
         if (hugePlain != null) {
             report.ratio("transfer_ratio_huge_pages", hugePlain.bytesPerSecond(), iperfRate);
         }
         if (tls != null) {
             report.topLevelRatio("tls_transfer_ratio", tls.bytesPerSecond(), iperfRate);
+        }
+        if (te != null) {
+            report.topLevelRatio("mooncake_te_transfer_ratio", te.bytesPerSecond(), iperfRate);
         }
         double mismatches = 0;
         for (Mode m : modes) {
@@ -411,6 +439,7 @@ public final class PeerBench {
                 .set("pool.size", String.valueOf(shape.poolBytes())).set("pool.shm-dir", poolDir.toString())
                 .set("publish.budget-fraction", "0.9").set("data-dir", dir.resolve("requester-" + run.index()).toString())
                 .set("peer.verify-threads", String.valueOf(shape.effectiveVerifyThreads()))
+                .set("peer.mooncake-te.trusted-network", "127.0.0.1/32")
                 // The source's event-bus address as a seed too: a cold JVM's first etcd read can time out on a loaded
                 // host, and a requester that seeds from etcd alone then forms a cluster of its own and sees no peer.
                 .set("cluster.hazelcast-seeds", "127.0.0.1:"
@@ -532,10 +561,8 @@ public final class PeerBench {
             long readBack = readBack(requester, batches, shape.readBackRounds(), pages, failures);
             double rate = bytes / (nanos / 1e9);
             double mismatches = requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count();
-            double verifiedOffLoop = requester.registry().get("orbitkv_peer_verified_bytes_total").tag("thread", "verifier")
-                    .counter().count();
-            double verifiedOnLoop = requester.registry().get("orbitkv_peer_verified_bytes_total").tag("thread", "event_loop")
-                    .counter().count();
+            double verifiedOffLoop = verifiedBytes(requester, "verifier");
+            double verifiedOnLoop = verifiedBytes(requester, "event_loop");
             progress("%s: received bytes checksummed (whole run) on verifier threads %.0f MiB, on the event loop %.0f MiB",
                     mode, verifiedOffLoop / (1 << 20), verifiedOnLoop / (1 << 20));
             progress("%s: %d bytes in %.3f s = %.2f GB/s; %d of %d measured pages read back and compared", mode, bytes,
@@ -578,6 +605,11 @@ public final class PeerBench {
         long t2 = System.nanoTime();
         return new FirstFetch((t2 - t0) / 1e6, (t1 - t0) / 1e6, (t2 - t1) / 1e6, warmed,
                 transport.connectionsOpened() - opened);
+
+    /** Received bytes the built-in transport checksummed on {@code thread}s (0 over TE: the seal checks there). */
+    private static double verifiedBytes(Manager requester, String thread) {
+        var counter = requester.registry().find("orbitkv_peer_verified_bytes_total").tag("thread", thread).counter();
+        return counter == null ? 0 : counter.count();
     }
 
     /**

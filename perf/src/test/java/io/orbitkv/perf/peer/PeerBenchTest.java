@@ -31,10 +31,14 @@ class PeerBenchTest {
             "--pool-dir=/dev/shm"};
 
     private static JsonObject run(PeerBench.Hooks faults) {
+        return run(faults, SMALL);
+    }
+
+    private static JsonObject run(PeerBench.Hooks faults, String... args) {
         Assumptions.assumeTrue(LocalEtcd.installed(), "etcd-server is not installed");
         Assumptions.assumeTrue(Files.isExecutable(Path.of("/usr/bin/iperf3")) || "root".equals(System.getProperty("user.name")),
                 "iperf3 is not installed and cannot be");
-        return PeerBench.run(BenchArgs.parse(SMALL), new PeerBench.Hooks() {
+        return PeerBench.run(BenchArgs.parse(args), new PeerBench.Hooks() {
             @Override
             public List<String> sourceCommand() {
                 return SourceManagerMain.command();
@@ -101,8 +105,31 @@ class PeerBenchTest {
     }
 
     @Test
+    @Timeout(value = 300, unit = TimeUnit.SECONDS)
+    void overTheTransferEngineAByteFlippedInAPublishedPageIsFoundByTheReadBackToo() {
+        Assumptions.assumeTrue(io.orbitkv.nativeio.mooncake.MooncakeTransferEngine.isAvailable(), () -> "the Mooncake "
+                + "Transfer Engine did not load: " + io.orbitkv.nativeio.mooncake.MooncakeTransferEngine.unavailabilityCause());
+        String[] args = java.util.Arrays.stream(SMALL).map(a -> a.equals("--transports=plaintext")
+                ? "--transport=mooncake-te" : a).toArray(String[]::new);
+        JsonObject report = run(new PeerBench.Hooks() {
+            @Override
+            public void published(String batch, int position, MemorySegment slot) {
+                if (batch.equals("mooncake_te-round-1") && position == 2) {
+                    slot.set(ValueLayout.JAVA_BYTE, 5000, (byte) ~slot.get(ValueLayout.JAVA_BYTE, 5000));
+                }
+            }
+        }, args);
+        assertThat(BenchReport.passed(report)).isFalse();
+        assertThat(report.getJsonArray(BenchReport.FAILURES).getList()).as(report.encode()).containsExactly(
+                "mooncake_te: read-back of round 2: page 2 differs from the bytes published under its key at byte 5000");
+        assertThat(report.getDouble("parallel_mooncake_te_transfer_ratio")).isPositive();
+        assertThat(report.getJsonObject("figures").getLong("mooncake_te_fetched_bytes")).isEqualTo(16L * PeerBench.PAGE);
+    }
+
+    @Test
     void theTransportsAndTheReadBackShareAreChecked() {
         assertThat(PeerBench.transports("tls,plaintext")).containsExactly("plaintext", "tls");
+        assertThat(PeerBench.transports("mooncake-te,tls,plaintext")).containsExactly("plaintext", "tls", "mooncake-te");
         for (String bad : new String[] {"tls", "plaintext,plaintext", "quic", ""}) {
             assertThatThrownBy(() -> PeerBench.transports(bad)).as(bad).isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("--transports");
