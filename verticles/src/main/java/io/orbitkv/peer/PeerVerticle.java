@@ -71,6 +71,8 @@ public final class PeerVerticle extends VerticleBase {
     /** The payload transport: {@link #tcp} or {@link #mooncake}, whichever {@code peer.transport} names. */
     private PeerTransport transport;
     private TcpPeerTransport tcp;
+    /** Refused TLS handshakes on the control port, one WARN per kind and interval. */
+    private final RateLimitedLog controlRefusals = new RateLimitedLog(org.slf4j.LoggerFactory.getLogger(PeerVerticle.class));
     private MooncakePeerTransport mooncake;
     private HttpServer grpcServer;
     private GrpcClient grpcClient;
@@ -174,7 +176,7 @@ public final class PeerVerticle extends VerticleBase {
                 .compose(port -> vertx.createHttpServer(new HttpServerOptions().setHost(cluster.host())
                         .setPort(settings.port()).setSsl(true).setUseAlpn(true).setClientAuth(ClientAuth.REQUIRED)
                         .setKeyCertOptions(keyCert).setTrustOptions(trust)).requestHandler(grpc)
-                        .exceptionHandler(failure -> transport.refusals().warn("peer control tls handshake refused",
+                        .exceptionHandler(failure -> controlRefusals.warn("peer control tls handshake refused",
                                 null, RateLimitedLog.describe(failure)))
                         .listen())
                 .onSuccess(server -> {

@@ -587,15 +587,15 @@ public final class PeerBench {
     /** Times the requester's first fetch from the source ({@code single}, one page); see {@link FirstFetch}. */
     private static FirstFetch firstFetch(Manager requester, PeerVerticle role, PeerProxy peer, PeerOwner owner,
                                          byte[] namespace, List<StateKey> single) throws Exception {
-        io.orbitkv.peer.TcpPeerTransport transport = role.transport();
-        if (role.settings().warmConnections() > 0) {
+        io.orbitkv.peer.TcpPeerTransport transport = role.transport(); // null over the Transfer Engine: nothing warms
+        if (transport != null && role.settings().warmConnections() > 0) {
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
             while (transport.connectionsWarmed() < role.settings().warmConnections() && System.nanoTime() < deadline) {
                 Thread.sleep(20);
             }
         }
-        long warmed = transport.connectionsWarmed();
-        long opened = transport.connectionsOpened();
+        long warmed = transport == null ? 0 : transport.connectionsWarmed();
+        long opened = transport == null ? 0 : transport.connectionsOpened();
         List<Long> generations = generations(requester, single);
         long t0 = System.nanoTime();
         io.orbitkv.peer.PeerCommands.Acquired acquired = peer.acquire(owner, namespace, single, generations,
@@ -604,7 +604,8 @@ public final class PeerBench {
         peer.submit(acquired).await(60, TimeUnit.SECONDS);
         long t2 = System.nanoTime();
         return new FirstFetch((t2 - t0) / 1e6, (t1 - t0) / 1e6, (t2 - t1) / 1e6, warmed,
-                transport.connectionsOpened() - opened);
+                transport == null ? 0 : transport.connectionsOpened() - opened);
+    }
 
     /** Received bytes the built-in transport checksummed on {@code thread}s (0 over TE: the seal checks there). */
     private static double verifiedBytes(Manager requester, String thread) {
