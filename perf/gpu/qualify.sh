@@ -41,8 +41,7 @@ if [ "${ORBITKV_QUALIFY_WITHOUT_GPU:-0}" = 1 ]; then
 elif ! command -v nvidia-smi >/dev/null 2>&1; then
   step "FAIL: no NVIDIA driver here (nvidia-smi is missing): the CUDA route cannot be qualified on this machine"
   exit 3
-fi
-if ! nvidia-smi -L > "$OUT/gpus.txt" 2>&1 || ! grep -q '^GPU ' "$OUT/gpus.txt"; then
+elif ! nvidia-smi -L > "$OUT/gpus.txt" 2>&1 || ! grep -q '^GPU ' "$OUT/gpus.txt"; then
   step "FAIL: nvidia-smi finds no GPU: $(head -n 1 "$OUT/gpus.txt")"
   exit 3
 else
