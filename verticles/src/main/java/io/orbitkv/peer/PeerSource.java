@@ -196,23 +196,19 @@ final class PeerSource {
 
     /** Validates, pins the exact generations, charges credits, computes missing checksums, grants a lease. */
     private Future<PeerReserveReply> reserve(String member, PeerReserveRequest r, long receivedNanos) {
+        boolean probe = r.getKeysCount() == 0;
         MemberRecord record = member == null ? null : membership.members().get(member);
         if (record == null || record.incarnation() != r.getRequesterIncarnation() || member.equals(membership.memberId())) {
-            return Future.succeededFuture(reject(PeerRejection.NOT_A_MEMBER, -1));
+            return Future.succeededFuture(probe ? refusedProbe() : reject(PeerRejection.NOT_A_MEMBER, -1));
         }
         if (r.getSourceIncarnation() != membership.incarnation()) {
-            return Future.succeededFuture(reject(PeerRejection.STALE_INCARNATION, -1));
+            return Future.succeededFuture(probe ? refusedProbe() : reject(PeerRejection.STALE_INCARNATION, -1));
+        }
+        if (probe) {
+            return probeLease(member, record);
         }
         if (r.getNamespace().size() != StateKey.NAMESPACE_BYTES || r.getKeysCount() > settings.maxKeys()) {
             return Future.succeededFuture(reject(PeerRejection.BAD_PEER_REQUEST, -1));
-        }
-        if (r.getKeysCount() == 0) {
-            // a probe (the requester's warming): a lease of no pages runs the reserve, transfer and release paths
-            // without pinning or charging anything
-            probes.increment();
-            return grant(new Lease(nextLease++, member, record.incarnation(), token(), List.of(), 0, null),
-                    Math.min(PROBE_LEASE_MS, settings.maxLeaseMillis()), Math.min(PROBE_LEASE_MS, settings.maxLeaseMillis()),
-                    Set.of());
         }
         byte[] ns = r.getNamespace().toByteArray();
         List<StateKey> keys = new ArrayList<>(r.getKeysCount());
@@ -245,6 +241,23 @@ final class PeerSource {
             return grant(new Lease(nextLease++, member, record.incarnation(), token(), refs, pin.pinnedBytes(), null),
                     leaseMs, leaseMs, Set.of());
         });
+    }
+
+    /**
+     * A probe (a requester warming its path here, {@code keys} empty, from a current member): a lease of no pages that
+     * runs the reserve, transfer and release paths without pinning or charging anything.
+     */
+    private Future<PeerReserveReply> probeLease(String member, MemberRecord record) {
+        probes.increment();
+        long leaseMs = Math.min(PROBE_LEASE_MS, settings.maxLeaseMillis());
+        return grant(new Lease(nextLease++, member, record.incarnation(), token(), List.of(), 0, null), leaseMs,
+                leaseMs, Set.of());
+    }
+
+    /** A refused probe: not counted among the rejections (a requester may probe before membership here shows it). */
+    private static PeerReserveReply refusedProbe() {
+        return PeerReserveReply.newBuilder().setReject(PeerReject.newBuilder().setReason(PeerRejection.NOT_A_MEMBER)
+                .setKeyIndex(-1)).build();
     }
 
     /**
