@@ -107,12 +107,14 @@ final class ColocatedEngineDoor {
 
     /** Binds the socket owner-only and starts accepting. */
     Future<Void> listen() {
-        if (!SeqPacketSocket.isAvailable()) {
-            LOG.warn("the co-located channel is off: SOCK_SEQPACKET sockets are unavailable here ({}); engines use gRPC",
-                    SeqPacketSocket.unavailabilityCause().toString());
-            return Future.succeededFuture();
-        }
+        // Everything off the loop, the availability probe included: its first use links the FFM downcalls, which
+        // takes seconds on a cold JVM of a loaded host.
         return vertx.executeBlocking(() -> {
+            if (!SeqPacketSocket.isAvailable()) {
+                LOG.warn("the co-located channel is off: SOCK_SEQPACKET sockets are unavailable here ({}); engines use"
+                        + " gRPC", SeqPacketSocket.unavailabilityCause().toString());
+                return null;
+            }
             GrpcEngineDoor.PrivateSocket bind = GrpcEngineDoor.PrivateSocket.prepare(settings.colocatedSocket());
             SeqPacketSocket socket;
             try {
