@@ -61,7 +61,10 @@ import org.slf4j.LoggerFactory;
  * {@link Receive#fenceWaitsOnPeer}) while the batch stays with the poller; a source stopped mid-batch keeps it
  * IN_FLIGHT until it resumes or dies, and its death fails the reads (TE sees the sockets close), so the slots are then
  * aborted and nothing is left on the requester. The source keeps no per-transfer state: its lease ends by Release,
- * expiry or departure as with any transport, and a read racing a page's reuse there is caught by the CRC32C check.
+ * expiry or departure as with any transport and unregisters its pages, so a later read is refused by TE's range
+ * check, and one racing the page's reuse is caught by the requester's CRC32C check. Registration runs where its caller
+ * runs (the source's grants on the peer role's loop): a metadata update for TE's TCP transport, but an
+ * {@code ibv_reg_mr} per page for RDMA, which would belong on a worker there.
  * {@link #close} stops new receives, waits a bounded time for the poller to end, then destroys the engine (joining
  * TE's threads) and unmaps; a batch still live then leaves the engine and the mapping in place (logged) rather than
  * unmap memory TE may still write.
