@@ -395,12 +395,12 @@ public final class Manager implements AutoCloseable {
         return java.util.Optional.ofNullable(peer);
     }
 
-    /** The membership role when the cluster is enabled. */
     /** The events role (KV events, router summary) when configured. */
     public Optional<io.orbitkv.events.EventsVerticle> eventsRole() {
         return Optional.ofNullable(events);
     }
 
+    /** The membership role when the cluster is enabled. */
     public Optional<MembershipRole> membershipRole() {
         return cluster == null ? Optional.empty() : Optional.of(cluster.membership());
     }
