@@ -273,6 +273,10 @@ public final class Manager implements AutoCloseable {
         if (usesTransferEngine(config)) {
             LOG.debug("Mooncake Transfer Engine loaded: {}", MooncakeTransferEngine.isAvailable());
         }
+        // The engine door's first use initialises the wire descriptors and gRPC's server classes (seconds on a loaded
+        // host); done here, on a worker, so that the engine role's start does not block its event loop with it.
+        io.orbitkv.protocol.engine.EngineProto.getDescriptor();
+        new io.vertx.grpc.server.GrpcServerOptions();
         try {
             return new Prepared(EngineToken.loadOrCreate(config.authTokenFile(), Libc.effectiveUid()), poolPages);
         } catch (EngineToken.InsecureTokenFileException e) {
