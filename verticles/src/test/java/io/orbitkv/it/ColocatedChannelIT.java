@@ -85,10 +85,12 @@ class ColocatedChannelIT {
         for (int p = 0; p < allocated.getSlotsCount(); p++) {
             PublishSlot slot = allocated.getSlots(p);
             assertThat(slot.getStatus()).isEqualTo(SlotStatus.ALLOCATED);
-            MemorySegment target = session.slot(slot.getSlot());
+            byte[] bytes = new byte[pageBytes];
             for (int i = 0; i < pageBytes; i++) {
-                target.set(ValueLayout.JAVA_BYTE, i, pageByte(p, i));
+                bytes[i] = pageByte(p, i);
             }
+            // One bulk copy: a per-byte loop runs interpreted in a cold JVM and starves the Manager's loop of CPU.
+            MemorySegment.copy(bytes, 0, session.slot(slot.getSlot()), ValueLayout.JAVA_BYTE, 0, pageBytes);
         }
         session.seal(allocated.getPublishId(), List.of()).await();
     }
