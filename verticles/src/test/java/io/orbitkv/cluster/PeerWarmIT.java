@@ -54,7 +54,8 @@ class PeerWarmIT {
                 "peer.transfer-port", String.valueOf(LocalEtcd.freePort()))));
         try {
             rig = PeerITFixture.SourceAndRequester.start(dir, cluster,
-                    cluster.inProcessMember(2).peer("tls").settings(), 64L << 20, PeerTransferIT.identity());
+                    cluster.inProcessMember(2).peer("tls").set("peer.warm-connections", "auto").settings(), 64L << 20,
+                    PeerTransferIT.identity());
         } catch (Exception | Error e) {
             ClusterProcesses.closeAndAssertNoneLeft(cluster);
             throw e;
@@ -100,7 +101,7 @@ class PeerWarmIT {
     @Order(1)
     void theFirstFetchFromAMemberFindsItsConnectionsWarmAndOpensNone() throws Exception {
         PeerSettings settings = rig.peerRole().settings();
-        assertThat(settings.warmConnections()).as("warming is on by default").isPositive();
+        assertThat(settings.warmConnections()).as("warming is on (peer.warm-connections=auto)").isPositive();
         TcpPeerTransport transport = rig.peerRole().transport();
         awaitWarm(settings.warmConnections());
         // the probe lease ran on the source (a round may have failed first: the source not yet seeing this member)
