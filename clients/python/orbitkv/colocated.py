@@ -34,7 +34,7 @@ HEADER = struct.Struct("<BBHI")
 HELLO_REPLY = struct.Struct("<II")
 # engine.proto's calls in wire order: opcode = index + 1 (io.orbitkv.protocol.colocated.ColocatedFrame.METHODS).
 METHODS = ("Register", "Unregister", "Heartbeat", "AllocatePublish", "SealPublish", "AbortPublish", "SubmitQuery",
-           "SubmitDemand", "PollQuery", "CancelQuery", "ReleaseLease", "Stats", "Ping")
+           "SubmitDemand", "PollQuery", "CancelQuery", "ReleaseLease", "Stats", "Ping", "Retain", "Unretain")
 OPCODES = {name: i + 1 for i, name in enumerate(METHODS)}
 _SERVICE = pb.DESCRIPTOR.services_by_name["EngineService"].methods_by_name
 REPLY_TYPES = {name: getattr(pb, _SERVICE[name].output_type.name) for name in METHODS}

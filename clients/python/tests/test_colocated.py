@@ -122,3 +122,14 @@ def test_the_vllm_connector_looks_up_over_the_channel_when_it_is_there(manager):
         assert session is not None and session.client.target.startswith("unix:")
     finally:
         grpc_engine.shutdown()
+
+
+def test_every_engine_call_has_the_same_opcode_on_both_sides():
+    """The Manager refuses to start when an engine.proto call has no opcode: both tables follow the service."""
+    import pathlib
+    import re
+    from orbitkv.colocated import METHODS
+    java = pathlib.Path(__file__).resolve().parents[3] / "protocol/src/main/java/io/orbitkv/protocol/colocated/ColocatedFrame.java"
+    listed = re.search(r"METHODS = List\.of\((.*?)\);", java.read_text(), re.S).group(1)
+    assert tuple(re.findall(r'"(\w+)"', listed)) == METHODS
+    assert set(METHODS) == set(pb.DESCRIPTOR.services_by_name["EngineService"].methods_by_name)

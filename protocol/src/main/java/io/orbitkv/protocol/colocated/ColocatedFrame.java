@@ -32,7 +32,7 @@ public final class ColocatedFrame {
     /** engine.proto's calls in wire order: opcode = index + 1. Appending keeps older clients' opcodes. */
     public static final List<String> METHODS = List.of("Register", "Unregister", "Heartbeat", "AllocatePublish",
             "SealPublish", "AbortPublish", "SubmitQuery", "SubmitDemand", "PollQuery", "CancelQuery", "ReleaseLease",
-            "Stats", "Ping");
+            "Stats", "Ping", "Retain", "Unretain");
 
     private static final ValueLayout.OfShort U16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfInt U32 = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
