@@ -208,13 +208,26 @@ public final class Manager implements AutoCloseable {
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         // Time-ordered and random (see MemberRecord.newIncarnation): peers fence evidence of older incarnations.
         long incarnation = MemberRecord.newIncarnation(System.currentTimeMillis(), new SecureRandom().nextLong());
-        int eventBusPort = config.cluster().map(ClusterVertx::eventBusPort).orElse(-1);
-        Vertx vertx;
-        try {
-            vertx = managerVertx(config, registry, "orbitkv-manager-" + Long.toHexString(incarnation), eventBusPort);
-        } catch (Exception e) {
-            return Future.failedFuture(new IllegalStateException("cannot join the event-bus cluster: " + e.getMessage(), e));
+        int probedPort = config.cluster().map(ClusterVertx::eventBusPort).orElse(-1);
+        Vertx joined;
+        for (int attempt = 1; ; attempt++) {
+            try {
+                joined = managerVertx(config, registry, "orbitkv-manager-" + Long.toHexString(incarnation), probedPort);
+                break;
+            } catch (Exception e) {
+                // A free port probed for the event bus can be handed to another socket (even one of the cluster
+                // join's own outgoing connections) before the bus binds it: probe again, a bounded number of times.
+                boolean probed = config.cluster().isPresent() && config.cluster().get().eventBusPort() == 0;
+                if (!probed || attempt == 3 || !addressInUse(e)) {
+                    return Future.failedFuture(new IllegalStateException("cannot join the event-bus cluster: "
+                            + e.getMessage(), e));
+                }
+                LOG.warn("the event-bus port {} was taken between its probe and its bind; probing another", probedPort);
+                probedPort = ClusterVertx.eventBusPort(config.cluster().get());
+            }
         }
+        int eventBusPort = probedPort;
+        Vertx vertx = joined;
         if (!vertx.isNativeTransportEnabled()) {
             vertx.close();
             return Future.failedFuture(new IllegalStateException("no native transport (io_uring/epoll): Unix-socket gRPC is unavailable: "
@@ -282,6 +295,17 @@ public final class Manager implements AutoCloseable {
         } catch (EngineToken.InsecureTokenFileException e) {
             throw new ConfigException("auth.token-file", e.getMessage());
         }
+    }
+
+    /** Whether {@code failure} or one of its causes is a bind to an address already in use. */
+    static boolean addressInUse(Throwable failure) {
+        for (Throwable t = failure; t != null; t = t.getCause() == t ? null : t.getCause()) {
+            if (t instanceof java.net.BindException
+                    || (t.getMessage() != null && t.getMessage().contains("Address already in use"))) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Whether this Manager has a peer transport that could move payload over the Transfer Engine. */
