@@ -130,6 +130,9 @@ final class KvEventPublisher implements AutoCloseable {
                 if (replayEndpoint != null) {
                     replay = context.createSocket(SocketType.ROUTER);
                     replay.setLinger(0);
+                    // A ROUTER drops what exceeds a peer's high-water mark silently: one answer is at most the whole
+                    // buffer plus its end marker, so that must fit.
+                    replay.setSndHWM(replayBatches + 2);
                     replay.bind(replayEndpoint);
                     boundReplayEndpoint = replay.getLastEndpoint();
                 }

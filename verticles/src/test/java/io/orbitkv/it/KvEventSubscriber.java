@@ -38,6 +38,8 @@ final class KvEventSubscriber implements AutoCloseable {
     final AtomicLong clears = new AtomicLong();
     final AtomicLong storedOnDisk = new AtomicLong();
     final AtomicLong removedFromCpu = new AtomicLong();
+    /** Replay requests asked again after no answer (see {@link #catchUp}). */
+    final AtomicLong unansweredReplays = new AtomicLong();
     private long lastSeq = -1;
     /** Nothing applied can be trusted to be contiguous: wait for a batch that begins with AllBlocksCleared. */
     private boolean awaitingClear = true;
@@ -79,8 +81,32 @@ final class KvEventSubscriber implements AutoCloseable {
         }
     }
 
-    /** Replays everything buffered after the last applied sequence. */
+    /**
+     * Replays everything buffered after the last applied sequence. ZeroMQ does not promise delivery of a request or
+     * its answer across a (re)connection, so a subscriber asks again, as a router's would, a bounded number of times.
+     */
     private void catchUp() throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                catchUpOnce();
+                return;
+            } catch (ReplayUnanswered e) {
+                if (attempt == 3) {
+                    throw new AssertionError("no replay answer within 3 x 10 s", e);
+                }
+                unansweredReplays.incrementAndGet();
+            }
+        }
+    }
+
+    /** A replay request that got no answer (or an answer cut short) within its receive timeout. */
+    private static final class ReplayUnanswered extends Exception {
+        ReplayUnanswered() {
+            super("no replay answer within 10 s", null, false, false);
+        }
+    }
+
+    private void catchUpOnce() throws Exception {
         ZMQ.Socket replay = context.createSocket(SocketType.DEALER);
         try {
             replay.setReceiveTimeOut(10_000);
@@ -90,7 +116,7 @@ final class KvEventSubscriber implements AutoCloseable {
             while (true) {
                 byte[] empty = replay.recv();
                 if (empty == null) {
-                    throw new AssertionError("no replay answer within 10 s");
+                    throw new ReplayUnanswered();
                 }
                 long seq = ByteBuffer.wrap(replay.recv()).getLong();
                 byte[] payload = replay.recv();
