@@ -18,7 +18,6 @@ import io.orbitkv.planning.PlanningCommands;
 import io.orbitkv.model.plan.PlanningException;
 import io.orbitkv.model.plan.PlanningFailure;
 import io.orbitkv.planning.PlanningPort;
-import io.orbitkv.planning.PrefetchPolicy;
 import io.orbitkv.model.plan.PreparationCallbacks;
 import io.orbitkv.model.plan.PreparationResult;
 import io.orbitkv.protocol.engine.ErrorReason;
@@ -312,9 +311,9 @@ final class DemandAdmission {
             }
             refund();
             long bytes = plan.requiredBytes();
-            if (demand.speculative() && PrefetchPolicy.admitSpeculation(demand.confidence(), bytes,
+            if (demand.speculative() && QueryBudgets.admitSpeculation(demand.confidence(), bytes,
                     budgets.speculativeBytes(), settings.speculativeBudgetBytes())
-                    == PrefetchPolicy.Admission.REFUSED_BY_CONFIDENCE) {
+                    == QueryBudgets.SpeculationAdmission.REFUSED_BY_CONFIDENCE) {
                 // The engine doubts it will use the state: its share of the speculative cap is scaled by its confidence.
                 meters.speculationRefused.increment();
                 return false;

@@ -20,9 +20,15 @@ import java.util.Map;
  * and a demand is never refused because of speculative bytes (demand checks count demand bytes only). Worst case the
  * pins of both add up to query budget + speculative cap.
  *
+ * <p>Confidence: a speculative demand with confidence {@code c} may bring speculative bytes in use up to {@code c} of
+ * the speculative cap; 0 means unknown and admits up to the whole cap. Lower confidence therefore gets refused first as
+ * the cap fills ({@link #admitSpeculation}).
+ *
  * <p>Confined to the admission role's event loop.
  */
 final class QueryBudgets {
+    enum SpeculationAdmission { ADMITTED, REFUSED_BY_CONFIDENCE, REFUSED_BY_BUDGET }
+
     private final long queryBudgetBytes;
     private final long instanceBudgetBytes;
     private final long speculativeBudgetBytes;
@@ -37,6 +43,24 @@ final class QueryBudgets {
         this.instanceBudgetBytes = instanceBudgetBytes;
         this.speculativeBudgetBytes = speculativeBudgetBytes;
         this.shares = shares;
+    }
+
+    /**
+     * Whether {@code requestBytes} more speculative bytes are admitted with {@code speculativeInUseBytes} already held
+     * against {@code speculativeBudgetBytes}, scaled by {@code confidence} (0 = unknown = 1). Pure arithmetic.
+     */
+    static SpeculationAdmission admitSpeculation(float confidence, long requestBytes, long speculativeInUseBytes,
+                                                 long speculativeBudgetBytes) {
+        if (!(confidence >= 0 && confidence <= 1)) {
+            throw new IllegalArgumentException("confidence " + confidence + " is outside [0, 1]");
+        }
+        long after = speculativeInUseBytes + requestBytes;
+        if (after > speculativeBudgetBytes || after < 0) {
+            return SpeculationAdmission.REFUSED_BY_BUDGET;
+        }
+        double scale = confidence == 0 ? 1.0 : confidence;
+        return after <= (long) Math.floor(speculativeBudgetBytes * scale) ? SpeculationAdmission.ADMITTED
+                : SpeculationAdmission.REFUSED_BY_CONFIDENCE;
     }
 
     /** Refuses, before any lookup, a demand whose budgets have no byte left. */

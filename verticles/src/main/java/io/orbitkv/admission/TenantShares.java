@@ -1,8 +1,8 @@
 package io.orbitkv.admission;
 
+import io.orbitkv.model.TenantName;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.regex.Pattern;
 
 /**
  * Tenants' shares of the query byte budget, from config {@code query.tenant-shares}.
@@ -14,8 +14,6 @@ import java.util.regex.Pattern;
  * tenant included) is checked against the remainder {@code 1 - sum}, which may be zero (then it is refused).
  */
 public final class TenantShares {
-    private static final Pattern NAME = Pattern.compile("[A-Za-z0-9._-]{0,64}");
-
     private final Map<String, Double> fractions;
     private final double remainder;
 
@@ -41,7 +39,7 @@ public final class TenantShares {
         double sum = 0;
         for (String part : text.split(",")) {
             String[] kv = part.strip().split("=", -1);
-            if (kv.length != 2 || kv[0].isBlank() || !NAME.matcher(kv[0].strip()).matches()) {
+            if (kv.length != 2 || kv[0].isBlank() || !TenantName.valid(kv[0].strip())) {
                 throw new IllegalArgumentException("expected tenant=fraction with a tenant of [A-Za-z0-9._-]{1,64}, got '" + part + "'");
             }
             double f;
@@ -62,11 +60,6 @@ public final class TenantShares {
             throw new IllegalArgumentException("tenant shares add up to " + sum + ", more than 1");
         }
         return new TenantShares(fractions);
-    }
-
-    /** Whether a tenant name is acceptable in RegisterRequest.tenant (empty is the default tenant). */
-    public static boolean validName(String tenant) {
-        return NAME.matcher(tenant).matches();
     }
 
     public boolean configured() {

@@ -9,6 +9,7 @@ import io.vertx.core.internal.VertxInternal;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import io.orbitkv.model.MemberNetwork;
 
 /**
  * The cluster roles of one Manager (only with {@code cluster.enabled}): membership, then the inventory streams.
@@ -80,5 +81,10 @@ public final class ClusterRoles {
 
     public ClusterSettings settings() {
         return settings;
+    }
+
+    /** The host and TLS files the peer role serves and connects with. */
+    public MemberNetwork memberNetwork() {
+        return new MemberNetwork(settings.host(), settings.tlsCa(), settings.tlsCert(), settings.tlsKey());
     }
 }

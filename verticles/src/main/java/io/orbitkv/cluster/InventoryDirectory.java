@@ -5,7 +5,6 @@ import io.orbitkv.model.plan.ByteCount;
 import io.orbitkv.model.plan.PeerOwner;
 import io.orbitkv.model.plan.ReplicaEvidence;
 import io.orbitkv.model.plan.ReplicaSet;
-import io.orbitkv.storage.ResidencyStream;
 import io.orbitkv.model.StateKey;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -14,6 +13,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import io.orbitkv.model.ResidencyEvent;
 
 /**
  * What this Manager knows its peers hold: per member, the keys its inventory stream announced (DRAM and committed SSD,
@@ -36,7 +36,7 @@ import java.util.Set;
  */
 final class InventoryDirectory {
     /** One change as the directory applies it (a delta event, or a snapshot key with sequence 0). */
-    record Change(ResidencyStream.Change change, StateKey key, long generation, long lengthBytes, long sequence,
+    record Change(ResidencyEvent.Change change, StateKey key, long generation, long lengthBytes, long sequence,
                   long atMillis) {}
 
     enum Outcome {
@@ -147,7 +147,7 @@ final class InventoryDirectory {
                 if (held == null) {
                     held = new Held();
                 }
-                if (change.change() == ResidencyStream.Change.DRAM_ADDED) {
+                if (change.change() == ResidencyEvent.Change.DRAM_ADDED) {
                     held.dramGeneration = change.generation();
                     held.dramBytes = change.lengthBytes();
                     held.dramSequence = change.sequence();
@@ -169,9 +169,9 @@ final class InventoryDirectory {
                 if (held == null) {
                     return;
                 }
-                if (change.change() == ResidencyStream.Change.DRAM_REMOVED && held.dramGeneration == change.generation()) {
+                if (change.change() == ResidencyEvent.Change.DRAM_REMOVED && held.dramGeneration == change.generation()) {
                     held.dramGeneration = -1;
-                } else if (change.change() == ResidencyStream.Change.SSD_REMOVED && held.ssdGeneration == change.generation()) {
+                } else if (change.change() == ResidencyEvent.Change.SSD_REMOVED && held.ssdGeneration == change.generation()) {
                     held.ssdGeneration = -1;
                 }
                 if (held.empty()) {

@@ -17,7 +17,6 @@ import io.orbitkv.protocol.peer.InventoryBatch;
 import io.orbitkv.protocol.peer.InventoryEntry;
 import io.orbitkv.protocol.peer.InventorySnapshot;
 import io.orbitkv.protocol.peer.InventorySnapshotRequest;
-import io.orbitkv.storage.ResidencyStream;
 import io.orbitkv.model.StateKey;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Context;
@@ -43,6 +42,9 @@ import org.slf4j.LoggerFactory;
 import io.orbitkv.model.PositionedKey;
 import io.orbitkv.model.ResidentKey;
 import io.orbitkv.model.ResidencySnapshot;
+import io.orbitkv.model.ResidencyEvent;
+import io.orbitkv.model.ResidencyPage;
+import io.orbitkv.model.MemberChange;
 
 /**
  * The inventory role: publishes this Manager's residency stream to its peers and keeps the bounded directory of what
@@ -140,7 +142,7 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
         }
         membership.addListener(new MembershipRole.Listener() {
             @Override
-            public void onMembership(MemberTable.Change change) {
+            public void onMembership(MemberChange change) {
                 context.runOnContext(v -> onMemberChange(change));
             }
 
@@ -190,7 +192,7 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
                 LOG.warn("cluster: the residency stream could not be read ({})", ar.cause().toString());
                 return;
             }
-            ResidencyStream.Page page = ar.result();
+            ResidencyPage page = ar.result();
             if (page.events().isEmpty() && !page.gap() && ++quietTicks < HEARTBEAT_EVERY) {
                 return;
             }
@@ -201,7 +203,7 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
                     .setIncarnation(membership.incarnation()).setEpoch(membership.epoch())
                     .setAfterSequence(after).setLastSequence(last).setReset(page.gap())
                     .setSentAtMillis(System.currentTimeMillis());
-            for (ResidencyStream.Event event : page.events()) {
+            for (ResidencyEvent event : page.events()) {
                 batch.addEntries(entry(event.change(), event.key(), event.generation(), event.lengthBytes(),
                         event.sequence(), event.atMillis()));
             }
@@ -218,7 +220,7 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
         });
     }
 
-    private static InventoryEntry entry(ResidencyStream.Change change, StateKey key, long generation, long lengthBytes,
+    private static InventoryEntry entry(ResidencyEvent.Change change, StateKey key, long generation, long lengthBytes,
                                         long sequence, long atMillis) {
         return InventoryEntry.newBuilder().setChange(switch (change) {
                     case DRAM_ADDED -> InventoryEntry.Change.DRAM_ADDED;
@@ -258,10 +260,10 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
             InventorySnapshot.Builder reply = InventorySnapshot.newBuilder().setMemberId(settings.memberId())
                     .setIncarnation(membership.incarnation()).setSequence(snapshot.sequence());
             for (ResidentKey k : snapshot.dram()) {
-                reply.addDram(entry(ResidencyStream.Change.DRAM_ADDED, k.key(), k.generation(), k.lengthBytes(), 0, 0));
+                reply.addDram(entry(ResidencyEvent.Change.DRAM_ADDED, k.key(), k.generation(), k.lengthBytes(), 0, 0));
             }
             for (ResidentKey k : snapshot.ssd()) {
-                reply.addSsd(entry(ResidencyStream.Change.SSD_ADDED, k.key(), k.generation(), k.lengthBytes(), 0, 0));
+                reply.addSsd(entry(ResidencyEvent.Change.SSD_ADDED, k.key(), k.generation(), k.lengthBytes(), 0, 0));
             }
             message.reply(Buffer.buffer(reply.build().toByteArray()));
         });
@@ -378,18 +380,18 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
         });
     }
 
-    private void onMemberChange(MemberTable.Change change) {
+    private void onMemberChange(MemberChange change) {
         switch (change) {
-            case MemberTable.Change.Left left -> {
+            case MemberChange.Left left -> {
                 directory.departed(left.member().id());
                 snapshotsPending.remove(left.member().id());
             }
-            case MemberTable.Change.Restarted restarted -> {
+            case MemberChange.Restarted restarted -> {
                 directory.fence(restarted.member().id(), restarted.member().incarnation());
                 snapshotsPending.remove(restarted.member().id());
             }
-            case MemberTable.Change.Joined joined -> { }
-            case MemberTable.Change.Updated updated -> { }
+            case MemberChange.Joined joined -> { }
+            case MemberChange.Updated updated -> { }
         }
         refreshGauges();
     }
@@ -397,11 +399,11 @@ public final class InventoryRole extends VerticleBase implements EvidenceSource 
     private static List<InventoryDirectory.Change> changes(List<InventoryEntry> entries) {
         List<InventoryDirectory.Change> changes = new ArrayList<>(entries.size());
         for (InventoryEntry e : entries) {
-            ResidencyStream.Change change = switch (e.getChange()) {
-                case DRAM_ADDED -> ResidencyStream.Change.DRAM_ADDED;
-                case DRAM_REMOVED -> ResidencyStream.Change.DRAM_REMOVED;
-                case SSD_ADDED -> ResidencyStream.Change.SSD_ADDED;
-                case SSD_REMOVED -> ResidencyStream.Change.SSD_REMOVED;
+            ResidencyEvent.Change change = switch (e.getChange()) {
+                case DRAM_ADDED -> ResidencyEvent.Change.DRAM_ADDED;
+                case DRAM_REMOVED -> ResidencyEvent.Change.DRAM_REMOVED;
+                case SSD_ADDED -> ResidencyEvent.Change.SSD_ADDED;
+                case SSD_REMOVED -> ResidencyEvent.Change.SSD_REMOVED;
                 default -> throw new IllegalArgumentException("unknown inventory change " + e.getChangeValue());
             };
             StateKey key = StateKey.of(e.getNamespace().toByteArray(), e.getGroupId(), e.getBlockHash().toByteArray());

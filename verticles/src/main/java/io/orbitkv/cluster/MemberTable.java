@@ -5,6 +5,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
+import io.orbitkv.model.MemberChange;
 import io.orbitkv.model.MemberRecord;
 
 /**
@@ -17,18 +18,6 @@ import io.orbitkv.model.MemberRecord;
  * or the member left) removes it. Changes are reported so the inventory directory can fence evidence.
  */
 public final class MemberTable {
-    /** What one etcd event changed. */
-    public sealed interface Change {
-        record Joined(MemberRecord member) implements Change {}
-
-        record Restarted(MemberRecord previous, MemberRecord member) implements Change {}
-
-        /** Same incarnation, new epoch or endpoints (it re-registered after losing its lease). */
-        record Updated(MemberRecord member) implements Change {}
-
-        record Left(MemberRecord member) implements Change {}
-    }
-
     private final String self;
     private final Map<String, MemberRecord> members = new TreeMap<>();
 
@@ -37,35 +26,35 @@ public final class MemberTable {
     }
 
     /** Applies a put; {@code Optional.empty()} when it changes nothing or is an older incarnation. */
-    Optional<Change> put(MemberRecord member) {
+    Optional<MemberChange> put(MemberRecord member) {
         MemberRecord held = members.get(member.id());
         if (held == null) {
             members.put(member.id(), member);
-            return Optional.of(new Change.Joined(member));
+            return Optional.of(new MemberChange.Joined(member));
         }
         if (member.incarnation() < held.incarnation()) {
             return Optional.empty();
         }
         members.put(member.id(), member);
         if (member.incarnation() > held.incarnation()) {
-            return Optional.of(new Change.Restarted(held, member));
+            return Optional.of(new MemberChange.Restarted(held, member));
         }
-        return member.equals(held) ? Optional.empty() : Optional.of(new Change.Updated(member));
+        return member.equals(held) ? Optional.empty() : Optional.of(new MemberChange.Updated(member));
     }
 
     /** Applies a delete of a member key. */
-    Optional<Change> delete(String id) {
+    Optional<MemberChange> delete(String id) {
         MemberRecord held = members.remove(id);
-        return held == null ? Optional.empty() : Optional.of(new Change.Left(held));
+        return held == null ? Optional.empty() : Optional.of(new MemberChange.Left(held));
     }
 
     /** Replaces everything with a fresh read of the prefix; returns the changes that amounts to. */
-    List<Change> replaceAll(List<MemberRecord> current) {
+    List<MemberChange> replaceAll(List<MemberRecord> current) {
         Map<String, MemberRecord> next = new TreeMap<>();
         for (MemberRecord m : current) {
             next.merge(m.id(), m, (a, b) -> a.incarnation() >= b.incarnation() ? a : b);
         }
-        List<Change> changes = new ArrayList<>();
+        List<MemberChange> changes = new ArrayList<>();
         for (MemberRecord held : List.copyOf(members.values())) {
             if (!next.containsKey(held.id())) {
                 delete(held.id()).ifPresent(changes::add);

@@ -36,7 +36,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import io.orbitkv.model.MemberDirectory;
+import io.orbitkv.model.MemberChange;
 import io.orbitkv.model.MemberRecord;
 
 /**
@@ -62,19 +62,8 @@ import io.orbitkv.model.MemberRecord;
  * <p>Design note (leaving): stop revokes the lease (bounded wait), so peers see the member leave at once; a Manager
  * that dies without stopping leaves when its lease expires.
  */
-public final class MembershipRole extends VerticleBase implements MembershipView, MemberDirectory {
+public final class MembershipRole extends VerticleBase implements MembershipView, MembershipPort {
     private static final Logger LOG = LoggerFactory.getLogger(MembershipRole.class);
-
-    /** What the inventory role (or a test) hears; called on this role's context. */
-    public interface Listener {
-        void onMembership(MemberTable.Change change);
-
-        /** etcd has not answered for a lease ttl: no peer is current any more. */
-        void onPeersUnknown();
-
-        /** etcd answers again and the member table was re-read. */
-        void onPeersKnown();
-    }
 
     private final ClusterSettings settings;
     private final Ticker ticker;
@@ -121,6 +110,7 @@ public final class MembershipRole extends VerticleBase implements MembershipView
         this.table = new MemberTable(settings.memberId());
     }
 
+    @Override
     public void addListener(Listener listener) {
         listeners.add(listener);
     }
@@ -272,7 +262,7 @@ public final class MembershipRole extends VerticleBase implements MembershipView
             for (KeyValue kv : read.getKvs()) {
                 parse(kv).ifPresent(records::add);
             }
-            List<MemberTable.Change> changes = table.replaceAll(records);
+            List<MemberChange> changes = table.replaceAll(records);
             watch(prefix, read);
             watchSuspect = false;
             changes.forEach(this::report);
@@ -361,7 +351,7 @@ public final class MembershipRole extends VerticleBase implements MembershipView
         }
     }
 
-    private void report(MemberTable.Change change) {
+    private void report(MemberChange change) {
         publish();
         if (peersKnown) {
             listeners.forEach(l -> l.onMembership(change));

@@ -8,6 +8,7 @@ import io.orbitkv.model.cost.CostEstimateKey;
 import io.orbitkv.model.cost.CostEstimate;
 import io.orbitkv.model.cost.ShadowAlternative;
 import io.orbitkv.model.cost.ShadowRequest;
+import io.orbitkv.model.cost.SwitchGuard;
 import io.orbitkv.model.cost.SampleKind;
 
 /**

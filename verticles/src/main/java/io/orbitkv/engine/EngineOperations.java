@@ -2,7 +2,7 @@ package io.orbitkv.engine;
 
 import io.orbitkv.admission.AdmissionCommands;
 import io.orbitkv.admission.AdmissionProxy;
-import io.orbitkv.admission.TenantShares;
+import io.orbitkv.model.TenantName;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.protocol.engine.AbortPublishReply;
@@ -173,7 +173,7 @@ public final class EngineOperations {
     public Future<RegisterReply> register(RegisterRequest request) {
         Namespaces.validate(request.getIdentity(), settings.poolBytes());
         RecoveryRules rules = Namespaces.recoveryRules(request.getIdentity());
-        if (!TenantShares.validName(request.getTenant())) {
+        if (!TenantName.valid(request.getTenant())) {
             throw new OrbitException(ErrorReason.INVALID_IDENTITY, "tenant must be 0..64 characters of [A-Za-z0-9._-]");
         }
         double rate = request.getPrefillTokensPerSecond();

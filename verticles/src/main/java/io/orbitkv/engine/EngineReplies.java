@@ -25,7 +25,8 @@ import io.orbitkv.model.SlotGrant;
 import io.orbitkv.storage.StorageCommands.StorageStats;
 import io.orbitkv.protocol.engine.RestoreOutcome;
 import io.orbitkv.protocol.engine.RestoreRouteAvailability;
-import io.orbitkv.restore.RestoreRoutes;
+import io.orbitkv.restore.RestoreCommands;
+import io.orbitkv.restore.RestoreProxy;
 import java.nio.file.Path;
 
 /** The engine API's replies built from the roles' records (engine.proto messages); pure mapping, no state. */
@@ -49,7 +50,7 @@ final class EngineReplies {
     /** Every restore route with its availability and, when unavailable, the probe's cause. */
     static java.util.List<RestoreRouteAvailability> restoreRoutes() {
         java.util.List<RestoreRouteAvailability> routes = new java.util.ArrayList<>();
-        for (RestoreRoutes.RouteStatus status : RestoreRoutes.all()) {
+        for (RestoreCommands.RouteStatus status : RestoreProxy.routes()) {
             routes.add(RestoreRouteAvailability.newBuilder().setRoute(status.route()).setAvailable(status.available())
                     .setUnavailableCause(status.cause()).build());
         }

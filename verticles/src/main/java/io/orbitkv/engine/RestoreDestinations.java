@@ -14,7 +14,8 @@ import io.orbitkv.protocol.engine.RestoreRoute;
 import io.orbitkv.restore.RestoreCommands.DestinationKind;
 import io.orbitkv.restore.RestoreCommands.DestinationSpec;
 import io.orbitkv.restore.RestoreCommands.GroupLayout;
-import io.orbitkv.restore.RestoreRoutes;
+import io.orbitkv.restore.RestoreCommands;
+import io.orbitkv.restore.RestoreProxy;
 import io.orbitkv.model.plan.RestoreTarget;
 import java.util.ArrayList;
 import java.util.BitSet;
@@ -174,7 +175,7 @@ final class RestoreDestinations {
     }
 
     private static void requireAvailable(RestoreRoute route) {
-        RestoreRoutes.RouteStatus status = RestoreRoutes.of(route);
+        RestoreCommands.RouteStatus status = RestoreProxy.route(route);
         if (!status.available()) {
             throw new OrbitException(ErrorReason.ROUTE_UNAVAILABLE, route + " cannot run on this Manager: " + status.cause());
         }

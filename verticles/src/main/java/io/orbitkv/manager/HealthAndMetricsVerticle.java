@@ -3,7 +3,8 @@ package io.orbitkv.manager;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.orbitkv.events.EventsProxy;
 import io.orbitkv.nativeio.mooncake.MooncakeTransferEngine;
-import io.orbitkv.restore.RestoreRoutes;
+import io.orbitkv.restore.RestoreCommands;
+import io.orbitkv.restore.RestoreProxy;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.VerticleBase;
@@ -53,7 +54,7 @@ public final class HealthAndMetricsVerticle extends VerticleBase {
     /** Manager-executed restore routes: whether each can run here and, if not, the cause its probe kept. */
     static io.vertx.core.json.JsonArray restoreRoutes() {
         io.vertx.core.json.JsonArray routes = new io.vertx.core.json.JsonArray();
-        for (RestoreRoutes.RouteStatus status : RestoreRoutes.all()) {
+        for (RestoreCommands.RouteStatus status : RestoreProxy.routes()) {
             JsonObject route = new JsonObject().put("route", status.route().name()).put("available", status.available());
             if (!status.available()) {
                 route.put("cause", status.cause());

@@ -106,7 +106,7 @@ final class ManagerRoles {
                                 "peer-transfer", settings.host() + ":" + config.peer().transferPort()) : Map.of()))
                 .orElse(null);
         this.peer = cluster == null || !config.peer().enabled() ? null
-                : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.settings(), cluster.membership(), poolPath,
+                : new io.orbitkv.peer.PeerVerticle(config.peer(), cluster.memberNetwork(), cluster.membership(), poolPath,
                         poolBytes, registry, costs, Ticker.SYSTEM)
                         .poolPageBytes(io.orbitkv.peer.PoolPrefault.pageBytes(poolPages));
         this.planning = planning(config, vertx, registry, costs);

@@ -4,7 +4,6 @@ import com.google.protobuf.ByteString;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.model.MemberRecord;
-import io.orbitkv.cluster.MembershipRole;
 import io.orbitkv.common.RateLimitedLog;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.model.cost.CostPath;
@@ -40,6 +39,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import io.orbitkv.model.ImageRef;
 import io.orbitkv.model.SlotGrant;
+import io.orbitkv.model.MemberDirectory;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -64,7 +64,7 @@ final class PeerRequester {
     static final String PEER_ENDPOINT = "peer";
 
     private final Context context;
-    private final MembershipRole membership;
+    private final MemberDirectory membership;
     private final GrpcClient grpc;
     private final StorageProxy storage;
     private final PeerTransport transport;
@@ -78,7 +78,7 @@ final class PeerRequester {
     private final RateLimitedLog failureLog;
     private volatile PeerVerticle.ReserveGate reserveGate = PeerVerticle.ReserveGate.OPEN;
 
-    PeerRequester(Context context, MembershipRole membership, GrpcClient grpc, StorageProxy storage,
+    PeerRequester(Context context, MemberDirectory membership, GrpcClient grpc, StorageProxy storage,
                   PeerTransport transport, Supplier<MemorySegment> pool, CostProxy cost, MeterRegistry registry,
                   Ticker ticker) {
         this.context = context;

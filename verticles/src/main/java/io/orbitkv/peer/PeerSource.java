@@ -5,7 +5,6 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.model.MemberRecord;
-import io.orbitkv.cluster.MembershipRole;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.protocol.peer.PeerGrant;
 import io.orbitkv.protocol.peer.PeerKey;
@@ -38,6 +37,7 @@ import java.util.zip.CRC32C;
 import javax.net.ssl.SSLPeerUnverifiedException;
 import io.orbitkv.model.ImageRef;
 import io.orbitkv.model.KeyGeneration;
+import io.orbitkv.model.MemberDirectory;
 
 /**
  * The source role of the peer package: lends this Manager's DRAM images (and SSD pages staged into DRAM) to other
@@ -88,7 +88,7 @@ final class PeerSource {
     private final Vertx vertx;
     private final PeerSettings settings;
     private final String transferEndpoint;
-    private final MembershipRole membership;
+    private final MemberDirectory membership;
     private final StorageProxy storage;
     private final PeerSsdStaging staging;
     private final Supplier<MemorySegment> pool;
@@ -123,7 +123,7 @@ final class PeerSource {
         this.grantExtension = extension;
     }
 
-    PeerSource(Vertx vertx, PeerSettings settings, String host, MembershipRole membership, StorageProxy storage,
+    PeerSource(Vertx vertx, PeerSettings settings, String host, MemberDirectory membership, StorageProxy storage,
                Supplier<MemorySegment> pool, MeterRegistry registry, Ticker ticker) {
         this.vertx = vertx;
         this.settings = settings;

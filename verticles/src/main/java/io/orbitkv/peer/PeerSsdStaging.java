@@ -4,7 +4,6 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.protocol.peer.PeerRejection;
-import io.orbitkv.storage.PoolAllocator;
 import io.orbitkv.model.StateKey;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
@@ -115,7 +114,7 @@ final class PeerSsdStaging {
                         staged[i] = true;
                         ssd.add(new KeyGeneration(keys.get(i), e.ssdGeneration()));
                         bytes += e.ssdBytes();
-                        footprint += PoolAllocator.sizeClassOf(e.ssdBytes());
+                        footprint += StorageProxy.slotBytesOf(e.ssdBytes());
                     }
                 } else if (e.dramGeneration() == generations.get(i)) {
                     dram.add(new KeyGeneration(keys.get(i), e.dramGeneration()));

@@ -1,15 +1,15 @@
 package io.orbitkv.peer;
 
 import io.micrometer.core.instrument.MeterRegistry;
-import io.orbitkv.cluster.ClusterSettings;
-import io.orbitkv.cluster.MemberTable;
-import io.orbitkv.cluster.MembershipRole;
+import io.orbitkv.cluster.MembershipPort;
 import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.common.RateLimitedLog;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
+import io.orbitkv.model.MemberChange;
+import io.orbitkv.model.MemberNetwork;
 import io.orbitkv.model.plan.PeerOwner;
 import io.orbitkv.protocol.peer.PeerTransferGrpcService;
 import io.orbitkv.storage.StorageProxy;
@@ -59,8 +59,8 @@ public final class PeerVerticle extends VerticleBase {
 
     private final PeerSettings settings;
     private final CostProxy cost;
-    private final ClusterSettings cluster;
-    private final MembershipRole membership;
+    private final MemberNetwork cluster;
+    private final MembershipPort membership;
     private final Path poolPath;
     private final long poolBytes;
     private final MeterRegistry registry;
@@ -91,7 +91,7 @@ public final class PeerVerticle extends VerticleBase {
      * @param cost the cost role's proxy (peer fetch operation and complete-route samples keyed by the peer's
      *             incarnation), or null
      */
-    public PeerVerticle(PeerSettings settings, ClusterSettings cluster, MembershipRole membership, Path poolPath,
+    public PeerVerticle(PeerSettings settings, MemberNetwork cluster, MembershipPort membership, Path poolPath,
                         long poolBytes, MeterRegistry registry, CostProxy cost, Ticker ticker) {
         this.cost = cost;
         this.settings = settings;
@@ -138,9 +138,9 @@ public final class PeerVerticle extends VerticleBase {
                 registry, ticker);
         requester.reserveGate(reserveGate);
         warmer = new PeerWarmer(vertx, settings, membership, grpcClient, transport, registry);
-        membership.addListener(new MembershipRole.Listener() {
+        membership.addListener(new MembershipPort.Listener() {
             @Override
-            public void onMembership(MemberTable.Change change) {
+            public void onMembership(MemberChange change) {
                 context.runOnContext(v -> {
                     source.dropDeparted();
                     warmer.onMembership(); // a round per member: those already warm open nothing new

@@ -1,6 +1,6 @@
 package io.orbitkv.planning;
 
-import io.orbitkv.cost.SwitchGuard;
+import io.orbitkv.model.cost.SwitchGuard;
 import java.util.List;
 import java.util.Objects;
 import java.util.OptionalDouble;

@@ -7,7 +7,7 @@ import io.orbitkv.model.cost.CostEstimateResult;
 import io.orbitkv.model.cost.RepresentationFamily;
 import io.orbitkv.model.cost.ShadowAlternative;
 import io.orbitkv.model.cost.ShadowRequest;
-import io.orbitkv.cost.SwitchGuard;
+import io.orbitkv.model.cost.SwitchGuard;
 import io.orbitkv.recovery.BlockRange;
 import io.orbitkv.recovery.GroupAvailability;
 import io.orbitkv.recovery.GroupRanges;

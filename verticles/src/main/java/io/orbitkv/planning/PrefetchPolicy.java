@@ -4,7 +4,8 @@ import java.util.OptionalLong;
 import io.orbitkv.model.plan.TimeEstimate;
 
 /**
- * When a transfer should start, and how much speculation a demand's confidence admits. Pure arithmetic.
+ * When a transfer should start. Pure arithmetic. (How much speculation a demand's confidence admits is the admission
+ * role's decision, next to its byte budgets.)
  *
  * <h2>Deadline</h2>
  * <pre>
@@ -15,11 +16,6 @@ import io.orbitkv.model.plan.TimeEstimate;
  * prepared pages occupy the pool no longer than needed. Without a first use or an estimate there is no deadline to
  * aim at: it starts at once (unknown is not "late" and not "far away"). A demand read's latest start orders the
  * transfer queues by slack ({@link TransferScheduler}); a demand without a first use is due now.
- *
- * <h2>Confidence</h2>
- * A speculative demand with confidence {@code c} may bring speculative bytes in use up to {@code c} of the speculative
- * budget; 0 means unknown and admits up to the whole budget (the behaviour before confidence was read). Lower
- * confidence therefore gets refused first as the budget fills.
  */
 public final class PrefetchPolicy {
 
@@ -40,8 +36,6 @@ public final class PrefetchPolicy {
 
     /** When to start: {@code startAtNanos} and the deadline it serves ({@link Long#MAX_VALUE}: none). */
     public record Start(long startAtNanos, long latestStartNanos, Reason reason) {}
-
-    public enum Admission { ADMITTED, REFUSED_BY_CONFIDENCE, REFUSED_BY_BUDGET }
 
     private PrefetchPolicy() {
     }
@@ -80,23 +74,5 @@ public final class PrefetchPolicy {
         }
         OptionalLong latest = latestStartNanos(firstUseNanos, stateReady);
         return latest.isPresent() ? latest.getAsLong() : Math.min(nowNanos, firstUseNanos.getAsLong());
-    }
-
-    /**
-     * Whether {@code requestBytes} more speculative bytes are admitted with {@code speculativeInUseBytes} already held
-     * against {@code speculativeBudgetBytes}, scaled by {@code confidence} (0 = unknown = 1).
-     */
-    public static Admission admitSpeculation(float confidence, long requestBytes, long speculativeInUseBytes,
-                                             long speculativeBudgetBytes) {
-        if (!(confidence >= 0 && confidence <= 1)) {
-            throw new IllegalArgumentException("confidence " + confidence + " is outside [0, 1]");
-        }
-        long after = speculativeInUseBytes + requestBytes;
-        if (after > speculativeBudgetBytes || after < 0) {
-            return Admission.REFUSED_BY_BUDGET;
-        }
-        double scale = confidence == 0 ? 1.0 : confidence;
-        return after <= (long) Math.floor(speculativeBudgetBytes * scale) ? Admission.ADMITTED
-                : Admission.REFUSED_BY_CONFIDENCE;
     }
 }

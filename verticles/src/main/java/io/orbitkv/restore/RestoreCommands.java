@@ -12,6 +12,9 @@ public final class RestoreCommands {
 
     public enum DestinationKind { HOST_REGION, CUDA_IPC }
 
+    /** One Manager-executed restore route's availability on this process; {@code cause} is empty when available. */
+    public record RouteStatus(RestoreRoute route, boolean available, String cause) {}
+
     /** Where destination page i of a group lies: {@code baseOffset + i * strideBytes}, {@code pageBytes} long. */
     public record GroupLayout(int groupId, long baseOffset, long strideBytes, int pageCount, long pageBytes) {
         public long offsetOf(int pageIndex) {
@@ -42,7 +45,7 @@ public final class RestoreCommands {
 
     public record RegisterDestinations(long instance, List<DestinationSpec> destinations) {}
 
-    public record Registered(List<RestoreRoutes.RouteStatus> routes) {}
+    public record Registered(List<RouteStatus> routes) {}
 
     /** One leased source page: its pool slot. */
     public record SourcePage(int groupId, int position, long poolOffset, long lengthBytes) {}
@@ -80,7 +83,7 @@ public final class RestoreCommands {
      * -1 when the pool is not registered (no CUDA).
      */
     public record RestoreStats(List<LaneStats> lanes, int activeRestores, int cancellingRestores,
-                               int mappedHostRegions, List<RestoreRoutes.RouteStatus> routes, long poolRegistrationNanos) {
+                               int mappedHostRegions, List<RouteStatus> routes, long poolRegistrationNanos) {
         public LaneStats lane(String device) {
             return lanes.stream().filter(l -> l.device().equals(device)).findFirst().orElse(null);
         }

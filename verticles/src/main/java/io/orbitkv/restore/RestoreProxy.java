@@ -1,6 +1,7 @@
 package io.orbitkv.restore;
 
 import io.orbitkv.common.RoleProxies;
+import io.orbitkv.protocol.engine.RestoreRoute;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
 import io.vertx.core.eventbus.DeliveryOptions;
@@ -48,6 +49,19 @@ public final class RestoreProxy {
     /** Cancels and drains the instance's restores, then unmaps its destinations; answers how many were unmapped. */
     public Future<Integer> releaseInstance(long instance) {
         return RoleProxies.request(bus, RELEASE_INSTANCE, new RestoreCommands.ReleaseInstance(instance), options);
+    }
+
+    /**
+     * Every Manager-executed restore route, in enum order, with its availability on this process and, when
+     * unavailable, the cause. Answered here without a message: the native probes behind it ran once per process.
+     */
+    public static List<RestoreCommands.RouteStatus> routes() {
+        return RestoreRoutes.all();
+    }
+
+    /** {@link #routes} for one route. */
+    public static RestoreCommands.RouteStatus route(RestoreRoute route) {
+        return RestoreRoutes.of(route);
     }
 
     public Future<RestoreCommands.RestoreStats> stats() {

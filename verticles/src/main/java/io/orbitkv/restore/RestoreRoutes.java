@@ -3,6 +3,7 @@ package io.orbitkv.restore;
 import io.orbitkv.nativeio.cuda.CudaRuntime;
 import io.orbitkv.nativeio.cufile.CuFile;
 import io.orbitkv.protocol.engine.RestoreRoute;
+import io.orbitkv.restore.RestoreCommands.RouteStatus;
 import java.util.List;
 
 /**
@@ -11,9 +12,6 @@ import java.util.List;
  * the same cause.
  */
 public final class RestoreRoutes {
-    /** One route's availability; {@code cause} is empty when available. */
-    public record RouteStatus(RestoreRoute route, boolean available, String cause) {}
-
     private static final List<RouteStatus> ROUTES = List.of(
             new RouteStatus(RestoreRoute.HOST_REGION, true, ""),
             status(RestoreRoute.CUDA_IPC, CudaRuntime.isAvailable(), CudaRuntime.unavailabilityCause()),

@@ -395,7 +395,7 @@ public final class RestoreVerticle extends VerticleBase {
                     + Integer.toUnsignedString(command.target().destinationId()) + " registered by this instance");
         }
         RestoreRoute route = command.target().route();
-        RestoreRoutes.RouteStatus status = RestoreRoutes.of(route);
+        RestoreCommands.RouteStatus status = RestoreRoutes.of(route);
         if (!status.available()) {
             throw new OrbitException(ErrorReason.ROUTE_UNAVAILABLE, route + " cannot run on this Manager: " + status.cause());
         }

@@ -2,6 +2,9 @@ package io.orbitkv.storage;
 
 import java.util.ArrayList;
 import java.util.List;
+import io.orbitkv.model.ResidencyEvent;
+import io.orbitkv.model.ResidencyEvent.Change;
+import io.orbitkv.model.ResidencyPage;
 import io.orbitkv.model.StateKey;
 
 /**
@@ -10,23 +13,12 @@ import io.orbitkv.model.StateKey;
  * Manager's inventory incrementally and detect gaps.
  *
  * <p>Design note (bounds): the last {@code capacity} events are kept in a ring. A follower that asks for a sequence
- * older than the ring's tail gets {@link Page#gap()} = true and must resynchronise from a snapshot. Owned by the
+ * older than the ring's tail gets {@link ResidencyPage#gap()} = true and must resynchronise from a snapshot. Owned by the
  * storage role's event loop; not thread-safe.
  */
 public final class ResidencyStream {
-    public enum Change { DRAM_ADDED, DRAM_REMOVED, SSD_ADDED, SSD_REMOVED }
-
-    /**
-     * One change. {@code lengthBytes}: the page's stored bytes (-1 when not known); {@code atMillis}: the wall-clock
-     * time it was appended, so a peer on another process can measure how long the change took to reach it.
-     */
-    public record Event(long sequence, Change change, StateKey key, long generation, long lengthBytes, long atMillis) {}
-
-    /** A page of events after a sequence; {@code gap} means events were lost to the ring bound. */
-    public record Page(List<Event> events, boolean gap, long lastSequence) {}
-
     private final long incarnation;
-    private final Event[] ring;
+    private final ResidencyEvent[] ring;
     private long lastSequence;
 
     public ResidencyStream(long incarnation, int capacity) {
@@ -34,7 +26,7 @@ public final class ResidencyStream {
             throw new IllegalArgumentException("capacity must be positive");
         }
         this.incarnation = incarnation;
-        this.ring = new Event[capacity];
+        this.ring = new ResidencyEvent[capacity];
     }
 
     public long incarnation() {
@@ -51,20 +43,20 @@ public final class ResidencyStream {
 
     long append(Change change, StateKey key, long generation, long lengthBytes) {
         long sequence = ++lastSequence;
-        ring[(int) (sequence % ring.length)] = new Event(sequence, change, key, generation, lengthBytes,
+        ring[(int) (sequence % ring.length)] = new ResidencyEvent(sequence, change, key, generation, lengthBytes,
                 System.currentTimeMillis());
         return sequence;
     }
 
     /** Events with sequence &gt; {@code after}, at most {@code max}. */
-    public Page since(long after, int max) {
+    public ResidencyPage since(long after, int max) {
         long oldest = Math.max(1, lastSequence - ring.length + 1);
         boolean gap = after + 1 < oldest;
         long from = Math.max(after + 1, oldest);
-        List<Event> events = new ArrayList<>();
+        List<ResidencyEvent> events = new ArrayList<>();
         for (long s = from; s <= lastSequence && events.size() < max; s++) {
             events.add(ring[(int) (s % ring.length)]);
         }
-        return new Page(events, gap, lastSequence);
+        return new ResidencyPage(events, gap, lastSequence);
     }
 }

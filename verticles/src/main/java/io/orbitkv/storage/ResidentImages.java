@@ -8,6 +8,7 @@ import java.util.Map;
 import io.orbitkv.model.StateKey;
 import io.orbitkv.model.ImageState;
 import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.ResidencyEvent;
 
 /**
  * Which key lives in which pool slot, the LRU eviction order and the lease pins: the core the other parts of
@@ -108,7 +109,7 @@ final class ResidentImages {
         allocator.free(image.slot);
         sealedBytes -= image.slot.lengthBytes();
         evictions++;
-        residency.append(ResidencyStream.Change.DRAM_REMOVED, image.key, image.slot.generation(), image.slot.lengthBytes());
+        residency.append(ResidencyEvent.Change.DRAM_REMOVED, image.key, image.slot.generation(), image.slot.lengthBytes());
         listener.onEvicted(image.ref());
     }
 
@@ -118,7 +119,7 @@ final class ResidentImages {
         image.retainPriority = image.transientImage ? RetentionTable.NOT_RETAINED : retention.priorityOf(image.key);
         evictable.put(image);
         sealedBytes += image.slot.lengthBytes();
-        residency.append(ResidencyStream.Change.DRAM_ADDED, image.key, image.slot.generation(), image.slot.lengthBytes());
+        residency.append(ResidencyEvent.Change.DRAM_ADDED, image.key, image.slot.generation(), image.slot.lengthBytes());
     }
 
     /** Back into the eviction order when nothing holds it any more. */

@@ -11,6 +11,7 @@ import io.orbitkv.model.SsdCopy;
 import io.orbitkv.model.Materialization;
 import io.orbitkv.model.KeyGeneration;
 import io.orbitkv.model.SsdReservation;
+import io.orbitkv.model.ResidencyEvent;
 
 /**
  * The committed SSD extents mirrored by key, and the slots reserved to read them back into DRAM.
@@ -36,7 +37,7 @@ final class SsdCopies {
 
     void added(StateKey key, long generation, long lengthBytes) {
         onSsd.put(key, new SsdCopy(generation, lengthBytes));
-        residency.append(ResidencyStream.Change.SSD_ADDED, key, generation, lengthBytes);
+        residency.append(ResidencyEvent.Change.SSD_ADDED, key, generation, lengthBytes);
     }
 
     void retainOnly(Set<StateKey> committed) {
@@ -51,7 +52,7 @@ final class SsdCopies {
         SsdCopy copy = onSsd.get(key);
         if (copy != null && copy.generation() == generation) {
             onSsd.remove(key);
-            residency.append(ResidencyStream.Change.SSD_REMOVED, key, generation, copy.lengthBytes());
+            residency.append(ResidencyEvent.Change.SSD_REMOVED, key, generation, copy.lengthBytes());
         }
     }
 

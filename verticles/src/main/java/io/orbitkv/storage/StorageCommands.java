@@ -11,6 +11,7 @@ import io.orbitkv.model.ExactPin;
 import io.orbitkv.model.KeyEvidence;
 import io.orbitkv.model.KeyGeneration;
 import io.orbitkv.model.ResidencySnapshot;
+import io.orbitkv.model.ResidencyPage;
 
 /** Messages the storage role accepts. Local records only (see {@link io.orbitkv.common.LocalCodec}). */
 public final class StorageCommands {
@@ -129,7 +130,7 @@ public final class StorageCommands {
     public record ResidencyChanges(List<ResidencyChange> changes, boolean gap, long lastSequence) {}
 
     static final List<Class<?>> MESSAGE_TYPES = List.of(ResidencySince.class, ResidencySnapshotOf.class,
-            ResidencyStream.Page.class, ResidencySnapshot.class, Allocate.class, Seal.class, Abort.class,
+            ResidencyPage.class, ResidencySnapshot.class, Allocate.class, Seal.class, Abort.class,
             Unpin.class, UnpinIntoQuarantine.class, ReleaseInstance.class, GetStats.class, Materialize.class, StorageStats.class, AllocateResult.class,
             SealResult.class, Integer.class, Probe.class, PinExact.class, Presence.class,
             ExactPin.class, Discover.class, Discovery.class, PinGenerations.class, UnpinRefs.class,

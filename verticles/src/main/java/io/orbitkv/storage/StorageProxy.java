@@ -16,6 +16,8 @@ import io.orbitkv.model.ExactPin;
 import io.orbitkv.model.KeyEvidence;
 import io.orbitkv.model.KeyGeneration;
 import io.orbitkv.model.ResidencySnapshot;
+import io.orbitkv.model.ResidencyEvent;
+import io.orbitkv.model.ResidencyPage;
 
 /** Typed proxy of the storage role: one method per command; callers never see event-bus addresses. */
 public final class StorageProxy {
@@ -48,6 +50,14 @@ public final class StorageProxy {
 
     public StorageProxy(Vertx vertx) {
         this.bus = vertx.eventBus();
+    }
+
+    /**
+     * The pool bytes a page of {@code lengthBytes} occupies once resident: its slot's size class. Answered here
+     * without a message: the size classes are fixed arithmetic.
+     */
+    public static long slotBytesOf(long lengthBytes) {
+        return PoolAllocator.sizeClassOf(lengthBytes);
     }
 
     public Future<AllocateResult> allocate(long instance, List<StateKey> keys, List<Long> lengths) {
@@ -166,7 +176,7 @@ public final class StorageProxy {
     }
 
     /** Residency-stream events after {@code after} (metadata only); {@code gap} when the ring lost some. */
-    public Future<ResidencyStream.Page> residencySince(long after, int max) {
+    public Future<ResidencyPage> residencySince(long after, int max) {
         return RoleProxies.request(bus, RESIDENCY_SINCE, new StorageCommands.ResidencySince(after, max), options);
     }
 
@@ -174,7 +184,7 @@ public final class StorageProxy {
     public Future<StorageCommands.ResidencyChanges> residencyChangesSince(long after, int max) {
         return residencySince(after, max).map(page -> {
             List<StorageCommands.ResidencyChange> changes = new ArrayList<>(page.events().size());
-            for (ResidencyStream.Event e : page.events()) {
+            for (ResidencyEvent e : page.events()) {
                 changes.add(new StorageCommands.ResidencyChange(e.sequence(),
                         StorageCommands.ResidencyChange.Kind.valueOf(e.change().name()), e.key(), e.generation(),
                         e.lengthBytes()));

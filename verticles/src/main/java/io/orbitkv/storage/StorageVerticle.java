@@ -21,6 +21,7 @@ import io.orbitkv.model.SealResult;
 import io.orbitkv.model.ExactPin;
 import io.orbitkv.model.KeyGeneration;
 import io.orbitkv.model.ResidencySnapshot;
+import io.orbitkv.model.ResidencyPage;
 
 /**
  * The storage role: owns the shared-memory pool, its allocator and the resident images.
@@ -219,7 +220,7 @@ public final class StorageVerticle extends VerticleBase {
                 c -> releaseSsdHold(c.hold()));
         RoleProxies.<StorageCommands.ReleaseStaged, Integer>serve(bus, StorageProxy.RELEASE_STAGED,
                 c -> changed(store.releaseStaged(c.staged())));
-        RoleProxies.<StorageCommands.ResidencySince, ResidencyStream.Page>serve(bus, StorageProxy.RESIDENCY_SINCE,
+        RoleProxies.<StorageCommands.ResidencySince, ResidencyPage>serve(bus, StorageProxy.RESIDENCY_SINCE,
                 c -> Future.succeededFuture(store.residency().since(c.after(), c.max())));
         RoleProxies.<StorageCommands.ResidencySnapshotOf, ResidencySnapshot>serve(bus,
                 StorageProxy.RESIDENCY_SNAPSHOT, c -> Future.succeededFuture(store.residencySnapshot(c.maxKeys())));

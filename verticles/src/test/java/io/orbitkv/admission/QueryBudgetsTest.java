@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.orbitkv.common.OrbitException;
+import io.orbitkv.model.TenantName;
 import org.junit.jupiter.api.Test;
 
 class QueryBudgetsTest {
@@ -47,7 +48,23 @@ class QueryBudgetsTest {
         assertThatThrownBy(() -> TenantShares.parse("a=0.5,a=0.1")).hasMessageContaining("twice");
         assertThatThrownBy(() -> TenantShares.parse("a")).hasMessageContaining("tenant=fraction");
         assertThatThrownBy(() -> TenantShares.parse("a=0")).hasMessageContaining("(0, 1]");
-        assertThat(TenantShares.validName("")).isTrue();
-        assertThat(TenantShares.validName("x y")).isFalse();
+        assertThat(TenantName.valid("")).isTrue();
+        assertThat(TenantName.valid("x y")).isFalse();
+    }
+
+    @Test
+    void confidenceScalesTheSpeculationAdmitted() {
+        long budget = 1000;
+        assertThat(QueryBudgets.admitSpeculation(0.5f, 400, 0, budget))
+                .isEqualTo(QueryBudgets.SpeculationAdmission.ADMITTED);
+        assertThat(QueryBudgets.admitSpeculation(0.5f, 400, 200, budget))
+                .isEqualTo(QueryBudgets.SpeculationAdmission.REFUSED_BY_CONFIDENCE);
+        assertThat(QueryBudgets.admitSpeculation(0.9f, 400, 200, budget))
+                .isEqualTo(QueryBudgets.SpeculationAdmission.ADMITTED);
+        // Unknown confidence (0) admits up to the whole budget.
+        assertThat(QueryBudgets.admitSpeculation(0f, 1000, 0, budget))
+                .isEqualTo(QueryBudgets.SpeculationAdmission.ADMITTED);
+        assertThat(QueryBudgets.admitSpeculation(1f, 1001, 0, budget))
+                .isEqualTo(QueryBudgets.SpeculationAdmission.REFUSED_BY_BUDGET);
     }
 }

@@ -6,7 +6,7 @@ import io.orbitkv.model.plan.Medium;
 import io.orbitkv.model.plan.PeerOwner;
 import io.orbitkv.model.plan.ReplicaEvidence;
 import io.orbitkv.model.plan.ReplicaSet;
-import io.orbitkv.storage.ResidencyStream.Change;
+import io.orbitkv.model.ResidencyEvent.Change;
 import io.orbitkv.model.StateKey;
 import java.util.ArrayList;
 import java.util.List;

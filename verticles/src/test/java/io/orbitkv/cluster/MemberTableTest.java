@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import io.orbitkv.model.MemberRecord;
+import io.orbitkv.model.MemberChange;
 
 class MemberTableTest {
     static MemberRecord member(String id, long incarnation, long epoch) {
@@ -17,13 +18,13 @@ class MemberTableTest {
     @Test
     void joinRestartUpdateLeave() {
         MemberTable table = new MemberTable("self");
-        assertThat(table.put(member("b", 5, 1))).containsInstanceOf(MemberTable.Change.Joined.class);
+        assertThat(table.put(member("b", 5, 1))).containsInstanceOf(MemberChange.Joined.class);
         assertThat(table.put(member("b", 5, 1))).as("the same record again changes nothing").isEmpty();
-        assertThat(table.put(member("b", 5, 2))).containsInstanceOf(MemberTable.Change.Updated.class);
-        assertThat(table.put(member("b", 9, 1))).containsInstanceOf(MemberTable.Change.Restarted.class);
+        assertThat(table.put(member("b", 5, 2))).containsInstanceOf(MemberChange.Updated.class);
+        assertThat(table.put(member("b", 9, 1))).containsInstanceOf(MemberChange.Restarted.class);
         assertThat(table.put(member("b", 7, 3))).as("a late event of an older incarnation is ignored").isEmpty();
         assertThat(table.get("b")).map(MemberRecord::incarnation).contains(9L);
-        assertThat(table.delete("b")).containsInstanceOf(MemberTable.Change.Left.class);
+        assertThat(table.delete("b")).containsInstanceOf(MemberChange.Left.class);
         assertThat(table.delete("b")).isEmpty();
     }
 
@@ -33,11 +34,11 @@ class MemberTableTest {
         table.put(member("self", 1, 1));
         table.put(member("b", 5, 1));
         table.put(member("c", 6, 1));
-        List<MemberTable.Change> changes = table.replaceAll(List.of(member("self", 1, 1), member("b", 8, 1), member("d", 2, 1)));
+        List<MemberChange> changes = table.replaceAll(List.of(member("self", 1, 1), member("b", 8, 1), member("d", 2, 1)));
         assertThat(changes).hasSize(3);
-        assertThat(changes).anySatisfy(c -> assertThat(c).isInstanceOf(MemberTable.Change.Left.class));
-        assertThat(changes).anySatisfy(c -> assertThat(c).isInstanceOf(MemberTable.Change.Restarted.class));
-        assertThat(changes).anySatisfy(c -> assertThat(c).isInstanceOf(MemberTable.Change.Joined.class));
+        assertThat(changes).anySatisfy(c -> assertThat(c).isInstanceOf(MemberChange.Left.class));
+        assertThat(changes).anySatisfy(c -> assertThat(c).isInstanceOf(MemberChange.Restarted.class));
+        assertThat(changes).anySatisfy(c -> assertThat(c).isInstanceOf(MemberChange.Joined.class));
         assertThat(table.peers()).extracting(MemberRecord::id).containsExactly("b", "d");
     }
 

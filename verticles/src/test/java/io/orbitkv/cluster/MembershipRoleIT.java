@@ -22,6 +22,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
+import io.orbitkv.model.MemberChange;
 
 /**
  * The membership role against a real etcd process (one per class): joins and leaves, restarts with a new incarnation,
@@ -82,12 +83,12 @@ class MembershipRoleIT {
         List<String> heard = new CopyOnWriteArrayList<>();
         role.addListener(new MembershipRole.Listener() {
             @Override
-            public void onMembership(MemberTable.Change change) {
+            public void onMembership(MemberChange change) {
                 heard.add(change.getClass().getSimpleName() + ":" + switch (change) {
-                    case MemberTable.Change.Joined j -> j.member().id();
-                    case MemberTable.Change.Left l -> l.member().id();
-                    case MemberTable.Change.Restarted r -> r.member().id();
-                    case MemberTable.Change.Updated u -> u.member().id();
+                    case MemberChange.Joined j -> j.member().id();
+                    case MemberChange.Left l -> l.member().id();
+                    case MemberChange.Restarted r -> r.member().id();
+                    case MemberChange.Updated u -> u.member().id();
                 });
             }
 

@@ -20,6 +20,7 @@ import io.orbitkv.model.cost.CostEstimate;
 import io.orbitkv.model.cost.CostEstimateResult;
 import io.orbitkv.model.cost.ShadowAlternative;
 import io.orbitkv.model.cost.ShadowRequest;
+import io.orbitkv.model.cost.SwitchGuard;
 
 class ShadowComparatorTest {
 

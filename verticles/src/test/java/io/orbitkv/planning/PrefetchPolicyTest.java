@@ -45,17 +45,4 @@ class PrefetchPolicyTest {
         assertThat(PrefetchPolicy.demandLatestStartNanos(NOW, OptionalLong.of(NOW + 100 * MS), TimeEstimate.UNKNOWN))
                 .isEqualTo(NOW);
     }
-
-    @Test
-    void confidenceScalesTheSpeculationAdmitted() {
-        long budget = 1000;
-        assertThat(PrefetchPolicy.admitSpeculation(0.5f, 400, 0, budget)).isEqualTo(PrefetchPolicy.Admission.ADMITTED);
-        assertThat(PrefetchPolicy.admitSpeculation(0.5f, 400, 200, budget))
-                .isEqualTo(PrefetchPolicy.Admission.REFUSED_BY_CONFIDENCE);
-        assertThat(PrefetchPolicy.admitSpeculation(0.9f, 400, 200, budget)).isEqualTo(PrefetchPolicy.Admission.ADMITTED);
-        // Unknown confidence (0) admits up to the whole budget.
-        assertThat(PrefetchPolicy.admitSpeculation(0f, 1000, 0, budget)).isEqualTo(PrefetchPolicy.Admission.ADMITTED);
-        assertThat(PrefetchPolicy.admitSpeculation(1f, 1001, 0, budget))
-                .isEqualTo(PrefetchPolicy.Admission.REFUSED_BY_BUDGET);
-    }
 }

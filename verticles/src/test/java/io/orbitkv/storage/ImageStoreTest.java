@@ -27,6 +27,8 @@ import io.orbitkv.model.SsdCopy;
 import io.orbitkv.model.Materialization;
 import io.orbitkv.model.KeyGeneration;
 import io.orbitkv.model.SsdReservation;
+import io.orbitkv.model.ResidencyEvent;
+import io.orbitkv.model.ResidencyPage;
 
 /** The storage role's state machine, driven directly (no event bus). */
 class ImageStoreTest {
@@ -78,8 +80,8 @@ class ImageStoreTest {
         assertThat(evicted).extracting(ImageRef::key).containsExactly(key(1));
         assertThat(store.stateOf(key(1))).isNull();
         assertThat(store.stateOf(key(0))).isEqualTo(ImageState.SEALED);
-        ResidencyStream.Page events = residency.since(0, 100);
-        assertThat(events.events()).extracting(ResidencyStream.Event::change).contains(ResidencyStream.Change.DRAM_REMOVED);
+        ResidencyPage events = residency.since(0, 100);
+        assertThat(events.events()).extracting(ResidencyEvent::change).contains(ResidencyEvent.Change.DRAM_REMOVED);
         assertThat(events.lastSequence()).isEqualTo(10); // 9 adds + 1 removal
     }
 
@@ -146,8 +148,8 @@ class ImageStoreTest {
         store.ssdRetainOnly(Set.of(key(2)));
         assertThat(store.ssdKeys()).isEqualTo(1);
         assertThat(store.ssdCopyOf(key(2))).isNotNull();
-        assertThat(residency.since(before, 10).events()).extracting(ResidencyStream.Event::change)
-                .containsExactly(ResidencyStream.Change.SSD_REMOVED, ResidencyStream.Change.SSD_REMOVED);
+        assertThat(residency.since(before, 10).events()).extracting(ResidencyEvent::change)
+                .containsExactly(ResidencyEvent.Change.SSD_REMOVED, ResidencyEvent.Change.SSD_REMOVED);
     }
 
     @Test
@@ -265,14 +267,14 @@ class ImageStoreTest {
     void residencyStreamReportsGapsBeyondItsBound() {
         ResidencyStream stream = new ResidencyStream(1, 4);
         for (int i = 0; i < 10; i++) {
-            stream.append(ResidencyStream.Change.DRAM_ADDED, key(i), i);
+            stream.append(ResidencyEvent.Change.DRAM_ADDED, key(i), i);
         }
-        ResidencyStream.Page fromStart = stream.since(0, 100);
+        ResidencyPage fromStart = stream.since(0, 100);
         assertThat(fromStart.gap()).isTrue();
-        assertThat(fromStart.events()).extracting(ResidencyStream.Event::sequence).containsExactly(7L, 8L, 9L, 10L);
-        ResidencyStream.Page recent = stream.since(8, 100);
+        assertThat(fromStart.events()).extracting(ResidencyEvent::sequence).containsExactly(7L, 8L, 9L, 10L);
+        ResidencyPage recent = stream.since(8, 100);
         assertThat(recent.gap()).isFalse();
-        assertThat(recent.events()).extracting(ResidencyStream.Event::sequence).containsExactly(9L, 10L);
+        assertThat(recent.events()).extracting(ResidencyEvent::sequence).containsExactly(9L, 10L);
     }
 
     @Test

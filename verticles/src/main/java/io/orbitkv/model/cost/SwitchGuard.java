@@ -1,11 +1,9 @@
-package io.orbitkv.cost;
-
-import io.orbitkv.model.cost.CostEstimate;
+package io.orbitkv.model.cost;
 
 /**
- * The one switching guard every measured choice uses (shadow comparisons here, route and boundary selection in the
- * planning role): an alternative wins only when its upper bound lies below the current choice's lower bound by more
- * than {@value #MARGIN_FRACTION} of the current mean,
+ * The one switching guard every measured choice uses (the cost role's shadow comparisons, the planning role's route
+ * and boundary selection): an alternative wins only when its upper bound lies below the current choice's lower bound
+ * by more than {@value #MARGIN_FRACTION} of the current mean,
  * <pre>
  *   alternative.mean + alternative.error  &lt;  current.mean - current.error - 0.05 * current.mean
  * </pre>
