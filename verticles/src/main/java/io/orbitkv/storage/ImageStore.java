@@ -53,7 +53,7 @@ import io.orbitkv.model.ResidencySnapshot;
  * <p>Concurrency: owned by the storage role's event loop; not thread-safe, except {@link #weakSource}'s handshake
  * with the SSD role's thread. Tests drive it directly.
  */
-public final class ImageStore {
+final class ImageStore {
 
     /** Observer of changes that matter outside: the SSD tier's write offers and reuse reports. */
     public interface Listener {
@@ -78,7 +78,7 @@ public final class ImageStore {
     private final RetentionTable retention;
 
     /** A store without retention budget (every Retain is over budget); retention deadlines on the system clock. */
-    public ImageStore(PoolAllocator allocator, MemorySegment pool, long publishBudgetBytes,
+    ImageStore(PoolAllocator allocator, MemorySegment pool, long publishBudgetBytes,
                       ResidencyStream residency, Listener listener) {
         this(allocator, pool, publishBudgetBytes, residency, listener,
                 new RetentionTable(io.orbitkv.common.Ticker.SYSTEM, 0, Long.MAX_VALUE, null));

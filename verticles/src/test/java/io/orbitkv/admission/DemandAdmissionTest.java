@@ -40,9 +40,7 @@ import io.orbitkv.planning.TransferScheduler;
 import io.orbitkv.protocol.engine.ErrorReason;
 import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryRules;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.PoolAllocator;
-import io.orbitkv.storage.ResidencyStream;
+import io.orbitkv.storage.ImageStoreFixture;
 import io.orbitkv.model.StateKey;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
@@ -65,8 +63,8 @@ import io.orbitkv.model.KeyEvidence;
 import io.orbitkv.model.KeyGeneration;
 
 /**
- * The admission role's handlers driven directly, without the event bus: a real {@link ImageStore} behind a storage
- * port the test can hold (to put a pin "in flight"), and a hand-stepped ticker. No sleeps.
+ * The admission role's handlers driven directly, without the event bus: a real image store ({@link ImageStoreFixture})
+ * behind a storage port the test can hold (to put a pin "in flight"), and a hand-stepped ticker. No sleeps.
  */
 class DemandAdmissionTest {
     static final int P = 16;
@@ -78,8 +76,7 @@ class DemandAdmissionTest {
     static final RecoveryRules RULES = RecoveryRules.of(P, GroupRule.fullAttention(0), GroupRule.recurrent(2, 4 * P));
 
     final Arena arena = Arena.ofShared();
-    final ImageStore store = new ImageStore(new PoolAllocator(4 << 20, 64 << 10), arena.allocate(4 << 20), 4 << 20,
-            new ResidencyStream(1, 1024), new ImageStore.Listener() {});
+    final ImageStoreFixture store = new ImageStoreFixture(arena.allocate(4 << 20), 64 << 10);
     long now = 1_000_000_000L;
     /** When set, pinExact waits here until the test completes it. */
     boolean holdPins;

@@ -25,10 +25,10 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * The engine-restore completion target, driven directly: the real {@link io.orbitkv.storage.ImageStore} harness of
- * {@link DemandAdmissionTest}, the planning role's handlers, and a restore owner (the device copy: the plan's last
- * execution step) whose restores complete only when the test says (the restore role's contract: a restore's future
- * completes once every copy is terminal). Proves the ordering: READY only after the restore; the sources (lease, pins)
+ * The engine-restore completion target, driven directly: the real image store
+ * ({@link io.orbitkv.storage.ImageStoreFixture}) harness of {@link DemandAdmissionTest}, the planning role's handlers,
+ * and a restore owner (the device copy: the plan's last execution step) whose restores complete only when the test
+ * says (the restore role's contract: a restore's future completes once every copy is terminal). Proves the ordering: READY only after the restore; the sources (lease, pins)
  * end only after the copies drained, on cancel, revision, session end and failure.
  */
 class EngineRestoreAdmissionTest {

@@ -5,9 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryRules;
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.PoolAllocator;
-import io.orbitkv.storage.ResidencyStream;
+import io.orbitkv.storage.ImageStoreFixture;
 import io.orbitkv.model.StateKey;
 import io.vertx.core.Future;
 import java.lang.foreign.Arena;
@@ -35,8 +33,8 @@ import io.orbitkv.model.plan.SegmentLease;
 import io.orbitkv.model.plan.LocalReplicaPort;
 
 /**
- * The local execution owners over a real {@link ImageStore}: between discovery and acquisition, pages are evicted by
- * other publishes, and some evicted keys are published again (a new slot generation). Whatever happens, an execution
+ * The local execution owners over a real image store ({@link ImageStoreFixture}): between discovery and acquisition,
+ * pages are evicted by other publishes, and some evicted keys are published again (a new slot generation). Whatever happens, an execution
  * that fails holds no pin, one that succeeds pins exactly the plan's pages at the generations it discovered (the
  * evidence it relied on), and releasing it leaves nothing pinned.
  */
@@ -57,8 +55,7 @@ class LocalOwnersProperties {
     private static void run(Random random) {
         try (Arena arena = Arena.ofConfined()) {
             int slots = 8 + random.nextInt(16);
-            ImageStore store = new ImageStore(new PoolAllocator(slots * PAGE, PAGE), arena.allocate(slots * PAGE, 4096),
-                    slots * PAGE, new ResidencyStream(1, 4096), new ImageStore.Listener() {});
+            ImageStoreFixture store = new ImageStoreFixture(arena.allocate(slots * PAGE, 4096), PAGE);
             RecoveryRules rules = random.nextBoolean() ? RecoveryRules.of(16, GroupRule.fullAttention(0))
                     : RecoveryRules.of(16, GroupRule.fullAttention(0), GroupRule.recurrent(1, 16L * (1 + random.nextInt(4))));
             int pages = 1 + random.nextInt(Math.min(8, slots / 2));
@@ -119,12 +116,12 @@ class LocalOwnersProperties {
         }
     }
 
-    private static void publish(ImageStore store, StateKey key) {
+    private static void publish(ImageStoreFixture store, StateKey key) {
         AllocateResult allocated = store.allocate(1, List.of(key), List.of(PAGE));
         store.seal(1, allocated.publishId(), List.of(), List.of());
     }
 
-    private static LocalReplicaPort port(ImageStore store) {
+    private static LocalReplicaPort port(ImageStoreFixture store) {
         return new LocalReplicaPort() {
             @Override
             public Future<List<KeyEvidence>> discover(List<StateKey> keys) {

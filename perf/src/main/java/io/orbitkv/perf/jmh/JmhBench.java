@@ -15,19 +15,20 @@ import org.openjdk.jmh.runner.options.TimeValue;
 import org.openjdk.jmh.runner.options.VerboseMode;
 
 /**
- * {@code orbitkv bench jmh}: the hot-path microbenchmarks of this package through JMH's Runner API, with short
+ * {@code orbitkv bench jmh}: the hot-path microbenchmarks of this module through JMH's Runner API, with short
  * defaults (1 fork, 2 warm-up and 3 measurement iterations of 1 s). JMH's own log goes to stderr; the scores (ns/op
  * with their 99.9 % error) are the figures. Baselines: memcpy of the same 2 MiB (checksums), java.util.zip.CRC32 as
  * the JDK reference next to CRC32C.
  *
- * <p>Options: {@code --include=REGEX} (default: every benchmark of this package), {@code --forks}, {@code --warmup},
- * {@code --iterations}, {@code --seconds} (per iteration).
+ * <p>Options: {@code --include=REGEX} (default: every benchmark of this module; the benchmark of a package-private
+ * class lives in that class's package), {@code --forks}, {@code --warmup}, {@code --iterations}, {@code --seconds}
+ * (per iteration).
  */
 public final class JmhBench {
     private JmhBench() {}
 
     public static JsonObject run(BenchArgs a) {
-        String include = a.string("include", JmhBench.class.getPackageName() + "\\..*Benchmark.*");
+        String include = a.string("include", "io\\.orbitkv\\..*Benchmark.*");
         int forks = a.integer("forks", 1);
         int warmup = a.integer("warmup", 2);
         int iterations = a.integer("iterations", 3);

@@ -1,6 +1,5 @@
 package io.orbitkv.model.plan;
 
-import io.orbitkv.storage.ImageStore;
 import io.orbitkv.model.StateKey;
 import io.vertx.core.Future;
 import java.util.List;
@@ -12,15 +11,15 @@ import io.orbitkv.model.KeyGeneration;
 /**
  * What the local execution owners ({@link LocalOwners}) and local discovery need from the storage role, which owns
  * the pool, its images and, through the SSD role, the reads of SSD extents into pool slots. The storage role's proxy
- * implements it for the Manager; tests implement it over an {@link ImageStore} directly. Futures complete on the
- * planning role's event loop.
+ * implements it for the Manager; tests implement it over the storage role's image store directly. Futures complete on
+ * the planning role's event loop.
  */
 public interface LocalReplicaPort {
 
-    /** Metadata only: one record per key, in order (see {@link ImageStore#discover}). */
+    /** Metadata only: one record per key, in order (the image store's {@code discover}). */
     Future<List<KeyEvidence>> discover(List<StateKey> keys);
 
-    /** Pins exactly these DRAM slot generations or none (see {@link ImageStore#pinGenerations}). */
+    /** Pins exactly these DRAM slot generations or none (the image store's {@code pinGenerations}). */
     Future<ExactPin> pinGenerations(List<KeyGeneration> pages);
 
     /** Drops pins; {@code quarantine}: the holder's session ended, so the slots are held out of reuse first. */

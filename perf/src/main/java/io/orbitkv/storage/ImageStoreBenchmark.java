@@ -1,8 +1,5 @@
-package io.orbitkv.perf.jmh;
+package io.orbitkv.storage;
 
-import io.orbitkv.storage.ImageStore;
-import io.orbitkv.storage.PoolAllocator;
-import io.orbitkv.storage.ResidencyStream;
 import io.orbitkv.model.StateKey;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -20,7 +17,8 @@ import io.orbitkv.model.ExactPin;
 /**
  * The index lookup of a query: {@link ImageStore#lookupAndPin} of a {@code chainBlocks}-block chain that is fully
  * resident, then {@link ImageStore#unpin}, on a store populated with 4,096 sealed 64 KiB images in an Arena-allocated
- * 256 MiB pool segment. This is the storage role's share of a READY query, per request (not per page).
+ * 256 MiB pool segment. This is the storage role's share of a READY query, per request (not per page). It lives in
+ * the storage package because the store is package-private.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
