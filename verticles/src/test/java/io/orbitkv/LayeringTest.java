@@ -2,9 +2,12 @@ package io.orbitkv;
 
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.classes;
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
+import static org.assertj.core.api.Assertions.assertThat;
 
 import com.tngtech.archunit.core.domain.Dependency;
 import com.tngtech.archunit.core.domain.JavaClass;
+import com.tngtech.archunit.core.domain.JavaClasses;
+import com.tngtech.archunit.core.domain.JavaModifier;
 import com.tngtech.archunit.core.importer.ImportOption;
 import com.tngtech.archunit.junit.AnalyzeClasses;
 import com.tngtech.archunit.junit.ArchTest;
@@ -12,14 +15,20 @@ import com.tngtech.archunit.lang.ArchCondition;
 import com.tngtech.archunit.lang.ArchRule;
 import com.tngtech.archunit.lang.ConditionEvents;
 import com.tngtech.archunit.lang.SimpleConditionEvent;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Optional;
 
 /**
  * The Manager's layering, stated once. Shared words ({@code model}), infrastructure ({@code common}) and the pure
  * recovery contract ({@code recovery}) sit below the roles and know none of them. A role reaches another role only
  * through that role's surface: its {@code *Proxy} (one method per command), the {@code *Port} interface a proxy
- * implements, and its {@code *Commands} (the records those commands carry). {@code manager} wires the roles together and nothing below it reaches up into it.
+ * implements, and its {@code *Commands} (the records those commands carry); the rest of a role is package-private
+ * unless the manager (the wiring), perf or app must name it. {@code manager} wires the roles together and nothing
+ * below it reaches up into it.
  */
 @AnalyzeClasses(packages = "io.orbitkv", importOptions = ImportOption.DoNotIncludeTests.class)
 class LayeringTest {
@@ -41,6 +50,25 @@ class LayeringTest {
     @ArchTest
     static final ArchRule rolesMeetThroughTheirSurface = classes().that()
             .resideInAnyPackage(rolePackages()).should(reachOtherRolesOnlyThroughTheirSurface());
+
+    /**
+     * The public types of each role are listed in {@code src/test/resources/role-public-types.txt}: a type that turns
+     * public, or a new public one, fails here until the list names it, so a role's growing surface shows in review.
+     */
+    @ArchTest
+    static void publicTypesPerRoleAreListed(JavaClasses classes) throws IOException {
+        List<String> actual = classes.stream()
+                .filter(c -> c.isTopLevelClass() && c.getModifiers().contains(JavaModifier.PUBLIC))
+                .flatMap(c -> roleOf(c).map(role -> role + " " + c.getSimpleName()).stream())
+                .sorted().toList();
+        List<String> listed;
+        try (InputStream in = LayeringTest.class.getResourceAsStream("/role-public-types.txt")) {
+            listed = new String(in.readAllBytes(), StandardCharsets.UTF_8).lines()
+                    .filter(line -> !line.isBlank() && !line.startsWith("#")).sorted().toList();
+        }
+        assertThat(actual).as("public types per role (src/test/resources/role-public-types.txt)")
+                .containsExactlyElementsOf(listed);
+    }
 
     static String[] rolePackages() {
         return Arrays.stream(ROLES).map(r -> "io.orbitkv." + r + "..").toArray(String[]::new);

@@ -17,7 +17,7 @@ import io.orbitkv.model.MemberRecord;
  * the one held is ignored: a late event of a dead process never replaces its successor. A delete (the lease expired
  * or the member left) removes it. Changes are reported so the inventory directory can fence evidence.
  */
-public final class MemberTable {
+final class MemberTable {
     private final String self;
     private final Map<String, MemberRecord> members = new TreeMap<>();
 

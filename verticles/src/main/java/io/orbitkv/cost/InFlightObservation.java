@@ -23,7 +23,7 @@ import io.orbitkv.model.cost.SampleKind;
  *
  * <p>Thread safety: marks and finish may come from any thread; the first finish wins.
  */
-public final class InFlightObservation {
+final class InFlightObservation {
 
     private static final long UNSET = Long.MIN_VALUE;
 

@@ -3,7 +3,7 @@ package io.orbitkv.cost;
 import java.util.Locale;
 
 /** What a shadow comparison concluded. It is recorded and returned; it never changes execution. */
-public enum ShadowDecision {
+enum ShadowDecision {
     /** An alternative is faster by more than both errors plus the declared margin. */
     SUGGEST_ALTERNATIVE,
     /** The current path is the best known (or the only eligible one). */

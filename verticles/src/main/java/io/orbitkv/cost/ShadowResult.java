@@ -12,7 +12,7 @@ import io.orbitkv.model.cost.CostEstimateKey;
  * @param suggested  the alternative suggested, present only for {@link ShadowDecision#SUGGEST_ALTERNATIVE}
  * @param verdicts   one verdict per considered alternative (requirement held), in request order
  */
-public record ShadowResult(ShadowDecision decision, Optional<CostEstimateKey> suggested,
+record ShadowResult(ShadowDecision decision, Optional<CostEstimateKey> suggested,
                            List<Verdict> verdicts) {
 
     /** Verdict on one considered alternative. */

@@ -17,7 +17,7 @@ import java.util.Set;
  * TCP callers (loopback by default) carry no credentials and are checked by the token alone. Stateless after
  * construction; safe on any thread.
  */
-public final class EngineAuthenticator {
+final class EngineAuthenticator {
     /**
      * A caller as its door saw it.
      *

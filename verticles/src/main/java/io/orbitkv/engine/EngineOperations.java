@@ -63,7 +63,7 @@ import org.slf4j.LoggerFactory;
  * publishes, every step even if one fails; the slots go into quarantine and the ended leases become tombstones, so a
  * late release is answered {@code lease_valid = false}. Confined to the engine role's event loop.
  */
-public final class EngineOperations {
+final class EngineOperations {
     private static final Logger LOG = LoggerFactory.getLogger(EngineOperations.class);
     /** Lease tombstones kept at most (see {@link LeaseTombstones}). */
     static final int MAX_LEASE_TOMBSTONES = 1 << 16;

@@ -9,7 +9,7 @@ import java.util.Arrays;
  * declares trusted before a transport that authenticates nobody may be used ({@code peer.mooncake-te.trusted-network}).
  * Only IP literals are accepted (no name lookup).
  */
-public record TrustedNetwork(String cidr, byte[] network, int prefixBits) {
+record TrustedNetwork(String cidr, byte[] network, int prefixBits) {
     public TrustedNetwork {
         network = network.clone();
     }

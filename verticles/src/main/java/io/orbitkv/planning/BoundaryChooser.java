@@ -25,7 +25,7 @@ import io.orbitkv.model.plan.TimeEstimate;
  *
  * <p>Pure logic; no state.
  */
-public final class BoundaryChooser {
+final class BoundaryChooser {
 
     /** One legal candidate: a boundary and its estimated state-ready time. */
     public record Candidate(long boundaryTokens, TimeEstimate stateReady) {

@@ -99,7 +99,7 @@ import io.orbitkv.model.plan.RouteChoice;
  *
  * <p>Pure logic: no Vert.x, no I/O, no shared state; safe from any thread.
  */
-public final class Planner {
+final class Planner {
 
     /** Bound on boundary candidates: one per prefix of the route order, plus recomputation. */
     public static final int MAX_CANDIDATES = RouteTemplate.values().length + 1;

@@ -17,7 +17,7 @@ import io.orbitkv.model.plan.TimeEstimate;
  * aim at: it starts at once (unknown is not "late" and not "far away"). A demand read's latest start orders the
  * transfer queues by slack ({@link TransferScheduler}); a demand without a first use is due now.
  */
-public final class PrefetchPolicy {
+final class PrefetchPolicy {
 
     /** Least margin before first use, whatever the estimate. */
     public static final long MARGIN_FLOOR_NANOS = 1_000_000;

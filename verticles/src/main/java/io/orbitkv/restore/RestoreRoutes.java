@@ -11,7 +11,7 @@ import java.util.List;
  * native façades' once-only probes, so every caller (registration replies, demand validation, {@code /health}) states
  * the same cause.
  */
-public final class RestoreRoutes {
+final class RestoreRoutes {
     private static final List<RouteStatus> ROUTES = List.of(
             new RouteStatus(RestoreRoute.HOST_REGION, true, ""),
             status(RestoreRoute.CUDA_IPC, CudaRuntime.isAvailable(), CudaRuntime.unavailabilityCause()),

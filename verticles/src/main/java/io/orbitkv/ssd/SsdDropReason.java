@@ -1,7 +1,7 @@
 package io.orbitkv.ssd;
 
 /** Why an offered SSD write was not committed; each is a counter label ({@code orbitkv.ssd.writes.dropped}). */
-public enum SsdDropReason {
+enum SsdDropReason {
     /** The weak source returned null: the DRAM image was evicted before the write could copy it. */
     SOURCE_EVICTED,
     /** The write queue of the SSD role was full; the caller was not blocked. */

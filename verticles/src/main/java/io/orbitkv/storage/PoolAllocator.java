@@ -23,7 +23,7 @@ import java.util.Map;
  * <p>Concurrency: not thread-safe; owned by the storage role's event loop. Every slot carries a generation that is
  * unique for the life of the allocator, so a descriptor naming a freed-and-reused slot is detectably stale.
  */
-public final class PoolAllocator {
+final class PoolAllocator {
     public static final long PAGE_ALIGN = 4096;
     private static final int CLASS_STEPS = 8;
     private static final int MAX_SPAN_CHUNKS = 16;

@@ -16,7 +16,7 @@ import io.orbitkv.model.StateKey;
  * older than the ring's tail gets {@link ResidencyPage#gap()} = true and must resynchronise from a snapshot. Owned by the
  * storage role's event loop; not thread-safe.
  */
-public final class ResidencyStream {
+final class ResidencyStream {
     private final long incarnation;
     private final ResidencyEvent[] ring;
     private long lastSequence;

@@ -160,7 +160,7 @@ public final class LoadBench {
     private static JsonObject measure(Settings s) throws Exception {
         PrefixWorkload workload = new PrefixWorkload(s.prefixes(), s.prefixMinBlocks(), s.prefixMaxBlocks(), s.zipfExponent(),
                 s.uniqueMin(), s.uniqueMax(), s.seed());
-        long capacityBlocks = s.poolBytes() / io.orbitkv.storage.PoolAllocator.sizeClassOf(s.pageBytes());
+        long capacityBlocks = s.poolBytes() / io.orbitkv.storage.StorageProxy.slotBytesOf(s.pageBytes());
         long workingSetBytes = workload.catalogBlocks() * s.pageBytes();
         log("load: pool %s, page %s (capacity %d pages); prefix catalog %d blocks = %s (%.1fx the pool) + unique tails",
                 mib(s.poolBytes()), kib(s.pageBytes()), capacityBlocks, workload.catalogBlocks(), mib(workingSetBytes),
@@ -449,7 +449,7 @@ public final class LoadBench {
 
     /** A pool chunk that holds whole pages: the page size itself when it is at least 64 KiB, else 2 MiB. */
     static long chunkFor(long pageBytes) {
-        long cls = io.orbitkv.storage.PoolAllocator.sizeClassOf(pageBytes);
+        long cls = io.orbitkv.storage.StorageProxy.slotBytesOf(pageBytes);
         return cls >= (64 << 10) && (2L << 20) % cls != 0 ? cls : 2L << 20;
     }
 

@@ -3,7 +3,7 @@ package io.orbitkv.perf.replay;
 import io.orbitkv.clusterkit.ClusterCertificates;
 import io.orbitkv.clusterkit.LocalEtcd;
 import io.orbitkv.perf.engine.InProcessManager;
-import io.orbitkv.storage.PoolAllocator;
+import io.orbitkv.storage.StorageProxy;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -51,7 +51,7 @@ final class ManagerFleet implements AutoCloseable {
         if (clustered && !LocalEtcd.installed()) {
             throw new IllegalArgumentException("clustered Managers need etcd (/usr/bin/etcd): apt-get install etcd-server");
         }
-        long slotBytes = PoolAllocator.sizeClassOf(pageBytes);
+        long slotBytes = StorageProxy.slotBytesOf(pageBytes);
         // Chunk = one slot when a slot is at least the Manager's minimum chunk, so capacity is exactly poolBlocks
         // pages; smaller pages share 64 KiB chunks and the capacity rounds up to fill them.
         long chunk = slotBytes >= (64 << 10) ? slotBytes : 64 << 10;

@@ -18,7 +18,7 @@ import io.orbitkv.perf.trace.TraceBoundsReport;
 import io.orbitkv.perf.trace.TraceRequest;
 import io.orbitkv.protocol.engine.InstanceIdentity;
 import io.orbitkv.protocol.engine.StatsReply;
-import io.orbitkv.storage.PoolAllocator;
+import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import java.nio.file.Path;
@@ -147,7 +147,7 @@ public final class TraceReplayer {
             }
         }
         long pageBytes = options.scaledPageBytes();
-        long slotBytes = PoolAllocator.sizeClassOf(pageBytes);
+        long slotBytes = StorageProxy.slotBytesOf(pageBytes);
         progress.accept(String.format(Locale.ROOT, "replay: %d requests from %s; page %d B logical, %d B stored (scale 1/%d)",
                 requests.size(), options.trace(), options.logicalPageBytes(), pageBytes, options.bytesScale()));
         InProcessManager inProcess = null;
@@ -200,7 +200,7 @@ public final class TraceReplayer {
             }
             StatsReply before = engines.get(0).stats();
             TierCounters tiersBefore = inProcess ? TierCounters.read(manager.manager().registry()) : null;
-            long capacityBlocks = before.getPoolBytesTotal() / PoolAllocator.sizeClassOf(pageBytes);
+            long capacityBlocks = before.getPoolBytesTotal() / StorageProxy.slotBytesOf(pageBytes);
             Counters counters = new Counters();
             // One engine on an in-process Manager: the SSD read-backs a request caused are the tier counter's delta
             // around its query. With several engines they interleave, and a Manager reached by --data-dir has no

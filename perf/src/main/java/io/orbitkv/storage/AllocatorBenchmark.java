@@ -1,6 +1,5 @@
-package io.orbitkv.perf.jmh;
+package io.orbitkv.storage;
 
-import io.orbitkv.storage.PoolAllocator;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.*;
 
