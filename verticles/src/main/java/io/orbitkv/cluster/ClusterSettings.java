@@ -1,6 +1,7 @@
 package io.orbitkv.cluster;
 
 import io.orbitkv.model.MemberRecord;
+import java.util.Map;
 
 import io.orbitkv.common.ConfigException;
 import io.orbitkv.common.ConfigValues;
@@ -36,6 +37,27 @@ public record ClusterSettings(String memberId, List<URI> etcdEndpoints, String p
                               String host, int eventBusPort, int hazelcastPort, List<String> staticSeeds,
                               Path tlsCa, Path tlsCert, Path tlsKey, long inventoryIntervalMs,
                               int inventoryMaxBatch, int maxKeysPerPeer, long testDropBatch) {
+
+    /** The keys and defaults this section (and its fault-injection knob) adds to the Manager's configuration. */
+    public static final Map<String, String> DEFAULTS = Map.ofEntries(
+            // Off by default: a single Manager needs none of it. See docs/cluster.md.
+            Map.entry("cluster.enabled", "false"),
+            Map.entry("cluster.member-id", ""),
+            Map.entry("cluster.etcd-endpoints", "http://127.0.0.1:2379"),
+            Map.entry("cluster.prefix", "/orbitkv"),
+            Map.entry("cluster.lease-ttl-s", "5"),
+            Map.entry("cluster.host", "127.0.0.1"),
+            Map.entry("cluster.eventbus-port", "0"),
+            Map.entry("cluster.hazelcast-port", "5701"),
+            Map.entry("cluster.hazelcast-seeds", ""),
+            Map.entry("cluster.tls.ca", ""),
+            Map.entry("cluster.tls.cert", ""),
+            Map.entry("cluster.tls.key", ""),
+            Map.entry("cluster.inventory.interval-ms", "50"),
+            Map.entry("cluster.inventory.max-batch", "1024"),
+            Map.entry("cluster.inventory.max-keys-per-peer", "65536"),
+            // A test hook, never for operators (0 = off): the publisher skips its N-th non-empty batch.
+            Map.entry("fault-injection.inventory.drop-batch", "0"));
 
     public ClusterSettings {
         Objects.requireNonNull(memberId, "memberId");

@@ -1,27 +1,13 @@
 package io.orbitkv.common;
 
-/** A call between roles that failed as {@link #failure()} says; no stack trace (expected control flow). */
-public final class RoleCallException extends RuntimeException implements TypedFailure {
-    private final RoleCallFailure failure;
-
+/** A call between roles that failed as {@link #failure()} says. */
+public final class RoleCallException extends KindedException {
     public RoleCallException(RoleCallFailure failure, String message) {
-        super(failure.name() + ": " + message, null, false, false);
-        this.failure = failure;
+        super(failure, message);
     }
 
+    @Override
     public RoleCallFailure failure() {
-        return failure;
-    }
-
-    @Override
-    public int failureCode() {
-        return failure.code();
-    }
-
-    @Override
-    public String detail() {
-        String message = getMessage();
-        int colon = message.indexOf(": ");
-        return colon < 0 ? message : message.substring(colon + 2);
+        return (RoleCallFailure) super.failure();
     }
 }

@@ -4,7 +4,7 @@ package io.orbitkv.common;
  * Why a call between roles failed before or without the receiving role's answer; the same on the direct path and the
  * event bus (see {@link RoleProxies}). Codes are disjoint from engine.proto ErrorReason numbers and the roles' own.
  */
-public enum RoleCallFailure {
+public enum RoleCallFailure implements FailureKind {
     /** No answer within the call's send timeout; the role may still finish the work (its slot stays taken until then). */
     TIMEOUT(6001),
     /** The role already had its bound of calls in flight at this address; nothing was done. */

@@ -19,6 +19,12 @@ import java.util.Objects;
  */
 public record CostSettings(boolean observationsEnabled, boolean selectionEnabled, int intakeCapacity) {
 
+    /** The keys and defaults of the {@code cost.*} section of the Manager's configuration. */
+    public static final Map<String, String> DEFAULTS = Map.of(
+            "cost.observations", "false",
+            "cost.selection", "false",
+            "cost.intake-capacity", "1024");
+
     public static final String OBSERVATIONS_ENV = "ORBITKV_COST_OBSERVATIONS";
     public static final String SELECTION_ENV = "ORBITKV_COST_SELECTION";
     public static final String OBSERVATIONS_CONFIG_KEY = "cost.observations";

@@ -23,6 +23,7 @@ import io.orbitkv.model.plan.RouteResources;
 import io.orbitkv.restore.RestoreVerticle;
 import io.orbitkv.ssd.SsdProxy;
 import io.orbitkv.ssd.SsdStats;
+import io.orbitkv.storage.PoolSettings;
 import io.orbitkv.storage.StorageVerticle;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -173,14 +174,14 @@ public final class Manager implements AutoCloseable {
      * one place that asks: the answer goes to the storage role (creating, gauges) and the peer role (prefault).
      */
     static PoolPages.Answer checkHugePages(ManagerConfig config) throws java.io.IOException {
-        Path dir = config.poolShmDir();
+        Path dir = config.pool().shmDir();
         PoolPages.Answer pages = PoolPages.of(dir);
         String mount = "mount -t tmpfs -o huge=within_size,mode=0700,size=<N> orbitkv-pool <dir>, then pool.shm-dir: <dir>";
         if (pages.hugePages()) {
             LOG.info("the DRAM pool is on huge pages: {} ({})", dir, pages.describe());
             return pages;
         }
-        if (config.poolHugePages() == ManagerConfig.HugePages.REQUIRE) {
+        if (config.pool().hugePages() == PoolSettings.HugePages.REQUIRE) {
             throw new ConfigException("pool.huge-pages", "require, but " + dir + " gives 4 KiB pages ("
                     + pages.describe() + "); put the pool on a huge-page tmpfs: " + mount);
         }
@@ -234,7 +235,7 @@ public final class Manager implements AutoCloseable {
                     + vertx.unavailableNativeTransportCause()));
         }
         RoleProxies.bindMetrics(vertx, registry);
-        Path poolPath = config.poolPath(incarnation);
+        Path poolPath = config.pool().poolPath(incarnation);
         // Where the start's time goes, in order (milliseconds): logged once started.
         Map<String, Long> phases = Collections.synchronizedMap(new LinkedHashMap<>());
         phases.put("vertx", TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - calledNanos));
@@ -269,15 +270,15 @@ public final class Manager implements AutoCloseable {
      */
     private static Prepared prepare(ManagerConfig config) throws IOException {
         prepareDataDir(config.dataDir());
-        if (!Files.isDirectory(config.poolShmDir())) {
-            throw new ConfigException("pool.shm-dir", config.poolShmDir() + " is not a directory");
+        if (!Files.isDirectory(config.pool().shmDir())) {
+            throw new ConfigException("pool.shm-dir", config.pool().shmDir() + " is not a directory");
         }
         PoolPages.Answer poolPages = checkHugePages(config);
         if (config.ssd().enabled() && config.ssd().defaultDirectory()) {
             Files.createDirectories(config.ssd().directory());
             Files.setPosixFilePermissions(config.ssd().directory(), PosixFilePermissions.fromString("rwx------"));
         }
-        for (Path stale : StalePools.removeDead(config.poolShmDir())) {
+        for (Path stale : StalePools.removeDead(config.pool().shmDir())) {
             LOG.info("removed the pool file {} of a Manager that is no longer running", stale);
         }
         // The Transfer Engine is probed once, when its class loads (a library copy and dlopen, a second or more on a
@@ -291,7 +292,7 @@ public final class Manager implements AutoCloseable {
         io.orbitkv.protocol.engine.EngineProto.getDescriptor();
         new io.vertx.grpc.server.GrpcServerOptions();
         try {
-            return new Prepared(EngineToken.loadOrCreate(config.authTokenFile(), Libc.effectiveUid()), poolPages);
+            return new Prepared(EngineToken.loadOrCreate(config.engine().tokenFile(), Libc.effectiveUid()), poolPages);
         } catch (EngineToken.InsecureTokenFileException e) {
             throw new ConfigException("auth.token-file", e.getMessage());
         }
@@ -380,10 +381,10 @@ public final class Manager implements AutoCloseable {
      * ran other things first).
      */
     public String readyLine(OptionalLong processToReadyMillis) {
-        String bridge = bridgePort() < 0 ? "off" : "tcp " + config.bridge().host() + ":" + bridgePort();
+        String bridge = bridgePort() < 0 ? "off" : "tcp " + config.engine().bridge().host() + ":" + bridgePort();
         String line = String.format("OrbitKV Manager ready: grpc unix:%s and tcp %s:%d, metrics http://%s:%d/metrics, pool %d bytes at %s, token %s, bridge %s",
-                unixSocket(), config.grpcTcpHost(), grpcTcpPort(), config.metricsHost(), metricsPort(),
-                config.poolSizeBytes(), poolPath(), config.authTokenFile(), bridge);
+                unixSocket(), config.engine().tcpHost(), grpcTcpPort(), config.metricsHost(), metricsPort(),
+                config.pool().sizeBytes(), poolPath(), config.engine().tokenFile(), bridge);
         long startMillis = TimeUnit.NANOSECONDS.toMillis(startNanos);
         line += processToReadyMillis.isPresent()
                 ? ", ready in " + processToReadyMillis.getAsLong() + " ms (Manager start " + startMillis + " ms)"
@@ -456,12 +457,12 @@ public final class Manager implements AutoCloseable {
     }
 
     public Path unixSocket() {
-        return config.grpcUnixSocket();
+        return config.engine().unixSocket();
     }
 
     /** The co-located channel's socket, or null when it is off. */
     public Path colocatedSocket() {
-        return config.colocated().socket();
+        return config.engine().colocated().socket();
     }
 
     public String token() {

@@ -2,6 +2,7 @@ package io.orbitkv.manager;
 
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.orbitkv.admission.AdmissionVerticle;
+import io.orbitkv.admission.TenantShares;
 import io.orbitkv.cluster.ClusterEvidence;
 import io.orbitkv.cluster.ClusterRoles;
 import io.orbitkv.common.Ticker;
@@ -73,7 +74,7 @@ final class ManagerRoles {
                  RestoreVerticle.CopyGate restoreGate) {
         this.token = token;
         this.poolPath = poolPath;
-        long poolBytes = config.poolSizeBytes();
+        long poolBytes = config.pool().sizeBytes();
         ResourceId dramPool = new ResourceId(ResourceKind.DRAM_POOL, "dram-pool", incarnation);
         ResourceId ssdStore = new ResourceId(ResourceKind.SSD_STORE, "ssd-store", incarnation);
         this.planningResources = new RouteResources(dramPool, ssdStore);
@@ -81,15 +82,12 @@ final class ManagerRoles {
         CostProxy costs = cost.proxy();
         this.ssd = config.ssd().enabled() ? new SsdVerticle(config.ssd().settings()
                 .observer(new SsdWriteObservations(costs, ssdStore, dramPool)), registry) : null;
-        StorageSettings storageSettings = new StorageSettings().pool(poolPath, poolBytes)
+        TenantShares shares = config.query().tenantShares();
+        StorageSettings storageSettings = config.pool()
+                .storageSettings(poolPath, shares.configured() ? shares::fractionOf : null)
                 .poolPages(poolPages)
-                .chunkBytes(config.poolChunkBytes())
-                .publishBudgetBytes((long) (poolBytes * config.publishBudgetFraction()))
-                .retention(config.retention().budgetFraction(),
-                        TimeUnit.MILLISECONDS.toNanos(config.retention().maxTtlMillis()),
-                        config.queryTenantShares().configured() ? config.queryTenantShares()::fractionOf : null)
                 .incarnation(incarnation)
-                .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
+                .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.engine().sessions().quarantineMillis()))
                 .cost(costs, dramPool)
                 .backgroundChecksums(config.peer().enabled());
         if (ssd != null) {
@@ -124,7 +122,7 @@ final class ManagerRoles {
     private PlanningVerticle planning(ManagerConfig config, Vertx vertx, PrometheusMeterRegistry registry,
                                       CostProxy costs) {
         PlanningVerticle.Settings settings = PlanningVerticle.Settings.localOnly(config.ssd().enabled(),
-                planningResources).withRestoreRole().withTransfers(config.planningTransfers());
+                planningResources).withRestoreRole().withTransfers(config.planning().transfers());
         if (peer != null) {
             settings = new PlanningVerticle.Settings(
                     settings.capabilities().with(RouteTemplate.HOST_FROM_PEER_DRAM)
@@ -135,7 +133,7 @@ final class ManagerRoles {
                 .members(cluster == null ? MembershipView.NONE : cluster.membership());
         if (cluster != null) {
             PeerExecutionOwner peerOwner = peer == null ? null
-                    : new PeerExecutionOwner(vertx, config.peer(), Duration.ofMillis(config.queryWaitBudgetMillis()),
+                    : new PeerExecutionOwner(vertx, config.peer(), Duration.ofMillis(config.query().waitBudgetMillis()),
                             config.peerAttempts());
             planning.peers(local -> ClusterEvidence.merged(local, cluster.inventory()), peerOwner == null ? Map.of()
                     : Map.of(RouteTemplate.HOST_FROM_PEER_DRAM, peerOwner, RouteTemplate.HOST_FROM_PEER_SSD, peerOwner));
@@ -180,39 +178,11 @@ final class ManagerRoles {
 
     /** The admission role's settings: its bounds, and its byte budgets as fractions of the pool. */
     static AdmissionVerticle.Settings admissionSettings(ManagerConfig config) {
-        long poolBytes = config.poolSizeBytes();
-        return AdmissionVerticle.Settings.builder()
-                .maxOutstanding(config.queryMaxOutstandingPerInstance(), config.queryMaxOutstanding())
-                .waitBudgetNanos(TimeUnit.MILLISECONDS.toNanos(config.queryWaitBudgetMillis()))
-                .replyTtlNanos(TimeUnit.MILLISECONDS.toNanos(config.queryReplyTtlMillis()))
-                .leaseBudgetBytes((long) (poolBytes * config.queryByteBudgetFraction()))
-                .instanceBudgetBytes((long) (poolBytes * config.queryByteBudgetFraction()
-                        * config.queryInstanceBudgetFraction()))
-                .speculativeBudgetBytes((long) (poolBytes * config.querySpeculativeFraction()))
-                .tenantShares(config.queryTenantShares())
-                .maxAnswered(config.answered().perInstance(), config.answered().total())
-                .build();
+        return config.query().admissionSettings(config.pool().sizeBytes());
     }
 
     /** The engine role's settings from the configuration. */
     static EngineSettings engineSettings(ManagerConfig config, String token, Path poolPath) {
-        return new EngineSettings()
-                .unixSocket(config.grpcUnixSocket())
-                .tcp(config.grpcTcpHost(), config.grpcTcpPort())
-                .maxMessageBytes(config.grpcMaxMessageBytes())
-                .maxPagesPerRequest(config.grpcMaxPagesPerRequest())
-                .sessionTtlNanos(TimeUnit.MILLISECONDS.toNanos(config.sessionTtlMillis()))
-                .quarantineNanos(TimeUnit.MILLISECONDS.toNanos(config.sessions().quarantineMillis()))
-                .maxSessions(config.sessions().maxRegistered())
-                .allowedPeerUids(config.sessions().allowedPeerUids())
-                .token(token)
-                .pool(poolPath, config.poolSizeBytes())
-                .bridge(config.bridge().host(), config.bridge().enabled() ? config.bridge().port() : EngineSettings.BRIDGE_OFF)
-                .bridgeMaxFrameBytes(config.bridge().maxFrameBytes())
-                .bridgeMaxOutstandingPerConnection(config.bridge().maxOutstandingPerConnection())
-                .bridgeMaxConnections(config.bridge().maxConnections())
-                .colocatedSocket(config.colocated().socket())
-                .colocatedBounds(config.colocated().maxFrameBytes(), config.colocated().maxInFlight(),
-                        config.colocated().maxConnections());
+        return config.engine().settings(token, poolPath, config.pool().sizeBytes());
     }
 }

@@ -2,6 +2,7 @@ package io.orbitkv.peer;
 
 import io.orbitkv.common.ConfigException;
 import io.orbitkv.common.ConfigValues;
+import java.util.Map;
 
 /**
  * The peer-transfer settings of one Manager (the {@code peer.*} keys; they act only with {@code cluster.enabled}).
@@ -57,6 +58,38 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
     public static final long WARM_TIMEOUT_DEFAULT_MS = 5_000;
     /** Below the requester's idle timeout, so a member's warmed connections are replaced before a fetch finds none. */
     public static final long WARM_INTERVAL_DEFAULT_MS = 20_000;
+
+    /**
+     * The keys and defaults of the {@code peer.*} section (with {@link PeerAttemptPolicy}'s keys and the peer
+     * fault-injection knobs) of the Manager's configuration.
+     */
+    public static final Map<String, String> DEFAULTS = Map.ofEntries(
+            // Peer transfer (only with the cluster): -1 = off. See docs/cluster.md.
+            Map.entry("peer.port", "-1"),
+            Map.entry("peer.transfer-port", "-1"),
+            Map.entry("peer.transport", "tls"),
+            // Empty: required (a CIDR) before peer.transport mooncake-te is accepted. See docs/mooncake-te.md.
+            Map.entry("peer.mooncake-te.trusted-network", ""),
+            // tcp: TE's TCP transport; auto: TE picks RDMA where a verbs device exists (perf/rdma/te-rdma.sh), else TCP.
+            Map.entry("peer.mooncake-te.protocol", "tcp"),
+            Map.entry("peer.max-lease-ms", "10000"),
+            Map.entry("peer.credit-bytes", "256MiB"),
+            Map.entry("peer.max-keys", "4096"),
+            Map.entry("peer.staging-bytes", "64MiB"),
+            Map.entry("peer.prefault-bytes", "4GiB"),
+            Map.entry("peer.transfer-loops", "auto"),
+            // 0: the CRC32C inline on the loop (VERIFY_THREADS_DEFAULT); auto: min(4, cores / 4) verifiers.
+            Map.entry("peer.verify-threads", "0"),
+            // 0 (off) until its interaction with a source restart under peer SSD staging is understood
+            // (PeerSsdStagingIT); auto: one warmed transfer connection per transfer loop to each member.
+            Map.entry("peer.warm-connections", "0"),
+            Map.entry("peer.warm-timeout-ms", String.valueOf(WARM_TIMEOUT_DEFAULT_MS)),
+            Map.entry("peer.warm-interval-ms", String.valueOf(WARM_INTERVAL_DEFAULT_MS)),
+            Map.entry("peer.attempt-timeout-ms", String.valueOf(PeerAttemptPolicy.CEILING_DEFAULT_MS)),
+            Map.entry("peer.fallback-reserve-ms", String.valueOf(PeerAttemptPolicy.FALLBACK_RESERVE_DEFAULT_MS)),
+            // Test hooks, never for operators (0 = off): each breaks something on purpose.
+            Map.entry("fault-injection.peer.flip-page", "0"),
+            Map.entry("fault-injection.peer.stall-lease-pages", "0"));
     public static final PeerSettings OFF = new PeerSettings(-1, -1, false, 10_000, 256L << 20, 4096, 0, 0, 64L << 20);
 
     /**

@@ -15,7 +15,6 @@ import io.orbitkv.model.cost.ObservationOutcome;
 import io.orbitkv.model.cost.ObservationRecord;
 import io.orbitkv.model.cost.ObservedBytes;
 import io.orbitkv.model.cost.RepresentationFamily;
-import io.orbitkv.model.cost.ResourceId;
 import io.orbitkv.model.cost.SizeBucket;
 import io.orbitkv.nativeio.cuda.CudaRuntime;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
@@ -23,8 +22,6 @@ import io.orbitkv.protocol.engine.ErrorReason;
 import io.orbitkv.protocol.engine.RestoreRoute;
 import io.orbitkv.restore.RestoreCommands.BatchDone;
 import io.orbitkv.restore.RestoreCommands.CopyBatch;
-import io.orbitkv.restore.RestoreCommands.DestinationKind;
-import io.orbitkv.restore.RestoreCommands.DestinationSpec;
 import io.orbitkv.restore.RestoreCommands.Execute;
 import io.orbitkv.restore.RestoreCommands.GroupLayout;
 import io.orbitkv.restore.RestoreCommands.LaneStats;
@@ -33,14 +30,12 @@ import io.orbitkv.restore.RestoreCommands.RestoreStats;
 import io.orbitkv.restore.RestoreCommands.SourcePage;
 import io.vertx.core.DeploymentOptions;
 import io.vertx.core.Future;
-import io.vertx.core.Promise;
 import io.vertx.core.ThreadingModel;
 import io.vertx.core.VerticleBase;
 import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
 import io.vertx.core.eventbus.MessageConsumer;
 import java.nio.file.Path;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -55,11 +50,12 @@ import io.orbitkv.model.plan.RestoreTarget;
  * registered, one device lane at a time.
  *
  * <h2>Ownership</h2>
- * The role maps the pool itself (read side of the copies; pinned with {@code cudaHostRegister} when CUDA is
- * available) and owns every destination mapping: host regions it mapped after checking them ({@link HostRegions}),
- * CUDA IPC imports done on a device worker's thread. A destination is unmapped only when its instance is released and
- * every restore into it is terminal. The sources are the caller's: admission holds the lease on the pool pages and
- * ends it only after {@link RestoreProxy#execute}'s future completed, which is after every submitted copy is terminal.
+ * This class owns the pool mapping (read side of the copies; pinned with {@code cudaHostRegister} when CUDA is
+ * available), the device lanes ({@link DeviceLane}: a worker verticle each) and the running plans
+ * ({@link RestoreExecution}). {@link DestinationMappings} owns every destination mapping (host regions, CUDA IPC
+ * imports); a destination is unmapped only when its instance is released and every restore into it is terminal. The
+ * sources are the caller's: admission holds the lease on the pool pages and ends it only after
+ * {@link RestoreProxy#execute}'s future completed, which is after every submitted copy is terminal.
  *
  * <h2>Plans and admission</h2>
  * An {@link Execute} becomes one plan bound to one device lane (the destination's: the host lane or {@code cuda:N}):
@@ -75,7 +71,9 @@ import io.orbitkv.model.plan.RestoreTarget;
  * complete route from execute to terminal (ENGINE_RESTORE_ROUTE, completion target engine-restore on that device).
  *
  * <p>Concurrency: all state is confined to this verticle's event loop; workers answer on it. Nothing here blocks:
- * mapping, pinning and unmapping run through {@code executeBlocking}, copies on the workers.
+ * mapping, pinning and unmapping run through {@code executeBlocking}, copies on the workers. The ordered stop cancels
+ * every plan, waits for its submitted copies, then unmaps the destinations and the pool; a crashed Manager leaves
+ * nothing to release (the mappings die with the process).
  */
 public final class RestoreVerticle extends VerticleBase {
     /** Test seam: runs on a device worker's thread before each batch (a test holds it to observe copies in flight). */
@@ -101,108 +99,15 @@ public final class RestoreVerticle extends VerticleBase {
         }
     }
 
-    private record ExecutionKey(long instance, long ticket) {}
-
-    private final class Lane {
-        final String name;
-        final int cudaDevice;
-        final DeviceAdmission admission;
-        final ArrayDeque<Execution> queue = new ArrayDeque<>();
-        final ResourceId resource;
-        String deploymentId;
-        // where this lane's time went (LaneTimings); confined to the role's loop like the rest
-        long restores;
-        long executionNanos;
-        long firstCopyNanos;
-        long batches;
-        long copiesTimed;
-        long handoffNanos;
-        long submitNanos;
-        long waitNanos;
-        long ipcImports;
-        long ipcImportNanos;
-
-        Lane(String name, int cudaDevice) {
-            this.name = name;
-            this.cudaDevice = cudaDevice;
-            this.admission = new DeviceAdmission(settings.maxInFlightPerDevice());
-            this.resource = RestoreTarget.deviceResource(cudaDevice, settings.incarnation());
-        }
-
-        String address() {
-            return DeviceWorkerVerticle.address(name);
-        }
-
-        int queuedCopies() {
-            int queued = 0;
-            for (Execution e : queue) {
-                queued += e.copies() - e.next;
-            }
-            return queued;
-        }
-    }
-
-    private static final class Destination {
-        final DestinationSpec spec;
-        SharedMemoryFile hostRegion;
-        long deviceBase;
-        int activeRestores;
-        Promise<Void> drained;
-
-        Destination(DestinationSpec spec) {
-            this.spec = spec;
-        }
-    }
-
-    private static final class Execution {
-        final ExecutionKey key;
-        final Lane lane;
-        final Destination destination;
-        final RestoreRoute route;
-        final long[] sources;
-        final long[] targets;
-        final long[] lengths;
-        final long bytes;
-        final long startNanos;
-        final Promise<Restored> done = Promise.promise();
-        int next;
-        int inFlight;
-        int completed;
-        boolean firstCopyStarted;
-        boolean cancelled;
-        Throwable failure;
-
-        Execution(ExecutionKey key, Lane lane, Destination destination, RestoreRoute route, long[] sources,
-                  long[] targets, long[] lengths, long startNanos) {
-            this.key = key;
-            this.lane = lane;
-            this.destination = destination;
-            this.route = route;
-            this.sources = sources;
-            this.targets = targets;
-            this.lengths = lengths;
-            this.bytes = Arrays.stream(lengths).sum();
-            this.startNanos = startNanos;
-        }
-
-        int copies() {
-            return lengths.length;
-        }
-
-        boolean stopped() {
-            return cancelled || failure != null;
-        }
-    }
-
     private final Settings settings;
     private final Ticker ticker;
     private final MeterRegistry registry;
     private final CostProxy cost;
-    private final Map<String, Lane> lanes = new LinkedHashMap<>();
-    private final Map<Long, Map<Integer, Destination>> destinations = new HashMap<>();
-    private final Map<ExecutionKey, Execution> executions = new HashMap<>();
+    private final Map<String, DeviceLane> lanes = new LinkedHashMap<>();
+    private final Map<RestoreExecution.Key, RestoreExecution> executions = new HashMap<>();
     private final List<MessageConsumer<?>> consumers = new ArrayList<>();
     private final DeliveryOptions local = new DeliveryOptions().setLocalOnly(true).setSendTimeout(Long.MAX_VALUE / 2);
+    private DestinationMappings destinations;
     private SharedMemoryFile pool;
     private CudaRuntime.HostRegistration pinnedPool;
     private long poolRegistrationNanos = -1;
@@ -226,10 +131,13 @@ public final class RestoreVerticle extends VerticleBase {
     @Override
     public Future<?> start() {
         LocalCodec.register(vertx, RestoreCommands.MESSAGE_TYPES.toArray(Class<?>[]::new));
-        lanes.put("host", new Lane("host", -1));
+        lanes.put("host", new DeviceLane("host", -1, settings.maxInFlightPerDevice(), settings.incarnation()));
         for (int device = 0; device < CudaRuntime.deviceCount(); device++) {
-            lanes.put("cuda:" + device, new Lane("cuda:" + device, device));
+            lanes.put("cuda:" + device, new DeviceLane("cuda:" + device, device, settings.maxInFlightPerDevice(),
+                    settings.incarnation()));
         }
+        destinations = new DestinationMappings(vertx, ticker, local, device -> lanes.get("cuda:" + device),
+                this::cancelInstance);
         copiesDone = Counter.builder("orbitkv.restore.copies").tag("outcome", "completed")
                 .description("Manager-executed restore copies by outcome").register(registry);
         copiesFailed = Counter.builder("orbitkv.restore.copies").tag("outcome", "failed")
@@ -238,7 +146,7 @@ public final class RestoreVerticle extends VerticleBase {
             restoresByOutcome.put(outcome, Counter.builder("orbitkv.restore.restores").tag("outcome", outcome)
                     .description("Manager-executed restores by outcome").register(registry));
         }
-        for (Lane lane : lanes.values()) {
+        for (DeviceLane lane : lanes.values()) {
             Gauge.builder("orbitkv.restore.in.flight", lane, l -> l.admission.inFlight()).tag("device", lane.name)
                     .description("Restore copies submitted to the device and not yet terminal").register(registry);
         }
@@ -258,7 +166,7 @@ public final class RestoreVerticle extends VerticleBase {
         }).compose(mapped -> {
             pool = mapped;
             Future<?> deployed = Future.succeededFuture();
-            for (Lane lane : lanes.values()) {
+            for (DeviceLane lane : lanes.values()) {
                 deployed = deployed.compose(v -> vertx.deployVerticle(
                         new DeviceWorkerVerticle(lane.address(), lane.cudaDevice, settings.gate(), ticker),
                         new DeploymentOptions().setThreadingModel(ThreadingModel.WORKER)).onSuccess(id -> lane.deploymentId = id));
@@ -269,13 +177,13 @@ public final class RestoreVerticle extends VerticleBase {
 
     private void serveAll() {
         EventBus bus = vertx.eventBus();
-        serve(bus, RestoreProxy.REGISTER, this::register);
+        serve(bus, RestoreProxy.REGISTER, destinations::register);
         serve(bus, RestoreProxy.EXECUTE, this::execute);
         serve(bus, RestoreProxy.CANCEL, (RestoreCommands.Cancel c) -> {
             cancel(c.instance(), c.ticket());
             return Future.succeededFuture(Boolean.TRUE);
         });
-        serve(bus, RestoreProxy.RELEASE_INSTANCE, (RestoreCommands.ReleaseInstance c) -> releaseInstance(c.instance()));
+        serve(bus, RestoreProxy.RELEASE_INSTANCE, (RestoreCommands.ReleaseInstance c) -> destinations.release(c.instance()));
         serve(bus, RestoreProxy.STATS, (RestoreCommands.GetStats c) -> Future.succeededFuture(stats()));
     }
 
@@ -283,113 +191,20 @@ public final class RestoreVerticle extends VerticleBase {
         consumers.add(RoleProxies.serve(bus, address, handler));
     }
 
-    // ---- destinations ----
-
-    private Future<RestoreCommands.Registered> register(RestoreCommands.RegisterDestinations command) {
-        Future<Integer> previous = destinations.containsKey(command.instance())
-                ? releaseInstance(command.instance()) : Future.succeededFuture(0);
-        return previous.compose(n -> {
-            List<Future<Destination>> mapped = new ArrayList<>();
-            for (DestinationSpec spec : command.destinations()) {
-                mapped.add(open(spec));
-            }
-            return Future.join(mapped).transform(ar -> {
-                Map<Integer, Destination> opened = new HashMap<>();
-                Throwable firstFailure = null;
-                for (Future<Destination> f : mapped) {
-                    if (f.succeeded()) {
-                        opened.put(f.result().spec.id(), f.result());
-                    } else if (firstFailure == null) {
-                        firstFailure = f.cause();
-                    }
-                }
-                if (firstFailure != null) {
-                    // All or nothing: what did open is closed again.
-                    Throwable failure = firstFailure;
-                    return Future.join(opened.values().stream().map(this::close).toList())
-                            .transform(x -> Future.failedFuture(failure));
-                }
-                if (!opened.isEmpty()) {
-                    destinations.put(command.instance(), opened);
-                }
-                return Future.succeededFuture(new RestoreCommands.Registered(RestoreRoutes.all()));
-            });
-        });
-    }
-
-    private Future<Destination> open(DestinationSpec spec) {
-        Destination destination = new Destination(spec);
-        if (spec.kind() == DestinationKind.HOST_REGION) {
-            return vertx.executeBlocking(() -> HostRegions.map(spec.hostPath(), spec.sizeBytes())).map(region -> {
-                destination.hostRegion = region;
-                return destination;
-            });
-        }
-        Lane lane = lanes.get("cuda:" + spec.cudaDevice());
-        if (lane == null) {
-            // CUDA unavailable (or no such device): kept, but its route is refused at execution with the cause.
-            return Future.succeededFuture(destination);
-        }
-        long importing = ticker.nanos();
-        return RoleProxies.<Long>request(vertx.eventBus(), lane.address(), new RestoreCommands.ImportIpc(spec.ipcHandle()), local)
-                .recover(e -> Future.failedFuture(new OrbitException(ErrorReason.INVALID_DESTINATION,
-                        "CUDA IPC import failed: " + e.getMessage())))
-                .map(address -> {
-                    lane.ipcImports++;
-                    lane.ipcImportNanos += ticker.nanos() - importing;
-                    destination.deviceBase = address;
-                    return destination;
-                });
-    }
-
-    private Future<Void> close(Destination destination) {
-        if (destination.hostRegion != null) {
-            SharedMemoryFile region = destination.hostRegion;
-            destination.hostRegion = null;
-            return vertx.executeBlocking(() -> {
-                region.close();
-                return null;
-            });
-        }
-        if (destination.deviceBase != 0) {
-            long address = destination.deviceBase;
-            destination.deviceBase = 0;
-            return RoleProxies.<Boolean>request(vertx.eventBus(), lanes.get("cuda:" + destination.spec.cudaDevice()).address(),
-                    new RestoreCommands.CloseIpc(address), local).mapEmpty();
-        }
-        return Future.succeededFuture();
-    }
-
-    /** Cancels the instance's restores, waits for them to drain, then unmaps its destinations. */
-    private Future<Integer> releaseInstance(long instance) {
-        Map<Integer, Destination> mine = destinations.remove(instance);
-        for (Execution e : List.copyOf(executions.values())) {
+    /** Cancels every restore of {@code instance}: nothing more is submitted; what was submitted drains. */
+    private void cancelInstance(long instance) {
+        for (RestoreExecution e : List.copyOf(executions.values())) {
             if (e.key.instance() == instance) {
                 cancel(instance, e.key.ticket());
             }
         }
-        if (mine == null) {
-            return Future.succeededFuture(0);
-        }
-        List<Future<Void>> closed = new ArrayList<>();
-        for (Destination destination : mine.values()) {
-            Future<Void> idle;
-            if (destination.activeRestores == 0) {
-                idle = Future.succeededFuture();
-            } else {
-                destination.drained = Promise.promise();
-                idle = destination.drained.future();
-            }
-            closed.add(idle.compose(v -> close(destination)));
-        }
-        return Future.join(closed).map(v -> mine.size());
     }
 
     // ---- execution ----
 
     private Future<Restored> execute(Execute command) {
-        Map<Integer, Destination> mine = destinations.get(command.instance());
-        Destination destination = mine == null ? null : mine.get(command.target().destinationId());
+        DestinationMappings.Destination destination = destinations.find(command.instance(),
+                command.target().destinationId());
         if (destination == null) {
             throw new OrbitException(ErrorReason.UNKNOWN_DESTINATION, "no restore destination "
                     + Integer.toUnsignedString(command.target().destinationId()) + " registered by this instance");
@@ -399,7 +214,7 @@ public final class RestoreVerticle extends VerticleBase {
         if (!status.available()) {
             throw new OrbitException(ErrorReason.ROUTE_UNAVAILABLE, route + " cannot run on this Manager: " + status.cause());
         }
-        Lane lane = route == RestoreRoute.HOST_REGION ? lanes.get("host") : lanes.get("cuda:" + destination.spec.cudaDevice());
+        DeviceLane lane = route == RestoreRoute.HOST_REGION ? lanes.get("host") : lanes.get("cuda:" + destination.spec.cudaDevice());
         boolean executable = switch (route) {
             case HOST_REGION -> destination.hostRegion != null;
             case CUDA_IPC -> destination.deviceBase != 0 && lane != null;
@@ -409,7 +224,7 @@ public final class RestoreVerticle extends VerticleBase {
             throw new OrbitException(ErrorReason.ROUTE_UNAVAILABLE, route + " cannot restore into destination "
                     + Integer.toUnsignedString(destination.spec.id()) + " (a " + destination.spec.kind() + " destination)");
         }
-        ExecutionKey key = new ExecutionKey(command.instance(), command.ticket());
+        RestoreExecution.Key key = new RestoreExecution.Key(command.instance(), command.ticket());
         if (executions.containsKey(key)) {
             throw new IllegalStateException("a restore of this ticket is already running");
         }
@@ -430,18 +245,19 @@ public final class RestoreVerticle extends VerticleBase {
             targets[i] = layout.offsetOf(index);
             lengths[i] = page.lengthBytes();
         }
-        Execution execution = new Execution(key, lane, destination, route, sources, targets, lengths, ticker.nanos());
+        RestoreExecution execution = new RestoreExecution(key, lane, destination, route, sources, targets, lengths,
+                ticker.nanos());
         executions.put(key, execution);
-        destination.activeRestores++;
+        destination.restoreStarted();
         lane.queue.addLast(execution);
         pump(lane);
         maybeFinish(execution);
         return execution.done.future();
     }
 
-    private void pump(Lane lane) {
+    private void pump(DeviceLane lane) {
         while (!lane.queue.isEmpty()) {
-            Execution e = lane.queue.peekFirst();
+            RestoreExecution e = lane.queue.peekFirst();
             int remaining = e.copies() - e.next;
             if (remaining == 0 || e.stopped()) {
                 lane.queue.pollFirst();
@@ -475,11 +291,11 @@ public final class RestoreVerticle extends VerticleBase {
      * admits, and a plan of up to that many pages costs one wait. On the host lane the copies are the worker's own
      * CPU work and smaller batches let plans take turns.
      */
-    private int batchLimit(Lane lane) {
+    private int batchLimit(DeviceLane lane) {
         return lane.cudaDevice >= 0 ? settings.maxInFlightPerDevice() : settings.batchCopies();
     }
 
-    private void onBatchDone(Lane lane, Execution e, CopyBatch batch, int granted, BatchDone done) {
+    private void onBatchDone(DeviceLane lane, RestoreExecution e, CopyBatch batch, int granted, BatchDone done) {
         lane.admission.release(granted);
         if (done.startedNanos() >= 0) {
             lane.batches++;
@@ -509,7 +325,7 @@ public final class RestoreVerticle extends VerticleBase {
     }
 
     private void cancel(long instance, long ticket) {
-        Execution e = executions.get(new ExecutionKey(instance, ticket));
+        RestoreExecution e = executions.get(new RestoreExecution.Key(instance, ticket));
         if (e == null || e.cancelled) {
             return;
         }
@@ -518,18 +334,13 @@ public final class RestoreVerticle extends VerticleBase {
         maybeFinish(e);
     }
 
-    private void maybeFinish(Execution e) {
-        boolean terminal = e.inFlight == 0 && (e.stopped() || e.completed == e.copies());
-        if (!terminal || executions.get(e.key) != e) {
+    private void maybeFinish(RestoreExecution e) {
+        if (!e.terminal() || executions.get(e.key) != e) {
             return;
         }
         executions.remove(e.key);
         e.lane.queue.remove(e);
-        Destination destination = e.destination;
-        destination.activeRestores--;
-        if (destination.activeRestores == 0 && destination.drained != null) {
-            destination.drained.complete();
-        }
+        e.destination.restoreEnded();
         long elapsed = ticker.nanos() - e.startNanos;
         if (e.failure == null && !e.cancelled) {
             e.lane.restores++;
@@ -552,7 +363,7 @@ public final class RestoreVerticle extends VerticleBase {
 
     // ---- observation ----
 
-    private void observeCopy(Lane lane, long bytes, long nanos, ObservationOutcome outcome) {
+    private void observeCopy(DeviceLane lane, long bytes, long nanos, ObservationOutcome outcome) {
         if (cost == null || !cost.observationsEnabled()) {
             return;
         }
@@ -561,7 +372,7 @@ public final class RestoreVerticle extends VerticleBase {
         cost.report(ObservationRecord.of(key, outcome, nanos, ObservedBytes.of(bytes, bytes)));
     }
 
-    private void observeRoute(Execution e, ObservationOutcome outcome, long nanos) {
+    private void observeRoute(RestoreExecution e, ObservationOutcome outcome, long nanos) {
         if (cost == null || !cost.observationsEnabled()) {
             return;
         }
@@ -575,28 +386,17 @@ public final class RestoreVerticle extends VerticleBase {
 
     private RestoreStats stats() {
         List<LaneStats> laneStats = new ArrayList<>();
-        for (Lane lane : lanes.values()) {
-            laneStats.add(new LaneStats(lane.name, lane.admission.inFlight(), lane.admission.peakInFlight(),
-                    lane.admission.maxInFlight(), lane.queuedCopies(), lane.admission.completed(),
-                    new RestoreCommands.LaneTimings(lane.restores, lane.executionNanos, lane.firstCopyNanos,
-                            lane.batches, lane.copiesTimed, lane.handoffNanos, lane.submitNanos, lane.waitNanos,
-                            lane.ipcImports, lane.ipcImportNanos)));
+        for (DeviceLane lane : lanes.values()) {
+            laneStats.add(lane.stats());
         }
         int cancelling = 0;
-        for (Execution e : executions.values()) {
+        for (RestoreExecution e : executions.values()) {
             if (e.cancelled) {
                 cancelling++;
             }
         }
-        int mapped = 0;
-        for (Map<Integer, Destination> mine : destinations.values()) {
-            for (Destination d : mine.values()) {
-                if (d.hostRegion != null) {
-                    mapped++;
-                }
-            }
-        }
-        return new RestoreStats(List.copyOf(laneStats), executions.size(), cancelling, mapped, RestoreRoutes.all(),
+        return new RestoreStats(List.copyOf(laneStats), executions.size(), cancelling,
+                destinations.mappedHostRegions(), RestoreRoutes.all(),
                 poolRegistrationNanos);
     }
 
@@ -610,15 +410,13 @@ public final class RestoreVerticle extends VerticleBase {
         // host regions and the pool mapping they read and write are unmapped. Workers are undeployed by Vert.x after
         // this verticle (children).
         List<Future<Restored>> draining = new ArrayList<>();
-        for (Execution e : List.copyOf(executions.values())) {
+        for (RestoreExecution e : List.copyOf(executions.values())) {
             draining.add(e.done.future());
             cancel(e.key.instance(), e.key.ticket());
         }
-        List<Destination> all = new ArrayList<>();
-        destinations.values().forEach(m -> all.addAll(m.values()));
-        destinations.clear();
+        List<DestinationMappings.Destination> all = destinations == null ? List.of() : destinations.removeAll();
         return Future.join(draining).otherwiseEmpty().compose(v -> vertx.executeBlocking(() -> {
-            for (Destination d : all) {
+            for (DestinationMappings.Destination d : all) {
                 if (d.hostRegion != null) {
                     d.hostRegion.close();
                 }

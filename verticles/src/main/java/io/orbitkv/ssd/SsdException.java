@@ -1,31 +1,15 @@
 package io.orbitkv.ssd;
 
-import io.orbitkv.common.TypedFailure;
+import io.orbitkv.common.KindedException;
 
-/** A typed SSD refusal or miss. No stack trace: misses are expected control flow. */
-public final class SsdException extends RuntimeException implements TypedFailure {
-
-    private final SsdFailure failure;
-
+/** A typed SSD refusal or miss. */
+public final class SsdException extends KindedException {
     public SsdException(SsdFailure failure, String message) {
-        super(failure.name() + ": " + message, null, false, false);
-        this.failure = failure;
+        super(failure, message);
     }
 
+    @Override
     public SsdFailure failure() {
-        return failure;
-    }
-
-    @Override
-    public int failureCode() {
-        return failure.code();
-    }
-
-    /** The message without the failure prefix. */
-    @Override
-    public String detail() {
-        String message = getMessage();
-        int colon = message.indexOf(": ");
-        return colon < 0 ? message : message.substring(colon + 2);
+        return (SsdFailure) super.failure();
     }
 }

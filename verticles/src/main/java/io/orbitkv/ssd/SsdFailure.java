@@ -1,10 +1,12 @@
 package io.orbitkv.ssd;
 
+import io.orbitkv.common.FailureKind;
+
 /**
  * Typed failures of SSD lookups and reads. The code travels as the event-bus failure code (see {@link SsdProxy}); a
  * read never returns wrong bytes: every doubt is one of these.
  */
-public enum SsdFailure {
+public enum SsdFailure implements FailureKind {
     /** The key has no committed extent. */
     NOT_FOUND(4001),
     /** The key is committed, but under another generation than the one the caller holds evidence for. */

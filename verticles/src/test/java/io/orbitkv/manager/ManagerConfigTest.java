@@ -4,11 +4,14 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.orbitkv.common.ConfigException;
+import io.orbitkv.common.ConfigValues;
+import io.orbitkv.engine.EngineConfig;
 import io.orbitkv.peer.PeerAttemptPolicy;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.model.plan.Medium;
 import io.orbitkv.planning.PlanningVerticle;
 import io.orbitkv.planning.TransferScheduler;
+import io.orbitkv.storage.PoolSettings;
 import io.vertx.core.Vertx;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -46,10 +49,10 @@ class ManagerConfigTest {
 
     @Test
     void poolHugePagesIsPreferOrRequireAndAnythingElseIsATypedError() {
-        assertThat(ManagerConfig.from(Map.of()).poolHugePages()).isEqualTo(ManagerConfig.HugePages.PREFER);
+        assertThat(ManagerConfig.from(Map.of()).poolHugePages()).isEqualTo(PoolSettings.HugePages.PREFER);
         assertThat(ManagerConfig.from(Map.of()).toJson().getString("pool.huge-pages")).isEqualTo("prefer");
         ManagerConfig require = ManagerConfig.from(Map.of("pool.huge-pages", " Require "));
-        assertThat(require.poolHugePages()).isEqualTo(ManagerConfig.HugePages.REQUIRE);
+        assertThat(require.poolHugePages()).isEqualTo(PoolSettings.HugePages.REQUIRE);
         assertThat(require.toJson().getString("pool.huge-pages")).isEqualTo("require");
         for (String bad : new String[] {"always", "", "yes", "huge"}) {
             assertThatThrownBy(() -> ManagerConfig.from(Map.of("pool.huge-pages", bad)))
@@ -175,11 +178,11 @@ class ManagerConfigTest {
     void theEventBusBridgeIsOffUnlessAPortIsSetAndItsLimitsAreChecked() {
         ManagerConfig defaults = ManagerConfig.from(Map.of());
         assertThat(defaults.bridge().enabled()).isFalse();
-        assertThat(defaults.bridge()).isEqualTo(new ManagerConfig.BridgeDoor("127.0.0.1", -1, 24L << 20, 64, 64));
+        assertThat(defaults.bridge()).isEqualTo(new EngineConfig.BridgeDoor("127.0.0.1", -1, 24L << 20, 64, 64));
         assertThat(ManagerRoles.engineSettings(defaults, "0123456789abcdef", Path.of("/pool")).bridgeEnabled()).isFalse();
         ManagerConfig on = ManagerConfig.from(Map.of("bridge.port", "0", "bridge.max-frame", "1MiB",
                 "bridge.max-outstanding-per-connection", "8", "bridge.max-connections", "2"));
-        assertThat(on.bridge()).isEqualTo(new ManagerConfig.BridgeDoor("127.0.0.1", 0, 1L << 20, 8, 2));
+        assertThat(on.bridge()).isEqualTo(new EngineConfig.BridgeDoor("127.0.0.1", 0, 1L << 20, 8, 2));
         var settings = ManagerRoles.engineSettings(on, "0123456789abcdef", Path.of("/pool"));
         assertThat(settings.bridgeEnabled()).isTrue();
         assertThat(settings.bridgePort()).isZero();
@@ -227,6 +230,34 @@ class ManagerConfigTest {
                     .isInstanceOfSatisfying(ConfigException.class,
                             e -> assertThat(e.key()).isEqualTo("peer.transfer-loops"));
         }
+    }
+
+    @Test
+    void eachRoleSectionOwnsItsKeysAndTheManagerOnlyComposesThem() {
+        Map<Map<String, String>, List<String>> sections = Map.of(
+                PoolSettings.DEFAULTS, List.of("pool.", "publish.", "retention."),
+                EngineConfig.DEFAULTS, List.of("grpc.", "session.", "bridge.", "engine.", "auth."),
+                io.orbitkv.admission.QuerySettings.DEFAULTS, List.of("query."),
+                io.orbitkv.ssd.SsdTier.DEFAULTS, List.of("ssd."),
+                io.orbitkv.planning.PlanningSettings.DEFAULTS, List.of("planning."),
+                io.orbitkv.cost.CostSettings.DEFAULTS, List.of("cost."),
+                io.orbitkv.cluster.ClusterSettings.DEFAULTS, List.of("cluster.", "fault-injection.inventory."),
+                PeerSettings.DEFAULTS, List.of("peer.", "fault-injection.peer."),
+                io.orbitkv.events.EventsSettings.DEFAULTS, List.of("events."));
+        Map<String, String> composed = new java.util.TreeMap<>();
+        sections.forEach((defaults, prefixes) -> {
+            assertThat(defaults.keySet()).allMatch(key -> prefixes.stream().anyMatch(key::startsWith));
+            composed.putAll(defaults);
+        });
+        assertThat(ManagerConfig.DEFAULTS).containsAllEntriesOf(composed);
+        assertThat(ManagerConfig.DEFAULTS.keySet()).filteredOn(key -> !composed.containsKey(key))
+                .as("the Manager's own keys").containsExactlyInAnyOrder("data-dir", "metrics.host", "metrics.port",
+                        "manager.event-loop-threads");
+        ConfigValues defaults = new ConfigValues(ManagerConfig.DEFAULTS);
+        ManagerConfig c = ManagerConfig.from(Map.of());
+        assertThat(PoolSettings.fromConfig(defaults)).isEqualTo(c.pool());
+        assertThat(EngineConfig.fromConfig(defaults, Path.of("./data"))).isEqualTo(c.engine());
+        assertThat(io.orbitkv.ssd.SsdTier.fromConfig(defaults, Path.of("./data"))).isEqualTo(c.ssd());
     }
 
     @Test

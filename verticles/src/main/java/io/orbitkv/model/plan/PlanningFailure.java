@@ -1,10 +1,12 @@
 package io.orbitkv.model.plan;
 
+import io.orbitkv.common.FailureKind;
+
 /**
  * Typed failures of the planning role. Codes are disjoint from engine.proto ErrorReason numbers and the SSD role's
  * 4001.. codes, so they can travel as event-bus failure codes.
  */
-public enum PlanningFailure {
+public enum PlanningFailure implements FailureKind {
     /** An explicitly requested route cannot run here (capability absent, or it does not serve the target). */
     REQUESTED_ROUTE_UNAVAILABLE(5001),
     /** The completion target cannot be reached here (e.g. engine-restore without a restore role). */
