@@ -10,6 +10,7 @@ import io.orbitkv.admission.Ticket.Lease;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
+import io.orbitkv.engine.ProducerPort;
 import io.orbitkv.model.cost.ObservationOutcome;
 import io.orbitkv.model.cost.ResourceId;
 import io.orbitkv.model.plan.BoundaryReason;
@@ -72,6 +73,7 @@ final class DemandAdmission {
     private final TicketTable tickets;
     private final LeaseTable leases;
     private final AdmissionMeters meters;
+    private final ProducerWaits producers;
     private long nextPreparation = 1;
 
     DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning) {
@@ -84,6 +86,13 @@ final class DemandAdmission {
      */
     DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning,
                     CostProxy cost, ResourceId dramPool) {
+        this(settings, registry, ticker, planning, cost, dramPool, null);
+    }
+
+    /** @param producers where demands naming a producer ask for it (P/D); null: they wait out their budget */
+    DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning,
+                    CostProxy cost, ResourceId dramPool, ProducerPort producers) {
+        this.producers = new ProducerWaits(producers, ticker, registry);
         this.settings = settings;
         this.ticker = ticker;
         this.planning = planning;
@@ -143,6 +152,7 @@ final class DemandAdmission {
         long replaces = copying || !Objects.equals(demand.tenant(), ticket.demand.tenant()) ? 0 : ticket.preparation;
         ticket.demand = demand;
         ticket.revisedNanos = ticker.nanos();
+        ticket.producerSealed = false;
         ticket.answer = null;
         ticket.evaluation = null;
         ticket.detail = DemandState.MISS;
@@ -172,6 +182,7 @@ final class DemandAdmission {
             default -> Future.succeededFuture(pending(ticket));
         };
     }
+
 
     /** Revokes interest now; completes after planning drained and released, with the pages it released. */
     Future<Integer> cancel(long instance, long ticketId) {
@@ -236,6 +247,11 @@ final class DemandAdmission {
     /** Forgets answered tickets whose reply lifetime ended and that hold no lease. */
     void sweep() {
         tickets.sweep();
+        producers.sweep();
+    }
+
+    int waitingForProducer() {
+        return producers.waiting();
     }
 
     int activeLeases() {
@@ -265,6 +281,9 @@ final class DemandAdmission {
     // ---- evaluation ----
 
     private Future<Outcome> evaluate(Ticket ticket, long replaces) {
+        if (ProducerWaits.gated(ticket)) {
+            return awaitProducer(ticket, replaces);
+        }
         Evaluation evaluation = new Evaluation(ticket, nextPreparation++);
         ticket.evaluation = evaluation;
         ticket.preparation = evaluation.id;
@@ -278,6 +297,39 @@ final class DemandAdmission {
         }
         prepared.onComplete(evaluation::ended);
         return evaluation.reply.future();
+    }
+
+    /**
+     * A demand naming a producer: not planned before the producer sealed its pages ({@link ProducerWaits}). While the
+     * ask runs the ticket is PREPARING (polls answer PENDING); a cancel or revision meanwhile makes the answer stale.
+     * A preparation the revision would have taken over is cancelled first: a waiting ticket holds nothing.
+     */
+    private Future<Outcome> awaitProducer(Ticket ticket, long replaces) {
+        Object ask = new Object();
+        AdmissionCommands.DemandPlan demand = ticket.demand;
+        ticket.evaluation = ask;
+        ticket.detail = DemandState.WAITING_FOR_PRODUCER;
+        tickets.move(ticket, Ticket.State.PREPARING);
+        Future<Integer> before = replaces == 0 ? Future.succeededFuture(0) : planning.cancel(replaces, false);
+        return before.transform(cancelled -> producers.check(ticket, ticket.waitDeadlineNanos(settings)))
+                .compose(verdict -> loop.run(() -> {
+                    if (ticket.evaluation != ask || ticket.demand != demand || ticket.state == Ticket.State.ENDED) {
+                        return Future.succeededFuture(ticket.answer != null ? ticket.answer : pending(ticket));
+                    }
+                    ticket.evaluation = null;
+                    return switch (verdict) {
+                        case PASS -> {
+                            ticket.producerSealed = true;
+                            ticket.detail = DemandState.CANDIDATE;
+                            yield evaluate(ticket, 0);
+                        }
+                        case WAIT -> {
+                            tickets.move(ticket, Ticket.State.WAITING);
+                            yield Future.succeededFuture(pending(ticket));
+                        }
+                        case LAPSED -> Future.succeededFuture(answer(ticket, Status.MISS, DemandState.MISS, 0, null, null));
+                    };
+                }));
     }
 
     /**
@@ -410,6 +462,12 @@ final class DemandAdmission {
                 }
                 case RECOMPUTE -> {
                     refund();
+                    if (producers.awaitingEvidence(ticket, ticket.waitDeadlineNanos(settings))) {
+                        ticket.detail = DemandState.WAITING_FOR_PRODUCER;
+                        tickets.move(ticket, Ticket.State.WAITING);
+                        reply.tryComplete(pending(ticket));
+                        return;
+                    }
                     reply.tryComplete(answer(ticket, Status.MISS, DemandState.MISS, 0, null, plan.reason()));
                 }
                 case HOST_READY -> {

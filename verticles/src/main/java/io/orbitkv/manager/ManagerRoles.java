@@ -213,6 +213,7 @@ final class ManagerRoles {
                 .bridgeMaxConnections(config.bridge().maxConnections())
                 .colocatedSocket(config.colocated().socket())
                 .colocatedBounds(config.colocated().maxFrameBytes(), config.colocated().maxInFlight(),
-                        config.colocated().maxConnections());
+                        config.colocated().maxConnections())
+                .memberId(config.cluster().map(c -> c.memberId()).orElse(null));
     }
 }
