@@ -65,3 +65,15 @@ def test_an_ended_producer_is_a_miss_and_bad_producers_are_refused(manager):
                 decode.submit_demand(decode.prefix_demand("decode-bad", keys, producer=bad))
             assert raised.value.reason == "INVALID_PRODUCER"
         assert decode.stats().session_outstanding_queries == 0
+
+
+def test_the_readme_example_runs(manager):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "pd_handoff.py"
+    result = subprocess.run([sys.executable, str(example), "--data-dir", str(manager.data_dir), "--pages", "4",
+                             "--page-bytes", "8192"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert '"ok": true, "waited_for_producer": true' in result.stdout

@@ -55,6 +55,8 @@ import java.util.function.Predicate;
  *       only then does the lease leave the budgets. A lease ends exactly once.</li>
  *   <li>Timeout: a PENDING ticket waits at most its waiting budget from its latest revision; planning gets its end
  *       as the demand's deadline and then settles on what is resident (a shorter legal boundary or MISS).</li>
+ *   <li>Producer: a demand naming a producer (P/D) is not planned before {@link ProducerWaits} lets it pass; while it
+ *       waits it holds nothing.</li>
  *   <li>Bounds: {@link TicketTable} (outstanding and answered tickets, answer lifetimes), {@link QueryBudgets}.</li>
  * </ul>
  *
@@ -284,6 +286,7 @@ final class DemandAdmission {
         if (ProducerWaits.gated(ticket)) {
             return awaitProducer(ticket, replaces);
         }
+        producers.leave(ticket);
         Evaluation evaluation = new Evaluation(ticket, nextPreparation++);
         ticket.evaluation = evaluation;
         ticket.preparation = evaluation.id;
@@ -317,6 +320,7 @@ final class DemandAdmission {
                         return Future.succeededFuture(ticket.answer != null ? ticket.answer : pending(ticket));
                     }
                     ticket.evaluation = null;
+                    producers.settled(ticket, verdict);
                     return switch (verdict) {
                         case PASS -> {
                             ticket.producerSealed = true;
@@ -327,7 +331,8 @@ final class DemandAdmission {
                             tickets.move(ticket, Ticket.State.WAITING);
                             yield Future.succeededFuture(pending(ticket));
                         }
-                        case LAPSED -> Future.succeededFuture(answer(ticket, Status.MISS, DemandState.MISS, 0, null, null));
+                        case PRODUCER_ENDED, BUDGET_SPENT ->
+                                Future.succeededFuture(answer(ticket, Status.MISS, DemandState.MISS, 0, null, null));
                     };
                 }));
     }

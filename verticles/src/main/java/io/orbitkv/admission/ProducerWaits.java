@@ -25,8 +25,8 @@ import java.util.Set;
  *   <li><b>Who owns the wait.</b> Admission, as for any PENDING ticket: the ticket stays in {@link TicketTable} (its
  *       outstanding bounds apply), in state WAITING between polls. This class only decides, at each evaluation of such
  *       a ticket (submit, each poll, a revision), whether it may go on: PASS (the producer sealed; planning takes over
- *       and the ticket goes on as any other), WAIT, or LAPSED (the producer's session ended, or the demand's waiting
- *       budget ran out: MISS). A waiting ticket holds nothing: no plan, no lease, no pool bytes, no byte budget, no
+ *       and the ticket goes on as any other), WAIT, or MISS because the producer's session ended or the demand's
+ *       waiting budget ran out. A waiting ticket holds nothing: no plan, no lease, no pool bytes, no byte budget, no
  *       peer credit; the producer evidence it asks for is keys only.</li>
  *   <li><b>What releases it.</b> The producer's seal (PASS at the next poll); the producer's end (ENDED: the engine
  *       role drops a session's evidence when it unregisters, lapses or resumes, so the next poll answers MISS); the
@@ -46,7 +46,8 @@ import java.util.Set;
  * producer identity is logged or labelled. Confined to admission's loop; the port's answers hop back onto it.
  */
 final class ProducerWaits {
-    enum Verdict { PASS, WAIT, LAPSED }
+    /** What an evaluation of a gated ticket does next: plan it, wait, or answer MISS (its producer ended, its budget). */
+    enum Verdict { PASS, WAIT, PRODUCER_ENDED, BUDGET_SPENT }
 
     private final ProducerPort producers;
     private final Ticker ticker;
@@ -77,30 +78,38 @@ final class ProducerWaits {
         return ticket.demand.producer() != null && !ticket.producerSealed;
     }
 
-    /** Asks where the producer stands; the verdict is final for PASS and LAPSED (counted here). */
+    /** Asks where the producer stands; changes nothing ({@link #settled} does, once the ticket is known current). */
     Future<Verdict> check(Ticket ticket, long deadlineNanos) {
         if (ticker.nanos() >= deadlineNanos) {
-            return Future.succeededFuture(lapsed(ticket, budgetSpent));
+            return Future.succeededFuture(Verdict.BUDGET_SPENT);
         }
-        ProducerRef producer = ticket.demand.producer();
         Future<ProducerState> asked = producers == null ? Future.succeededFuture(ProducerState.WAITING)
-                : producers.status(producer, keys(ticket.demand));
+                : producers.status(ticket.demand.producer(), keys(ticket.demand));
         return asked.otherwise(ProducerState.WAITING).map(state -> switch (state) {
-            case SEALED -> {
-                leave(ticket);
-                satisfied.increment();
-                yield Verdict.PASS;
-            }
-            case ENDED -> lapsed(ticket, producerEnded);
-            case WAITING -> {
-                if (ticker.nanos() >= deadlineNanos) {
-                    yield lapsed(ticket, budgetSpent);
-                }
-                waiting.add(ticket);
-                waitingNow = waiting.size();
-                yield Verdict.WAIT;
-            }
+            case SEALED -> Verdict.PASS;
+            case ENDED -> Verdict.PRODUCER_ENDED;
+            case WAITING -> ticker.nanos() >= deadlineNanos ? Verdict.BUDGET_SPENT : Verdict.WAIT;
         });
+    }
+
+    /** The verdict applies to the ticket (still current): counted, and the ticket joins or leaves the waiting. */
+    void settled(Ticket ticket, Verdict verdict) {
+        switch (verdict) {
+            case WAIT -> waiting.add(ticket);
+            case PASS -> {
+                waiting.remove(ticket);
+                satisfied.increment();
+            }
+            case PRODUCER_ENDED -> {
+                waiting.remove(ticket);
+                producerEnded.increment();
+            }
+            case BUDGET_SPENT -> {
+                waiting.remove(ticket);
+                budgetSpent.increment();
+            }
+        }
+        waitingNow = waiting.size();
     }
 
     /**
@@ -117,7 +126,7 @@ final class ProducerWaits {
         return true;
     }
 
-    /** The ticket's wait ended otherwise (a PASS, or a plan that answered). */
+    /** The ticket is being planned: it waits for its producer no more. */
     void leave(Ticket ticket) {
         if (waiting.remove(ticket)) {
             waitingNow = waiting.size();
@@ -132,12 +141,6 @@ final class ProducerWaits {
 
     int waiting() {
         return waitingNow;
-    }
-
-    private Verdict lapsed(Ticket ticket, Counter why) {
-        leave(ticket);
-        why.increment();
-        return Verdict.LAPSED;
     }
 
     /** Every key the demand lists (its declared ranges): all of them must be the producer's. */
