@@ -185,7 +185,6 @@ final class DemandAdmission {
         };
     }
 
-
     /** Revokes interest now; completes after planning drained and released, with the pages it released. */
     Future<Integer> cancel(long instance, long ticketId) {
         Ticket ticket = tickets.owned(instance, ticketId);

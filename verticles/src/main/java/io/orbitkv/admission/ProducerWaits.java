@@ -31,7 +31,8 @@ import java.util.Set;
  *   <li><b>What releases it.</b> The producer's seal (PASS at the next poll); the producer's end (ENDED: the engine
  *       role drops a session's evidence when it unregisters, lapses or resumes, so the next poll answers MISS); the
  *       waiting budget (from the latest revision, as for every ticket). Polls drive it: the engine polls a PENDING
- *       ticket anyway, and an unpolled wait costs only its ticket.</li>
+ *       ticket anyway, and an unpolled wait costs only its ticket. A ticket has at most one ask in flight (polls
+ *       meanwhile answer PENDING without asking), so a producer's Manager sees at most one ask per waiting demand.</li>
  *   <li><b>Cancel, consumer crash, revision.</b> The ticket leaves the tables as any other; an ask in flight finds it
  *       stale when it answers and changes nothing. A revision asks again (the producer or the keys may differ).</li>
  *   <li><b>Manager restart.</b> Tickets and sessions do not survive it: the consumer submits again, naming a session
