@@ -330,14 +330,16 @@ class Session:
 
     # --- publish -----------------------------------------------------------------------------------------------
     def allocate(self, keys: Iterable[tuple[int, bytes]], *, do_not_store: bool = False,
-                 max_stored_tokens: int = 0) -> pb.AllocatePublishReply:
+                 max_stored_tokens: int = 0, request_id: str = "") -> pb.AllocatePublishReply:
         """Allocates slots for ``(group_id, block_hash)`` pages. ``do_not_store``: transient pages (served while resident,
         never written to SSD, never retained, evicted first). ``max_stored_tokens`` (non-zero): of each group only the
-        first max_stored_tokens // page_size_tokens pages are stored; the rest are answered NOT_STORED."""
+        first max_stored_tokens // page_size_tokens pages are stored; the rest are answered NOT_STORED. ``request_id``:
+        the request these pages were computed for (a prefill's); once sealed they satisfy a consumer's demand that names
+        this session and this request as its producer (:meth:`producer`)."""
         pages = [pb.PageKey(group_id=g, block_hash=h) for g, h in keys]
         return self._call("AllocatePublish", pb.AllocatePublishRequest(
             session=self.ref, namespace_id=self.namespace, pages=pages, do_not_store=do_not_store,
-            max_stored_tokens=max_stored_tokens))
+            max_stored_tokens=max_stored_tokens, request_id=request_id))
 
     def seal(self, publish_id: int, crcs: Sequence[int] = (), written: Sequence[pb.PoolDescriptor] = ()
              ) -> pb.SealPublishReply:
@@ -348,12 +350,12 @@ class Session:
         return self._call("AbortPublish", pb.AbortPublishRequest(session=self.ref, publish_id=publish_id))
 
     def publish(self, pages: Sequence[tuple[int, bytes, object]], *, do_not_store: bool = False,
-                max_stored_tokens: int = 0) -> PublishResult:
+                max_stored_tokens: int = 0, request_id: str = "") -> PublishResult:
         """Publishes ``(group_id, block_hash, data)`` pages: allocate, write each ALLOCATED slot, seal with CRC32C.
         Pages already present or NOT_STORED are skipped (their data is not read). Any failure after allocating aborts
-        the publish. ``do_not_store`` and ``max_stored_tokens`` as in :meth:`allocate`."""
+        the publish. ``do_not_store``, ``max_stored_tokens`` and ``request_id`` as in :meth:`allocate`."""
         allocated = self.allocate(((g, h) for g, h, _ in pages), do_not_store=do_not_store,
-                                  max_stored_tokens=max_stored_tokens)
+                                  max_stored_tokens=max_stored_tokens, request_id=request_id)
         written_flags = []
         crcs = []
         descriptors = []
@@ -404,14 +406,24 @@ class Session:
             demand.operation_id = self.next_operation_id()
         return self._call("SubmitDemand", pb.SubmitDemandRequest(session=self.ref, demand=demand))
 
+    def producer(self, request_id: str, member: str = "") -> pb.Producer:
+        """This session as the producer of ``request_id``, for a consumer's demand (``prefix_demand(producer=...)``):
+        hand it to the consumer (a decode engine) with the request. ``member``: this Manager's cluster member id when the
+        consumer registered with another Manager."""
+        return pb.Producer(instance_id=self.ref.instance_id, session_epoch=self.ref.session_epoch, member=member,
+                           request_id=request_id)
+
     def prefix_demand(self, request_id: str, block_hashes: Sequence[bytes], *, start_block: int = 0,
                       end_block: int | None = None, group_id: int = 0, revision: int = 0,
                       max_wait_micros: int | None = None, speculative: bool = False, first_use_micros: int = 0,
-                      prefill_tokens_per_second: float = 0.0, requested_route: int = pb.ROUTE_DEFAULT) -> pb.Demand:
+                      prefill_tokens_per_second: float = 0.0, requested_route: int = pb.ROUTE_DEFAULT,
+                      producer: pb.Producer | None = None) -> pb.Demand:
         """A full-attention demand for blocks ``[start_block, end_block)`` of one chain; blocks below ``start_block``
         are already in the engine (the valid prefix). ``first_use_micros``: when the engine will use the state (a
         speculative demand is prepared by then); ``prefill_tokens_per_second`` overrides the registered rate;
-        ``requested_route`` asks for one route explicitly (refused ``ROUTE_UNAVAILABLE`` if it cannot run here)."""
+        ``requested_route`` asks for one route explicitly (refused ``ROUTE_UNAVAILABLE`` if it cannot run here);
+        ``producer`` (P/D): wait (PENDING, detail WAITING_FOR_PRODUCER) until that session sealed these pages under its
+        request (:meth:`producer`); MISS if it ends first or the budget runs out."""
         page = self.identity.page_size_tokens
         end_block = len(block_hashes) if end_block is None else end_block
         demand = pb.Demand(request_id=request_id, revision=revision, namespace_id=self.namespace,
@@ -426,6 +438,8 @@ class Session:
                            requested_route=requested_route)
         if max_wait_micros is not None:
             demand.max_wait_micros = max_wait_micros
+        if producer is not None:
+            demand.producer.CopyFrom(producer)
         return demand
 
     def poll(self, ticket: int) -> pb.QueryReply:

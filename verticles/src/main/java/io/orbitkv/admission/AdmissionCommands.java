@@ -9,6 +9,7 @@ import java.util.Objects;
 import java.util.Optional;
 import io.orbitkv.model.ImageRef;
 import io.orbitkv.model.PositionedKey;
+import io.orbitkv.model.ProducerRef;
 import io.orbitkv.model.plan.Restored;
 
 /** Messages the admission role accepts. Local records only. */
@@ -28,9 +29,10 @@ public final class AdmissionCommands {
      * Evidence alone is never READY. A local plan is RESERVED as soon as it executes (its owners are this Manager's);
      * a plan with a peer segment is RESERVED once the source Manager granted its lease and the local slots are
      * allocated, until its bytes are sealed here (CRC32C checked). RESIDENT and READY are passed in one step for a
-     * host-ready demand; an engine-restore demand stays RESIDENT until its device copy is terminal.
+     * host-ready demand; an engine-restore demand stays RESIDENT until its device copy is terminal. A demand naming a
+     * producer is WAITING_FOR_PRODUCER (holding nothing) until the producer sealed its pages, then goes on as any other.
      */
-    public enum DemandState { MISS, CANDIDATE, RESERVED, RESIDENT, READY }
+    public enum DemandState { MISS, WAITING_FOR_PRODUCER, CANDIDATE, RESERVED, RESIDENT, READY }
 
     /**
      * One group of a checked demand: the keys the engine allows restoring (its declared ranges), at their positions,
@@ -47,16 +49,28 @@ public final class AdmissionCommands {
      * hashes). {@code requestId} is null for the prefix form (SubmitQuery): such tickets have no revision history.
      * {@code maxWaitNanos} is -1 for "the configured waiting budget"; otherwise it is capped by it.
      * {@code engineRestore} is null for an engine-local restore; otherwise READY means the Manager copied the pages
-     * into that destination (and released its sources).
+     * into that destination (and released its sources). {@code producer} is null unless the demand waits for a
+     * producer's pages (P/D, see {@link ProducerWaits}).
      */
     public record DemandPlan(String requestId, long revision, long operationId, String tenant, RecoveryRules rules,
                              long validPrefixTokens, long selectedEndTokens, List<GroupPlan> groups,
                              long firstUseMicros, int priority, float confidence, long maxWaitNanos,
                              boolean speculative, RestoreTarget engineRestore, double prefillTokensPerSecond,
-                             Optional<RouteTemplate> requestedRoute) {
+                             Optional<RouteTemplate> requestedRoute, ProducerRef producer) {
         public DemandPlan {
             groups = List.copyOf(groups);
             Objects.requireNonNull(requestedRoute, "requestedRoute");
+        }
+
+        /** A demand that waits for no producer. */
+        public DemandPlan(String requestId, long revision, long operationId, String tenant, RecoveryRules rules,
+                          long validPrefixTokens, long selectedEndTokens, List<GroupPlan> groups,
+                          long firstUseMicros, int priority, float confidence, long maxWaitNanos,
+                          boolean speculative, RestoreTarget engineRestore, double prefillTokensPerSecond,
+                          Optional<RouteTemplate> requestedRoute) {
+            this(requestId, revision, operationId, tenant, rules, validPrefixTokens, selectedEndTokens, groups,
+                    firstUseMicros, priority, confidence, maxWaitNanos, speculative, engineRestore,
+                    prefillTokensPerSecond, requestedRoute, null);
         }
 
 
@@ -71,7 +85,13 @@ public final class AdmissionCommands {
         public DemandPlan withEngineRestore(RestoreTarget target) {
             return new DemandPlan(requestId, revision, operationId, tenant, rules, validPrefixTokens, selectedEndTokens,
                     groups, firstUseMicros, priority, confidence, maxWaitNanos, speculative, target,
-                    prefillTokensPerSecond, requestedRoute);
+                    prefillTokensPerSecond, requestedRoute, producer);
+        }
+
+        public DemandPlan withProducer(ProducerRef ref) {
+            return new DemandPlan(requestId, revision, operationId, tenant, rules, validPrefixTokens, selectedEndTokens,
+                    groups, firstUseMicros, priority, confidence, maxWaitNanos, speculative, engineRestore,
+                    prefillTokensPerSecond, requestedRoute, ref);
         }
     }
 

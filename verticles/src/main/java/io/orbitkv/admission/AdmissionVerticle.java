@@ -7,6 +7,7 @@ import io.orbitkv.common.LocalCodec;
 import io.orbitkv.common.RoleProxies;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
+import io.orbitkv.engine.ProducerProxy;
 import io.orbitkv.model.cost.ResourceId;
 import io.orbitkv.planning.PlanningProxy;
 import io.vertx.core.Future;
@@ -151,7 +152,8 @@ public final class AdmissionVerticle extends VerticleBase {
 
     @Override
     public Future<?> start() {
-        admission = new DemandAdmission(settings, registry, ticker, new PlanningProxy(vertx), cost, dramPool);
+        admission = new DemandAdmission(settings, registry, ticker, new PlanningProxy(vertx), cost, dramPool,
+                new ProducerProxy(vertx));
         publishGauges();
         Gauge.builder("orbitkv.leases.active", () -> gauges.activeLeases()).description("Leases held by engines")
                 .register(registry);

@@ -10,6 +10,7 @@ import io.orbitkv.admission.Ticket.Lease;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.cost.CostProxy;
+import io.orbitkv.engine.ProducerPort;
 import io.orbitkv.model.cost.ObservationOutcome;
 import io.orbitkv.model.cost.ResourceId;
 import io.orbitkv.model.plan.BoundaryReason;
@@ -53,6 +54,8 @@ import java.util.function.Predicate;
  *       only then does the lease leave the budgets. A lease ends exactly once.</li>
  *   <li>Timeout: a PENDING ticket waits at most its waiting budget from its latest revision; planning gets its end
  *       as the demand's deadline and then settles on what is resident (a shorter legal boundary or MISS).</li>
+ *   <li>Producer: a demand naming a producer (P/D) is not planned before {@link ProducerWaits} lets it pass; while it
+ *       waits it holds nothing.</li>
  *   <li>Bounds: {@link TicketTable} (outstanding and answered tickets, answer lifetimes), {@link QueryBudgets}.</li>
  * </ul>
  *
@@ -71,6 +74,7 @@ final class DemandAdmission {
     private final TicketTable tickets;
     private final LeaseTable leases;
     private final AdmissionMeters meters;
+    private final ProducerWaits producers;
     private long nextPreparation = 1;
 
     DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning) {
@@ -83,6 +87,13 @@ final class DemandAdmission {
      */
     DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning,
                     CostProxy cost, ResourceId dramPool) {
+        this(settings, registry, ticker, planning, cost, dramPool, null);
+    }
+
+    /** @param producers where demands naming a producer ask for it (P/D); null: they wait out their budget */
+    DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning,
+                    CostProxy cost, ResourceId dramPool, ProducerPort producers) {
+        this.producers = new ProducerWaits(producers, ticker, registry);
         this.settings = settings;
         this.ticker = ticker;
         this.planning = planning;
@@ -142,6 +153,7 @@ final class DemandAdmission {
         long replaces = copying || !Objects.equals(demand.tenant(), ticket.demand.tenant()) ? 0 : ticket.preparation;
         ticket.demand = demand;
         ticket.revisedNanos = ticker.nanos();
+        ticket.producerSealed = false;
         ticket.answer = null;
         ticket.evaluation = null;
         ticket.detail = DemandState.MISS;
@@ -235,6 +247,11 @@ final class DemandAdmission {
     /** Forgets answered tickets whose reply lifetime ended and that hold no lease. */
     void sweep() {
         tickets.sweep();
+        producers.sweep();
+    }
+
+    int waitingForProducer() {
+        return producers.waiting();
     }
 
     int activeLeases() {
@@ -264,6 +281,10 @@ final class DemandAdmission {
     // ---- evaluation ----
 
     private Future<Outcome> evaluate(Ticket ticket, long replaces) {
+        if (ProducerWaits.gated(ticket)) {
+            return awaitProducer(ticket, replaces);
+        }
+        producers.leave(ticket);
         Evaluation evaluation = new Evaluation(ticket, nextPreparation++);
         ticket.evaluation = evaluation;
         ticket.preparation = evaluation.id;
@@ -277,6 +298,41 @@ final class DemandAdmission {
         }
         prepared.onComplete(evaluation::ended);
         return evaluation.reply.future();
+    }
+
+    /**
+     * A demand naming a producer: not planned before the producer sealed its pages ({@link ProducerWaits}). While the
+     * ask runs the ticket is PREPARING (polls answer PENDING); a cancel or revision meanwhile makes the answer stale.
+     * A preparation the revision would have taken over is cancelled first: a waiting ticket holds nothing.
+     */
+    private Future<Outcome> awaitProducer(Ticket ticket, long replaces) {
+        Object ask = new Object();
+        AdmissionCommands.DemandPlan demand = ticket.demand;
+        ticket.evaluation = ask;
+        ticket.detail = DemandState.WAITING_FOR_PRODUCER;
+        tickets.move(ticket, Ticket.State.PREPARING);
+        Future<Integer> before = replaces == 0 ? Future.succeededFuture(0) : planning.cancel(replaces, false);
+        return before.transform(cancelled -> producers.check(ticket, ticket.waitDeadlineNanos(settings)))
+                .compose(verdict -> loop.run(() -> {
+                    if (ticket.evaluation != ask || ticket.demand != demand || ticket.state == Ticket.State.ENDED) {
+                        return Future.succeededFuture(ticket.answer != null ? ticket.answer : pending(ticket));
+                    }
+                    ticket.evaluation = null;
+                    producers.settled(ticket, verdict);
+                    return switch (verdict) {
+                        case PASS -> {
+                            ticket.producerSealed = true;
+                            ticket.detail = DemandState.CANDIDATE;
+                            yield evaluate(ticket, 0);
+                        }
+                        case WAIT -> {
+                            tickets.move(ticket, Ticket.State.WAITING);
+                            yield Future.succeededFuture(pending(ticket));
+                        }
+                        case PRODUCER_ENDED, BUDGET_SPENT ->
+                                Future.succeededFuture(answer(ticket, Status.MISS, DemandState.MISS, 0, null, null));
+                    };
+                }));
     }
 
     /**
@@ -409,6 +465,12 @@ final class DemandAdmission {
                 }
                 case RECOMPUTE -> {
                     refund();
+                    if (producers.awaitingEvidence(ticket, ticket.waitDeadlineNanos(settings))) {
+                        ticket.detail = DemandState.WAITING_FOR_PRODUCER;
+                        tickets.move(ticket, Ticket.State.WAITING);
+                        reply.tryComplete(pending(ticket));
+                        return;
+                    }
                     reply.tryComplete(answer(ticket, Status.MISS, DemandState.MISS, 0, null, plan.reason()));
                 }
                 case HOST_READY -> {

@@ -67,6 +67,8 @@ final class Ticket {
     /** The id of the ticket's latest preparation in planning (what cancel, release and a revision name). */
     long preparation;
     Throwable copyFailure;
+    /** The current revision's producer sealed its pages ({@link ProducerWaits}); reset by a revision. */
+    boolean producerSealed;
 
     /**
      * What planning needs of the demand: its keys, rules, rate, route, first use, the byte cap and the end of its
@@ -86,11 +88,16 @@ final class Ticket {
         // fits (reason BUDGET) instead of waiting for the impossible; shares and headroom are checked on the plan.
         CompletionTarget target = demand.engineRestore() == null ? CompletionTarget.hostReady()
                 : CompletionTarget.engineRestore(demand.engineRestore().device(poolIncarnation));
-        long waitBudgetNanos = demand.maxWaitNanos() >= 0
-                ? Math.min(settings.waitBudgetNanos(), demand.maxWaitNanos()) : settings.waitBudgetNanos();
         return new DemandView(demand.rules(), demand.validPrefixTokens(), demand.selectedEndTokens(), groups, target,
                 demand.requestedRoute(), rate, firstUse, demand.priority(), demand.confidence(), demand.speculative(),
-                settings.leaseBudgetBytes(), OptionalLong.of(revisedNanos + waitBudgetNanos));
+                settings.leaseBudgetBytes(), OptionalLong.of(waitDeadlineNanos(settings)));
+    }
+
+    /** The end of the waiting budget: the demand's max wait from its latest revision, capped by the configured one. */
+    long waitDeadlineNanos(AdmissionVerticle.Settings settings) {
+        long waitBudgetNanos = demand.maxWaitNanos() >= 0
+                ? Math.min(settings.waitBudgetNanos(), demand.maxWaitNanos()) : settings.waitBudgetNanos();
+        return revisedNanos + waitBudgetNanos;
     }
 
     /** Where an engine-restore demand's device copy goes; empty for an engine-local (host-ready) restore. */

@@ -77,6 +77,8 @@ final class EngineOperations {
     private final StorageProxy storage;
     private final EngineMetrics metrics;
     private final RestoreProxy restore;
+    /** What producer sessions sealed under their requests (P/D, Demand.producer). */
+    private final ProducerSeals producers;
     /** Each instance's validated restore destinations (the restore role owns their mappings). */
     private final Map<Long, Map<Integer, RestoreCommands.DestinationSpec>> destinations = new HashMap<>();
     private volatile int registeredInstances;
@@ -98,6 +100,11 @@ final class EngineOperations {
         this.admission = admission;
         this.storage = storage;
         this.metrics = metrics;
+        this.producers = new ProducerSeals(sessions::live);
+    }
+
+    ProducerSeals producerSeals() {
+        return producers;
     }
 
     /** Registered instances (for the gauge; written on the role's loop, read by the scrape). */
@@ -124,6 +131,7 @@ final class EngineOperations {
      */
     private Future<SessionCleanup.Released> endSession(long instance) {
         Map<Integer, RestoreCommands.DestinationSpec> mine = destinations.remove(instance);
+        producers.ended(instance);
         Future<SessionCleanup.Released> released = cleanup.release(instance);
         if (mine == null || restore == null) {
             return released;
@@ -248,6 +256,10 @@ final class EngineOperations {
         // max_stored_tokens: of each group only the first pages in request order are stored, the rest NOT_STORED.
         long storedPerGroup = request.getMaxStoredTokens() == 0 ? Long.MAX_VALUE
                 : Long.divideUnsigned(request.getMaxStoredTokens(), instance.identity().getPageSizeTokens());
+        String producedFor = EngineRequests.publishRequestId(request.getRequestId());
+        if (producedFor != null) {
+            producers.requireRoom();
+        }
         Map<Integer, Long> storedOfGroup = new HashMap<>();
         boolean[] stored = new boolean[request.getPagesCount()];
         for (int i = 0; i < request.getPagesCount(); i++) {
@@ -261,7 +273,12 @@ final class EngineOperations {
             }
         }
         return (request.getDoNotStore() ? storage.allocateTransient(instance.id(), keys, lengths)
-                : storage.allocate(instance.id(), keys, lengths)).map(result -> EngineReplies.allocated(result, stored));
+                : storage.allocate(instance.id(), keys, lengths)).map(result -> {
+                    if (producedFor != null) {
+                        producers.allocated(instance.id(), instance.epoch(), producedFor, keys, result);
+                    }
+                    return EngineReplies.allocated(result, stored);
+                });
     }
 
     public Future<SealPublishReply> sealPublish(SealPublishRequest request) {
@@ -269,6 +286,7 @@ final class EngineOperations {
         requests.requireCount(Math.max(request.getCrc32CCount(), request.getWrittenCount()));
         List<ImageRef> written = requests.writtenDescriptors(request.getWrittenList(), EngineReplies.POOL_REGION_ID);
         return storage.seal(instance.id(), request.getPublishId(), request.getCrc32CList(), written).map(sealed -> {
+            producers.sealed(request.getPublishId());
             metrics.publishedBytes.increment(sealed.sealedBytes());
             return SealPublishReply.newBuilder().setSealedPages(sealed.sealedPages()).setSealedBytes(sealed.sealedBytes()).build();
         });
@@ -277,6 +295,7 @@ final class EngineOperations {
     public Future<AbortPublishReply> abortPublish(AbortPublishRequest request) {
         SessionRegistry.Instance instance = sessions.authenticate(request.getSession());
         return storage.abort(instance.id(), request.getPublishId())
+                .onComplete(ar -> producers.aborted(request.getPublishId()))
                 .map(freed -> AbortPublishReply.newBuilder().setFreedPages(freed).build());
     }
 
@@ -343,6 +362,9 @@ final class EngineOperations {
         AdmissionCommands.DemandPlan plan = requests.demandPlan(instance, request.getDemand());
         if (request.getDemand().hasEngineRestore()) {
             plan = plan.withEngineRestore(RestoreDestinations.target(request.getDemand(), destinations.get(instance.id())));
+        }
+        if (request.getDemand().hasProducer()) {
+            plan = plan.withProducer(EngineRequests.producer(instance, request.getDemand(), settings.memberId()));
         }
         return admission.submit(instance.id(), plan).map(EngineReplies::query);
     }

@@ -111,6 +111,7 @@ final class EngineReplies {
                 })
                 .setDetail(switch (outcome.detail()) {
                     case MISS -> QueryStatus.MISS;
+                    case WAITING_FOR_PRODUCER -> QueryStatus.WAITING_FOR_PRODUCER;
                     case CANDIDATE -> QueryStatus.CANDIDATE;
                     case RESERVED -> QueryStatus.RESERVED;
                     case RESIDENT -> QueryStatus.RESIDENT;

@@ -259,6 +259,51 @@ final class EngineRequests {
                 requestedRoute(demand));
     }
 
+    /** Cluster member ids: what cluster.member-id accepts. */
+    private static final java.util.regex.Pattern MEMBER_ID = java.util.regex.Pattern.compile("[a-z0-9-]{1,63}");
+
+    /**
+     * A demand's producer (P/D), checked before anything is admitted: INVALID_PRODUCER for an instance id or epoch of
+     * 0, a request id outside 1..128 characters, a member id that is not one, another member while this Manager is in
+     * no cluster ({@code memberId} null), the calling session itself, or a speculative demand. This Manager's own
+     * member id names a local producer. The session named need not be live: one that ended answers MISS.
+     */
+    static io.orbitkv.model.ProducerRef producer(SessionRegistry.Instance caller, Demand demand, String memberId) {
+        io.orbitkv.protocol.engine.Producer p = demand.getProducer();
+        if (p.getInstanceId() == 0 || p.getSessionEpoch() == 0) {
+            throw new OrbitException(ErrorReason.INVALID_PRODUCER, "a producer names its instance id and session epoch");
+        }
+        if (p.getRequestId().isEmpty() || p.getRequestId().length() > MAX_REQUEST_ID_CHARS) {
+            throw new OrbitException(ErrorReason.INVALID_PRODUCER, "the producer's request_id must be 1.."
+                    + MAX_REQUEST_ID_CHARS + " characters");
+        }
+        String member = p.getMember().isEmpty() || p.getMember().equals(memberId) ? null : p.getMember();
+        if (member != null && !MEMBER_ID.matcher(member).matches()) {
+            throw new OrbitException(ErrorReason.INVALID_PRODUCER, "the producer's member must be a cluster member id"
+                    + " (1..63 of [a-z0-9-])");
+        }
+        if (member != null && memberId == null) {
+            throw new OrbitException(ErrorReason.INVALID_PRODUCER, "the producer is on another Manager, and this"
+                    + " Manager is in no cluster");
+        }
+        if (member == null && p.getInstanceId() == caller.id()) {
+            throw new OrbitException(ErrorReason.INVALID_PRODUCER, "a demand cannot wait for its own session's pages");
+        }
+        if (demand.getSpeculative()) {
+            throw new OrbitException(ErrorReason.INVALID_PRODUCER, "a speculative demand does not wait for a producer");
+        }
+        return new io.orbitkv.model.ProducerRef(member, p.getInstanceId(), p.getSessionEpoch(), p.getRequestId());
+    }
+
+    /** A publish's request id (AllocatePublishRequest.request_id): 0..128 characters; null when absent. */
+    static String publishRequestId(String requestId) {
+        if (requestId.length() > MAX_REQUEST_ID_CHARS) {
+            throw new OrbitException(ErrorReason.MALFORMED_REQUEST, "request_id must be 0.." + MAX_REQUEST_ID_CHARS
+                    + " characters");
+        }
+        return requestId.isEmpty() ? null : requestId;
+    }
+
     /** The wire route as a template; an unknown number is refused (a newer client than this Manager). */
     static Optional<RouteTemplate> requestedRoute(Demand demand) {
         return switch (demand.getRequestedRoute()) {

@@ -47,6 +47,7 @@ public final class EngineSettings {
     private int colocatedMaxFrameBytes = COLOCATED_MAX_FRAME_BYTES_DEFAULT;
     private int colocatedMaxInFlight = COLOCATED_MAX_IN_FLIGHT_DEFAULT;
     private int colocatedMaxConnections = COLOCATED_MAX_CONNECTIONS_DEFAULT;
+    private String memberId;
 
     /** The engine socket; bound owner-only (see {@link GrpcEngineDoor}). */
     public EngineSettings unixSocket(Path unixSocket) {
@@ -244,6 +245,19 @@ public final class EngineSettings {
 
     public Path colocatedSocket() {
         return colocatedSocket;
+    }
+
+    /**
+     * This Manager's cluster member id (null: single host). With it, consumers' demands may name producers on other
+     * Managers, and this Manager answers other Managers about its own producers (Demand.producer).
+     */
+    public EngineSettings memberId(String memberId) {
+        this.memberId = memberId;
+        return this;
+    }
+
+    public String memberId() {
+        return memberId;
     }
 
     public int colocatedMaxFrameBytes() {

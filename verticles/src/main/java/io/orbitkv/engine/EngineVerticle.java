@@ -4,6 +4,7 @@ import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.admission.AdmissionProxy;
+import io.orbitkv.common.RoleProxies;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.nativeio.libc.Libc;
 import io.orbitkv.restore.RestoreProxy;
@@ -21,7 +22,8 @@ import java.util.Set;
  * {@link EngineOperations} (one method per engine call, sessions and their cleanup), {@link EngineCall} (the list of
  * calls both doors serve), {@link GrpcEngineDoor} (the gRPC transport on the Unix socket and TCP) and, when
  * {@code bridge.port} is set, {@link BridgeEngineDoor} (the TCP event-bus bridge), and unless
- * {@code engine.colocated-socket} is off, {@link ColocatedEngineDoor} (the co-located SEQPACKET channel). Everything
+ * {@code engine.colocated-socket} is off, {@link ColocatedEngineDoor} (the co-located SEQPACKET channel), and
+ * {@link ProducerStatusService} (what producer sessions sealed, for consumers' demands: {@link ProducerProxy}). Everything
  * runs on this verticle's event loop; a periodic sweep ends lapsed sessions. Stopping is the first step of the
  * Manager's ordered stop: from then on every call is answered SHUTTING_DOWN, then the doors close.
  */
@@ -34,6 +36,7 @@ public final class EngineVerticle extends VerticleBase {
     private GrpcEngineDoor door;
     private BridgeEngineDoor bridge;
     private ColocatedEngineDoor colocated;
+    private ProducerStatusService producers;
     private long sweepTimer;
     /** Set first thing in {@link #stop}: every call that still arrives is answered SHUTTING_DOWN. Loop-confined. */
     private boolean stopping;
@@ -63,6 +66,9 @@ public final class EngineVerticle extends VerticleBase {
                 .description("Registered engine instances").register(registry);
         FunctionCounter.builder("orbitkv.lease.tombstones.dropped", operations, EngineOperations::droppedTombstones)
                 .description("Ended leases forgotten early because the tombstone table was full").register(registry);
+        producers = new ProducerStatusService(vertx, operations.producerSeals(), settings.memberId(),
+                settings.maxPagesPerRequest(), registry);
+        producers.serve();
         Set<Integer> allowedUids = settings.allowedPeerUids().isEmpty() ? Set.of(Libc.effectiveUid())
                 : settings.allowedPeerUids();
         EngineAuthenticator authenticator = new EngineAuthenticator(settings.token(), allowedUids);
@@ -85,7 +91,11 @@ public final class EngineVerticle extends VerticleBase {
     public Future<?> stop() {
         stopping = true;
         vertx.cancelTimer(sweepTimer);
+        RoleProxies.withdrawAll(context);
         List<Future<Void>> closing = new ArrayList<>();
+        if (producers != null) {
+            closing.add(producers.close());
+        }
         if (bridge != null) {
             closing.add(bridge.close());
         }

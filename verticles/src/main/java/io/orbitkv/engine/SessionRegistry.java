@@ -133,6 +133,15 @@ final class SessionRegistry {
         return instances.remove(id);
     }
 
+    /**
+     * Whether that session is the instance's live one now, without refreshing it: a session silent past its ttl is
+     * not, even before the sweep ends it.
+     */
+    boolean live(long id, long epoch) {
+        Instance instance = instances.get(id);
+        return instance != null && instance.epoch() == epoch && ticker.nanos() - instance.lastSeenNanos() <= ttlNanos;
+    }
+
     /** Removes and returns the instances whose sessions lapsed. */
     List<Instance> expire() {
         long now = ticker.nanos();

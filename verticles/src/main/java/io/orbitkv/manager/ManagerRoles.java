@@ -183,6 +183,7 @@ final class ManagerRoles {
 
     /** The engine role's settings from the configuration. */
     static EngineSettings engineSettings(ManagerConfig config, String token, Path poolPath) {
-        return config.engine().settings(token, poolPath, config.pool().sizeBytes());
+        return config.engine().settings(token, poolPath, config.pool().sizeBytes())
+                .memberId(config.cluster().map(c -> c.memberId()).orElse(null));
     }
 }
