@@ -238,9 +238,9 @@ public record ManagerConfig(
         d.put("peer.transfer-loops", "auto");
         // 0: the CRC32C inline on the loop (PeerSettings.VERIFY_THREADS_DEFAULT); auto: min(4, cores / 4) verifiers.
         d.put("peer.verify-threads", "0");
-        // 0 (off) until its interaction with a source restart under peer SSD staging is understood (PeerSsdStagingIT);
-        // auto: one warmed transfer connection per transfer loop to each member (PeerSettings.autoWarmConnections).
-        d.put("peer.warm-connections", "0");
+        // auto: one warmed transfer connection per transfer loop to each member (PeerSettings.autoWarmConnections),
+        // at most IdleConnections.MAX_PER_ENDPOINT; 0: no warming.
+        d.put("peer.warm-connections", "auto");
         d.put("peer.warm-timeout-ms", String.valueOf(PeerSettings.WARM_TIMEOUT_DEFAULT_MS));
         d.put("peer.warm-interval-ms", String.valueOf(PeerSettings.WARM_INTERVAL_DEFAULT_MS));
         d.put("peer.attempt-timeout-ms", String.valueOf(PeerAttemptPolicy.CEILING_DEFAULT_MS));
