@@ -2,11 +2,7 @@ package io.orbitkv.cluster;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.orbitkv.clusterkit.ClusterCertificates;
-import io.orbitkv.clusterkit.LocalCluster;
-import io.orbitkv.clusterkit.LocalEtcd;
 import io.orbitkv.model.ImageRef;
 import io.orbitkv.model.StateKey;
 import io.orbitkv.peer.PeerCommands;
@@ -46,20 +42,8 @@ class PeerWarmIT {
 
     @BeforeAll
     static void start() throws Exception {
-        assumeTrue(LocalEtcd.installed(), "etcd is not installed (/usr/bin/etcd): install Debian's etcd-server");
-        ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
-        LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
-                "cluster.lease-ttl-s", "2", "cluster.prefix", "/orbitkv-peer-warm-test", "ssd.enabled", "false",
-                "session.ttl-ms", "60000", "peer.port", String.valueOf(LocalEtcd.freePort()),
-                "peer.transfer-port", String.valueOf(LocalEtcd.freePort()))));
-        try {
-            rig = PeerITFixture.SourceAndRequester.start(dir, cluster,
-                    cluster.inProcessMember(2).peer("tls").set("peer.warm-connections", "auto").settings(), 64L << 20,
-                    PeerTransferIT.identity());
-        } catch (Exception | Error e) {
-            ClusterProcesses.closeAndAssertNoneLeft(cluster);
-            throw e;
-        }
+        rig = PeerITFixture.SourceAndRequester.launch(dir, 2, "/orbitkv-peer-warm-test", Map.of(), "tls",
+                r -> r.set("peer.warm-connections", "auto"), PeerTransferIT.identity());
     }
 
     @AfterAll
