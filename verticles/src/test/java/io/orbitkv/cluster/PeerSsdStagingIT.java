@@ -698,8 +698,12 @@ class PeerSsdStagingIT {
         } finally {
             vertx.close().await(10, TimeUnit.SECONDS);
         }
-        assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
-        assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isZero();
+        // awaited: the requester warms its paths to the new incarnation meanwhile, and a probe lease lives until the
+        // requester releases it
+        await().atMost(SOON).untilAsserted(() -> {
+            assertThat(sourceMetric("orbitkv_peer_source_leases")).isZero();
+            assertThat(sourceMetric("orbitkv_peer_staging_bytes")).isZero();
+        });
 
         // The new incarnation advertises what it recovered from its SSD (peer SSD evidence only, the old records
         // fenced): an engine demand is planned over peer SSD again and goes CANDIDATE → READY, every byte verified.

@@ -8,6 +8,7 @@ import io.orbitkv.model.StateKey;
 import io.orbitkv.peer.PeerCommands;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.peer.TcpPeerTransport;
+import io.orbitkv.storage.StorageCommands;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
@@ -43,7 +44,9 @@ class PeerWarmIT {
     @BeforeAll
     static void start() throws Exception {
         rig = PeerITFixture.SourceAndRequester.launch(dir, 2, "/orbitkv-peer-warm-test", Map.of(), "tls",
-                r -> r.set("peer.warm-connections", "auto"), PeerTransferIT.identity());
+                // no periodic rounds: after a member counts warm nothing runs, so what is held then was left behind
+                r -> r.set("peer.warm-connections", "auto").set("peer.warm-interval-ms", "0"),
+                PeerTransferIT.identity());
     }
 
     @AfterAll
@@ -81,6 +84,22 @@ class PeerWarmIT {
         }
     }
 
+    /**
+     * Neither side holds anything of the probes once the member counts warm: no lease, no slot or open publish, no
+     * pool byte (no page was published or fetched yet, so both pools are empty).
+     */
+    static void assertTheProbesLeftNothingHeld() {
+        await().atMost(SOON).untilAsserted(() -> {
+            assertThat(rig.sourceMetric("orbitkv_peer_source_leases")).as("source leases").isZero();
+            assertThat(rig.sourceMetric("orbitkv_pool_requested_bytes")).as("source pool bytes").isZero();
+            StorageCommands.StorageStats here = rig.requesterStorage();
+            assertThat(here.openPublishes()).as("open publishes here").isZero();
+            assertThat(here.unsealedImages()).as("unsealed images here").isZero();
+            assertThat(here.requestedBytes()).as("pool bytes here").isZero();
+            assertThat(here.residentImages()).as("images here").isZero();
+        });
+    }
+
     @Test
     @Order(1)
     void theFirstFetchFromAMemberFindsItsConnectionsWarmAndOpensNone() throws Exception {
@@ -88,9 +107,12 @@ class PeerWarmIT {
         assertThat(settings.warmConnections()).as("warming is on (peer.warm-connections=auto)").isPositive();
         TcpPeerTransport transport = rig.peerRole().transport();
         awaitWarm(settings.warmConnections());
-        // the probe lease ran on the source (a round may have failed first: the source not yet seeing this member)
+        // the probe lease ran on the source (a round may have failed first: the source not yet seeing this member),
+        // and its page went the way a fetched page goes: into a slot here, checked against the source's CRC32C
         assertThat(rig.sourceMetric("orbitkv_peer_source_probe_leases_total")).isGreaterThanOrEqualTo(1.0);
+        assertThat(metric("orbitkv_peer_warm_probe_pages_total")).isGreaterThanOrEqualTo(1.0);
         assertThat(transport.connectionsOpened()).as("no fetch has run yet").isZero();
+        assertTheProbesLeftNothingHeld();
 
         fetchAndCompare("warm-first", 3);
         assertThat(transport.connectionsOpened()).as("transfer connections the first fetch had to open").isZero();
