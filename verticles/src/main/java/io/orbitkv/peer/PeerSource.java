@@ -17,6 +17,7 @@ import io.orbitkv.protocol.peer.PeerReleaseRequest;
 import io.orbitkv.protocol.peer.PeerReserveReply;
 import io.orbitkv.protocol.peer.PeerReserveRequest;
 import io.orbitkv.model.StateKey;
+import io.orbitkv.storage.StorageCommands;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -112,6 +113,11 @@ final class PeerSource {
     private final Counter sourceChecksums;
     private final Counter probes;
     private long nextLease = 1;
+    /**
+     * Names each probe page's key: a probe never meets the page of an earlier one of the same requester that is still
+     * held (a requester whose round timed out retries before that lease expires), which would leave it without a page.
+     */
+    private long nextProbe = 1;
     private boolean stopping;
     private GrantExtension grantExtension;
 
@@ -257,15 +263,17 @@ final class PeerSource {
      * {@value #PROBE_PAGE_BYTES}-byte page that runs the code of a real lease (the storage role's commands, the grant's
      * checksum, the transfer's send, the release) and charges nothing. The page is a slot allocated for the probe
      * (filled here, never sealed, so no key of it is ever resident or advertised) and aborted when the lease ends,
-     * like any lease: at the requester's release, at expiry, or at {@link #stop}. Without a free run of that size in
-     * the pool (a probe never evicts) or over a transport that exposes pages itself, the lease has no page.
+     * like any lease: at the requester's release, at expiry, or at {@link #stop}. Without ample free room in the pool
+     * ({@link #roomForProbe}: a probe never evicts, nor makes a real allocation evict) or over a transport that exposes
+     * pages itself, the lease has no page.
      */
     private Future<PeerReserveReply> probeLease(String member, MemberRecord record) {
         probes.increment();
         long leaseMs = Math.min(PROBE_LEASE_MS, settings.maxLeaseMillis());
         Future<AllocateResult> page = grantExtension != null ? Future.succeededFuture() : storage.stats()
-                .compose(stats -> stats.largestFreeRunBytes() < PROBE_PAGE_BYTES ? Future.succeededFuture()
-                        : storage.allocate(PROBE_INSTANCE, List.of(probeKey(member)), List.of((long) PROBE_PAGE_BYTES)));
+                .compose(stats -> !roomForProbe(stats) ? Future.succeededFuture()
+                        : storage.allocate(PROBE_INSTANCE, List.of(probeKey(member + ":" + nextProbe++)),
+                                List.of((long) PROBE_PAGE_BYTES)));
         return page.otherwiseEmpty().compose(allocated -> {
             SlotGrant slot = allocated == null ? null : allocated.slots().getFirst();
             if (slot != null && (!slot.allocated() || stopping)) {
@@ -282,9 +290,19 @@ final class PeerSource {
         });
     }
 
-    /** The key a probe page of {@code member}'s probes is allocated under: the zero namespace, never an engine's. */
-    static StateKey probeKey(String member) {
-        byte[] hash = ("orbitkv-warm-probe:" + member).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    /**
+     * Whether a probe page may take a slot: only while a quarter of the pool is one free run. A small slot holds a
+     * whole chunk of the allocator for its span while it lives, so in a fuller pool it could take the room a real
+     * allocation needs at that moment and make it evict; a Manager with a full pool has run its storage commands for
+     * its own engines anyway. (The free run is measured once a second: stale by that much at most.)
+     */
+    static boolean roomForProbe(StorageCommands.StorageStats stats) {
+        return stats.largestFreeRunBytes() >= Math.max(PROBE_PAGE_BYTES, stats.poolBytes() / 4);
+    }
+
+    /** The key a probe page named {@code name} is allocated under: in the zero namespace, never an engine's. */
+    static StateKey probeKey(String name) {
+        byte[] hash = ("orbitkv-warm-probe:" + name).getBytes(java.nio.charset.StandardCharsets.UTF_8);
         return StateKey.of(new byte[StateKey.NAMESPACE_BYTES], 0,
                 java.util.Arrays.copyOf(hash, Math.min(hash.length, StateKey.MAX_BLOCK_HASH_BYTES)));
     }

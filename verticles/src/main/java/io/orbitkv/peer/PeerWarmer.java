@@ -37,7 +37,9 @@ import org.slf4j.LoggerFactory;
  * by it) and one of those connections, so the code a fetch runs on both sides has run once too: the source allocates
  * one {@value PeerSource#PROBE_PAGE_BYTES}-byte page for it and grants it with its checksum, this side allocates a slot,
  * receives the page into it, checks its CRC32C, frees the slot and releases the lease, whose end frees the source's
- * page. Neither side seals it, pins anything or charges credits, and a probe never evicts (no free run: no slot).
+ * page. Neither side seals it, pins anything or charges credits, and a probe never evicts: it takes a slot only while
+ * a quarter of the pool is free ({@link PeerSource#roomForProbe}), i.e. on a Manager whose storage commands may still
+ * be cold; a Manager with a full pool has run them for its own engines.
  *
  * <p>Design note (bounds, failure, concurrency). Runs on the peer role's context: at start, for a member that joins,
  * restarts or changes its record (a round for each member then), when etcd answers again, and every {@code peer.warm-interval-ms} (topping up what
@@ -213,19 +215,19 @@ final class PeerWarmer {
     /**
      * The probe lease's page, received as a fetch receives one: a slot allocated here (the storage role's allocate),
      * the transfer into it with the transport's checksum, the CRC32C compared with the grant's, then the slot aborted
-     * (never sealed: nothing of it becomes resident). A failed transfer is fenced before the slot goes. Without a free
-     * run for it in the pool (a probe never evicts) the page lands in a scratch buffer instead. The caller releases
-     * the lease.
+     * (never sealed: nothing of it becomes resident). A failed transfer is fenced before the slot goes. Without ample
+     * free room in the pool ({@link PeerSource#roomForProbe}) the page lands in a scratch buffer instead. The caller
+     * releases the lease.
      */
     private Future<Boolean> probePage(PeerTransferGrpcClient client, PeerGrant grant, String member, long timeout) {
         long length = grant.getPages(0).getLengthBytes();
         if (grant.getPagesCount() != 1 || length < 1 || length > PROBE_PAGE_MAX_BYTES) {
             return Future.failedFuture("the probe lease is not one page of at most " + PROBE_PAGE_MAX_BYTES + " bytes");
         }
-        Future<AllocateResult> allocation = storage.stats().compose(stats -> stats.largestFreeRunBytes() < length
+        Future<AllocateResult> allocation = storage.stats().compose(stats -> !PeerSource.roomForProbe(stats)
                 ? Future.succeededFuture()
                 : storage.allocate(PeerRequester.PEER_INSTANCE, List.of(PeerSource.probeKey(membership.memberId()
-                        + ">" + member)), List.of(length)));
+                        + ">" + member + ":" + grant.getLeaseId())), List.of(length)));
         return allocation.compose(allocated -> {
             SlotGrant slot = allocated == null ? null : allocated.slots().getFirst();
             MemorySegment destination = slot != null && slot.allocated()
