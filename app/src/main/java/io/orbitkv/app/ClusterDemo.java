@@ -125,6 +125,15 @@ final class ClusterDemo {
                     }));
             check(failures, "manager-2 learned manager-1's keys again", until(() -> evidence(cluster, m2, m1) == pages));
 
+            // Warming (peer.warm-connections, on by default) readies each Manager's paths to the others in the
+            // background when it sees them; the first fetch below is timed once every Manager counts the others warm,
+            // as on Managers that have been up a while (the wait is reported, not timed into the fetch).
+            long warming = System.nanoTime();
+            boolean warmed = until(() -> cluster.nodes().stream().allMatch(n ->
+                    cluster.metric(n, "orbitkv_peer_warm_members", "").orElse(0) >= managers - 1));
+            json.put("peer_warm_members_wait_ms", (System.nanoTime() - warming) / 1_000_000);
+            json.put("peer_warmed_before_first_fetch", warmed);
+
             // Fetch across Managers: an engine on every other Manager demands manager-1's pages (known there only
             // from the inventory); each READY page's bytes are compared with what manager-1 published.
             CrossFetch fetched = new CrossFetch();

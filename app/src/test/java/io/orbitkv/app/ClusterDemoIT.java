@@ -48,6 +48,8 @@ class ClusterDemoIT {
         assertThat(report.getLong("peer_hits")).isEqualTo(2L * 32);
         assertThat(report.getLong("peer_bytes_verified")).isEqualTo(2L * 32 * (64 << 10));
         assertThat(report.getLong("mismatches")).isZero();
+        // Warming is on by default: every Manager counted the others warm before the first fetch was timed.
+        assertThat(report.getBoolean("peer_warmed_before_first_fetch")).isTrue();
         // The same again once the paths are in use (the first-against-warm figures; their size is a bench's business).
         assertThat(report.getLong("peer_warm_hits")).isEqualTo(2L * 32);
         assertThat(report.getLong("peer_first_fetch_ms_max")).isPositive();

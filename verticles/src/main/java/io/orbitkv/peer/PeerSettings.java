@@ -80,9 +80,9 @@ public record PeerSettings(int port, int transferPort, boolean plaintext, long m
             Map.entry("peer.transfer-loops", "auto"),
             // 0: the CRC32C inline on the loop (VERIFY_THREADS_DEFAULT); auto: min(4, cores / 4) verifiers.
             Map.entry("peer.verify-threads", "0"),
-            // 0 (off) until its interaction with a source restart under peer SSD staging is understood
-            // (PeerSsdStagingIT); auto: one warmed transfer connection per transfer loop to each member.
-            Map.entry("peer.warm-connections", "0"),
+            // auto: one warmed transfer connection per transfer loop to each member (autoWarmConnections), at most
+            // IdleConnections.MAX_PER_ENDPOINT; 0: no warming.
+            Map.entry("peer.warm-connections", "auto"),
             Map.entry("peer.warm-timeout-ms", String.valueOf(WARM_TIMEOUT_DEFAULT_MS)),
             Map.entry("peer.warm-interval-ms", String.valueOf(WARM_INTERVAL_DEFAULT_MS)),
             Map.entry("peer.attempt-timeout-ms", String.valueOf(PeerAttemptPolicy.CEILING_DEFAULT_MS)),

@@ -16,6 +16,7 @@ import io.orbitkv.protocol.peer.PeerReleaseRequest;
 import io.orbitkv.protocol.peer.PeerReserveReply;
 import io.orbitkv.protocol.peer.PeerReserveRequest;
 import io.orbitkv.model.StateKey;
+import io.orbitkv.storage.StorageCommands;
 import io.orbitkv.storage.StorageProxy;
 import io.vertx.core.Future;
 import io.vertx.core.Vertx;
@@ -35,7 +36,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import java.util.zip.CRC32C;
 import javax.net.ssl.SSLPeerUnverifiedException;
+import io.orbitkv.model.AllocateResult;
 import io.orbitkv.model.ImageRef;
+import io.orbitkv.model.SlotGrant;
 import io.orbitkv.model.KeyGeneration;
 import io.orbitkv.model.MemberDirectory;
 
@@ -56,8 +59,12 @@ import io.orbitkv.model.MemberDirectory;
  * Concurrency: all state lives on the peer role's context; the transport's callbacks arrive there.
  */
 final class PeerSource {
-    /** A probe lease lasts at most this long; it ends when its transfer header arrives (it sends nothing). */
+    /** A probe lease lasts at most this long (its requester releases it as soon as its page arrived). */
     static final long PROBE_LEASE_MS = 5_000;
+    /** The one page of a probe lease: a slot of this size, allocated for the probe and aborted when it ends. */
+    static final int PROBE_PAGE_BYTES = 4096;
+    /** The storage instance a probe page is allocated under (no engine is ever given it). */
+    static final long PROBE_INSTANCE = Long.MAX_VALUE - 13;
 
     private static final class Lease {
         final long id;
@@ -72,6 +79,8 @@ final class PeerSource {
         boolean sending;
         /** The transport's {@link GrantExtension} exposed this lease's pages (withdrawn when it ends). */
         boolean exposed;
+        /** A probe's page: the publish its slot was allocated in (aborted when the lease ends); -1: none. */
+        long probePublish = -1;
 
         Lease(long id, String requester, long requesterIncarnation, byte[] token, List<ImageRef> refs,
               long bytes, PeerSsdStaging.Held staged) {
@@ -104,6 +113,11 @@ final class PeerSource {
     private final Counter sourceChecksums;
     private final Counter probes;
     private long nextLease = 1;
+    /**
+     * Names each probe page's key: a probe never meets the page of an earlier one of the same requester that is still
+     * held (a requester whose round timed out retries before that lease expires), which would leave it without a page.
+     */
+    private long nextProbe = 1;
     private boolean stopping;
     private GrantExtension grantExtension;
 
@@ -140,7 +154,8 @@ final class PeerSource {
         departed = Counter.builder("orbitkv_peer_leases_departed_total")
                 .description("Source leases released because their requester left membership").register(registry);
         probes = Counter.builder("orbitkv_peer_source_probe_leases_total")
-                .description("Probe leases of no pages granted to requesters warming their path to this source")
+                .description("Probe leases (one page allocated for the probe, or none) granted to requesters warming "
+                        + "their path to this source")
                 .register(registry);
         sourceChecksums = Counter.builder("orbitkv_peer_source_checksums_total")
                 .description("Pages whose CRC32C this source computed at reserve (not known from the seal or remembered)")
@@ -244,14 +259,52 @@ final class PeerSource {
     }
 
     /**
-     * A probe (a requester warming its path here, {@code keys} empty, from a current member): a lease of no pages that
-     * runs the reserve, transfer and release paths without pinning or charging anything.
+     * A probe (a requester warming its path here, {@code keys} empty, from a current member): a lease of one
+     * {@value #PROBE_PAGE_BYTES}-byte page that runs the code of a real lease (the storage role's commands, the grant's
+     * checksum, the transfer's send, the release) and charges nothing. The page is a slot allocated for the probe
+     * (filled here, never sealed, so no key of it is ever resident or advertised) and aborted when the lease ends,
+     * like any lease: at the requester's release, at expiry, or at {@link #stop}. Without ample free room in the pool
+     * ({@link #roomForProbe}: a probe never evicts, nor makes a real allocation evict) or over a transport that exposes
+     * pages itself, the lease has no page.
      */
     private Future<PeerReserveReply> probeLease(String member, MemberRecord record) {
         probes.increment();
         long leaseMs = Math.min(PROBE_LEASE_MS, settings.maxLeaseMillis());
-        return grant(new Lease(nextLease++, member, record.incarnation(), token(), List.of(), 0, null), leaseMs,
-                leaseMs, Set.of());
+        Future<AllocateResult> page = grantExtension != null ? Future.succeededFuture() : storage.stats()
+                .compose(stats -> !roomForProbe(stats) ? Future.succeededFuture()
+                        : storage.allocate(PROBE_INSTANCE, List.of(probeKey(member + ":" + nextProbe++)),
+                                List.of((long) PROBE_PAGE_BYTES)));
+        return page.otherwiseEmpty().compose(allocated -> {
+            SlotGrant slot = allocated == null ? null : allocated.slots().getFirst();
+            if (slot != null && (!slot.allocated() || stopping)) {
+                storage.abort(PROBE_INSTANCE, allocated.publishId());
+                slot = null;
+            }
+            Lease lease = new Lease(nextLease++, member, record.incarnation(), token(),
+                    slot == null ? List.of() : List.of(slot.ref()), 0, null);
+            if (slot != null) {
+                pool.get().asSlice(slot.ref().offset(), PROBE_PAGE_BYTES).fill((byte) lease.id);
+                lease.probePublish = allocated.publishId();
+            }
+            return grant(lease, leaseMs, leaseMs, Set.of());
+        });
+    }
+
+    /**
+     * Whether a probe page may take a slot: only while a quarter of the pool is one free run. A small slot holds a
+     * whole chunk of the allocator for its span while it lives, so in a fuller pool it could take the room a real
+     * allocation needs at that moment and make it evict; a Manager with a full pool has run its storage commands for
+     * its own engines anyway. (The free run is measured once a second: stale by that much at most.)
+     */
+    static boolean roomForProbe(StorageCommands.StorageStats stats) {
+        return stats.largestFreeRunBytes() >= Math.max(PROBE_PAGE_BYTES, stats.poolBytes() / 4);
+    }
+
+    /** The key a probe page named {@code name} is allocated under: in the zero namespace, never an engine's. */
+    static StateKey probeKey(String name) {
+        byte[] hash = ("orbitkv-warm-probe:" + name).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        return StateKey.of(new byte[StateKey.NAMESPACE_BYTES], 0,
+                java.util.Arrays.copyOf(hash, Math.min(hash.length, StateKey.MAX_BLOCK_HASH_BYTES)));
     }
 
     /** A refused probe: not counted among the rejections (a requester may probe before membership here shows it). */
@@ -332,7 +385,7 @@ final class PeerSource {
                 drop(lease);
             }
         });
-        return checksums(lease.refs).map(crcs -> {
+        return checksums(lease.refs, lease.probePublish < 0).map(crcs -> {
             PeerGrant.Builder grant = PeerGrant.newBuilder().setLeaseId(lease.id).setLeaseMs(leaseMs)
                     .setTransferToken(ByteString.copyFrom(lease.token)).setPlaintext(settings.plaintext())
                     .setTransferEndpoint(transferEndpoint);
@@ -349,12 +402,17 @@ final class PeerSource {
         });
     }
 
-    /** Each pinned image's CRC32C: known (seal or background pass), else computed now on a worker (pins hold it). */
-    private Future<List<Long>> checksums(List<ImageRef> refs) {
+    /**
+     * Each pinned image's CRC32C: known (seal or background pass), else computed now on a worker (pins hold it);
+     * those computed are counted when {@code counted} (a probe's page is not).
+     */
+    private Future<List<Long>> checksums(List<ImageRef> refs, boolean counted) {
         if (refs.stream().allMatch(ImageRef::crcKnown)) {
             return Future.succeededFuture(refs.stream().map(ImageRef::crc32c).toList());
         }
-        sourceChecksums.increment(refs.stream().filter(r -> !r.crcKnown()).count());
+        if (counted) {
+            sourceChecksums.increment(refs.stream().filter(r -> !r.crcKnown()).count());
+        }
         MemorySegment segment = pool.get();
         return vertx.executeBlocking(() -> {
             List<Long> crcs = new ArrayList<>(refs.size());
@@ -394,6 +452,8 @@ final class PeerSource {
         refund(lease.requester, lease.bytes);
         if (lease.staged != null) {
             staging.release(lease.staged);
+        } else if (lease.probePublish >= 0) {
+            storage.abort(PROBE_INSTANCE, lease.probePublish);
         } else if (!lease.refs.isEmpty()) {
             storage.unpin(List.of(lease.refs));
         }

@@ -137,7 +137,8 @@ public final class PeerVerticle extends VerticleBase {
         requester = new PeerRequester(context, membership, grpcClient, storage, transport, () -> pool.segment(), cost,
                 registry, ticker);
         requester.reserveGate(reserveGate);
-        warmer = new PeerWarmer(vertx, settings, membership, grpcClient, transport, registry);
+        warmer = new PeerWarmer(vertx, settings, membership, grpcClient, transport, storage, () -> pool.segment(),
+                registry);
         membership.addListener(new MembershipPort.Listener() {
             @Override
             public void onMembership(MemberChange change) {

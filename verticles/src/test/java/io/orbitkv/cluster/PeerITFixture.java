@@ -2,7 +2,9 @@ package io.orbitkv.cluster;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.orbitkv.clusterkit.ClusterCertificates;
 import io.orbitkv.clusterkit.LocalEtcd;
 import io.orbitkv.clusterkit.LocalCluster;
 import com.google.protobuf.ByteString;
@@ -33,6 +35,7 @@ import io.vertx.core.net.SocketAddress;
 import io.vertx.grpc.client.GrpcClient;
 import java.lang.foreign.Arena;
 import java.util.function.Supplier;
+import java.util.function.UnaryOperator;
 import io.orbitkv.it.RunningManager;
 import io.orbitkv.manager.Manager;
 import io.orbitkv.planning.PlanningCommands;
@@ -249,6 +252,35 @@ final class PeerITFixture {
             this.requesterPool = requesterPool;
             this.identity = identity;
             this.namespace = Namespaces.derive(identity);
+        }
+
+        /**
+         * The two-Manager start the peer ITs share: certificates for {@code members} members in {@code dir/certs},
+         * etcd and the source (manager-1) as processes under {@code prefix} (lease TTL 2 s, SSD off, a 60 s session
+         * TTL, free peer ports, then {@code sourceSettings}), and the requester (manager-2) in this JVM with
+         * {@code transport} ({@code tls} or {@code plaintext}) and what {@code requester} sets, its 64 MiB pool
+         * mapped. Skips (assumption) without etcd; on a failure everything it started is stopped again (checked).
+         */
+        static SourceAndRequester launch(Path dir, int members, String prefix, Map<String, String> sourceSettings,
+                                         String transport, UnaryOperator<LocalCluster.MemberConfig> requester,
+                                         InstanceIdentity identity) throws Exception {
+            assumeTrue(LocalEtcd.installed(), "etcd is not installed (/usr/bin/etcd): install Debian's etcd-server");
+            ClusterCertificates.create(dir.resolve("certs"), members, List.of("127.0.0.1", "localhost"),
+                    Duration.ofDays(1));
+            Map<String, String> source = new LinkedHashMap<>(Map.of("cluster.lease-ttl-s", "2", "cluster.prefix",
+                    prefix, "ssd.enabled", "false", "session.ttl-ms", "60000",
+                    "peer.port", String.valueOf(LocalEtcd.freePort()),
+                    "peer.transfer-port", String.valueOf(LocalEtcd.freePort())));
+            source.putAll(sourceSettings);
+            LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(),
+                    source));
+            try {
+                return start(dir, cluster, requester.apply(cluster.inProcessMember(2).peer(transport)).settings(),
+                        64L << 20, identity);
+            } catch (Exception | Error e) {
+                ClusterProcesses.closeAndAssertNoneLeft(cluster);
+                throw e;
+            }
         }
 
         /**

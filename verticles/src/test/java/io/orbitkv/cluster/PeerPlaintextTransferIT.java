@@ -3,11 +3,7 @@ package io.orbitkv.cluster;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.orbitkv.clusterkit.ClusterCertificates;
-import io.orbitkv.clusterkit.LocalEtcd;
-import io.orbitkv.clusterkit.LocalCluster;
 import io.orbitkv.peer.PeerException;
 import io.orbitkv.peer.PeerSettings;
 import io.orbitkv.peer.PeerTransport;
@@ -58,21 +54,10 @@ class PeerPlaintextTransferIT {
 
     @BeforeAll
     static void start() throws Exception {
-        assumeTrue(LocalEtcd.installed(), "etcd is not installed (/usr/bin/etcd): install Debian's etcd-server");
-        ClusterCertificates.create(dir.resolve("certs"), 2, List.of("127.0.0.1", "localhost"), Duration.ofDays(1));
-        LocalCluster cluster = LocalCluster.start(new LocalCluster.Options(1, dir, ManagerProcessMain.command(), Map.of(
-                "cluster.lease-ttl-s", "2", "cluster.prefix", "/orbitkv-peer-plain-test", "ssd.enabled", "false",
-                "session.ttl-ms", "60000", "peer.port", String.valueOf(LocalEtcd.freePort()),
-                "peer.transfer-port", String.valueOf(LocalEtcd.freePort()), "peer.transport", "plaintext")));
-        try {
-            rig = PeerITFixture.SourceAndRequester.start(dir, cluster,
-                    // no warming: this class counts the connections its fetches open (PeerWarmIT covers warming)
-                    cluster.inProcessMember(2).peer("plaintext").set("peer.warm-connections", "0").settings(),
-                    64L << 20, PeerTransferIT.identity());
-        } catch (Exception | Error e) {
-            ClusterProcesses.closeAndAssertNoneLeft(cluster);
-            throw e;
-        }
+        // no warming: this class counts the connections its fetches open (PeerWarmIT covers warming)
+        rig = PeerITFixture.SourceAndRequester.launch(dir, 2, "/orbitkv-peer-plain-test",
+                Map.of("peer.transport", "plaintext"), "plaintext", r -> r.set("peer.warm-connections", "0"),
+                PeerTransferIT.identity());
     }
 
     @AfterAll

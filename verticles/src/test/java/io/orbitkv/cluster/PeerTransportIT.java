@@ -89,6 +89,8 @@ class PeerTransportIT {
         try {
             rig = PeerITFixture.SourceAndRequester.start(dir, cluster, cluster.inProcessMember(2).peer(transport)
                     .set("peer.mooncake-te.trusted-network", "127.0.0.1/32")
+                    // no warming: the source's flip hook counts every page it sends, a warming probe's page too
+                    .set("peer.warm-connections", "0")
                     // the source's event-bus port as a seed too: a cold JVM's first etcd read can time out on a loaded
                     // host, and a requester seeded from etcd alone then forms an event-bus cluster of its own
                     .set("cluster.hazelcast-seeds", "127.0.0.1:"

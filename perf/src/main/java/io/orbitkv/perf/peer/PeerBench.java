@@ -589,8 +589,14 @@ public final class PeerBench {
                                          byte[] namespace, List<StateKey> single) throws Exception {
         io.orbitkv.peer.TcpPeerTransport transport = role.transport(); // null over the Transfer Engine: nothing warms
         if (transport != null && role.settings().warmConnections() > 0) {
+            // until the source counts warm: its connections opened and its probe lease done (the probe's storage
+            // commands and transfer ran), as on a Manager that has been up a while; a fetch racing the probe would
+            // time a path still half cold
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-            while (transport.connectionsWarmed() < role.settings().warmConnections() && System.nanoTime() < deadline) {
+            while ((transport.connectionsWarmed() < role.settings().warmConnections()
+                    || requester.registry().find("orbitkv_peer_warm_members").gauge() == null
+                    || requester.registry().find("orbitkv_peer_warm_members").gauge().value() < 1)
+                    && System.nanoTime() < deadline) {
                 Thread.sleep(20);
             }
         }
