@@ -4,6 +4,7 @@ import io.orbitkv.clusterkit.ClusterCertificates;
 import io.orbitkv.clusterkit.LocalCluster;
 import io.orbitkv.clusterkit.LocalEtcd;
 import java.io.IOException;
+import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -32,8 +33,13 @@ final class ClusterCommand implements Callable<Integer> {
     /** The command that runs one Manager from this very jar (or class path), taking {@code --set key=value}. */
     static List<String> managerCommand() {
         String java = ProcessHandle.current().info().command().orElse("java");
-        return List.of(java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
-                "-Xmx512m", "-cp", System.getProperty("java.class.path"), OrbitKv.class.getName(), "manager");
+        List<String> command = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED",
+                "--sun-misc-unsafe-memory-access=allow", "-Xmx512m"));
+        // The launcher's start-up cache, when this JVM runs with it: same jar, so the Managers load from it too.
+        ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+                .filter(arg -> arg.startsWith("-XX:AOTCache=")).findFirst().ifPresent(command::add);
+        command.addAll(List.of("-cp", System.getProperty("java.class.path"), OrbitKv.class.getName(), "manager"));
+        return List.copyOf(command);
     }
 
     @Command(name = "certs", mixinStandardHelpOptions = true,

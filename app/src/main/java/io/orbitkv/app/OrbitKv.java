@@ -63,6 +63,10 @@ public final class OrbitKv implements Callable<Integer> {
         @Option(names = "--exit-when-ready", description = "Start, print the ready line, stop in order and exit "
                 + "(start checks, `bench start`, and the launcher's start-up cache recording).")
         boolean exitWhenReady;
+        @Option(names = "--exercise", defaultValue = "0", description = "With --exit-when-ready: before stopping, run "
+                + "the engine simulator this many times against this Manager (the launcher's start-up cache recording "
+                + "uses it, so that a Manager's first demand finds its classes loaded and its code profiled).")
+        int exercise;
 
         @Override
         public Integer call() throws Exception {
@@ -103,6 +107,10 @@ public final class OrbitKv implements Callable<Integer> {
             }
             String ready = manager.readyLine(processToReadyMillis());
             if (exitWhenReady) {
+                if (exercise > 0 && !exercise(managerConfig.dataDir())) {
+                    manager.close();
+                    return 1;
+                }
                 System.out.println(ready);
                 System.out.flush();
                 manager.close();
@@ -121,6 +129,22 @@ public final class OrbitKv implements Callable<Integer> {
             System.out.flush();
             stopped.await();
             return 0;
+        }
+
+        /** Runs the engine simulator {@code exercise} times over the Unix socket (16 pages of 64 KiB, a seed each). */
+        private boolean exercise(Path dataDir) throws Exception {
+            long verified = 0;
+            for (int round = 0; round < exercise; round++) {
+                EngineSimulator.Result result = EngineSimulator.run(
+                        new EngineSimulator.Options(dataDir, null, 16, 64 * 1024, round + 1), progress -> {});
+                if (!result.ok()) {
+                    System.err.println("orbitkv: the exercise failed: " + result.toJson().encode());
+                    return false;
+                }
+                verified += result.verifiedBytes();
+            }
+            System.err.println("orbitkv: exercised " + exercise + " rounds, " + verified + " bytes verified");
+            return true;
         }
 
         /** From this JVM's start (as the JVM recorded it, at millisecond resolution) to now. */
