@@ -37,8 +37,9 @@ final class LocalHitPlanner {
 
     /** The hit's plan, or null when {@code demand} is not such a hit. */
     static Plan plan(DemandView demand, DemandEvidence evidence, List<RouteTemplate> allowed) {
-        if (demand.target().intent() != CompletionTarget.Intent.HOST_READY || demand.prefillTokensPerSecond().isPresent()
-                || allowed.isEmpty() || allowed.getFirst() != RouteTemplate.LOCAL_DRAM) {
+        if (demand.target().intent() != CompletionTarget.Intent.HOST_READY
+                || demand.prefillTokensPerSecond().isPresent() || allowed.isEmpty()
+                || allowed.getFirst() != RouteTemplate.LOCAL_DRAM) {
             return null;
         }
         List<GroupRule> rules = demand.rules().groups();

@@ -29,20 +29,19 @@ import io.orbitkv.model.plan.Restored;
  * in the per-medium {@link TransferScheduler}, submit them as the scheduler allows, and hand the caller a
  * {@link PreparedPlan} holding every segment's lease once all are host-ready (or at their target).
  *
- * <p>Design note (ownership): a {@link Preparation} owns the leases of its segments until it either succeeds (then
- * {@link PreparedPlan} owns them until {@link PreparedPlan#release}) or stops. It stops on the first failure, a cancel, or a
- * dropped speculative transfer; stopping drops its queued transfers, hints its owners to cancel submitted ones, waits
- * until no acquire or submit of it is outstanding (submitted I/O keeps its sources and destinations until its
- * completion), and only then releases every lease it holds; its result completes after those releases. So a failure
- * before any payload moved leaves nothing held, and a submitted segment is fenced before anything else may be tried for
- * its pages. Acquisition is sequential in plan order: a bounded order, and a stale segment stops the rest before they
- * take anything. {@link Preparation#acquired()} completes when the last lease is held, before any transfer is queued
- * (admission reports a peer plan RESERVED from then on); it owns nothing.
+ * <p>Design note (ownership): a {@link Preparation} owns its segments' leases until it succeeds (then the
+ * {@link PreparedPlan} owns them until {@link PreparedPlan#release}) or stops: on the first failure, a cancel, or a
+ * dropped speculative transfer. Stopping drops its queued transfers, hints owners to cancel submitted ones, waits until
+ * no acquire or submit of it is outstanding (submitted I/O keeps its buffers until its completion), then releases every
+ * lease; its result completes after those releases. So a failure before payload leaves nothing held, and a submitted
+ * segment is fenced before its pages may be tried again. Acquisition is sequential in plan order, so a stale segment
+ * stops the rest before they take anything. {@link Preparation#acquired()} completes when the last lease is held,
+ * before any transfer is queued (a peer plan is RESERVED from then on). A local DRAM hit ({@link #pinHit}) takes the
+ * same all-or-nothing acquisition without the scheduler.
  *
- * <p>Engine-restore plans: the route owners take every segment to host-ready (a DRAM segment is host-ready at
- * acquisition, an SSD one after its read); the device copy is the prepared plan's last step ({@link PreparedPlan#restore}),
- * owned by the restore role through {@link RestoreOwner}. Its sources stay leased until every copy is terminal: a
- * release asked meanwhile waits for that, so a cancelled copy is drained before its pages can be reused.
+ * <p>Engine-restore plans: the route owners take every segment to host-ready; the device copy is the prepared plan's
+ * last step ({@link PreparedPlan#restore}), owned by the restore role through {@link RestoreOwner}, and its sources
+ * stay leased until every copy is terminal.
  *
  * <p>Concurrency: confined to the planning role's event loop; owners complete their futures on it.
  */
