@@ -3,7 +3,6 @@ package io.orbitkv.planning;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.model.cost.CompletionTarget;
-import io.orbitkv.restore.RestoreCommands;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.util.ArrayList;
@@ -12,8 +11,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.OptionalLong;
-import io.orbitkv.model.ImageRef;
-import io.orbitkv.model.plan.EngineDestination;
 import io.orbitkv.model.plan.Plan;
 import io.orbitkv.model.plan.PlanningException;
 import io.orbitkv.model.plan.PlanningFailure;
@@ -22,7 +19,6 @@ import io.orbitkv.model.plan.AttemptWindow;
 import io.orbitkv.model.plan.ExecutionOwner;
 import io.orbitkv.model.plan.PlannedSegment;
 import io.orbitkv.model.plan.SegmentLease;
-import io.orbitkv.model.plan.Restored;
 
 /**
  * Runs plans against the execution owners: acquire every segment in plan order, queue the segments that move payload
