@@ -63,7 +63,7 @@ final class DemandPreparation {
     private DemandPreparation previous;
     private Plan executingPlan;
     private PlanExecutor.Preparation executing;
-    private PlanExecutor.Prepared held;
+    private PreparedPlan held;
     private boolean cancelled;
     /** A real demand took this hint over while it ran: its transfers are demand reads and it does not replan. */
     private boolean promoted;
@@ -237,7 +237,7 @@ final class DemandPreparation {
      * legality re-check and the release are the same.
      */
     private void pinHit(Plan plan, int attemptsLeft) {
-        Future<PlanExecutor.Prepared> pinned;
+        Future<PreparedPlan> pinned;
         try {
             pinned = role.pinHit(plan).result();
         } catch (RuntimeException e) {
@@ -287,7 +287,7 @@ final class DemandPreparation {
         }
     }
 
-    private void prepared(PlanExecutor.Prepared prepared) {
+    private void prepared(PreparedPlan prepared) {
         held = prepared;
         state = State.HELD;
         if (cancelled) {
@@ -339,7 +339,7 @@ final class DemandPreparation {
      * plan's segments tile its required ranges in that order ({@link Plan}'s constructor checks it), and the leases
      * are in segment order, so one pass over them fills each group in turn.
      */
-    private static List<PreparationResult.HeldGroup> heldGroups(PlanExecutor.Prepared prepared) {
+    private static List<PreparationResult.HeldGroup> heldGroups(PreparedPlan prepared) {
         List<GroupRanges> required = prepared.plan().required();
         List<SegmentLease> leases = prepared.leases();
         List<PreparationResult.HeldGroup> groups = new ArrayList<>(required.size());
@@ -393,7 +393,7 @@ final class DemandPreparation {
 
     /** Ends what the preparation holds, once; answers the pages released (0 when it held nothing). */
     Future<Integer> release(boolean quarantine) {
-        PlanExecutor.Prepared prepared = held;
+        PreparedPlan prepared = held;
         if (prepared == null) {
             end();
             return Future.succeededFuture(0);

@@ -81,8 +81,8 @@ public final class LocalOwners {
     }
 
     static DemandEvidence evidenceOf(List<KeyEvidence> found) {
-        Map<StateKey, ReplicaSet> byKey = new HashMap<>();
-        Set<StateKey> writing = new HashSet<>();
+        Map<StateKey, ReplicaSet> byKey = HashMap.newHashMap(found.size());
+        Set<StateKey> writing = Set.of();
         for (KeyEvidence ev : found) {
             ReplicaEvidence.LocalDram dram = ev.dramGeneration() < 0 ? null : new ReplicaEvidence.LocalDram(
                     ev.dramGeneration(), ev.residencySequence(), ByteCount.of(ev.dramBytes()));
@@ -93,6 +93,9 @@ public final class LocalOwners {
                 byKey.put(ev.key(), set);
             }
             if (ev.writing()) {
+                if (writing.isEmpty()) {
+                    writing = new HashSet<>();
+                }
                 writing.add(ev.key());
             }
         }

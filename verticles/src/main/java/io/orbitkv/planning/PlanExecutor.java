@@ -3,7 +3,6 @@ package io.orbitkv.planning;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.common.Ticker;
 import io.orbitkv.model.cost.CompletionTarget;
-import io.orbitkv.restore.RestoreCommands;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
 import java.util.ArrayList;
@@ -12,8 +11,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.OptionalLong;
-import io.orbitkv.model.ImageRef;
-import io.orbitkv.model.plan.EngineDestination;
 import io.orbitkv.model.plan.Plan;
 import io.orbitkv.model.plan.PlanningException;
 import io.orbitkv.model.plan.PlanningFailure;
@@ -22,27 +19,25 @@ import io.orbitkv.model.plan.AttemptWindow;
 import io.orbitkv.model.plan.ExecutionOwner;
 import io.orbitkv.model.plan.PlannedSegment;
 import io.orbitkv.model.plan.SegmentLease;
-import io.orbitkv.model.plan.Restored;
 
 /**
  * Runs plans against the execution owners: acquire every segment in plan order, queue the segments that move payload
  * in the per-medium {@link TransferScheduler}, submit them as the scheduler allows, and hand the caller a
- * {@link Prepared} holding every segment's lease once all are host-ready (or at their target).
+ * {@link PreparedPlan} holding every segment's lease once all are host-ready (or at their target).
  *
- * <p>Design note (ownership): a {@link Preparation} owns the leases of its segments until it either succeeds (then
- * {@link Prepared} owns them until {@link Prepared#release}) or stops. It stops on the first failure, a cancel, or a
- * dropped speculative transfer; stopping drops its queued transfers, hints its owners to cancel submitted ones, waits
- * until no acquire or submit of it is outstanding (submitted I/O keeps its sources and destinations until its
- * completion), and only then releases every lease it holds; its result completes after those releases. So a failure
- * before any payload moved leaves nothing held, and a submitted segment is fenced before anything else may be tried for
- * its pages. Acquisition is sequential in plan order: a bounded order, and a stale segment stops the rest before they
- * take anything. {@link Preparation#acquired()} completes when the last lease is held, before any transfer is queued
- * (admission reports a peer plan RESERVED from then on); it owns nothing.
+ * <p>Design note (ownership): a {@link Preparation} owns its segments' leases until it succeeds (then the
+ * {@link PreparedPlan} owns them until {@link PreparedPlan#release}) or stops: on the first failure, a cancel, or a
+ * dropped speculative transfer. Stopping drops its queued transfers, hints owners to cancel submitted ones, waits until
+ * no acquire or submit of it is outstanding (submitted I/O keeps its buffers until its completion), then releases every
+ * lease; its result completes after those releases. So a failure before payload leaves nothing held, and a submitted
+ * segment is fenced before its pages may be tried again. Acquisition is sequential in plan order, so a stale segment
+ * stops the rest before they take anything. {@link Preparation#acquired()} completes when the last lease is held,
+ * before any transfer is queued (a peer plan is RESERVED from then on). A local DRAM hit ({@link #pinHit}) takes the
+ * same all-or-nothing acquisition without the scheduler.
  *
- * <p>Engine-restore plans: the route owners take every segment to host-ready (a DRAM segment is host-ready at
- * acquisition, an SSD one after its read); the device copy is the prepared plan's last step ({@link Prepared#restore}),
- * owned by the restore role through {@link RestoreOwner}. Its sources stay leased until every copy is terminal: a
- * release asked meanwhile waits for that, so a cancelled copy is drained before its pages can be reused.
+ * <p>Engine-restore plans: the route owners take every segment to host-ready; the device copy is the prepared plan's
+ * last step ({@link PreparedPlan#restore}), owned by the restore role through {@link RestoreOwner}, and its sources
+ * stay leased until every copy is terminal.
  *
  * <p>Concurrency: confined to the planning role's event loop; owners complete their futures on it.
  */
@@ -139,7 +134,7 @@ public final class PlanExecutor {
 
     /**
      * The short path of a local DRAM hit ({@link #isLocalHit}): acquires every segment from its owner in plan order,
-     * all or nothing, and hands back the {@link Prepared} plan; the transfer scheduler never sees it (there is nothing
+     * all or nothing, and hands back the {@link PreparedPlan} plan; the transfer scheduler never sees it (there is nothing
      * to queue, time or cancel). A failed acquisition releases what the earlier segments got before the result fails
      * with the owner's typed failure, as {@link #prepare} does.
      */
@@ -162,7 +157,7 @@ public final class PlanExecutor {
         private final Plan plan;
         private final ExecutionOwner owner;
         private final List<SegmentLease> leases;
-        private final Promise<Prepared> result = Promise.promise();
+        private final Promise<PreparedPlan> result = Promise.promise();
 
         private Pinning(Plan plan, ExecutionOwner owner) {
             this.plan = plan;
@@ -170,7 +165,7 @@ public final class PlanExecutor {
             this.leases = new ArrayList<>(plan.segments().size());
         }
 
-        public Future<Prepared> result() {
+        public Future<PreparedPlan> result() {
             return result.future();
         }
 
@@ -192,7 +187,7 @@ public final class PlanExecutor {
                     acquire(index + 1);
                 } else {
                     livePreparations--;
-                    result.complete(new Prepared(plan, leases));
+                    result.complete(new PreparedPlan(plan, leases, restoreOwner, PlanExecutor.this::release));
                 }
             });
         }
@@ -243,7 +238,7 @@ public final class PlanExecutor {
         return release(lease, false);
     }
 
-    private Future<Boolean> release(SegmentLease lease, boolean quarantine) {
+    Future<Boolean> release(SegmentLease lease, boolean quarantine) {
         return owners.get(lease.segment().route()).release(lease, quarantine).onComplete(ar -> heldLeases--);
     }
 
@@ -282,7 +277,7 @@ public final class PlanExecutor {
         /** When the demand's waiting budget ends (this executor's ticker); {@link Long#MAX_VALUE}: none. */
         private final long waitDeadlineNanos;
         private final List<Slot> slots = new ArrayList<>();
-        private final Promise<Prepared> result = Promise.promise();
+        private final Promise<PreparedPlan> result = Promise.promise();
         /** Completes true once every segment's lease is held (before any transfer), false if it stopped first. */
         private final Promise<Boolean> allAcquired = Promise.promise();
         private Throwable failure;
@@ -303,7 +298,7 @@ public final class PlanExecutor {
         }
 
         /** Completes with the prepared plan, or fails typed ({@link PlanningException}) after everything drained. */
-        public Future<Prepared> result() {
+        public Future<PreparedPlan> result() {
             return result.future();
         }
 
@@ -318,7 +313,7 @@ public final class PlanExecutor {
 
         /**
          * Revokes interest now; completes when every submitted transfer is terminal and every lease released. A
-         * preparation that already succeeded is not undone (its {@link Prepared} is the caller's to release).
+         * preparation that already succeeded is not undone (its {@link PreparedPlan} is the caller's to release).
          */
         public Future<Void> cancel() {
             if (!result.future().isComplete()) {
@@ -408,7 +403,7 @@ public final class PlanExecutor {
         private void queueTransfers() {
             for (Slot slot : slots) {
                 // The route owners take every segment to host-ready; an engine-restore plan's device copy is its
-                // prepared plan's last step (Prepared#restore), not a transfer of one segment.
+                // prepared plan's last step (PreparedPlan#restore), not a transfer of one segment.
                 if (!slot.segment.movesPayloadToHost()) {
                     slot.phase = Phase.READY;
                     continue;
@@ -519,98 +514,7 @@ public final class PlanExecutor {
             for (Slot slot : slots) {
                 leases.add(slot.lease);
             }
-            result.complete(new Prepared(plan, leases));
-        }
-    }
-
-    /**
-     * A plan whose segments all reached host-ready, holding every segment's lease until {@link #release}. An
-     * engine-restore plan's last step, the device copy, runs from here ({@link #restore}): its sources stay leased
-     * until every copy is terminal, so a release asked meanwhile happens only then.
-     */
-    public final class Prepared {
-        private final Plan plan;
-        private final List<SegmentLease> leases;
-        private boolean released;
-        private EngineDestination destination;
-        private Future<Restored> restoring;
-
-        private Prepared(Plan plan, List<SegmentLease> leases) {
-            this.plan = plan;
-            this.leases = List.copyOf(leases);
-        }
-
-        public Plan plan() {
-            return plan;
-        }
-
-        /** One lease per segment, in plan order. */
-        public List<SegmentLease> leases() {
-            return leases;
-        }
-
-        /** Ends every lease once; completes with how many leases this call released (0 on a repeated call). */
-        public Future<Integer> release() {
-            return release(false);
-        }
-
-        /**
-         * The engine-restore plan's device copy: the restore owner copies every host page into {@code destination};
-         * completes when every copy is terminal. Once per prepared plan.
-         */
-        public Future<Restored> restore(EngineDestination destination) {
-            if (plan.target().intent() != CompletionTarget.Intent.ENGINE_RESTORE) {
-                return Future.failedFuture(new PlanningException(PlanningFailure.INVALID_INPUT,
-                        "a " + plan.target().intent() + " plan has no device copy"));
-            }
-            if (released || restoring != null) {
-                return Future.failedFuture(new PlanningException(PlanningFailure.INVALID_INPUT,
-                        released ? "the prepared plan was released" : "the device copy already ran"));
-            }
-            List<RestoreCommands.SourcePage> sources = new ArrayList<>();
-            for (SegmentLease lease : leases) {
-                PlannedSegment segment = lease.segment();
-                for (int i = 0; i < segment.pages().size(); i++) {
-                    ImageRef ref = lease.hostPages().get(i);
-                    sources.add(new RestoreCommands.SourcePage(segment.groupId(), segment.pages().get(i).position(),
-                            ref.offset(), ref.lengthBytes()));
-                }
-            }
-            this.destination = destination;
-            try {
-                restoring = restoreOwner.restore(destination, sources);
-            } catch (RuntimeException e) {
-                restoring = Future.failedFuture(e);
-            }
-            return restoring;
-        }
-
-        /** A hint that nobody wants the device copy: queued copies are dropped, submitted ones drain. */
-        public void cancelRestore() {
-            if (restoring != null && !restoring.isComplete()) {
-                restoreOwner.cancel(destination);
-            }
-        }
-
-        /** {@link #release()}; {@code quarantine}: the engine holding the pages lost its session (see the owners). */
-        public Future<Integer> release(boolean quarantine) {
-            if (released) {
-                return Future.succeededFuture(0);
-            }
-            released = true;
-            if (restoring != null && !restoring.isComplete()) {
-                // The copies read these pages: they are released once every copy is terminal.
-                return restoring.transform(ar -> releaseLeases(quarantine));
-            }
-            return releaseLeases(quarantine);
-        }
-
-        private Future<Integer> releaseLeases(boolean quarantine) {
-            List<Future<Boolean>> releases = new ArrayList<>();
-            for (SegmentLease lease : leases) {
-                releases.add(PlanExecutor.this.release(lease, quarantine));
-            }
-            return Future.join(releases).map(v -> releases.size());
+            result.complete(new PreparedPlan(plan, leases, restoreOwner, PlanExecutor.this::release));
         }
     }
 }

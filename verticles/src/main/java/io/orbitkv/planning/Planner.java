@@ -11,12 +11,8 @@ import io.orbitkv.model.cost.SwitchGuard;
 import io.orbitkv.recovery.BlockRange;
 import io.orbitkv.recovery.GroupAvailability;
 import io.orbitkv.recovery.GroupRanges;
-import io.orbitkv.recovery.GroupRule;
 import io.orbitkv.recovery.RecoveryContract;
-import io.orbitkv.model.StateKey;
 import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.BitSet;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -25,7 +21,6 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.TreeSet;
-import io.orbitkv.model.PositionedKey;
 import io.orbitkv.model.plan.BoundaryReason;
 import io.orbitkv.model.plan.DemandView;
 import io.orbitkv.model.plan.Plan;
@@ -36,68 +31,43 @@ import io.orbitkv.model.plan.DemandEvidence;
 import io.orbitkv.model.plan.MembershipView;
 import io.orbitkv.model.plan.PeerOwner;
 import io.orbitkv.model.plan.ReplicaEvidence;
-import io.orbitkv.model.plan.ReplicaSet;
 import io.orbitkv.model.plan.PlannedPage;
 import io.orbitkv.model.plan.PlannedSegment;
 import io.orbitkv.model.plan.TimeEstimate;
 import io.orbitkv.model.plan.RouteResources;
 import io.orbitkv.model.plan.RouteChoice;
+import io.orbitkv.planning.PageOptions.Option;
+import io.orbitkv.planning.PageOptions.Pick;
 
 /**
  * The planning role's decision: evidence → replica sets → eligible routes → boundary → an immutable {@link Plan}.
+ * Pure: no Vert.x, no I/O, no shared state; safe from any thread. Execution is {@link DemandPreparation}'s and
+ * {@link PlanExecutor}'s; admission admits each plan's {@link Plan#requiredBytes()}.
  *
- * <h2>Who owns what</h2>
- * <pre>
- *   engine ──demand──▶ ADMISSION ──prepare──▶ PLANNING ──segments──▶ EXECUTION OWNERS
- *                      tickets, budgets,  ◀──admit, progress──   plan, execute, replan,     storage, ssd, peer,
- *                      tenants, engine        outcome            re-check, device copy,     restore
- *                      leases                                    take-over
- * </pre>
- * Admission keeps tickets and revisions, waiting and byte budgets, tenant shares and the leases handed to engines; it
- * admits each plan's {@link Plan#requiredBytes()} before acquisition. Planning decides (this class: pure) and executes
- * ({@link DemandPreparation}: plan, execute through {@link PlanExecutor} with queues ordered by slack, replan on stale
- * evidence or a rejection before payload, re-check, device copy, hint take-over). Planning owns no allocator, file,
- * stream or peer payload; cost owns estimates and proves nothing about availability.
- *
- * <h2>The decision (this class)</h2>
  * <ol>
- *   <li><b>Routes.</b> Fail closed first: {@link PlanningFailure#TARGET_UNAVAILABLE} without a restore executor for an
+ *   <li><b>Routes</b>, failing closed: {@link PlanningFailure#TARGET_UNAVAILABLE} without a restore executor for an
  *       engine-restore target, {@link PlanningFailure#REQUESTED_ROUTE_UNAVAILABLE} for an explicit route that cannot
- *       run here (never silently another route). Allowed: the {@link RouteTemplate} default order filtered by
- *       capability and target (with an explicit route, only it and local DRAM).</li>
- *   <li><b>Eligibility per page.</b> The allowed routes with evidence of their medium in the key's
- *       {@link ReplicaSet}; peer evidence only while its owner is a current member at that incarnation. Unknown sizes
- *       and formats stay unknown.</li>
- *   <li><b>Candidates.</b> For each prefix of the allowed order (DRAM only, DRAM + the next route, ...) the longest
- *       legal boundary ({@link RecoveryContract#bestBoundary}) over the pages that prefix reaches; when its required
- *       bytes exceed the cap, the longest legal boundary below it that fits. Plus recomputation from the origin. At
- *       most {@value #MAX_CANDIDATES} candidates, however long the demand. The default is the longest of them.</li>
- *   <li><b>Default routes.</b> Each required page takes its first option in the default order; a peer route keeps
- *       the previous page's owner where it can, else the most recently refreshed one. Pages sharing route and source
- *       form a <em>batch</em>: the unit of cost estimation (one complete-route key each) and of selection.</li>
- *   <li><b>Measured selection, guarded.</b> A batch's alternatives are the other allowed routes (local DRAM stays
- *       first) and owners covering every page of the batch to the same target, unused by other batches (merging would
- *       change the work estimated). {@link SelectionMode#SELECT} switches only when the default and every alternative
- *       have a fresh estimate of the same representation and one passes {@link SwitchGuard};
- *       {@link SelectionMode#SHADOW} keeps the default and sends the comparison to the cost role's shadow.</li>
- *   <li><b>Boundary.</b> Without a prefill rate the default (longest affordable) boundary. With one, each candidate's
- *       state-ready time is the latest of its batches' estimates (batches on different resources run in parallel; a
- *       local DRAM lease for host-ready moves nothing and counts exactly zero) and {@link BoundaryChooser} picks the
- *       earliest first token under the same guard. The reason says LONGEST, EARLIER_FIRST_TOKEN or BUDGET.</li>
- *   <li><b>Plan.</b> The chosen pages in per-group contiguous {@link PlannedSegment}s by route and source, exactly
- *       tiling {@link RecoveryContract#requiredRanges} (checked by {@link Plan}'s constructor).</li>
+ *       run here (never silently another). Allowed: the {@link RouteTemplate} default order filtered by capability
+ *       and target (with an explicit route, only it and local DRAM).</li>
+ *   <li><b>The local hit</b> ({@link LocalHitPlanner}): every page in local DRAM, host-ready, no prefill rate:
+ *       decided in one step, the same plan as the steps below.</li>
+ *   <li><b>Eligibility</b> per page ({@link PageOptions}): allowed routes with evidence of their medium; peer
+ *       evidence only while its owner is a current member at that incarnation. Unknown stays unknown.</li>
+ *   <li><b>Candidates</b>: per prefix of the allowed order, the longest legal boundary
+ *       ({@link RecoveryContract#bestBoundary}) over the pages it reaches, or the longest below it within the byte
+ *       cap; plus recomputation. At most {@value #MAX_CANDIDATES}; the default is the longest.</li>
+ *   <li><b>Default routes</b>: each page its first option; a peer route keeps the previous page's owner where it can.
+ *       Pages sharing route and source form a <em>batch</em>, the unit of estimation and selection.</li>
+ *   <li><b>Guarded selection</b>: {@link SelectionMode#SELECT} switches a batch to an equal-coverage alternative only
+ *       when all have fresh estimates of one representation and {@link SwitchGuard} passes; {@link SelectionMode#SHADOW}
+ *       keeps the default and records the comparison.</li>
+ *   <li><b>Boundary</b>: without a prefill rate the default; with one, {@link BoundaryChooser} picks the earliest
+ *       first token from each candidate's state-ready time (its slowest batch; a DRAM lease counts zero).</li>
+ *   <li><b>Plan</b>: per-group contiguous {@link PlannedSegment}s by route and source, exactly tiling
+ *       {@link RecoveryContract#requiredRanges}.</li>
  * </ol>
  * Estimates come through a synchronous {@link EstimateLookup}: {@link PlanningRole} runs the decision once recording
- * every key asked (all unknown), fetches them, and runs it again on the answers, which asks for no other key.
- *
- * <h2>Execution owners: leases, cancel, crash</h2>
- * {@link ExecutionOwner} states the contract: acquire revalidates exactly and holds all or nothing, moving no payload;
- * a submitted segment is fenced until all its I/O is terminal, even after cancellation; release is idempotent. The
- * executor acquires segments in plan order and releases what it acquired on a pre-payload failure, so a replan never
- * accumulates holds. A Manager crash ends every lease with the process (pool and SSD leases are in-process state;
- * peers fence the old incarnation); nothing is persisted.
- *
- * <p>Pure logic: no Vert.x, no I/O, no shared state; safe from any thread.
+ * the keys asked (all unknown), fetches them, and runs it again on the answers.
  */
 final class Planner {
 
@@ -144,18 +114,8 @@ final class Planner {
 
     private Planner() {}
 
-    /** One eligible way to get a page: a route and the evidence it would rely on. */
-    private record Option(RouteTemplate route, ReplicaEvidence evidence) {
-        Optional<PeerOwner> owner() {
-            return evidence.peerOwner();
-        }
-    }
-
     /** Route plus source: pages sharing one are one transfer batch. */
     private record BatchKey(RouteTemplate route, Optional<PeerOwner> owner) {}
-
-    /** A required page and the option picked for it. */
-    private record Pick(int groupIndex, int position, StateKey key, Option option) {}
 
     private static final class Batch {
         BatchKey key;
@@ -180,7 +140,7 @@ final class Planner {
     public static Result plan(DemandView demand, DemandEvidence evidence, Context context, long nowNanos,
                               EstimateLookup estimates) {
         List<RouteTemplate> allowed = allowedRoutes(demand, context.capabilities());
-        Plan hit = localHit(demand, evidence, allowed);
+        Plan hit = LocalHitPlanner.plan(demand, evidence, allowed);
         if (hit != null) {
             return new Result(hit, List.of());
         }
@@ -195,7 +155,7 @@ final class Planner {
 
     private static Result general(DemandView demand, DemandEvidence evidence, Context context, long nowNanos,
                                   EstimateLookup estimates, List<RouteTemplate> allowed) {
-        Pages pages = new Pages(demand, evidence, allowed, context.members());
+        PageOptions pages = new PageOptions(demand, evidence, allowed, context.members());
         long origin = demand.validPrefixTokens();
         long end = demand.selectedEndTokens();
 
@@ -233,100 +193,6 @@ final class Planner {
         return new Result(toPlan(demand, pages, chosen, choice.reason(), longest), chosen.comparisons());
     }
 
-    /**
-     * The local hit, decided in one step: a host-ready demand without a prefill rate whose every declared page has
-     * local DRAM evidence. Local DRAM is first in the default order, so every prefix of the allowed routes reaches the
-     * same pages, the candidates are the origin and the longest legal boundary that fits the byte cap, the default is
-     * the longer, every required page takes local DRAM, and selection leaves local DRAM batches alone: exactly the
-     * plan {@link #general} makes (a property test holds the two equal), without its option tables, batches or
-     * per-prefix passes. Answers null when the demand is not such a hit.
-     */
-    static Plan localHit(DemandView demand, DemandEvidence evidence, List<RouteTemplate> allowed) {
-        if (demand.target().intent() != CompletionTarget.Intent.HOST_READY || demand.prefillTokensPerSecond().isPresent()
-                || allowed.isEmpty() || allowed.getFirst() != RouteTemplate.LOCAL_DRAM) {
-            return null;
-        }
-        List<GroupRule> rules = demand.rules().groups();
-        List<GroupAvailability> availability = new ArrayList<>(rules.size());
-        Map<StateKey, ReplicaEvidence> dram = new HashMap<>();
-        for (GroupRule rule : rules) {
-            DemandView.GroupKeys group = demand.group(rule.groupId());
-            BitSet bits = new BitSet();
-            if (group != null) {
-                for (PositionedKey pk : group.keys()) {
-                    Optional<ReplicaEvidence.LocalDram> found = evidence.replicas(pk.key()).localDram();
-                    if (found.isEmpty()) {
-                        return null;
-                    }
-                    dram.put(pk.key(), found.get());
-                    bits.set(pk.position());
-                }
-            }
-            availability.add(GroupAvailability.of(rule.groupId(), bits));
-        }
-        long origin = demand.validPrefixTokens();
-        OptionalLong best = RecoveryContract.bestBoundary(demand.rules(), availability, origin,
-                demand.selectedEndTokens());
-        long longest = Math.max(origin, best.orElse(origin));
-        long boundary = origin;
-        if (best.isPresent()) {
-            boundary = Math.max(origin, fittingBelow(demand, availability, best.getAsLong()).orElse(origin));
-        }
-        BoundaryReason reason = boundary == longest ? BoundaryReason.LONGEST : BoundaryReason.BUDGET;
-        if (boundary == origin) {
-            return new Plan(origin, boundary, reason, demand.target(), List.of(), List.of(), 0, longest,
-                    TimeEstimate.NONE, List.of());
-        }
-        List<GroupRanges> required = RecoveryContract.requiredRanges(demand.rules(), boundary, origin);
-        List<PlannedSegment> segments = new ArrayList<>();
-        long bytes = 0;
-        for (GroupRanges ranges : required) {
-            DemandView.GroupKeys group = demand.group(ranges.groupId());
-            Map<Integer, StateKey> byPosition = new HashMap<>();
-            for (PositionedKey pk : group.keys()) {
-                byPosition.put(pk.position(), pk.key());
-            }
-            for (BlockRange range : ranges.ranges()) {
-                List<PlannedPage> run = new ArrayList<>(range.endExclusive() - range.startInclusive());
-                for (int p = range.startInclusive(); p < range.endExclusive(); p++) {
-                    StateKey key = byPosition.get(p);
-                    run.add(new PlannedPage(p, key, dram.get(key)));
-                }
-                long segmentBytes = group.bytesPerPage() * run.size();
-                segments.add(new PlannedSegment(ranges.groupId(), range, RouteTemplate.LOCAL_DRAM, run, segmentBytes,
-                        demand.target()));
-                bytes += segmentBytes;
-            }
-        }
-        return new Plan(origin, boundary, reason, demand.target(), required, segments, bytes, longest,
-                TimeEstimate.NONE, List.of());
-    }
-
-    /** {@code longest} when its required bytes fit the cap, else the longest legal boundary below it that fits. */
-    private static OptionalLong fittingBelow(DemandView demand, List<GroupAvailability> availability, long longest) {
-        if (requiredBytes(demand, longest) <= demand.byteCapBytes()) {
-            return OptionalLong.of(longest);
-        }
-        List<Long> legal = RecoveryContract.legalBoundaries(demand.rules(), availability, demand.validPrefixTokens(),
-                longest);
-        for (int i = legal.size() - 1; i >= 0; i--) {
-            if (requiredBytes(demand, legal.get(i)) <= demand.byteCapBytes()) {
-                return OptionalLong.of(legal.get(i));
-            }
-        }
-        return OptionalLong.empty();
-    }
-
-    private static long requiredBytes(DemandView demand, long boundary) {
-        long bytes = 0;
-        for (GroupRanges ranges : RecoveryContract.requiredRanges(demand.rules(), boundary,
-                demand.validPrefixTokens())) {
-            DemandView.GroupKeys group = demand.group(ranges.groupId());
-            bytes += ranges.pageCount() * (group == null ? 0 : group.bytesPerPage());
-        }
-        return bytes;
-    }
-
     /** The allowed routes in default order, after the fail-closed checks. */
     static List<RouteTemplate> allowedRoutes(DemandView demand, RouteCapabilities capabilities) {
         if (demand.target().intent() == CompletionTarget.Intent.ENGINE_RESTORE
@@ -357,7 +223,7 @@ final class Planner {
     }
 
     /** {@code longest} when it fits the byte cap, else the longest legal boundary below it that does. */
-    private static OptionalLong longestFitting(DemandView demand, Pages pages, List<GroupAvailability> availability,
+    private static OptionalLong longestFitting(DemandView demand, PageOptions pages, List<GroupAvailability> availability,
                                                long longest) {
         if (pages.requiredBytes(longest) <= demand.byteCapBytes()) {
             return OptionalLong.of(longest);
@@ -373,7 +239,7 @@ final class Planner {
     }
 
     /** Picks, batches, selection and state-ready time for one candidate boundary. */
-    private static Worked work(DemandView demand, Pages pages, Context context, long boundary,
+    private static Worked work(DemandView demand, PageOptions pages, Context context, long boundary,
                                EstimateLookup estimates) {
         if (boundary == demand.validPrefixTokens()) {
             return new Worked(boundary, List.of(), List.of(), 0, List.of(), List.of(), TimeEstimate.NONE);
@@ -432,7 +298,7 @@ final class Planner {
     private record Alternative(BatchKey key, List<ReplicaEvidence> evidence) {}
 
     /** Compares a batch with its equal-coverage alternatives; answers whether it switched to one. */
-    private static boolean select(DemandView demand, Pages pages, Context context, Batch batch,
+    private static boolean select(DemandView demand, PageOptions pages, Context context, Batch batch,
                                   Map<BatchKey, Batch> batches, EstimateLookup estimates, List<RouteChoice> choices,
                                   List<ShadowRequest> comparisons) {
         if (batch.key.route() == RouteTemplate.LOCAL_DRAM) {
@@ -508,7 +374,7 @@ final class Planner {
     }
 
     /** Routes and owners covering every page of {@code batch}, other than its own and those other batches use. */
-    private static List<Alternative> alternatives(Pages pages, Batch batch, Map<BatchKey, Batch> batches) {
+    private static List<Alternative> alternatives(PageOptions pages, Batch batch, Map<BatchKey, Batch> batches) {
         Map<BatchKey, List<ReplicaEvidence>> covering = new LinkedHashMap<>();
         boolean first = true;
         for (Pick pick : batch.picks) {
@@ -560,7 +426,7 @@ final class Planner {
         return common;
     }
 
-    private static Plan toPlan(DemandView demand, Pages pages, Worked chosen, BoundaryReason reason, long longest) {
+    private static Plan toPlan(DemandView demand, PageOptions pages, Worked chosen, BoundaryReason reason, long longest) {
         List<PlannedSegment> segments = new ArrayList<>();
         List<PlannedPage> run = new ArrayList<>();
         Pick runStart = null;
@@ -585,147 +451,9 @@ final class Planner {
                 segments, chosen.bytes(), longest, chosen.stateReady(), chosen.choices());
     }
 
-    private static PlannedSegment segment(DemandView demand, Pages pages, Pick start, List<PlannedPage> run) {
+    private static PlannedSegment segment(DemandView demand, PageOptions pages, Pick start, List<PlannedPage> run) {
         return new PlannedSegment(pages.groupId(start.groupIndex()),
                 new BlockRange(start.position(), start.position() + run.size()), start.option().route(), run,
                 pages.bytesPerPage(start.groupIndex()) * run.size(), demand.target());
-    }
-
-    /**
-     * The demand's pages indexed by group and position, each with its eligible options in allowed order. Built once
-     * per planning pass.
-     */
-    private static final class Pages {
-        private final DemandView demand;
-        private final List<RouteTemplate> allowed;
-        private final int[] groupIds;
-        private final long[] bytesPerPage;
-        private final StateKey[][] keys;
-        private final List<Option>[][] options;
-        /** Per group and position: the allowed-order index of the first option, or {@code allowed.size()}. */
-        private final int[][] firstRoute;
-
-        @SuppressWarnings({"unchecked", "rawtypes"}) // a generic array of option lists, filled once per pass
-        Pages(DemandView demand, DemandEvidence evidence, List<RouteTemplate> allowed, MembershipView members) {
-            this.demand = demand;
-            this.allowed = allowed;
-            List<GroupRule> rules = demand.rules().groups();
-            groupIds = new int[rules.size()];
-            bytesPerPage = new long[rules.size()];
-            keys = new StateKey[rules.size()][];
-            options = new List[rules.size()][];
-            firstRoute = new int[rules.size()][];
-            for (int g = 0; g < rules.size(); g++) {
-                groupIds[g] = rules.get(g).groupId();
-                DemandView.GroupKeys group = demand.group(groupIds[g]);
-                List<PositionedKey> declared = group == null ? List.of() : group.keys();
-                bytesPerPage[g] = group == null ? 0 : group.bytesPerPage();
-                int max = -1;
-                for (PositionedKey pk : declared) {
-                    max = Math.max(max, pk.position());
-                }
-                keys[g] = new StateKey[max + 1];
-                options[g] = new List[max + 1];
-                firstRoute[g] = new int[max + 1];
-                Arrays.fill(firstRoute[g], allowed.size());
-                for (PositionedKey pk : declared) {
-                    keys[g][pk.position()] = pk.key();
-                    List<Option> found = optionsOf(evidence.replicas(pk.key()), members);
-                    options[g][pk.position()] = found;
-                    if (!found.isEmpty()) {
-                        firstRoute[g][pk.position()] = allowed.indexOf(found.getFirst().route());
-                    }
-                }
-            }
-        }
-
-        private List<Option> optionsOf(ReplicaSet replicas, MembershipView members) {
-            if (replicas.isEmpty()) {
-                return List.of();
-            }
-            List<Option> found = new ArrayList<>(2);
-            for (RouteTemplate route : allowed) {
-                for (ReplicaEvidence ev : replicas.ofMedium(route.medium())) {
-                    // Runs per page and route on the query path: no capturing lambda.
-                    Optional<PeerOwner> owner = ev.peerOwner();
-                    if (owner.isEmpty() || members.isCurrent(owner.get())) {
-                        found.add(new Option(route, ev));
-                    }
-                }
-            }
-            return List.copyOf(found);
-        }
-
-        List<GroupAvailability> availability(int prefix) {
-            List<GroupAvailability> views = new ArrayList<>(groupIds.length);
-            for (int g = 0; g < groupIds.length; g++) {
-                BitSet bits = new BitSet(firstRoute[g].length);
-                for (int p = 0; p < firstRoute[g].length; p++) {
-                    if (firstRoute[g][p] < prefix) {
-                        bits.set(p);
-                    }
-                }
-                views.add(GroupAvailability.of(groupIds[g], bits));
-            }
-            return views;
-        }
-
-        long requiredBytes(long boundary) {
-            long bytes = 0;
-            for (GroupRanges ranges : RecoveryContract.requiredRanges(demand.rules(), boundary,
-                    demand.validPrefixTokens())) {
-                bytes += ranges.pageCount() * bytesPerPage[groupIndex(ranges.groupId())];
-            }
-            return bytes;
-        }
-
-        int groupIndex(int groupId) {
-            for (int g = 0; g < groupIds.length; g++) {
-                if (groupIds[g] == groupId) {
-                    return g;
-                }
-            }
-            throw new IllegalStateException("group " + groupId + " is not in the rules");
-        }
-
-        int groupId(int groupIndex) {
-            return groupIds[groupIndex];
-        }
-
-        long bytesPerPage(int groupIndex) {
-            return bytesPerPage[groupIndex];
-        }
-
-        StateKey key(int groupIndex, int position) {
-            return keys[groupIndex][position];
-        }
-
-        List<Option> options(int groupIndex, int position) {
-            return options[groupIndex][position];
-        }
-
-        /**
-         * The default option of a required page: its first route in the default order; for a peer route, the owner
-         * of the previous page when it has this page too (consecutive coverage), else the most recently refreshed.
-         */
-        Option defaultOption(int groupIndex, int position, Pick previous) {
-            List<Option> found = options[groupIndex][position];
-            RouteTemplate route = found.getFirst().route();
-            if (!route.medium().isPeer()) {
-                return found.getFirst();
-            }
-            Option latest = null;
-            for (Option option : found) {
-                if (option.route() != route) {
-                    continue;
-                }
-                if (previous != null && previous.option().route() == route
-                        && previous.option().owner().equals(option.owner())) {
-                    return option;
-                }
-                latest = option;
-            }
-            return latest;
-        }
     }
 }

@@ -50,7 +50,7 @@ class LocalHitProperties {
             }
             Planner.Result general = Planner.general(s.demand(), evidence, s.context(), s.nowNanos(), s.estimates());
             assertThat(shortCut).isEqualTo(general);
-            if (Planner.localHit(s.demand(), evidence, Planner.allowedRoutes(s.demand(), s.context().capabilities()))
+            if (LocalHitPlanner.plan(s.demand(), evidence, Planner.allowedRoutes(s.demand(), s.context().capabilities()))
                     != null) {
                 SHORT_CUTS.incrementAndGet();
             }

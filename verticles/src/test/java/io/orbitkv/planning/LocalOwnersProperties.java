@@ -88,7 +88,7 @@ class LocalOwnersProperties {
                 }
             }
             PlanExecutor.Preparation preparation = executor.prepare(plan, PlanExecutor.Schedule.demandNow(ticker.nanos()));
-            Future<PlanExecutor.Prepared> result = preparation.result();
+            Future<PreparedPlan> result = preparation.result();
             assertThat(result.isComplete()).as("local DRAM completes in place").isTrue();
             if (result.failed()) {
                 assertThat(PlanningException.failureOf(result.cause())).isEqualTo(PlanningFailure.STALE_EVIDENCE);
@@ -96,7 +96,7 @@ class LocalOwnersProperties {
                 assertThat(owners.activeLeases()).isZero();
                 return;
             }
-            PlanExecutor.Prepared prepared = result.result();
+            PreparedPlan prepared = result.result();
             int planned = 0;
             for (SegmentLease lease : prepared.leases()) {
                 for (int i = 0; i < lease.segment().pages().size(); i++) {

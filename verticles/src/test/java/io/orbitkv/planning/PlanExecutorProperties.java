@@ -127,7 +127,7 @@ class PlanExecutorProperties {
             replicas.held.poll().run();
         }
         for (PlanExecutor.Preparation p : competitor == null ? List.of(preparation) : List.of(preparation, competitor)) {
-            Future<PlanExecutor.Prepared> result = p.result();
+            Future<PreparedPlan> result = p.result();
             assertThat(result.isComplete()).as("preparation finished").isTrue();
             if (result.failed()) {
                 PlanningFailure failure = PlanningException.failureOf(result.cause());

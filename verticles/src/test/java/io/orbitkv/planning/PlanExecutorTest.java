@@ -91,9 +91,9 @@ class PlanExecutorTest {
     @Test
     void aPreparedPlanHoldsEverySegmentHostReadyUntilReleased() {
         Plan plan = plan(demand(fullAttention(), PAGES));
-        Future<PlanExecutor.Prepared> result = prepare(plan).result();
+        Future<PreparedPlan> result = prepare(plan).result();
         assertThat(result.succeeded()).isTrue();
-        PlanExecutor.Prepared prepared = result.result();
+        PreparedPlan prepared = result.result();
         assertThat(prepared.leases()).hasSize(2);
         assertThat(prepared.leases()).allSatisfy(lease -> assertThat(lease.hostPages()).hasSize(4));
         assertThat(replicas.pinnedKeys()).isEqualTo(PAGES);
@@ -138,7 +138,7 @@ class PlanExecutorTest {
 
         executor = new PlanExecutor(owners, restore, TransferScheduler.Settings.uniform(1 << 30, 0.5, 64), ticker,
                 new SimpleMeterRegistry(), timers);
-        PlanExecutor.Prepared prepared = prepare(plan).result().result();
+        PreparedPlan prepared = prepare(plan).result().result();
         assertThat(replicas.submits).as("only the SSD read back: DRAM pages are host-ready as they are").isEqualTo(1);
         EngineDestination destination = new EngineDestination(1, 2,
                 new RestoreTarget(1, RestoreRoute.CUDA_IPC, List.of(), 0));
@@ -161,7 +161,7 @@ class PlanExecutorTest {
     void staleEvidenceFailsBeforePayloadAndReleasesWhatWasAcquired() {
         Plan plan = plan(demand(fullAttention(), PAGES));
         long regenerated = replicas.putSsd(key(0, 6)); // the ring rewrote page 6's extent after discovery
-        Future<PlanExecutor.Prepared> result = prepare(plan).result();
+        Future<PreparedPlan> result = prepare(plan).result();
         assertThat(failureOf(result)).isEqualTo(PlanningFailure.STALE_EVIDENCE);
         PlanningException stale = (PlanningException) result.cause();
         assertThat(stale.page()).hasValueSatisfying(page -> {
@@ -187,7 +187,7 @@ class PlanExecutorTest {
         replicas.failSubmit = segment -> true;
         replicas.holdSubmissions = true;
         Plan plan = plan(demand(fullAttention(), PAGES));
-        Future<PlanExecutor.Prepared> result = prepare(plan).result();
+        Future<PreparedPlan> result = prepare(plan).result();
         assertThat(result.isComplete()).isFalse();
         replicas.completeHeld();
         assertThat(failureOf(result)).isEqualTo(PlanningFailure.TRANSFER_FAILED);
@@ -285,7 +285,7 @@ class PlanExecutorTest {
     void aRecomputePlanPreparesNothing() {
         Plan plan = plan(demand(fullAttention(), PAGES).withByteCap(0));
         assertThat(plan.isRecompute()).isTrue();
-        Future<PlanExecutor.Prepared> result = prepare(plan).result();
+        Future<PreparedPlan> result = prepare(plan).result();
         assertThat(result.result().leases()).isEmpty();
         assertThat(replicas.acquires).isZero();
         assertNothingHeld();
@@ -326,7 +326,7 @@ class PlanExecutorTest {
         Plan plan = plan(demand(fullAttention(), PAGES));
         assertThat(plan.segments()).hasSize(2);
         long deadline = ticker.nanos() + 3_000_000_000L;
-        PlanExecutor.Prepared prepared = windowed.prepare(plan, PlanExecutor.Schedule.demandNow(ticker.nanos()),
+        PreparedPlan prepared = windowed.prepare(plan, PlanExecutor.Schedule.demandNow(ticker.nanos()),
                 deadline).result().result();
         assertThat(windows).extracting(AttemptWindow::remainingNanos).containsExactly(3_000_000_000L, 2_999_000_000L);
         assertThat(windows).extracting(AttemptWindow::expected).containsOnly(plan.stateReady());

@@ -352,7 +352,7 @@ class PlanningRoleTest {
 
         Plan first = role.plan(demand).result().plan();
         assertThat(first.segments()).allMatch(s -> s.route() == RouteTemplate.HOST_FROM_PEER_DRAM);
-        Future<PlanExecutor.Prepared> refused = role.execute(demand, first, false).result();
+        Future<PreparedPlan> refused = role.execute(demand, first, false).result();
         assertThat(PlanningException.failureOf(refused.cause())).isEqualTo(PlanningFailure.SOURCE_REJECTED);
         assertThat(registry.counter("orbitkv.planning.peers.avoided").count()).isEqualTo(1);
 

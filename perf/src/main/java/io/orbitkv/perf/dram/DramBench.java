@@ -59,7 +59,7 @@ public final class DramBench {
 
     /** The knobs; see the README for their meaning. */
     record Settings(long pageBytes, int batchPages, int rounds, int queryIterations, int queryWarmup, int rpcWarmup,
-                    String poolSize, int eventLoopThreads) {}
+                    String poolSize, int eventLoopThreads, String profile) {}
 
     /**
      * A bench-side seam for the tests that break the path: each method sees one step of a timed round (0-based) and
@@ -102,7 +102,8 @@ public final class DramBench {
                 a.integer("query-warmup", 10_000),
                 a.integer("rpc-warmup", 1500),
                 a.string("pool-size", "1GiB"),
-                a.integer("event-loop-threads", 1));
+                a.integer("event-loop-threads", 1),
+                a.string("profile", ""));
         a.requireAllUsed();
         if (s.pageBytes() <= 0 || s.pageBytes() % 4096 != 0 || s.batchPages() < 1 || s.rounds() < 1
                 || s.queryIterations() < 1 || s.queryWarmup() < 0 || s.rpcWarmup() < 0) {
@@ -240,7 +241,11 @@ public final class DramBench {
                 // what the ratio describes.
                 int warmupIterations = s.queryWarmup();
                 int pingFirstIterations = 0;
+                QueryProfile profile = null;
                 for (int i = 0; i < queryIterations + warmupIterations; i++) {
+                    if (i == warmupIterations) {
+                        profile = QueryProfile.start(s.profile());
+                    }
                     boolean pingFirst = pingFirst(i);
                     long pingNanos = 0;
                     if (pingFirst) {
@@ -261,6 +266,9 @@ public final class DramBench {
                         queryLatency.recordNanos(queryNanos);
                         pingFirstIterations += pingFirst ? 1 : 0;
                     }
+                }
+                if (profile != null) {
+                    report.config("profile", profile.stop());
                 }
                 LatencySummary query = queryLatency.summary();
                 LatencySummary ping = pingLatency.summary();

@@ -1,6 +1,7 @@
 package io.orbitkv.model.plan;
 
 import io.orbitkv.model.StateKey;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Objects;
@@ -31,17 +32,21 @@ public final class DemandEvidence {
     }
 
     public static DemandEvidence of(Map<StateKey, ReplicaSet> byKey) {
-        Map<StateKey, ReplicaSet> copy = new HashMap<>();
-        byKey.forEach((key, set) -> {
-            if (!Objects.requireNonNull(set, "replica set").isEmpty()) {
-                copy.put(Objects.requireNonNull(key, "key"), set);
+        // One copy, read-only from here on (runs per query: no second copy into an immutable map).
+        Map<StateKey, ReplicaSet> copy = HashMap.newHashMap(byKey.size());
+        for (Map.Entry<StateKey, ReplicaSet> entry : byKey.entrySet()) {
+            if (!Objects.requireNonNull(entry.getValue(), "replica set").isEmpty()) {
+                copy.put(Objects.requireNonNull(entry.getKey(), "key"), entry.getValue());
             }
-        });
-        return new DemandEvidence(Map.copyOf(copy), Set.of());
+        }
+        return new DemandEvidence(Collections.unmodifiableMap(copy), Set.of());
     }
 
     /** This evidence plus the keys being written locally now (not replicas: nothing to acquire yet). */
     public DemandEvidence withWriting(Set<StateKey> keys) {
+        if (keys.isEmpty() && writing.isEmpty()) {
+            return this;
+        }
         return new DemandEvidence(byKey, Set.copyOf(keys));
     }
 
