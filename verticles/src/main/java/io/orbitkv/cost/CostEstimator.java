@@ -92,7 +92,7 @@ final class CostEstimator {
         }
         long now = clock.nanos();
         double sample = measuredNanos.getAsLong();
-        Entry entry = entries.remove(key);
+        Entry entry = entries.get(key);
         boolean restarted = false;
         boolean evicted = false;
         OptionalLong predictionError = OptionalLong.empty();
@@ -121,7 +121,8 @@ final class CostEstimator {
         }
         entry.count++;
         entry.lastUpdateNanos = now;
-        entries.put(key, entry);
+        // To the tail of the update order: an existing entry moves in place (no new node, one lookup).
+        entries.putLast(key, entry);
         return new TrainingResult(Training.TRAINED, restarted, evicted, predictionError);
     }
 

@@ -42,24 +42,26 @@ final class ShadowComparator {
     }
 
     ShadowResult compare(ShadowRequest request) {
+        // One pass over the alternatives, allocating only the verdicts: this runs for every recorded shadow.
         CostEstimateKey current = request.current();
-        List<CostEstimateKey> eligible = new ArrayList<>();
-        for (ShadowAlternative alternative : request.alternatives()) {
-            if (alternative.requirementHolds() && !alternative.key().equals(current)) {
-                eligible.add(alternative.key());
-            }
-        }
-        if (eligible.isEmpty()) {
-            return new ShadowResult(ShadowDecision.AGREE, Optional.empty(), List.of());
-        }
-        Optional<CostEstimate> currentEstimate = estimator.estimate(current).usable();
-        List<ShadowResult.Verdict> verdicts = new ArrayList<>(eligible.size());
+        List<ShadowAlternative> alternatives = request.alternatives();
+        List<ShadowResult.Verdict> verdicts = null;
+        Optional<CostEstimate> currentEstimate = Optional.empty();
         boolean anyComparable = false;
         boolean anyWithinMargin = false;
         boolean anyUnknown = false;
         CostEstimateKey best = null;
         double bestUpper = Double.POSITIVE_INFINITY;
-        for (CostEstimateKey key : eligible) {
+        for (int i = 0; i < alternatives.size(); i++) {
+            ShadowAlternative alternative = alternatives.get(i);
+            CostEstimateKey key = alternative.key();
+            if (!alternative.requirementHolds() || key.equals(current)) {
+                continue;
+            }
+            if (verdicts == null) {
+                verdicts = new ArrayList<>(alternatives.size() - i);
+                currentEstimate = estimator.estimate(current).usable();
+            }
             ShadowDecision verdict;
             if (!comparable(request.scope(), current, key)) {
                 verdict = ShadowDecision.INCOMPARABLE;
@@ -83,6 +85,9 @@ final class ShadowComparator {
                 }
             }
             verdicts.add(new ShadowResult.Verdict(key, verdict));
+        }
+        if (verdicts == null) {
+            return new ShadowResult(ShadowDecision.AGREE, Optional.empty(), List.of());
         }
         ShadowDecision decision;
         if (!anyComparable) {

@@ -59,7 +59,7 @@ public final class DramBench {
 
     /** The knobs; see the README for their meaning. */
     record Settings(long pageBytes, int batchPages, int rounds, int queryIterations, int queryWarmup, int rpcWarmup,
-                    String poolSize, int eventLoopThreads, String profile) {}
+                    String poolSize, int eventLoopThreads, String profile, String profileCycleDir) {}
 
     /**
      * A bench-side seam for the tests that break the path: each method sees one step of a timed round (0-based) and
@@ -103,7 +103,8 @@ public final class DramBench {
                 a.integer("rpc-warmup", 1500),
                 a.string("pool-size", "1GiB"),
                 a.integer("event-loop-threads", 1),
-                a.string("profile", ""));
+                a.string("profile", ""),
+                a.string("profile-cycle", ""));
         a.requireAllUsed();
         if (s.pageBytes() <= 0 || s.pageBytes() % 4096 != 0 || s.batchPages() < 1 || s.rounds() < 1
                 || s.queryIterations() < 1 || s.queryWarmup() < 0 || s.rpcWarmup() < 0) {
@@ -175,6 +176,8 @@ public final class DramBench {
                     memcpyBaseline(source, scratch, destination);
                 }
                 Arrays.fill(MEMCPY_PHASES, 0);
+                Arrays.fill(PHASES, 0);
+                CycleProfile profile = CycleProfile.start(s.profileCycleDir());
                 double[] cycleBps = new double[rounds];
                 double[] memcpyBps = new double[rounds];
                 long roundBytes = pageBytes * batchPages;
@@ -203,9 +206,20 @@ public final class DramBench {
                             r + 1, rounds, cycleFirst(r) ? "cycle" : "memcpy", cycleBps[r] / 1e9, memcpyBps[r] / 1e9,
                             cycleBps[r] / memcpyBps[r]);
                 }
+                List<String> profileFiles = profile == null ? List.of() : profile.stop();
+                long[] controlAlone = controlCallsAlone(session, keySeed, completed, batchPages);
+                keySeed += completed;
                 System.err.println("cycle phases (µs, timed rounds) allocate/copy-in/seal/query/copy-out/release: "
                         + Arrays.toString(Arrays.stream(PHASES).map(x -> x / 1_000).toArray())
-                        + "; memcpy in/out: " + Arrays.toString(Arrays.stream(MEMCPY_PHASES).map(x -> x / 1_000).toArray()));
+                        + "; memcpy in/out: " + Arrays.toString(Arrays.stream(MEMCPY_PHASES).map(x -> x / 1_000).toArray())
+                        + "; the four calls alone (no copies between them) allocate/seal/query/release: "
+                        + Arrays.toString(Arrays.stream(controlAlone).map(x -> x / 1_000).toArray()));
+                report.figure("cycle_phases_micros", phasesJson(PHASES, CYCLE_PHASE_NAMES))
+                        .baseline("memcpy_phases_micros", phasesJson(MEMCPY_PHASES, new String[] {"copy_in", "copy_out"}))
+                        .figure("control_calls_alone_micros", phasesJson(controlAlone, CONTROL_CALL_NAMES));
+                if (profile != null) {
+                    report.config("profile_files", new JsonArray(profileFiles));
+                }
                 report.config("page_bytes", pageBytes).config("batch_pages", batchPages).config("rounds", rounds)
                         .config("completed_rounds", completed)
                         .config("query_iterations", queryIterations).config("query_warmup_iterations", s.queryWarmup())
@@ -345,6 +359,51 @@ public final class DramBench {
             }
         }
         return new ColocatedLatency(queryLatency.summary(), pingLatency.summary());
+    }
+
+    private static final String[] CYCLE_PHASE_NAMES = {"allocate", "copy_in", "seal", "query", "copy_out", "release"};
+    private static final String[] CONTROL_CALL_NAMES = {"allocate", "seal", "query", "release"};
+
+    private static JsonObject phasesJson(long[] nanos, String[] names) {
+        JsonObject json = new JsonObject();
+        for (int i = 0; i < names.length; i++) {
+            json.put(names[i], nanos[i] / 1_000);
+        }
+        return json;
+    }
+
+    /**
+     * The cycle's four calls without the copies between them, {@code rounds} times on fresh chains of
+     * {@code batchPages} pages: what the calls cost when the engine thread did not just copy for milliseconds.
+     * Against the cycle's phases this tells the calls' own cost from what a call pays after a copy (threads woken
+     * on a CPU that idled, or waited for, through the copy). The slots are sealed unwritten: these keys are never
+     * restored or compared. Nanoseconds summed per call: allocate, seal, query, release.
+     */
+    private static long[] controlCallsAlone(EngineSession session, long firstSeed, int rounds, int batchPages) {
+        long[] spent = new long[4];
+        for (int r = 0; r < rounds; r++) {
+            List<ByteString> chain = SyntheticKv.chain(firstSeed + r, batchPages);
+            long a = System.nanoTime();
+            AllocatePublishReply allocated = allocate(session, chain, -1, Fault.NONE);
+            long b = System.nanoTime();
+            session.seal(allocated.getPublishId(), List.of()).await();
+            long c = System.nanoTime();
+            QueryReply reply = session.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(chain)
+                    .build()), 0).await();
+            long d = System.nanoTime();
+            if (reply.hasLease()) {
+                session.release(reply.getLease().getLeaseId()).await();
+            }
+            long e = System.nanoTime();
+            if (reply.getStatus() != QueryStatus.READY) {
+                throw new IllegalStateException("the calls alone: expected READY, got " + reply.getStatus());
+            }
+            spent[0] += b - a;
+            spent[1] += c - b;
+            spent[2] += d - c;
+            spent[3] += e - d;
+        }
+        return spent;
     }
 
     private static long timedPing(ColocatedChannel channel) {

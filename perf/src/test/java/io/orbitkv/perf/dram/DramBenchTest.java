@@ -134,6 +134,30 @@ class DramBenchTest {
                 .isBetween(ratios.getDouble("throughput_ratio_lower_95"), ratios.getDouble("throughput_ratio_upper_95"));
         assertThat(report.getJsonObject("figures").getJsonObject("throughput_ratio_paired").getJsonArray("rounds"))
                 .hasSize(4);
+        // Where the cycle's time went: every phase of the timed rounds, the memcpy side's two copies, and the four
+        // calls alone; each was timed, so none is zero.
+        JsonObject phases = report.getJsonObject("figures").getJsonObject("cycle_phases_micros");
+        assertThat(phases.fieldNames()).containsExactly("allocate", "copy_in", "seal", "query", "copy_out", "release");
+        JsonObject alone = report.getJsonObject("figures").getJsonObject("control_calls_alone_micros");
+        assertThat(alone.fieldNames()).containsExactly("allocate", "seal", "query", "release");
+        assertThat(report.getJsonObject("baselines").getJsonObject("memcpy_phases_micros").fieldNames())
+                .containsExactly("copy_in", "copy_out");
+        for (JsonObject micros : List.of(phases, alone)) {
+            micros.forEach(e -> assertThat(((Number) e.getValue()).longValue()).as(e.getKey()).isPositive());
+        }
+    }
+
+    @Test
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void theCycleProfileWritesTheJfrRecordingOfTheTimedRounds(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) {
+        String[] args = java.util.Arrays.copyOf(SMALL_RUN, SMALL_RUN.length + 1);
+        args[SMALL_RUN.length] = "--profile-cycle=" + dir;
+        JsonObject report = Benchmarks.run("dram", args);
+
+        assertThat(BenchReport.passed(report)).as(report.encode()).isTrue();
+        assertThat(report.getJsonObject("config").getJsonArray("profile_files").getList())
+                .contains(dir.resolve("dram-cycle.jfr").toString());
+        assertThat(dir.resolve("dram-cycle.jfr")).isNotEmptyFile();
     }
 
     private static JsonObject brokenRun(DramBench.Fault fault) {
