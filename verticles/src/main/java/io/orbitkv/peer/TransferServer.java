@@ -81,8 +81,7 @@ final class TransferServer {
     /** Starts the transfer server (source side) on {@code host:port}, serving from the pool file at {@code poolPath}. */
     Future<Integer> serve(String host, int port, Path poolPath, MemorySegment pool, TcpPeerTransport.Source source) {
         NetServerOptions options = new NetServerOptions().setHost(host).setPort(port).setTcpNoDelay(true)
-                .setReceiveBufferSize(TcpPeerTransport.SOCKET_BUFFER_BYTES)
-                .setSendBufferSize(TcpPeerTransport.SOCKET_BUFFER_BYTES)
+                .setSendBufferSize(TcpPeerTransport.SEND_BUFFER_BYTES) // no receive size: headers only
                 .setIdleTimeout(IDLE_SECONDS).setIdleTimeoutUnit(TimeUnit.SECONDS);
         if (!settings.plaintext()) {
             options.setSsl(true).setClientAuth(ClientAuth.REQUIRED).setKeyCertOptions(tls).setTrustOptions(trust)
