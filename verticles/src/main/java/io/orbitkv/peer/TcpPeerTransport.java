@@ -4,7 +4,6 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.common.RateLimitedLog;
 import io.orbitkv.common.Ticker;
-import io.netty.buffer.PooledByteBufAllocator;
 import io.orbitkv.protocol.peer.TransferHeader;
 import com.google.protobuf.ByteString;
 import io.vertx.core.Future;
@@ -69,16 +68,6 @@ public final class TcpPeerTransport implements PeerTransport {
      * receive autotuning, which grows the window further (up to {@code tcp_rmem}'s maximum) on its own.
      */
     static final int SEND_BUFFER_BYTES = 4 << 20;
-
-    /**
-     * The buffer allocator of TLS transfer connections, both sides. netty's default (adaptive) allocator kept
-     * retiring its chunks under a stream of 16 KiB records and mapped new ones, zeroed and page-faulted in on the loop
-     * (a third of a TLS source loop's time in a profile); the arena allocator keeps its chunks and thread caches.
-     */
-    static void useArenaAllocator(NetSocketInternal socket) {
-        socket.channelHandlerContext().channel().config().setAllocator(PooledByteBufAllocator.DEFAULT);
-    }
-
     private static final AtomicInteger TRANSPORTS = new AtomicInteger();
 
     private final Vertx vertx;

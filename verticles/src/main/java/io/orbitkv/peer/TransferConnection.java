@@ -35,8 +35,6 @@ final class TransferConnection {
         this.direct = plaintext && (channel instanceof EpollSocketChannel || channel instanceof NioSocketChannel);
         if (direct) {
             channel.config().setRecvByteBufAllocator(new SlotAllocator(this));
-        } else if (!plaintext) {
-            TcpPeerTransport.useArenaAllocator(socket);
         }
         socket.messageHandler(msg -> {
             ByteBuf b = (ByteBuf) msg;

@@ -159,9 +159,6 @@ final class TransferServer {
             this.source = source;
             this.owner = owner;
             this.member = settings.plaintext() ? null : memberOf(socket);
-            if (!settings.plaintext()) {
-                TcpPeerTransport.useArenaAllocator(socket);
-            }
             if (!settings.plaintext() && member == null) {
                 refusals.warn("peer transfer connection refused", null, "its certificate names no member");
                 close();
