@@ -306,7 +306,9 @@ public final class LocalCluster implements AutoCloseable {
     }
 
     private void awaitReady(Node node) throws Exception {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        // -Dorbitkv.cluster.ready-seconds: longer on a machine so loaded that a Manager's start takes minutes
+        long seconds = Long.getLong("orbitkv.cluster.ready-seconds", 60);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
         while (System.nanoTime() < deadline) {
             Matcher ready = readyLine(node);
             if (ready != null) {
@@ -323,7 +325,7 @@ public final class LocalCluster implements AutoCloseable {
             Thread.sleep(50);
         }
         node.process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
-        throw new IllegalStateException(node.memberId + " was not ready within 60 s; see " + node.log + ":\n" + tail(node));
+        throw new IllegalStateException(node.memberId + " was not ready within " + seconds + " s; see " + node.log + ":\n" + tail(node));
     }
 
     private static Matcher readyLine(Node node) throws IOException {

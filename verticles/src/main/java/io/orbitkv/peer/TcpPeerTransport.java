@@ -61,7 +61,13 @@ public final class TcpPeerTransport implements PeerTransport {
     /** A page of the source's pool. */
     public record PageSlice(long offset, long length) {}
 
-    static final int SOCKET_BUFFER_BYTES = 4 << 20;
+    /**
+     * The source's send buffer. Only the send side is sized: a receive buffer size in Vert.x's options also installs
+     * a fixed read allocator of that size on every connection (4 MiB per read, above what netty's allocator pools, so
+     * each TLS read and each header read mapped and zeroed fresh memory), and a fixed size turns off the kernel's
+     * receive autotuning, which grows the window further (up to {@code tcp_rmem}'s maximum) on its own.
+     */
+    static final int SEND_BUFFER_BYTES = 4 << 20;
     private static final AtomicInteger TRANSPORTS = new AtomicInteger();
 
     private final Vertx vertx;
@@ -100,8 +106,9 @@ public final class TcpPeerTransport implements PeerTransport {
         PemTrustOptions trust = new PemTrustOptions().addCertPath(ca.toString());
         SSLEngineOptions engine = OpenSSLEngineOptions.isAvailable() ? new OpenSSLEngineOptions() : new JdkSSLEngineOptions();
         this.tlsEngine = settings.plaintext() ? "none" : engine instanceof OpenSSLEngineOptions ? "openssl" : "jdk";
+        // no socket buffer sizes: the requester sends headers only and its receive buffer autotunes
+        // (SEND_BUFFER_BYTES); plaintext reads land in the slots (TransferConnection), TLS reads in pooled buffers
         NetClientOptions options = new NetClientOptions().setConnectTimeout(5_000).setTcpNoDelay(true)
-                .setReceiveBufferSize(SOCKET_BUFFER_BYTES).setSendBufferSize(SOCKET_BUFFER_BYTES)
                 .setIdleTimeout(IdleConnections.IDLE_SECONDS).setIdleTimeoutUnit(TimeUnit.SECONDS);
         if (!settings.plaintext()) {
             options.setSsl(true).setHostnameVerificationAlgorithm("HTTPS").setSslEngineOptions(engine)

@@ -53,6 +53,8 @@ final class TransferServer {
     private static final Logger LOG = LoggerFactory.getLogger(TransferServer.class);
     static final int MAX_HEADER_BYTES = 256;
     static final int IDLE_SECONDS = 60;
+    /** TLS: a page is queued in pieces of this size (16 records), each while the channel is writable. */
+    static final int TLS_PIECE_BYTES = 256 << 10;
 
     private final TcpPeerTransport transport;
     private final Vertx vertx;
@@ -81,8 +83,7 @@ final class TransferServer {
     /** Starts the transfer server (source side) on {@code host:port}, serving from the pool file at {@code poolPath}. */
     Future<Integer> serve(String host, int port, Path poolPath, MemorySegment pool, TcpPeerTransport.Source source) {
         NetServerOptions options = new NetServerOptions().setHost(host).setPort(port).setTcpNoDelay(true)
-                .setReceiveBufferSize(TcpPeerTransport.SOCKET_BUFFER_BYTES)
-                .setSendBufferSize(TcpPeerTransport.SOCKET_BUFFER_BYTES)
+                .setSendBufferSize(TcpPeerTransport.SEND_BUFFER_BYTES) // no receive size: headers only
                 .setIdleTimeout(IDLE_SECONDS).setIdleTimeoutUnit(TimeUnit.SECONDS);
         if (!settings.plaintext()) {
             options.setSsl(true).setClientAuth(ClientAuth.REQUIRED).setKeyCertOptions(tls).setTrustOptions(trust)
@@ -149,6 +150,8 @@ final class TransferServer {
         Promise<Void> stalled;
         /** The pages' queueing, while it waits for the channel to drain (TLS); failed if the connection closes. */
         Promise<Void> draining;
+        /** TLS: the page whose pieces are being queued (the rest of it unread), or null. */
+        ByteBuf piecing;
 
         Serving(NetSocketInternal socket, MemorySegment pool, TcpPeerTransport.Source source, ContextInternal owner) {
             this.socket = socket;
@@ -169,6 +172,7 @@ final class TransferServer {
                 if (draining != null) {
                     draining.tryFail("the transfer connection closed"); // no drain will come: the lease finishes
                 }
+                dropPiecing();
             });
             socket.messageHandler(msg -> {
                 ByteBuf b = (ByteBuf) msg;
@@ -267,19 +271,25 @@ final class TransferServer {
 
         /**
          * Queues the pages in order. Plaintext regions cost nothing until the socket takes them (sendfile), so they go
-         * at once. With TLS each page is encrypted into new buffers when it is flushed, so the next page is queued only
-         * while the channel is writable: the encrypted bytes waiting here stay about one page (the kernel's send buffer
-         * keeps the wire busy meanwhile), instead of a whole lease encrypted ahead into freshly allocated memory.
+         * at once. With TLS each page is encrypted into new buffers when it is flushed, so it goes in pieces of
+         * {@value #TLS_PIECE_BYTES} bytes, the next queued only while the channel is writable: the encrypted bytes
+         * waiting here stay about one piece (the kernel's send buffer keeps the wire busy meanwhile), so netty's
+         * allocator reuses the same few chunks instead of mapping fresh memory for a whole page encrypted ahead.
          */
         private void pump(java.util.Iterator<TcpPeerTransport.PageSlice> pages, List<Future<Void>> writes,
                           Promise<Void> queued) {
             draining = null;
-            while (pages.hasNext()) {
+            while (piecing != null || pages.hasNext()) {
                 if (closed) {
+                    dropPiecing();
                     queued.tryFail("the transfer connection closed");
                     return;
                 }
-                if (!settings.plaintext() && socket.writeQueueFull()) {
+                if (settings.plaintext()) {
+                    writes.add(socket.writeMessage(message(pages.next())));
+                    continue;
+                }
+                if (socket.writeQueueFull()) {
                     draining = queued;
                     socket.drainHandler(v -> {
                         socket.drainHandler(null);
@@ -289,9 +299,24 @@ final class TransferServer {
                     });
                     return;
                 }
-                writes.add(socket.writeMessage(message(pages.next())));
+                if (piecing == null) {
+                    piecing = (ByteBuf) message(pages.next());
+                }
+                ByteBuf piece = piecing.readRetainedSlice(Math.min(piecing.readableBytes(), TLS_PIECE_BYTES));
+                if (!piecing.isReadable()) {
+                    dropPiecing();
+                }
+                writes.add(socket.writeMessage(piece));
             }
             queued.tryComplete();
+        }
+
+        /** Releases the TLS page being cut into pieces (its queued pieces hold their own references). */
+        private void dropPiecing() {
+            if (piecing != null) {
+                piecing.release();
+                piecing = null;
+            }
         }
 
         private Object message(TcpPeerTransport.PageSlice page) {

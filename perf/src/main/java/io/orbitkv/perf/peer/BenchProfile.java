@@ -15,8 +15,9 @@ import jdk.jfr.Recording;
  * {@link Recording}; the source process gets the same through {@code jcmd PID JFR.start/JFR.dump}; and when
  * {@code perf} is on the PATH, {@code perf record -e cpu-clock -g} samples both processes, kernel included (where a
  * transfer loop's time goes is mostly in the kernel: recv and sendfile copies, page faults). Files:
- * {@code DIR/MODE-requester.jfr}, {@code DIR/MODE-source.jfr}, {@code DIR/MODE.perf.data}. Reading them:
- * perf/README.md ("bench peer", profiling).
+ * {@code DIR/MODE-requester.jfr}, {@code DIR/MODE-source.jfr}, {@code DIR/MODE.perf.data}; at the window's end both JVMs
+ * write their JIT symbol maps ({@code jcmd PID Compiler.perfmap}: {@code /tmp/perf-PID.map}, where perf looks), so
+ * perf names compiled Java frames instead of bare addresses. Reading them: perf/README.md ("bench peer", profiling).
  *
  * <p>Design note (ownership): the window owns its recording and the perf process; {@link #close} stops and writes
  * them (a perf that does not stop on SIGINT within 10 s is killed by pid). A profiler that cannot start is reported on
@@ -44,7 +45,7 @@ final class BenchProfile implements AutoCloseable {
             System.err.println("bench peer: --profile: no JFR recording of the requester: " + e);
         }
         this.recording = r;
-        this.sourceRecording = jcmd("JFR.start", "name=bench-peer", "settings=profile");
+        this.sourceRecording = jcmd(sourcePid, "JFR.start", "name=bench-peer", "settings=profile");
         Process p = null;
         try {
             p = new ProcessBuilder("perf", "record", "-q", "-e", "cpu-clock", "-F", "499", "-g", "-p",
@@ -66,9 +67,9 @@ final class BenchProfile implements AutoCloseable {
         return new BenchProfile(dir, mode, sourcePid);
     }
 
-    private boolean jcmd(String... command) {
+    private static boolean jcmd(long pid, String... command) {
         List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(),
-                String.valueOf(sourcePid)));
+                String.valueOf(pid)));
         cmd.addAll(List.of(command));
         try {
             Process p = new ProcessBuilder(cmd).redirectErrorStream(true)
@@ -99,13 +100,20 @@ final class BenchProfile implements AutoCloseable {
         }
         if (sourceRecording) {
             Path file = dir.resolve(mode + "-source.jfr");
-            if (jcmd("JFR.dump", "name=bench-peer", "filename=" + file) && jcmd("JFR.stop", "name=bench-peer")) {
+            if (jcmd(sourcePid, "JFR.dump", "name=bench-peer", "filename=" + file)
+                    && jcmd(sourcePid, "JFR.stop", "name=bench-peer")) {
                 written.add(file.toString());
             }
         }
         if (perf != null) {
+            for (long pid : new long[] {ProcessHandle.current().pid(), sourcePid}) {
+                if (!jcmd(pid, "Compiler.perfmap")) {
+                    System.err.println("bench peer: --profile: no JIT symbol map of pid " + pid);
+                }
+            }
             new ProcessBuilder("kill", "-INT", String.valueOf(perf.pid())).start().waitFor(10, TimeUnit.SECONDS);
-            if (!perf.waitFor(10, TimeUnit.SECONDS)) {
+            // on a loaded machine perf may need a while to write its buffers out; killed, it leaves a truncated file
+            if (!perf.waitFor(60, TimeUnit.SECONDS)) {
                 perf.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
             } else {
                 written.add(dir.resolve(mode + ".perf.data").toString());
