@@ -177,7 +177,7 @@ public final class DramBench {
                 }
                 Arrays.fill(MEMCPY_PHASES, 0);
                 Arrays.fill(PHASES, 0);
-                CycleProfile profile = CycleProfile.start(s.profileCycleDir());
+                CycleProfile cycleProfile = CycleProfile.start(s.profileCycleDir());
                 double[] cycleBps = new double[rounds];
                 double[] memcpyBps = new double[rounds];
                 long roundBytes = pageBytes * batchPages;
@@ -206,7 +206,7 @@ public final class DramBench {
                             r + 1, rounds, cycleFirst(r) ? "cycle" : "memcpy", cycleBps[r] / 1e9, memcpyBps[r] / 1e9,
                             cycleBps[r] / memcpyBps[r]);
                 }
-                List<String> profileFiles = profile == null ? List.of() : profile.stop();
+                List<String> profileFiles = cycleProfile == null ? List.of() : cycleProfile.stop();
                 long[] controlAlone = controlCallsAlone(session, keySeed, completed, batchPages);
                 keySeed += completed;
                 System.err.println("cycle phases (µs, timed rounds) allocate/copy-in/seal/query/copy-out/release: "
@@ -217,7 +217,7 @@ public final class DramBench {
                 report.figure("cycle_phases_micros", phasesJson(PHASES, CYCLE_PHASE_NAMES))
                         .baseline("memcpy_phases_micros", phasesJson(MEMCPY_PHASES, new String[] {"copy_in", "copy_out"}))
                         .figure("control_calls_alone_micros", phasesJson(controlAlone, CONTROL_CALL_NAMES));
-                if (profile != null) {
+                if (cycleProfile != null) {
                     report.config("profile_files", new JsonArray(profileFiles));
                 }
                 report.config("page_bytes", pageBytes).config("batch_pages", batchPages).config("rounds", rounds)
