@@ -126,6 +126,8 @@ public final class ColocatedChannel implements AutoCloseable {
                     + " bytes): use gRPC for it");
         }
         int requestId = nextRequestId++;
+        ColocatedClientCallEvent event = new ColocatedClientCallEvent();
+        long start = event.isEnabled() ? System.nanoTime() : 0;
         try {
             ColocatedFrame.writeHeader(sent, opcode, 0, requestId);
             CodedOutputStream out = CodedOutputStream.newInstance(
@@ -133,7 +135,9 @@ public final class ColocatedChannel implements AutoCloseable {
             request.writeTo(out);
             out.flush();
             socket.send(sent, ColocatedFrame.HEADER_BYTES + size, false);
+            long sentAt = start == 0 ? 0 : System.nanoTime();
             long n = socket.receive(received);
+            long receivedAt = start == 0 ? 0 : System.nanoTime();
             if (n == 0) {
                 throw new IOException("the Manager closed the co-located channel");
             }
@@ -145,7 +149,15 @@ public final class ColocatedChannel implements AutoCloseable {
                 throw refusal(status, received, n);
             }
             ByteBuffer body = received.asSlice(ColocatedFrame.HEADER_BYTES, n - ColocatedFrame.HEADER_BYTES).asByteBuffer();
-            return parser.parseFrom(body);
+            R parsed = parser.parseFrom(body);
+            if (start != 0) {
+                event.opcode = opcode;
+                event.sendNanos = sentAt - start;
+                event.waitNanos = receivedAt - sentAt;
+                event.parseNanos = System.nanoTime() - receivedAt;
+                event.commit();
+            }
+            return parsed;
         } catch (InvalidProtocolBufferException e) {
             throw new UncheckedIOException("the co-located " + method + " reply does not parse", e);
         } catch (IOException e) {

@@ -238,25 +238,19 @@ class ColocatedChannelIT {
     }
 
     @Test
-    void requestsBeyondTheInFlightBoundAreRefusedAndEveryRequestIsAnsweredOnce() throws Exception {
+    void backToBackRequestsAreEachAnsweredOnceInOrder() throws Exception {
+        // The loop reads the socket itself and a Ping completes in place: 64 frames sent before any reply is read are
+        // answered in order, none refused (a call that completes later counts against the bound:
+        // ColocatedChannelLoopsIT).
         int requests = 64;
         try (RawChannel raw = RawChannel.authenticated(running)) {
             for (int id = 1; id <= requests; id++) {
                 raw.send(ColocatedFrame.opcode("Ping"), id, new byte[0]);
             }
-            boolean[] answered = new boolean[requests + 1];
-            int refused = 0;
-            for (int n = 0; n < requests; n++) {
-                RawReply reply = raw.receive();
-                assertThat(answered[reply.requestId()]).as("request %d answered twice", reply.requestId()).isFalse();
-                answered[reply.requestId()] = true;
-                assertThat(reply.status()).isIn(ColocatedFrame.STATUS_OK, ErrorReason.TOO_MANY_OUTSTANDING.getNumber());
-                refused += reply.status() == ColocatedFrame.STATUS_OK ? 0 : 1;
+            for (int id = 1; id <= requests; id++) {
+                assertThat(raw.receive()).isEqualTo(new RawReply(id, ColocatedFrame.STATUS_OK));
             }
-            // 64 back-to-back frames against a bound of 2: the reader outruns the loop.
-            assertThat(refused).isPositive().isLessThan(requests);
         }
-        assertThat(running.metric("orbitkv_rejections_total{reason=\"too_many_outstanding\"}")).isPositive();
     }
 
     @Test

@@ -59,7 +59,7 @@ public final class DramBench {
 
     /** The knobs; see the README for their meaning. */
     record Settings(long pageBytes, int batchPages, int rounds, int queryIterations, int queryWarmup, int rpcWarmup,
-                    String poolSize, int eventLoopThreads) {}
+                    String poolSize, int eventLoopThreads, boolean colocatedSteps, String colocatedJfr) {}
 
     /**
      * A bench-side seam for the tests that break the path: each method sees one step of a timed round (0-based) and
@@ -102,7 +102,9 @@ public final class DramBench {
                 a.integer("query-warmup", 10_000),
                 a.integer("rpc-warmup", 1500),
                 a.string("pool-size", "1GiB"),
-                a.integer("event-loop-threads", 1));
+                a.integer("event-loop-threads", 1),
+                a.flag("colocated-steps", false),
+                a.string("colocated-jfr", ""));
         a.requireAllUsed();
         if (s.pageBytes() <= 0 || s.pageBytes() % 4096 != 0 || s.batchPages() < 1 || s.rounds() < 1
                 || s.queryIterations() < 1 || s.queryWarmup() < 0 || s.rpcWarmup() < 0) {
@@ -265,7 +267,7 @@ public final class DramBench {
                 LatencySummary query = queryLatency.summary();
                 LatencySummary ping = pingLatency.summary();
                 ColocatedLatency colocated = colocatedQuery(manager, session, hitQuery, hitPages, queryIterations,
-                        warmupIterations);
+                        warmupIterations, s);
                 StatsReply stats = session.stats().await();
                 report
                         .topLevelRatio("throughput_ratio", pairedRatio.estimate())
@@ -295,8 +297,11 @@ public final class DramBench {
     }
 
     /** The co-located channel's hit query and its no-op round trip, p50/p99 of each. */
-    record ColocatedLatency(LatencySummary query, LatencySummary ping) {
+    record ColocatedLatency(LatencySummary query, LatencySummary ping, JsonObject steps) {
         void report(BenchReport.Builder report) {
+            if (steps != null) {
+                report.figure("colocated_steps", steps);
+            }
             report.figure("colocated_query_64_page_hit", query.toJson())
                     .baseline("colocated_noop_ping", ping.toJson())
                     .topLevelRatio("colocated_query_p50_ratio", query.p50Nanos(), ping.p50Nanos())
@@ -312,11 +317,16 @@ public final class DramBench {
      * iterations; each lease is released over the channel, untimed.
      */
     private static ColocatedLatency colocatedQuery(Manager manager, EngineSession session, GroupChain hitQuery,
-                                                   int hitPages, int iterations, int warmup) throws Exception {
+                                                   int hitPages, int iterations, int warmup, Settings s) throws Exception {
         LatencyRecorder queryLatency = LatencyRecorder.singleWriter();
         LatencyRecorder pingLatency = LatencyRecorder.singleWriter();
+        boolean steps = s.colocatedSteps() || !s.colocatedJfr().isEmpty();
+        ColocatedSteps recording = null;
         try (ColocatedChannel channel = ColocatedChannel.connect(manager.colocatedSocket(), manager.token())) {
             for (int i = 0; i < iterations + warmup; i++) {
+                if (i == warmup && steps) {
+                    recording = ColocatedSteps.start(s.colocatedJfr().isEmpty() ? null : Path.of(s.colocatedJfr()));
+                }
                 boolean pingFirst = pingFirst(i);
                 long pingNanos = pingFirst ? timedPing(channel) : 0;
                 long q0 = System.nanoTime();
@@ -336,7 +346,11 @@ public final class DramBench {
                 }
             }
         }
-        return new ColocatedLatency(queryLatency.summary(), pingLatency.summary());
+        JsonObject summary = recording == null ? null : recording.summary();
+        if (summary != null) {
+            System.err.println("co-located steps (p50, µs): " + summary.encodePrettily());
+        }
+        return new ColocatedLatency(queryLatency.summary(), pingLatency.summary(), summary);
     }
 
     private static long timedPing(ColocatedChannel channel) {
