@@ -1,5 +1,6 @@
 package io.orbitkv.engine;
 
+import com.google.protobuf.CodedOutputStream;
 import com.google.protobuf.Message;
 import io.netty.channel.IoEvent;
 import io.netty.channel.IoEventLoop;
@@ -34,6 +35,8 @@ import io.vertx.grpc.common.WireFormat;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.util.HashMap;
@@ -436,19 +439,27 @@ final class ColocatedEngineDoor {
         }
 
         private <R> void answer(EngineCall<?, R> call, int opcode, int requestId, Object request, R result) {
-            byte[] body = ((Message) result).toByteArray();
-            if (ColocatedFrame.HEADER_BYTES + (long) body.length > reply.byteSize()) {
+            Message message = (Message) result;
+            int size = message.getSerializedSize();
+            if (ColocatedFrame.HEADER_BYTES + (long) size > reply.byteSize()) {
                 // A query's reply is smaller than its request (about 19 bytes a page against 36), so only a repeated
                 // answer (a poll of a large query submitted over gRPC) or a large Stats gets here: what it carries
                 // stays with the session, and with this connection's holdings.
                 answerFailure(opcode, requestId, new OrbitException(ErrorReason.OVERSIZED_REQUEST, "the "
-                        + call.method().methodName() + " reply (" + body.length + " bytes) is larger than"
+                        + call.method().methodName() + " reply (" + size + " bytes) is larger than"
                         + " engine.colocated-max-frame (" + settings.colocatedMaxFrameBytes() + "): use gRPC for it"), call);
                 return;
             }
             ColocatedFrame.writeHeader(reply, opcode, ColocatedFrame.STATUS_OK, requestId);
-            MemorySegment.copy(body, 0, reply, ValueLayout.JAVA_BYTE, ColocatedFrame.HEADER_BYTES, body.length);
-            send(ColocatedFrame.HEADER_BYTES + body.length);
+            try { // straight into the native frame: no array, no copy
+                CodedOutputStream out = CodedOutputStream.newInstance(
+                        reply.asSlice(ColocatedFrame.HEADER_BYTES, size).asByteBuffer());
+                message.writeTo(out);
+                out.flush();
+            } catch (IOException e) {
+                throw new UncheckedIOException("encoding a " + call.method().methodName() + " reply", e);
+            }
+            send(ColocatedFrame.HEADER_BYTES + size);
         }
 
         private void answerFailure(int opcode, int requestId, Throwable cause, EngineCall<?, ?> call) {
