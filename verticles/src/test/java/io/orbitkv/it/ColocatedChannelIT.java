@@ -157,6 +157,29 @@ class ColocatedChannelIT {
     }
 
     @Test
+    void aChannelThatSpinsForItsRepliesAnswersTheSame() throws Exception {
+        List<ByteString> hashes = chain("spin", 3);
+        try (OrbitKvClient client = running.unixClient();
+             EngineSession session = client.register(RunningManager.identity("model-a", PAGE).build(),
+                     InstanceRole.PREFILL_AND_DECODE).await();
+             ColocatedChannel channel = ColocatedChannel.connect(running.manager().colocatedSocket(),
+                     running.manager().token(), Duration.ofMillis(1))) {
+            publish(session, hashes);
+            QueryReply reply = channel.submitQuery(session, List.of(group(hashes)), 0);
+            assertThat(reply.getStatus()).isEqualTo(QueryStatus.READY);
+            assertThat(reply.getReadyBlocks()).isEqualTo(3);
+            assertThat(channel.poll(session.session(), reply.getTicket()).getLease().getLeaseId())
+                    .isEqualTo(reply.getLease().getLeaseId());
+            assertThatThrownBy(() -> channel.poll(session.session(), reply.getTicket() + 987_654))
+                    .isInstanceOfSatisfying(OrbitKvException.class,
+                            e -> assertThat(e.reason()).isEqualTo(ErrorReason.UNKNOWN_TICKET));
+            assertThat(channel.release(session.session(), reply.getLease().getLeaseId()).getLeaseValid()).isTrue();
+        }
+        assertThatThrownBy(() -> ColocatedChannel.connect(running.manager().colocatedSocket(), running.manager().token(),
+                Duration.ofNanos(-1))).isInstanceOf(IllegalArgumentException.class);
+    }
+
+    @Test
     void aWrongTokenOrUserIsRefusedTypedAndTheConnectionClosed() throws Exception {
         Path socket = running.manager().colocatedSocket();
         assertThatThrownBy(() -> ColocatedChannel.connect(socket, "not-the-token-0123456789"))
