@@ -47,15 +47,15 @@ def test_a_spinning_transport_answers_the_same(manager):
 
     transport = ColocatedTransport(manager.colocated_socket, manager.token, spin_seconds=0.001)
     with OrbitKvClient(f"colocated:{manager.colocated_socket}", manager.token, transport=transport) as client:
-        keys = hashes(43, 3)
+        keys = hashes(47, 3)
         with client.register(make_identity("py-colocated/spin"), label="spin") as session:
-            session.publish([(0, h, page(43, i)) for i, h in enumerate(keys)])
+            session.publish([(0, h, page(47, i)) for i, h in enumerate(keys)])
             reply = session.query({0: keys})
             assert reply.status == pb.READY and reply.ready_blocks == 3
             assert session.poll(reply.ticket).lease.lease_id == reply.lease.lease_id
             with session.lease(reply) as lease:
                 for leased in lease.pages:
-                    assert bytes(lease.read(leased)) == page(43, leased.position)
+                    assert bytes(lease.read(leased)) == page(47, leased.position)
             with pytest.raises(OrbitKvError) as refused:
                 session.poll(reply.ticket + 987654)
             assert refused.value.reason == "UNKNOWN_TICKET"
