@@ -8,7 +8,7 @@ The same pair over gRPC from the same process is reported beside it, and the cli
 (``client_protobuf_p50_micros``; alone with ``--protobuf-only``). Prints one JSON object; the headline is
 ``query_p50_ratio`` (query p50 / no-op p50 on the channel).
 
-    PYTHONHASHSEED=0 /usr/bin/python3 clients/python/bench_colocated.py [--iterations 5000] [--warmup 2000]
+    PYTHONHASHSEED=0 /usr/bin/python3 clients/python/bench_colocated.py [--iterations 5000] [--warmup 2000] [--spin-micros 0]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "tests"))
 
 from orbitkv import OrbitKvClient, identity, pb  # noqa: E402
+from orbitkv.colocated import ColocatedTransport  # noqa: E402
 
 HIT_PAGES = 64
 PAGE_BYTES = 4096
@@ -108,6 +109,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2000)
     parser.add_argument("--data-dir", help="a running Manager's data directory (default: start one)")
     parser.add_argument("--protobuf-only", action="store_true", help="only the client's own protobuf work, no Manager")
+    parser.add_argument("--spin-micros", type=int, default=0,
+                        help="the channel's calls poll for their reply this long before sleeping (default 0)")
     args = parser.parse_args()
     if args.protobuf_only:
         print(json.dumps({"bench": "colocated-python-protobuf", "p50_micros": protobuf_micros()}, indent=2))
@@ -127,7 +130,8 @@ def main() -> None:
                 grpc_client.register(identity("bench/colocated", "bench", "bench", 16,
                                               [(0, pb.FULL_ATTENTION, PAGE_BYTES)])) as session:
             session.publish([(0, h, bytes([i % 251]) * PAGE_BYTES) for i, h in enumerate(keys)])
-            with OrbitKvClient.connect_colocated(data_dir / "colocated.sock", token) as channel:
+            transport = ColocatedTransport(data_dir / "colocated.sock", token, spin_seconds=args.spin_micros / 1e6)
+            with OrbitKvClient(f"colocated:{data_dir / 'colocated.sock'}", token, transport=transport) as channel:
                 colocated = interleaved(channel, session.ref, session.namespace, keys, args.iterations, args.warmup)
             grpc = interleaved(grpc_client, session.ref, session.namespace, keys, args.iterations, args.warmup)
             leases = session.stats().session_leases
@@ -135,6 +139,7 @@ def main() -> None:
                   "query_p50_micros": colocated["query_64_page_hit"]["p50_micros"],
                   "colocated": colocated, "grpc": grpc, "client_protobuf_p50_micros": protobuf_micros(),
                   "config": {"iterations": args.iterations, "warmup": args.warmup, "hit_pages": HIT_PAGES,
+                             "spin_micros": args.spin_micros,
                              "python": sys.version.split()[0], "cpus": os.cpu_count()},
                   "checks": {"leases_left": leases}}
         print(json.dumps(result, indent=2))

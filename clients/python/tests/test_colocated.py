@@ -42,6 +42,28 @@ def test_a_whole_session_over_the_channel_byte_exact(manager, colocated):
         assert session.stats().session_leases == 0
 
 
+def test_a_spinning_transport_answers_the_same(manager):
+    from orbitkv.colocated import ColocatedTransport
+
+    transport = ColocatedTransport(manager.colocated_socket, manager.token, spin_seconds=0.001)
+    with OrbitKvClient(f"colocated:{manager.colocated_socket}", manager.token, transport=transport) as client:
+        keys = hashes(47, 3)
+        with client.register(make_identity("py-colocated/spin"), label="spin") as session:
+            session.publish([(0, h, page(47, i)) for i, h in enumerate(keys)])
+            reply = session.query({0: keys})
+            assert reply.status == pb.READY and reply.ready_blocks == 3
+            assert session.poll(reply.ticket).lease.lease_id == reply.lease.lease_id
+            with session.lease(reply) as lease:
+                for leased in lease.pages:
+                    assert bytes(lease.read(leased)) == page(47, leased.position)
+            with pytest.raises(OrbitKvError) as refused:
+                session.poll(reply.ticket + 987654)
+            assert refused.value.reason == "UNKNOWN_TICKET"
+            assert session.stats().session_leases == 0
+    with pytest.raises(ValueError):
+        ColocatedTransport(manager.colocated_socket, manager.token, spin_seconds=-1)
+
+
 def test_refusals_carry_the_same_reasons_as_grpc(manager, colocated):
     with manager.client() as grpc_client, grpc_client.register(make_identity("py-colocated/err")) as session:
         for transport in (colocated, grpc_client):

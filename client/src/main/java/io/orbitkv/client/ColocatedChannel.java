@@ -16,6 +16,7 @@ import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -27,7 +28,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *
  * <p>Design note: the channel owns one socket and two native buffers sized by the Manager's frame bound (from the
  * Hello reply); {@link #close()} releases them. Calls are blocking and serialised (one request in flight per channel:
- * a thread that needs its own pace opens its own channel). Refusals come back as {@link OrbitKvException} with the
+ * a thread that needs its own pace opens its own channel); a call sleeps in recv for its reply, or first polls for it
+ * for a bounded spin when connected with one. Refusals come back as {@link OrbitKvException} with the
  * Manager's typed reason, as from gRPC. Closing the channel (or the process dying) ends the sessions registered over
  * it and releases the leases it was handed, at once.
  */
@@ -39,10 +41,13 @@ public final class ColocatedChannel implements AutoCloseable {
     private final int maxFrameBytes;
     private final int maxInFlight;
     private final AtomicBoolean closing = new AtomicBoolean();
+    /** How long a call polls for its reply before it sleeps in recv; 0: it sleeps at once. */
+    private final long spinNanos;
     private int nextRequestId = 1;
 
-    private ColocatedChannel(SeqPacketSocket socket, int maxFrameBytes, int maxInFlight) {
+    private ColocatedChannel(SeqPacketSocket socket, int maxFrameBytes, int maxInFlight, long spinNanos) {
         this.socket = socket;
+        this.spinNanos = spinNanos;
         this.maxFrameBytes = maxFrameBytes;
         this.maxInFlight = maxInFlight;
         this.sent = arena.allocate(maxFrameBytes, 8);
@@ -59,6 +64,18 @@ public final class ColocatedChannel implements AutoCloseable {
      * (UNAUTHENTICATED_CALLER, PEER_NOT_ALLOWED), a socket that is not there an {@link IOException}.
      */
     public static ColocatedChannel connect(Path socketPath, String token) throws IOException {
+        return connect(socketPath, token, Duration.ZERO);
+    }
+
+    /**
+     * Like {@link #connect(Path, String)}, with each call polling for its reply for up to {@code spin} before it sleeps
+     * in recv: a reply that comes within it costs no wake-up of this thread, at the price of one core busy for as long
+     * (the thread polls with non-blocking recv calls). Worth it only where the engine's thread has a core to itself.
+     */
+    public static ColocatedChannel connect(Path socketPath, String token, Duration spin) throws IOException {
+        if (spin.isNegative()) {
+            throw new IllegalArgumentException("a negative spin: " + spin);
+        }
         SeqPacketSocket socket = SeqPacketSocket.connect(socketPath);
         try (Arena hello = Arena.ofConfined()) {
             byte[] tokenBytes = token.getBytes(StandardCharsets.UTF_8);
@@ -85,7 +102,8 @@ public final class ColocatedChannel implements AutoCloseable {
             if (socket.sendBufferBytes() < 2 * maxFrame) {
                 socket.sendBufferBytes(2 * maxFrame); // so that a frame up to the bound can be sent
             }
-            return new ColocatedChannel(socket, maxFrame, ColocatedFrame.u32(reply, ColocatedFrame.HEADER_BYTES + 4L));
+            return new ColocatedChannel(socket, maxFrame, ColocatedFrame.u32(reply, ColocatedFrame.HEADER_BYTES + 4L),
+                    spin.toNanos());
         } catch (IOException | RuntimeException e) {
             try {
                 socket.close();
@@ -126,6 +144,8 @@ public final class ColocatedChannel implements AutoCloseable {
                     + " bytes): use gRPC for it");
         }
         int requestId = nextRequestId++;
+        ColocatedClientCallEvent event = new ColocatedClientCallEvent();
+        long start = event.isEnabled() ? System.nanoTime() : 0;
         try {
             ColocatedFrame.writeHeader(sent, opcode, 0, requestId);
             CodedOutputStream out = CodedOutputStream.newInstance(
@@ -133,7 +153,9 @@ public final class ColocatedChannel implements AutoCloseable {
             request.writeTo(out);
             out.flush();
             socket.send(sent, ColocatedFrame.HEADER_BYTES + size, false);
-            long n = socket.receive(received);
+            long sentAt = start == 0 ? 0 : System.nanoTime();
+            long n = spinNanos == 0 ? socket.receive(received) : receiveSpinning();
+            long receivedAt = start == 0 ? 0 : System.nanoTime();
             if (n == 0) {
                 throw new IOException("the Manager closed the co-located channel");
             }
@@ -145,12 +167,33 @@ public final class ColocatedChannel implements AutoCloseable {
                 throw refusal(status, received, n);
             }
             ByteBuffer body = received.asSlice(ColocatedFrame.HEADER_BYTES, n - ColocatedFrame.HEADER_BYTES).asByteBuffer();
-            return parser.parseFrom(body);
+            R parsed = parser.parseFrom(body);
+            if (start != 0) {
+                event.opcode = opcode;
+                event.sendNanos = sentAt - start;
+                event.waitNanos = receivedAt - sentAt;
+                event.parseNanos = System.nanoTime() - receivedAt;
+                event.commit();
+            }
+            return parsed;
         } catch (InvalidProtocolBufferException e) {
             throw new UncheckedIOException("the co-located " + method + " reply does not parse", e);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
+    }
+
+    /** Polls for the reply for up to the spin, then sleeps in recv. */
+    private long receiveSpinning() throws NativeIoException {
+        long deadline = System.nanoTime() + spinNanos;
+        do {
+            long n = socket.receiveNow(received);
+            if (n >= 0) {
+                return n;
+            }
+            Thread.onSpinWait();
+        } while (System.nanoTime() - deadline < 0);
+        return socket.receive(received);
     }
 
     private static OrbitKvException refusal(int status, MemorySegment frame, long length) {

@@ -1,6 +1,13 @@
 package io.orbitkv.engine;
 
+import com.google.protobuf.CodedOutputStream;
 import com.google.protobuf.Message;
+import io.netty.channel.IoEvent;
+import io.netty.channel.IoEventLoop;
+import io.netty.channel.IoRegistration;
+import io.netty.channel.epoll.EpollIoHandle;
+import io.netty.channel.epoll.EpollIoOps;
+import io.netty.channel.unix.FileDescriptor;
 import io.orbitkv.common.OrbitException;
 import io.orbitkv.engine.EngineAuthenticator.Caller;
 import io.orbitkv.nativeio.libc.NativeIoException;
@@ -19,13 +26,17 @@ import io.orbitkv.protocol.engine.SubmitQueryRequest;
 import io.orbitkv.protocol.engine.UnregisterRequest;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
+import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.buffer.Buffer;
+import io.vertx.core.internal.ContextInternal;
 import io.vertx.grpc.common.GrpcMessage;
 import io.vertx.grpc.common.WireFormat;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.util.HashMap;
@@ -34,7 +45,6 @@ import java.util.Map;
 import java.util.OptionalInt;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -54,13 +64,16 @@ import org.slf4j.LoggerFactory;
  * by the kernel, so a frame needs no length prefix or reassembly. The channel's hit query and its no-op round trip are
  * measured in {@code bench dram} and {@code clients/python/bench_colocated.py} (perf/README.md).
  *
- * <p>Design note (threads and ownership): an acceptor thread blocks in accept; each connection gets one reader thread
- * that blocks in recv, checks the frame (bounds, version, opcode, in-flight count), decodes the protobuf body off the
- * loop and hops to the engine role's event loop to run the call. Replies are sent from the loop without blocking
- * ({@code MSG_DONTWAIT}); a client that leaves its socket full (does not read its replies) is disconnected. Refusals
- * found on the reader (bad frame, too many in flight, authentication) are sent by the reader itself: the kernel appends
- * each message atomically, so the two senders never interleave. When the reader sees end-of-stream it hands the
- * socket to the loop, which closes it (no thread blocks on it any more) and ends what the connection held.
+ * <p>Design note (threads and ownership): an acceptor thread blocks in accept and hands each connection to the engine
+ * role's event loop, which polls the socket itself: the connection is registered with the loop's epoll (netty's
+ * generic {@link EpollIoHandle}), and when it is readable the loop receives the frames without blocking, checks each
+ * (bounds, version, opcode, in-flight count), decodes it and runs the call, and sends the reply without blocking
+ * ({@code MSG_DONTWAIT}). A call thus costs the Manager one wake-up (the loop's, by the kernel) and no thread hand-off;
+ * a call that completes later (its role on another loop) answers from its completion. A client that leaves its socket
+ * full (does not read its replies) is disconnected. At most {@value #FRAMES_PER_WAKEUP} frames are taken per wake-up,
+ * so one busy engine does not starve the loop's other work (the poll is level-triggered: the rest waits one turn).
+ * Everything about a connection after accept is loop-confined: the loop drops it from epoll, then closes it (no
+ * descriptor number is polled after its close), and ends what it held.
  *
  * <p>Design note (authentication, crash): the peer's uid is read by {@code SO_PEERCRED} at accept and checked, with
  * the engine token of the first frame (Hello), by the same {@link EngineAuthenticator} as the gRPC Unix socket; a
@@ -73,9 +86,13 @@ final class ColocatedEngineDoor {
     private static final Logger LOG = LoggerFactory.getLogger(ColocatedEngineDoor.class);
     /** Refusal messages are cut to this many bytes. */
     private static final int MAX_REFUSAL_TEXT_BYTES = 1024;
+    /** Frames one connection may have handled per wake-up of the loop. */
+    private static final int FRAMES_PER_WAKEUP = 16;
 
     private final Vertx vertx;
     private final Context context;
+    /** The engine role's event loop, whose epoll polls the connections; null when it is not on epoll. */
+    private final IoEventLoop loop;
     private final EngineSettings settings;
     private final EngineAuthenticator authenticator;
     private final EngineMetrics metrics;
@@ -91,6 +108,8 @@ final class ColocatedEngineDoor {
                         List<EngineCall<?, ?>> calls, EngineMetrics metrics) {
         this.vertx = vertx;
         this.context = context;
+        this.loop = ((ContextInternal) context).nettyEventLoop() instanceof IoEventLoop io
+                && io.isCompatible(Connection.class) ? io : null;
         this.settings = settings;
         this.authenticator = authenticator;
         this.metrics = metrics;
@@ -113,6 +132,11 @@ final class ColocatedEngineDoor {
             if (!SeqPacketSocket.isAvailable()) {
                 LOG.warn("the co-located channel is off: SOCK_SEQPACKET sockets are unavailable here ({}); engines use"
                         + " gRPC", SeqPacketSocket.unavailabilityCause().toString());
+                return null;
+            }
+            if (loop == null) {
+                LOG.warn("the co-located channel is off: the engine role's event loop is not on the epoll transport"
+                        + " ({}); engines use gRPC", ((ContextInternal) context).nettyEventLoop().getClass().getName());
                 return null;
             }
             GrpcEngineDoor.PrivateSocket bind = GrpcEngineDoor.PrivateSocket.prepare(settings.colocatedSocket());
@@ -143,15 +167,17 @@ final class ColocatedEngineDoor {
             return Future.succeededFuture();
         }
         listener.shutdown();
-        connections.forEach(c -> c.socket.shutdown());
-        return vertx.executeBlocking(() -> {
+        Promise<Void> ended = Promise.promise();
+        context.runOnContext(v -> {
+            List.copyOf(connections).forEach(Connection::end);
+            ended.complete();
+        });
+        return ended.future().compose(v -> vertx.executeBlocking(() -> {
             acceptor.join(5_000);
-            for (Connection connection : List.copyOf(connections)) {
-                connection.reader.join(5_000);
-            }
+            // A connection accepted while closing is ended by its registration (closing is set): none outlives this.
             Files.deleteIfExists(settings.colocatedSocket());
             return null;
-        });
+        }));
     }
 
     private void acceptLoop() {
@@ -178,7 +204,7 @@ final class ColocatedEngineDoor {
                     continue;
                 }
                 connections.add(connection);
-                connection.reader.start();
+                context.runOnContext(v -> connection.register());
             }
         } finally {
             closeQuietly(listener);
@@ -193,19 +219,18 @@ final class ColocatedEngineDoor {
         }
     }
 
-    /** One engine's connection: its reader thread, its bounds, and what it was handed (loop-confined maps). */
-    private final class Connection {
+    /** One engine's connection: its socket, its registration with the loop, its bounds, what it was handed. */
+    private final class Connection implements EpollIoHandle {
         final SeqPacketSocket socket;
-        final Thread reader;
         final OptionalInt peerUid;
-        final AtomicInteger inFlight = new AtomicInteger();
-        /** Reader-owned: the received frame (one byte over the bound, to see an oversized one) and refusals. */
+        private final FileDescriptor descriptor;
+        /** The received frame (one byte over the bound, to see an oversized one) and the reply being sent. */
         private final MemorySegment received;
-        private final MemorySegment refusal;
-        /** Loop-owned: the reply being sent. */
         private final MemorySegment reply;
+        /** Loop-confined from registration on. */
+        private IoRegistration registration;
+        private int inFlight;
         private boolean authenticated;
-        /** Loop-confined from here on. */
         private boolean ended;
         private final Map<Long, SessionRef> registered = new HashMap<>();
         private final Map<Long, SessionRef> leases = new HashMap<>();
@@ -213,6 +238,7 @@ final class ColocatedEngineDoor {
 
         Connection(SeqPacketSocket socket) {
             this.socket = socket;
+            this.descriptor = new FileDescriptor(socket.descriptor()); // never closed through netty: the socket owns it
             OptionalInt uid;
             try {
                 uid = OptionalInt.of(socket.peerUid());
@@ -230,19 +256,46 @@ final class ColocatedEngineDoor {
             }
             Arena arena = Arena.ofAuto();
             this.received = arena.allocate(frame + 1L, 8);
-            this.refusal = arena.allocate(ColocatedFrame.HEADER_BYTES + MAX_REFUSAL_TEXT_BYTES, 8);
-            this.reply = arena.allocate(frame, 8);
-            this.reader = Thread.ofPlatform().daemon().name("orbitkv-colocated-reader").unstarted(this::readLoop);
+            this.reply = arena.allocate(Math.max(frame, ColocatedFrame.HEADER_BYTES + MAX_REFUSAL_TEXT_BYTES), 8);
         }
 
-        private void readLoop() {
+        /** On the loop: polls the socket from now on; a door closing meanwhile ends it at once. */
+        void register() {
+            if (closing) {
+                end();
+                return;
+            }
+            loop.register(this).addListener(done -> {
+                if (!done.isSuccess()) {
+                    LOG.warn("could not poll a co-located connection on the event loop", done.cause());
+                    end();
+                    return;
+                }
+                registration = (IoRegistration) done.getNow();
+                if (closing) {
+                    end();
+                    return;
+                }
+                registration.submit(EpollIoOps.EPOLLIN.with(EpollIoOps.EPOLLRDHUP));
+            });
+        }
+
+        @Override
+        public FileDescriptor fd() {
+            return descriptor;
+        }
+
+        /** On the loop, when the socket is readable (a frame, its end, or an error). */
+        @Override
+        public void handle(IoRegistration registration, IoEvent event) {
             try {
-                while (!closing) {
-                    long length = socket.receive(received);
-                    if (length == 0) {
-                        return; // end-of-stream: the engine closed, died, or the door is closing
+                for (int i = 0; i < FRAMES_PER_WAKEUP && !ended; i++) {
+                    long length = socket.receiveNow(received);
+                    if (length < 0) {
+                        return; // drained: epoll wakes the loop for the next one
                     }
-                    if (!onFrame(length)) {
+                    if (length == 0 || !onFrame(length, System.nanoTime())) {
+                        end(); // end-of-stream (the engine closed or died), or a refused Hello
                         return;
                     }
                 }
@@ -250,13 +303,18 @@ final class ColocatedEngineDoor {
                 if (!closing) {
                     LOG.debug("a co-located connection failed", e);
                 }
-            } finally {
-                context.runOnContext(v -> end());
+                end();
             }
         }
 
-        /** Checks one frame and hands it to the loop; false when the connection must end. */
-        private boolean onFrame(long length) {
+        /** Netty closes what is still registered when its loop stops; the door's own close came first. */
+        @Override
+        public void close() {
+            end();
+        }
+
+        /** Checks one frame and runs its call; false when the connection must end. */
+        private boolean onFrame(long length, long receivedNanos) {
             if (length < ColocatedFrame.HEADER_BYTES) {
                 refuse(0, 0, new OrbitException(ErrorReason.MALFORMED_REQUEST, "a frame of " + length
                         + " bytes is shorter than the " + ColocatedFrame.HEADER_BYTES + "-byte header"));
@@ -284,13 +342,12 @@ final class ColocatedEngineDoor {
                         ? "this connection is already authenticated" : "unknown opcode " + opcode));
                 return true;
             }
-            if (inFlight.incrementAndGet() > settings.colocatedMaxInFlight()) {
-                inFlight.decrementAndGet();
+            if (inFlight >= settings.colocatedMaxInFlight()) {
                 refuse(opcode, requestId, new OrbitException(ErrorReason.TOO_MANY_OUTSTANDING, "this connection has "
                         + settings.colocatedMaxInFlight() + " requests in the Manager (engine.colocated-max-in-flight)"));
                 return true;
             }
-            dispatch(call, opcode, requestId, body.toArray(ValueLayout.JAVA_BYTE));
+            dispatch(call, opcode, requestId, body, receivedNanos);
             return true;
         }
 
@@ -309,24 +366,28 @@ final class ColocatedEngineDoor {
                 return false;
             }
             authenticated = true;
-            ColocatedFrame.writeHeader(refusal, ColocatedFrame.OP_HELLO, ColocatedFrame.STATUS_OK, requestId);
-            ColocatedFrame.u32(refusal, ColocatedFrame.HEADER_BYTES, settings.colocatedMaxFrameBytes());
-            ColocatedFrame.u32(refusal, ColocatedFrame.HEADER_BYTES + 4L, settings.colocatedMaxInFlight());
-            return sendFromReader(ColocatedFrame.HEADER_BYTES + ColocatedFrame.HELLO_REPLY_BODY_BYTES);
+            ColocatedFrame.writeHeader(reply, ColocatedFrame.OP_HELLO, ColocatedFrame.STATUS_OK, requestId);
+            ColocatedFrame.u32(reply, ColocatedFrame.HEADER_BYTES, settings.colocatedMaxFrameBytes());
+            ColocatedFrame.u32(reply, ColocatedFrame.HEADER_BYTES + 4L, settings.colocatedMaxInFlight());
+            return send(ColocatedFrame.HEADER_BYTES + ColocatedFrame.HELLO_REPLY_BODY_BYTES);
         }
 
-        /** Decodes on the reader (the loop only runs the call) and hops to the loop. */
-        private <Q, R> void dispatch(EngineCall<Q, R> call, int opcode, int requestId, byte[] body) {
+        /** Decodes and runs the call; answers when its future completes (in place for a call on this loop). */
+        private <Q, R> void dispatch(EngineCall<Q, R> call, int opcode, int requestId, MemorySegment body,
+                                     long receivedNanos) {
             Q request;
             try {
-                request = call.decode(GrpcMessage.message("identity", WireFormat.PROTOBUF, Buffer.buffer(body)));
+                request = call.decode(GrpcMessage.message("identity", WireFormat.PROTOBUF,
+                        Buffer.buffer(body.toArray(ValueLayout.JAVA_BYTE))));
             } catch (OrbitException e) {
-                inFlight.decrementAndGet();
                 refuse(opcode, requestId, e);
                 return;
             }
-            context.runOnContext(v -> call.run(request).onComplete(ar -> {
-                inFlight.decrementAndGet();
+            long decodedNanos = System.nanoTime();
+            inFlight++;
+            call.run(request).onComplete(ar -> {
+                long completedNanos = System.nanoTime();
+                inFlight--;
                 if (ar.succeeded()) {
                     track(call, request, ar.result());
                     if (ended) {
@@ -337,7 +398,15 @@ final class ColocatedEngineDoor {
                 } else if (!ended) {
                     answerFailure(opcode, requestId, ar.cause(), call);
                 }
-            }));
+                ColocatedCallEvent event = new ColocatedCallEvent();
+                if (event.isEnabled()) {
+                    event.opcode = opcode;
+                    event.decodeNanos = decodedNanos - receivedNanos;
+                    event.runNanos = completedNanos - decodedNanos;
+                    event.replyNanos = System.nanoTime() - completedNanos;
+                    event.commit();
+                }
+            });
         }
 
         /** Remembers what this connection was handed, so that its end releases it. Loop-confined. */
@@ -370,19 +439,27 @@ final class ColocatedEngineDoor {
         }
 
         private <R> void answer(EngineCall<?, R> call, int opcode, int requestId, Object request, R result) {
-            byte[] body = ((Message) result).toByteArray();
-            if (ColocatedFrame.HEADER_BYTES + (long) body.length > reply.byteSize()) {
+            Message message = (Message) result;
+            int size = message.getSerializedSize();
+            if (ColocatedFrame.HEADER_BYTES + (long) size > reply.byteSize()) {
                 // A query's reply is smaller than its request (about 19 bytes a page against 36), so only a repeated
                 // answer (a poll of a large query submitted over gRPC) or a large Stats gets here: what it carries
                 // stays with the session, and with this connection's holdings.
                 answerFailure(opcode, requestId, new OrbitException(ErrorReason.OVERSIZED_REQUEST, "the "
-                        + call.method().methodName() + " reply (" + body.length + " bytes) is larger than"
+                        + call.method().methodName() + " reply (" + size + " bytes) is larger than"
                         + " engine.colocated-max-frame (" + settings.colocatedMaxFrameBytes() + "): use gRPC for it"), call);
                 return;
             }
             ColocatedFrame.writeHeader(reply, opcode, ColocatedFrame.STATUS_OK, requestId);
-            MemorySegment.copy(body, 0, reply, ValueLayout.JAVA_BYTE, ColocatedFrame.HEADER_BYTES, body.length);
-            sendFromLoop(ColocatedFrame.HEADER_BYTES + body.length);
+            try { // straight into the native frame: no array, no copy
+                CodedOutputStream out = CodedOutputStream.newInstance(
+                        reply.asSlice(ColocatedFrame.HEADER_BYTES, size).asByteBuffer());
+                message.writeTo(out);
+                out.flush();
+            } catch (IOException e) {
+                throw new UncheckedIOException("encoding a " + call.method().methodName() + " reply", e);
+            }
+            send(ColocatedFrame.HEADER_BYTES + size);
         }
 
         private void answerFailure(int opcode, int requestId, Throwable cause, EngineCall<?, ?> call) {
@@ -398,42 +475,35 @@ final class ColocatedEngineDoor {
                 status = ColocatedFrame.STATUS_INTERNAL;
                 text = "internal error: " + cause.getClass().getSimpleName() + ": " + cause.getMessage();
             }
-            sendFromLoop(writeRefusal(reply, opcode, status, requestId, text));
+            send(writeRefusal(reply, opcode, status, requestId, text));
         }
 
-        /** A refusal from the reader thread (its own buffer). */
         private void refuse(int opcode, int requestId, OrbitException refused) {
             metrics.rejected(refused.reason());
-            sendFromReader(writeRefusal(refusal, opcode, refused.reason().getNumber(), requestId, refused.getMessage()));
+            send(writeRefusal(reply, opcode, refused.reason().getNumber(), requestId, refused.getMessage()));
         }
 
-        /** Refuses and closes a connection that never got a reader (the acceptor owns it). */
+        /** Refuses and closes a connection that was never registered (the acceptor owns it). */
         void refuseAndClose(int requestId, int opcode, OrbitException refused) {
             refuse(opcode, requestId, refused);
             closeQuietly(socket);
         }
 
-        private boolean sendFromReader(int length) {
+        /**
+         * Never blocks the loop: a full socket means the engine does not read its replies, so it is disconnected (the
+         * shutdown makes the socket readable at its end, and {@link #handle} ends the connection). False then.
+         */
+        private boolean send(int length) {
             try {
-                socket.send(refusal, length, false);
-                return true;
-            } catch (NativeIoException e) {
-                LOG.debug("could not answer on a co-located connection", e);
-                return false;
-            }
-        }
-
-        /** Never blocks the loop: a full socket means the engine does not read its replies, so it is disconnected. */
-        private void sendFromLoop(int length) {
-            try {
-                if (!socket.send(reply, length, true)) {
-                    LOG.warn("a co-located engine does not read its replies (its socket is full): disconnecting it");
-                    socket.shutdown();
+                if (socket.send(reply, length, true)) {
+                    return true;
                 }
+                LOG.warn("a co-located engine does not read its replies (its socket is full): disconnecting it");
             } catch (NativeIoException e) {
                 LOG.debug("could not answer on a co-located connection", e);
-                socket.shutdown();
             }
+            socket.shutdown();
+            return false;
         }
 
         private static int writeRefusal(MemorySegment frame, int opcode, int status, int requestId, String text) {
@@ -444,9 +514,15 @@ final class ColocatedEngineDoor {
             return ColocatedFrame.HEADER_BYTES + n;
         }
 
-        /** On the loop, after the reader stopped: closes the socket and releases what the connection held. */
-        private void end() {
+        /** On the loop, once: drops the socket from epoll, closes it and releases what the connection held. */
+        void end() {
+            if (ended) {
+                return;
+            }
             ended = true;
+            if (registration != null) {
+                registration.cancel(); // on the loop: removed from epoll now, before the number can be reused
+            }
             connections.remove(this);
             closeQuietly(socket);
             releaseHoldings();

@@ -19,7 +19,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * <p>Design note: this object is the descriptor's only owner; {@link #close} releases it exactly once. Closing a
  * descriptor another thread is blocked on is a use-after-close (the number may be reused at once), so the thread that
  * blocks in {@link #accept} or {@link #receive} owns the close: other threads call {@link #shutdown}, which wakes it
- * (receive answers end-of-stream, accept fails), and it closes. {@link #send} is safe from several threads (the
+ * (receive answers end-of-stream, accept fails), and it closes. A socket polled by an event loop instead
+ * ({@link #descriptor}, {@link #receiveNow}) is closed by that loop, after it dropped the descriptor from its poller. {@link #send} is safe from several threads (the
  * kernel appends each message atomically). errno is captured in the same downcall into a per-thread state segment.
  * Capabilities are probed once ({@link #isAvailable}, with the cause kept).
  */
@@ -181,12 +182,40 @@ public final class SeqPacketSocket implements AutoCloseable {
         ensureOpen("recv");
         long n;
         do {
-            n = recv(into);
+            n = recv(into, MSG_TRUNC);
         } while (n < 0 && lastErrno() == EINTR);
         if (n < 0) {
             throw new NativeIoException("recv", path, lastErrno());
         }
         return n;
+    }
+
+    /**
+     * Like {@link #receive}, without blocking: the next message's full length, 0 at end-of-stream, or -1 when no
+     * message waits (for a caller that polls the descriptor's readiness).
+     */
+    public long receiveNow(MemorySegment into) throws NativeIoException {
+        ensureOpen("recv");
+        long n;
+        do {
+            n = recv(into, MSG_TRUNC | MSG_DONTWAIT);
+        } while (n < 0 && lastErrno() == EINTR);
+        if (n < 0) {
+            int errno = lastErrno();
+            if (errno == EAGAIN) {
+                return -1;
+            }
+            throw new NativeIoException("recv", path, errno);
+        }
+        return n;
+    }
+
+    /**
+     * The descriptor's number, to register its readiness with a poller (an event loop). This object still owns it: the
+     * poller must drop it before {@link #close}, or a number reused after the close would be polled for someone else.
+     */
+    public int descriptor() {
+        return fd;
     }
 
     /**
@@ -278,9 +307,9 @@ public final class SeqPacketSocket implements AutoCloseable {
     }
 
     /** The hot paths call their handles exactly (no boxing): one downcall per message. */
-    private long recv(MemorySegment into) {
+    private long recv(MemorySegment into, int flags) {
         try {
-            return (long) SeqPacketBindings.RECV.invokeExact(CALL_STATE.get(), fd, into, into.byteSize(), MSG_TRUNC);
+            return (long) SeqPacketBindings.RECV.invokeExact(CALL_STATE.get(), fd, into, into.byteSize(), flags);
         } catch (RuntimeException | Error e) {
             throw e;
         } catch (Throwable t) {

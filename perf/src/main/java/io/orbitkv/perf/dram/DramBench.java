@@ -20,6 +20,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -59,7 +60,8 @@ public final class DramBench {
 
     /** The knobs; see the README for their meaning. */
     record Settings(long pageBytes, int batchPages, int rounds, int queryIterations, int queryWarmup, int rpcWarmup,
-                    String poolSize, int eventLoopThreads, String profile, String profileCycleDir) {}
+                    String poolSize, int eventLoopThreads, String profile, String profileCycleDir,
+                    boolean colocatedSteps, String colocatedJfr, int colocatedSpinMicros) {}
 
     /**
      * A bench-side seam for the tests that break the path: each method sees one step of a timed round (0-based) and
@@ -104,10 +106,13 @@ public final class DramBench {
                 a.string("pool-size", "1GiB"),
                 a.integer("event-loop-threads", 1),
                 a.string("profile", ""),
-                a.string("profile-cycle", ""));
+                a.string("profile-cycle", ""),
+                a.flag("colocated-steps", false),
+                a.string("colocated-jfr", ""),
+                a.integer("colocated-spin-micros", 0));
         a.requireAllUsed();
         if (s.pageBytes() <= 0 || s.pageBytes() % 4096 != 0 || s.batchPages() < 1 || s.rounds() < 1
-                || s.queryIterations() < 1 || s.queryWarmup() < 0 || s.rpcWarmup() < 0) {
+                || s.queryIterations() < 1 || s.queryWarmup() < 0 || s.rpcWarmup() < 0 || s.colocatedSpinMicros() < 0) {
             throw new IllegalArgumentException("--page-bytes is a positive multiple of 4096; --batch-pages, --rounds and "
                     + "--query-iterations are positive; the warm-ups are >= 0");
         }
@@ -287,7 +292,7 @@ public final class DramBench {
                 LatencySummary query = queryLatency.summary();
                 LatencySummary ping = pingLatency.summary();
                 ColocatedLatency colocated = colocatedQuery(manager, session, hitQuery, hitPages, queryIterations,
-                        warmupIterations);
+                        warmupIterations, s);
                 StatsReply stats = session.stats().await();
                 report
                         .topLevelRatio("throughput_ratio", pairedRatio.estimate())
@@ -317,15 +322,19 @@ public final class DramBench {
     }
 
     /** The co-located channel's hit query and its no-op round trip, p50/p99 of each. */
-    record ColocatedLatency(LatencySummary query, LatencySummary ping) {
+    record ColocatedLatency(LatencySummary query, LatencySummary ping, JsonObject steps, int spinMicros) {
         void report(BenchReport.Builder report) {
+            if (steps != null) {
+                report.figure("colocated_steps", steps);
+            }
             report.figure("colocated_query_64_page_hit", query.toJson())
                     .baseline("colocated_noop_ping", ping.toJson())
                     .topLevelRatio("colocated_query_p50_ratio", query.p50Nanos(), ping.p50Nanos())
                     .ratio("colocated_query_p99_ratio", query.p99Nanos(), ping.p99Nanos())
                     .figure("colocated_query_p50_micros", query.p50Nanos() / 1e3)
                     .figure("colocated_query_p99_micros", query.p99Nanos() / 1e3)
-                    .config("colocated_channel", "SOCK_SEQPACKET unix socket, engine.proto messages in 8-byte-header frames");
+                    .config("colocated_channel", "SOCK_SEQPACKET unix socket, engine.proto messages in 8-byte-header frames")
+                    .config("colocated_client_spin_micros", spinMicros);
         }
     }
 
@@ -334,11 +343,17 @@ public final class DramBench {
      * iterations; each lease is released over the channel, untimed.
      */
     private static ColocatedLatency colocatedQuery(Manager manager, EngineSession session, GroupChain hitQuery,
-                                                   int hitPages, int iterations, int warmup) throws Exception {
+                                                   int hitPages, int iterations, int warmup, Settings s) throws Exception {
         LatencyRecorder queryLatency = LatencyRecorder.singleWriter();
         LatencyRecorder pingLatency = LatencyRecorder.singleWriter();
-        try (ColocatedChannel channel = ColocatedChannel.connect(manager.colocatedSocket(), manager.token())) {
+        boolean steps = s.colocatedSteps() || !s.colocatedJfr().isEmpty();
+        ColocatedSteps recording = null;
+        try (ColocatedChannel channel = ColocatedChannel.connect(manager.colocatedSocket(), manager.token(),
+                Duration.ofNanos(s.colocatedSpinMicros() * 1_000L))) {
             for (int i = 0; i < iterations + warmup; i++) {
+                if (i == warmup && steps) {
+                    recording = ColocatedSteps.start(s.colocatedJfr().isEmpty() ? null : Path.of(s.colocatedJfr()));
+                }
                 boolean pingFirst = pingFirst(i);
                 long pingNanos = pingFirst ? timedPing(channel) : 0;
                 long q0 = System.nanoTime();
@@ -358,7 +373,11 @@ public final class DramBench {
                 }
             }
         }
-        return new ColocatedLatency(queryLatency.summary(), pingLatency.summary());
+        JsonObject summary = recording == null ? null : recording.summary();
+        if (summary != null) {
+            System.err.println("co-located steps (p50, µs): " + summary.encodePrettily());
+        }
+        return new ColocatedLatency(queryLatency.summary(), pingLatency.summary(), summary, s.colocatedSpinMicros());
     }
 
     private static final String[] CYCLE_PHASE_NAMES = {"allocate", "copy_in", "seal", "query", "copy_out", "release"};
