@@ -20,7 +20,7 @@ import java.util.List;
  * until every copy is terminal, so a release asked meanwhile happens only then. Made by {@link PlanExecutor}; confined
  * to the planning role's loop.
  */
-public final class PreparedPlan {
+final class PreparedPlan {
     /** Ends one segment lease with its owner (the executor's release, which keeps its lease count). */
     @FunctionalInterface
     interface LeaseRelease {
