@@ -191,9 +191,9 @@ public final class AdmissionVerticle extends VerticleBase {
         RoleProxies.<C, R>serve(bus, address, c -> {
             Future<R> result;
             try {
-                result = handler.apply(c).recover(f -> Future.failedFuture(DemandAdmission.typed(f)));
+                result = handler.apply(c).recover(f -> Future.failedFuture(TicketAnswers.typed(f)));
             } catch (RuntimeException e) {
-                result = Future.failedFuture(DemandAdmission.typed(e));
+                result = Future.failedFuture(TicketAnswers.typed(e));
             }
             publishGauges();
             return result.onComplete(ar -> publishGauges());

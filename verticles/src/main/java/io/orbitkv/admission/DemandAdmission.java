@@ -13,7 +13,6 @@ import io.orbitkv.cost.CostProxy;
 import io.orbitkv.engine.ProducerPort;
 import io.orbitkv.model.cost.ObservationOutcome;
 import io.orbitkv.model.cost.ResourceId;
-import io.orbitkv.model.plan.BoundaryReason;
 import io.orbitkv.model.plan.Plan;
 import io.orbitkv.planning.PlanningCommands;
 import io.orbitkv.model.plan.PlanningException;
@@ -22,8 +21,6 @@ import io.orbitkv.planning.PlanningPort;
 import io.orbitkv.model.plan.PreparationCallbacks;
 import io.orbitkv.model.plan.PreparationResult;
 import io.orbitkv.protocol.engine.ErrorReason;
-import io.orbitkv.recovery.RecoveryException;
-import io.orbitkv.model.plan.Restored;
 import io.vertx.core.AsyncResult;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
@@ -37,9 +34,7 @@ import java.util.function.Predicate;
  * Demand admission: query tickets and their revisions, waiting budgets, byte budgets and tenant shares, and the leases
  * handed to engines. Planning decides and executes everything about a demand's pages: each evaluation is one
  * {@link PlanningPort#prepare}; planning asks back to admit each plan's bytes and reports how far it got
- * ({@link PreparationCallbacks}). Evidence alone never answers READY.
- *
- * <p>Design note (ownership):
+ * ({@link PreparationCallbacks}). Evidence alone never answers READY. Design note (ownership):
  * <ul>
  *   <li>Admission owns the ticket (its life is {@link Ticket.State}), the bytes charged for its current plan and the
  *       lease built on what planning prepared. Planning owns the plan and every page, under the preparation id
@@ -57,13 +52,10 @@ import java.util.function.Predicate;
  *   <li>Producer: a demand naming a producer (P/D) is not planned before {@link ProducerWaits} lets it pass; while it
  *       waits it holds nothing.</li>
  *   <li>Bounds: {@link TicketTable} (outstanding and answered tickets, answer lifetimes), {@link QueryBudgets}.</li>
+ *   <li>Confined to one event loop; planning's futures complete on it and its callbacks hop onto it.</li>
  * </ul>
- *
- * <p>Confined to one event loop; planning's futures complete on it and its callbacks hop onto it.
  */
 final class DemandAdmission {
-    static final long RETRY_AFTER_MICROS = 1000;
-
     private final AdmissionVerticle.Settings settings;
     private final Ticker ticker;
     private final PlanningPort planning;
@@ -74,23 +66,19 @@ final class DemandAdmission {
     private final TicketTable tickets;
     private final LeaseTable leases;
     private final AdmissionMeters meters;
+    private final TicketAnswers answers;
     private final ProducerWaits producers;
     private long nextPreparation = 1;
 
     DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning) {
-        this(settings, registry, ticker, planning, null, null);
+        this(settings, registry, ticker, planning, null, null, null);
     }
 
     /**
-     * @param cost     where complete-route samples go (HOST_READY_ROUTE: revision → READY); null = not observed
-     * @param dramPool the resource identity of this Manager's DRAM pool (with its incarnation)
+     * @param cost      where complete-route samples go (HOST_READY_ROUTE: revision → READY); null = not observed
+     * @param dramPool  the resource identity of this Manager's DRAM pool (with its incarnation)
+     * @param producers where demands naming a producer ask for it (P/D); null: they wait out their budget
      */
-    DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning,
-                    CostProxy cost, ResourceId dramPool) {
-        this(settings, registry, ticker, planning, cost, dramPool, null);
-    }
-
-    /** @param producers where demands naming a producer ask for it (P/D); null: they wait out their budget */
     DemandAdmission(AdmissionVerticle.Settings settings, MeterRegistry registry, Ticker ticker, PlanningPort planning,
                     CostProxy cost, ResourceId dramPool, ProducerPort producers) {
         this.producers = new ProducerWaits(producers, ticker, registry);
@@ -103,6 +91,7 @@ final class DemandAdmission {
         this.meters = new AdmissionMeters(registry);
         tickets = new TicketTable(settings, ticker);
         leases = new LeaseTable(budgets, tickets);
+        answers = new TicketAnswers(tickets, meters);
     }
 
     // ---- commands ----
@@ -167,7 +156,7 @@ final class DemandAdmission {
         } else {
             leases.drop(old); // its pages stay with planning, which takes them over or releases them
         }
-        return before.compose(n -> ticket.state == Ticket.State.ENDED ? Future.succeededFuture(pending(ticket))
+        return before.compose(n -> ticket.state == Ticket.State.ENDED ? Future.succeededFuture(answers.pending(ticket))
                 : evaluate(ticket, replaces));
     }
 
@@ -180,7 +169,7 @@ final class DemandAdmission {
             }
             case ANSWERED -> Future.succeededFuture(ticket.answer);
             case WAITING -> evaluate(ticket, 0);
-            default -> Future.succeededFuture(pending(ticket));
+            default -> Future.succeededFuture(answers.pending(ticket));
         };
     }
 
@@ -315,7 +304,7 @@ final class DemandAdmission {
         return before.transform(cancelled -> producers.check(ticket, ticket.waitDeadlineNanos(settings)))
                 .compose(verdict -> loop.run(() -> {
                     if (ticket.evaluation != ask || ticket.demand != demand || ticket.state == Ticket.State.ENDED) {
-                        return Future.succeededFuture(ticket.answer != null ? ticket.answer : pending(ticket));
+                        return Future.succeededFuture(ticket.answer != null ? ticket.answer : answers.pending(ticket));
                     }
                     ticket.evaluation = null;
                     producers.settled(ticket, verdict);
@@ -327,10 +316,10 @@ final class DemandAdmission {
                         }
                         case WAIT -> {
                             tickets.move(ticket, Ticket.State.WAITING);
-                            yield Future.succeededFuture(pending(ticket));
+                            yield Future.succeededFuture(answers.pending(ticket));
                         }
                         case PRODUCER_ENDED, BUDGET_SPENT ->
-                                Future.succeededFuture(answer(ticket, Status.MISS, DemandState.MISS, 0, null, null));
+                                Future.succeededFuture(answers.answer(ticket, Status.MISS, DemandState.MISS, 0, null, null));
                     };
                 }));
     }
@@ -396,7 +385,7 @@ final class DemandAdmission {
                         ticket.detail = DemandState.RESERVED;
                     }
                     if (!reply.future().isComplete()) {
-                        reply.complete(pending(ticket));
+                        reply.complete(answers.pending(ticket));
                     }
                 }
                 return Future.succeededFuture();
@@ -410,7 +399,7 @@ final class DemandAdmission {
                     lease(plan, held);
                     ticket.detail = DemandState.RESIDENT;
                     tickets.move(ticket, Ticket.State.COPYING);
-                    reply.tryComplete(pending(ticket));
+                    reply.tryComplete(answers.pending(ticket));
                 }
                 return Future.succeededFuture();
             });
@@ -429,7 +418,7 @@ final class DemandAdmission {
             if (!current()) {
                 refund();
                 if (!reply.future().isComplete()) {
-                    reply.complete(ticket.answer != null ? ticket.answer : pending(ticket));
+                    reply.complete(ticket.answer != null ? ticket.answer : answers.pending(ticket));
                 }
                 return;
             }
@@ -439,15 +428,15 @@ final class DemandAdmission {
                     // Answered (so the ticket expires like any answer), but the next poll gets the failure.
                     Lease lease = ticket.lease;
                     endLease(lease, false).onComplete(released -> {
-                        answer(ticket, Status.MISS, DemandState.MISS, 0, null, null);
-                        ticket.copyFailure = typed(ar.cause());
+                        answers.answer(ticket, Status.MISS, DemandState.MISS, 0, null, null);
+                        ticket.copyFailure = TicketAnswers.typed(ar.cause());
                         tickets.move(ticket, Ticket.State.COPY_FAILED);
                     });
                     return;
                 }
                 refund();
                 tickets.forget(ticket);
-                reply.tryFail(typed(routeFailure(ar.cause())));
+                reply.tryFail(TicketAnswers.typed(TicketAnswers.routeFailure(ar.cause())));
                 return;
             }
             PreparationResult result = ar.result();
@@ -461,17 +450,17 @@ final class DemandAdmission {
                     refund();
                     ticket.detail = DemandState.CANDIDATE;
                     tickets.move(ticket, Ticket.State.WAITING);
-                    reply.tryComplete(pending(ticket));
+                    reply.tryComplete(answers.pending(ticket));
                 }
                 case RECOMPUTE -> {
                     refund();
                     if (producers.awaitingEvidence(ticket, ticket.waitDeadlineNanos(settings))) {
                         ticket.detail = DemandState.WAITING_FOR_PRODUCER;
                         tickets.move(ticket, Ticket.State.WAITING);
-                        reply.tryComplete(pending(ticket));
+                        reply.tryComplete(answers.pending(ticket));
                         return;
                     }
-                    reply.tryComplete(answer(ticket, Status.MISS, DemandState.MISS, 0, null, plan.reason()));
+                    reply.tryComplete(answers.answer(ticket, Status.MISS, DemandState.MISS, 0, null, plan.reason()));
                 }
                 case HOST_READY -> {
                     Lease lease = lease(plan, result.held());
@@ -485,7 +474,7 @@ final class DemandAdmission {
                     if (!demand.speculative()) {
                         meters.restoredBytes.increment(lease.bytes());
                     }
-                    reply.tryComplete(answer(ticket, status, DemandState.valueOf(status.name()), plan.boundaryTokens(),
+                    reply.tryComplete(answers.answer(ticket, status, DemandState.valueOf(status.name()), plan.boundaryTokens(),
                             lease.leased(), plan.reason()));
                 }
                 case RESTORED -> {
@@ -493,45 +482,12 @@ final class DemandAdmission {
                     endLease(ticket.lease, false).onComplete(released -> {
                         // The engine holds the bytes now: its sources are released and it gets no lease.
                         meters.restoredBytes.increment(result.restored().bytes());
-                        answer(ticket, Status.READY, DemandState.READY, plan.boundaryTokens(), leased, plan.reason(),
+                        answers.answer(ticket, Status.READY, DemandState.READY, plan.boundaryTokens(), leased, plan.reason(),
                                 result.restored());
                     });
                 }
             }
         }
-    }
-
-    /** Planning refusals the engine must see typed: an unavailable explicit route or target fails closed. */
-    private static Throwable routeFailure(Throwable failure) {
-        PlanningFailure cause = PlanningException.failureOf(failure);
-        if (cause == PlanningFailure.REQUESTED_ROUTE_UNAVAILABLE || cause == PlanningFailure.TARGET_UNAVAILABLE) {
-            return new OrbitException(ErrorReason.ROUTE_UNAVAILABLE, ((PlanningException) failure).detail());
-        }
-        return failure;
-    }
-
-    private Outcome pending(Ticket ticket) {
-        meters.answered(Status.PENDING);
-        return new Outcome(ticket.id, Status.PENDING, ticket.detail, 0, ticket.demand.rules().pageSizeTokens(), 0,
-                List.of(), ticket.demand.revision(), ticket.demand.requestId(), ticket.demand.operationId(),
-                RETRY_AFTER_MICROS);
-    }
-
-    private Outcome answer(Ticket ticket, Status status, DemandState detail, long boundary, List<LeasedGroup> leased,
-                           BoundaryReason reason) {
-        return answer(ticket, status, detail, boundary, leased, reason, null);
-    }
-
-    private Outcome answer(Ticket ticket, Status status, DemandState detail, long boundary, List<LeasedGroup> leased,
-                           BoundaryReason reason, Restored restored) {
-        ticket.detail = detail;
-        ticket.answer = new Outcome(ticket.id, status, detail, boundary, ticket.demand.rules().pageSizeTokens(),
-                ticket.lease == null ? 0 : ticket.lease.id(), leased == null ? List.of() : List.copyOf(leased),
-                ticket.demand.revision(), ticket.demand.requestId(), ticket.demand.operationId(), 0, reason, restored);
-        tickets.move(ticket, Ticket.State.ANSWERED);
-        tickets.answered(ticket);
-        meters.answered(status);
-        return ticket.answer;
     }
 
     /** Ends a lease exactly once: out of the books, then planning releases its pages; answers its pages. */
@@ -540,13 +496,5 @@ final class DemandAdmission {
             return Future.succeededFuture(0);
         }
         return planning.release(lease.preparation(), quarantine).map(n -> lease.pages());
-    }
-
-    /** Contract failures travel as their engine-API reason. */
-    static Throwable typed(Throwable failure) {
-        if (failure instanceof RecoveryException recovery) {
-            return new OrbitException(recovery.reason().wireReason(), recovery.getMessage());
-        }
-        return failure;
     }
 }
