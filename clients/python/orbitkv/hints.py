@@ -19,19 +19,21 @@ from orbitkv import pb
 
 log = logging.getLogger(__name__)
 
-HINT_KEYS = ("retain_ttl_ms", "retain_priority", "do_not_store", "max_stored_tokens", "producer")
+HINT_KEYS = ("retain_ttl_ms", "retain_priority", "do_not_store", "max_stored_tokens", "handoff", "producer")
 PRODUCER_KEYS = ("instance_id", "session_epoch", "request_id", "member")
 MAX_PRODUCER_REQUEST_ID_CHARS = 128
 
 
 @dataclasses.dataclass(frozen=True)
 class StoreHints:
-    """``retain_ttl_ms`` 0: no retention. ``max_stored_tokens`` 0: no cap. ``producer``: the session and request whose
-    seals a consumer's lookup waits for."""
+    """``retain_ttl_ms`` 0: no retention. ``max_stored_tokens`` 0: no cap. ``handoff``: a producer's request (P/D
+    prefill) whose pages a consumer waits for: they are published under the request's id. ``producer``: the session
+    and request whose seals a consumer's lookup waits for."""
     retain_ttl_ms: int = 0
     retain_priority: int = 0
     do_not_store: bool = False
     max_stored_tokens: int = 0
+    handoff: bool = False
     producer: Optional[pb.Producer] = None
 
     def stored_blocks(self, block_tokens: int) -> Optional[int]:
@@ -90,6 +92,7 @@ def parse_hints(raw: Any, where: str, *, keys_prefix: str = "") -> StoreHints:
         "retain_priority": lambda v: _int(v, -(2 ** 31), 2 ** 31 - 1),
         "do_not_store": _bool,
         "max_stored_tokens": lambda v: _int(v, 0, 2 ** 62),
+        "handoff": _bool,
         "producer": _producer,
     }
     for key, value in raw.items():

@@ -81,7 +81,7 @@ def test_a_consumer_waits_for_its_producer_then_loads_its_pages(engines):
     # WAITING_FOR_PRODUCER: vLLM's "not yet" (the request stays waiting, asked again next step), never a miss.
     assert decode.matched["pd-decode"] == [(None, False), (None, False)]
     assert decode.computed_tokens["pd-decode"] == 0
-    prefill.add_request("pd-prefill", tokens)
+    prefill.add_request("pd-prefill", tokens, kv_transfer_params=hints(handoff=True))
     prefill.run()
     decode.run()
     assert decode.matched["pd-decode"][-1] == (3 * BLOCK, True)

@@ -49,6 +49,7 @@ Design note:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import logging
@@ -136,6 +137,11 @@ class OrbitKvHiCacheStorage(HiCacheStorage):
         self._extra_groups: dict[str, tuple[int, int, int, Any]] = {}
         self._hints = parse_hints({k: v for k, v in extra.items() if k.startswith(HINT_PREFIX)},
                                   "the SGLang backend's extra config", keys_prefix=HINT_PREFIX)
+        if self._hints.producer is not None or self._hints.handoff:
+            # P/D is per request: a backend-wide producer would make every lookup wait for one request.
+            log.warning("OrbitKV: orbitkv_producer and orbitkv_handoff are per-request hints SGLang cannot carry to "
+                        "a storage backend; ignored")
+            self._hints = dataclasses.replace(self._hints, producer=None, handoff=False)
         self._retain_refused = RateLimitedWarning(log)
         # Testing seam: called after a batch's pages are copied, before the lease is released.
         self.after_copy: Optional[Callable[[List[str]], None]] = None

@@ -221,6 +221,7 @@ class SaveSpec:
     req_id: str
     pages: list
     retain: Optional[tuple] = None
+    handoff: bool = False  # published under the request's id, for a consumer that names this request (P/D)
 
 
 @dataclasses.dataclass
@@ -560,7 +561,7 @@ class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
                          if p < len(table) and table[p] != NULL_BLOCK_ID)
         if pages:
             retain = (hints.retain_ttl_ms, hints.retain_priority, hashes[:stored]) if hints.retain_ttl_ms else None
-            meta.saves.append(SaveSpec(state.request.request_id, pages, retain))
+            meta.saves.append(SaveSpec(state.request.request_id, pages, retain, hints.handoff))
             state.had_saves = True
         state.offered_blocks = full
 
@@ -777,10 +778,11 @@ class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
             return  # the cache is off: these blocks are a future miss
         for spec in saves:
             try:
-                # Under the request's id: the seals then satisfy a consumer whose demand names this session and
-                # request as its producer (P/D).
+                # A handoff (P/D prefill) publishes under the request's id: its seals then satisfy a consumer whose
+                # demand names this session and request as its producer. Other saves stay untagged (the Manager
+                # keeps a bounded record of tagged keys).
                 reply = session.allocate(((group_id, h) for group_id, _, h, _ in spec.pages),
-                                         request_id=_demand_request_id(spec.req_id))
+                                         request_id=_demand_request_id(spec.req_id) if spec.handoff else "")
             except OrbitKvError as e:  # best effort: a refused save is a future miss, never an engine failure
                 log.warning("OrbitKV save of %d pages refused: %s", len(spec.pages), e.reason)
                 continue
@@ -837,8 +839,8 @@ class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
 
     def producer_params(self, req_id: str, member: str = "") -> Optional[dict]:
         """Worker side (the session that publishes): the ``producer`` hint a consumer's request carries to wait for
-        this request's pages, or None without a session. ``member``: this Manager's cluster member id when the
-        consumer's Manager is another one."""
+        this request's pages (the request itself carries ``"handoff": true``), or None without a session.
+        ``member``: this Manager's cluster member id when the consumer's Manager is another one."""
         session = self.session
         if session is None:
             return None
