@@ -57,6 +57,11 @@ Design note (who owns what):
   comes back from ``get_finished``, so vLLM recomputes them (use ``kv_load_failure_policy="recompute"``). A request
   gets one retry after a failed load, then vLLM computes. ``request_finished`` answers True for a request that had
   saves, and the worker reports it in ``get_finished``'s first set once its seals are done.
+* Hints (:mod:`orbitkv.hints`): a request's ``kv_transfer_params["orbitkv"]`` is read once by the scheduler.
+  ``do_not_store`` and ``max_stored_tokens`` shape the saves it plans; ``handoff`` and the retention travel with each
+  ``SaveSpec``. The worker publishes a handoff's pages under the request id and retains a request's stored prefix on
+  the sealing thread after its seals, before ``get_finished`` reports it (a refusal: one WARNING a minute). A
+  ``producer`` turns the scheduler's lookup into a demand naming it; WAITING_FOR_PRODUCER is PENDING, so ``None``.
 * CUDA: the worker pins its mapping of the pool once per session (``cudaHostRegister``, again after a Manager restart
   maps a new pool file); no device-wide synchronisation happens in any step. Without CUDA the same code copies with
   memcpy. The CUDA stream and events have not run here (no GPU): ``perf/gpu/vllm_async_copy.py`` checks and measures
