@@ -64,14 +64,15 @@ def page_keys(tokens):
     return keys
 
 
-def create_like_sglang(data_dir, tp_rank=0, cp_rank=0, cp_size=1):
+def create_like_sglang(data_dir, tp_rank=0, cp_rank=0, cp_size=1, model_name="orbitkv-test/sglang-tiny", **options):
+    # options: more extra config (``--hicache-storage-backend-extra-config``), e.g. orbitkv_do_not_store=True.
     extra = {"backend_name": "orbitkv", "module_path": "orbitkv.sglang", "class_name": "OrbitKvHiCacheStorage",
-             "interface_v1": 1, "orbitkv_data_dir": data_dir}
+             "interface_v1": 1, "orbitkv_data_dir": data_dir, **options}
     backend_class = getattr(importlib.import_module(extra["module_path"]), extra["class_name"])
     assert issubclass(backend_class, HiCacheStorage)
     config = SimpleNamespace(tp_rank=tp_rank, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=cp_rank, attn_cp_size=cp_size,
                              is_mla_model=False, enable_storage_metrics=False, is_page_first_layout=False,
-                             model_name="orbitkv-test/sglang-tiny", extra_config=extra)
+                             model_name=model_name, extra_config=extra)
     backend = backend_class(config, {})
     host = HostPool()
     backend.register_mem_pool_host(host)

@@ -150,6 +150,7 @@ class Request:
     max_tokens: int = 1
     preempted: bool = False  # set by a preemption until the request is scheduled again
     group_blocks: list = dataclasses.field(default_factory=list)  # per KV cache group, the block table
+    kv_transfer_params: Optional[dict] = None  # vLLM: from the request's sampling params, per connector
 
     @property
     def block_hashes(self) -> list[bytes]:
@@ -231,8 +232,9 @@ class MiniVllm:
         return FullAttentionSpec(BLOCK, HEADS, HEAD_DIM, DTYPE, LAYER_PAGE_BYTES)
 
     # --- requests -------------------------------------------------------------------------------------------
-    def add_request(self, request_id: str, prompt: list[int], max_tokens: int = 1) -> Request:
-        request = Request(request_id, list(prompt), max_tokens=max_tokens)
+    def add_request(self, request_id: str, prompt: list[int], max_tokens: int = 1,
+                    kv_transfer_params: Optional[dict] = None) -> Request:
+        request = Request(request_id, list(prompt), max_tokens=max_tokens, kv_transfer_params=kv_transfer_params)
         request.group_blocks = [[] for _ in self.groups]
         request.block_ids = request.group_blocks[0]
         self.waiting.append(request)

@@ -38,10 +38,18 @@ Design note:
   and states at other boundaries are not needed, a missing state shortens the prefix), so ``batch_exists_v2``
   reports that boundary for every pool and ``batch_get_v2`` copies each leased page into its own pool by
   ``(group, position)``; a page a pool did not get is False.
+* Storage hints: SGLang's own controller passes no per-request hint to a storage backend (its ``extra_info`` carries
+  only ``prefix_keys``), so the hints are backend-wide, from the extra config: ``orbitkv_do_not_store`` (nothing is
+  published: a reader only, e.g. a decode instance), ``orbitkv_max_stored_tokens`` (no page at or past that token of
+  its prefix is published), ``orbitkv_retain_ttl_ms`` / ``orbitkv_retain_priority`` (every published KV page is
+  retained; a refusal is one WARNING a minute). A call whose ``extra_info.extra_info`` holds an ``orbitkv`` dict (the
+  same keys, unprefixed) uses those hints instead. A page not published by choice answers True (stored), as the
+  Manager's own ``NOT_STORED`` pages do: SGLang must not treat a hint as a failed backup.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import logging
@@ -52,6 +60,7 @@ import torch
 from orbitkv import pb
 from orbitkv.client import OrbitKvClient, Session, identity as make_identity
 from orbitkv.errors import LeaseInvalidError, OrbitKvError
+from orbitkv.hints import RateLimitedWarning, StoreHints, parse_hints
 from orbitkv.hybrid import group_demand
 
 from orbitkv.engine_check import check_version, engine_installed, require_methods
@@ -107,6 +116,9 @@ def key_to_block_hash(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
+HINT_PREFIX = "orbitkv_"
+
+
 class OrbitKvHiCacheStorage(HiCacheStorage):
     def __init__(self, storage_config, kwargs: Optional[dict] = None):
         self._config = storage_config
@@ -123,6 +135,14 @@ class OrbitKvHiCacheStorage(HiCacheStorage):
         self.registered_pools: dict = {}
         # Extra (non-KV) host pools by name: (group id, kind, page bytes, dtype); ids follow the names' order.
         self._extra_groups: dict[str, tuple[int, int, int, Any]] = {}
+        self._hints = parse_hints({k: v for k, v in extra.items() if k.startswith(HINT_PREFIX)},
+                                  "the SGLang backend's extra config", keys_prefix=HINT_PREFIX)
+        if self._hints.producer is not None or self._hints.handoff:
+            # P/D is per request: a backend-wide producer would make every lookup wait for one request.
+            log.warning("OrbitKV: orbitkv_producer and orbitkv_handoff are per-request hints SGLang cannot carry to "
+                        "a storage backend; ignored")
+            self._hints = dataclasses.replace(self._hints, producer=None, handoff=False)
+        self._retain_refused = RateLimitedWarning(log)
         # Testing seam: called after a batch's pages are copied, before the lease is released.
         self.after_copy: Optional[Callable[[List[str]], None]] = None
 
@@ -249,9 +269,11 @@ class OrbitKvHiCacheStorage(HiCacheStorage):
         return results
 
     def batch_set_v1(self, keys: List[str], host_indices: torch.Tensor, extra_info: Any = None) -> List[bool]:
+        hints = self._hints_of(extra_info)
+        stored = self._stored_pages(hints, extra_info, len(keys))
         pages = [(0, key_to_block_hash(key), self._page_buffer(self.mem_pool_host.get_data_page(
-            self._host_page_index(host_indices, i), flat=True))) for i, key in enumerate(keys)]
-        return self._publish(pages)
+            self._host_page_index(host_indices, i), flat=True))) for i, key in enumerate(keys[:stored])]
+        return self._publish(pages, hints) + [True] * (len(keys) - stored)
 
     # --- hybrid interface (v2) --------------------------------------------------------------------------------
     def _pool(self, name: str):
@@ -358,10 +380,16 @@ class OrbitKvHiCacheStorage(HiCacheStorage):
     def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict[str, List[bool]]:
         """Publishes every transfer's host pages under its pool's group, in one publish."""
         pages, counts = [], {}
+        hints = self._hints_of(extra_info)
+        kv_keys = next((self._transfer_keys(t, transfers) for t in transfers if _pool_name(t.name) == KV_POOL), [])
+        stored = self._stored_pages(hints, extra_info, len(kv_keys))
+        # A cut KV chain drops the call's other pools too: a state or window page past the stored KV is never usable.
+        cut = stored < len(kv_keys)
         for transfer in transfers:
             name = _pool_name(transfer.name)
             keys = self._transfer_keys(transfer, transfers)
             counts[name] = len(keys)
+            keys = keys[:stored] if name == KV_POOL else ([] if cut else keys)
             group, pool = self._group_of(name), self._pool(name)
             if group is None or pool is None:
                 log.warning("OrbitKV set: pool %r was never registered", name)
@@ -370,8 +398,8 @@ class OrbitKvHiCacheStorage(HiCacheStorage):
             page_size = int(getattr(pool, "page_size", 1) or 1)
             pages.extend((group, key_to_block_hash(key), self._page_buffer(pool.get_data_page(
                 int(transfer.host_indices[i * page_size]), flat=True))) for i, key in enumerate(keys))
-        stored = all(self._publish(pages))
-        return {name: [stored] * count for name, count in counts.items()}
+        published = all(self._publish(pages, hints))
+        return {name: [published] * count for name, count in counts.items()}
 
     @staticmethod
     def _transfer_keys(transfer, transfers) -> List[str]:
@@ -417,21 +445,53 @@ class OrbitKvHiCacheStorage(HiCacheStorage):
 
     def batch_set(self, keys: List[str], values: Optional[Any] = None, target_locations: Optional[Any] = None,
                   target_sizes: Optional[Any] = None) -> bool:
-        return all(self._publish([(0, key_to_block_hash(k), self._page_buffer(v)) for k, v in zip(keys, values)]))
+        hints = self._hints
+        stored = self._stored_pages(hints, None, len(keys))
+        return all(self._publish([(0, key_to_block_hash(k), self._page_buffer(v))
+                                  for k, v in zip(keys[:stored], values)], hints))
 
     # --- helpers ------------------------------------------------------------------------------------------
     @staticmethod
     def _page_buffer(tensor: torch.Tensor):
         return tensor.detach().contiguous().cpu().view(-1).view(torch.uint8).numpy()
 
-    def _publish(self, pages) -> List[bool]:
+    def _hints_of(self, extra_info) -> StoreHints:
+        """The call's own hints (``extra_info.extra_info["orbitkv"]``) when it carries any, else the backend's."""
+        carried = getattr(extra_info, "extra_info", None)
+        if isinstance(carried, dict) and "orbitkv" in carried:
+            return parse_hints(carried["orbitkv"], "a storage call's extra_info")
+        return self._hints
+
+    def _stored_pages(self, hints: StoreHints, extra_info, count: int) -> int:
+        """How many of a call's ``count`` pages (after ``extra_info.prefix_keys``) may be published."""
+        if hints.do_not_store:
+            return 0
+        pool = self.registered_pools.get(KV_POOL) or getattr(self, "mem_pool_host", None)
+        page_tokens = int(getattr(pool, "page_size", 0) or 0)
+        cap = hints.stored_blocks(page_tokens) if page_tokens else None
+        if cap is None:
+            return count
+        prefix = len(getattr(extra_info, "prefix_keys", None) or [])
+        return max(0, min(count, cap - prefix))
+
+    def _publish(self, pages, hints: StoreHints) -> List[bool]:
         if not pages:
             return []
         try:
-            self._live().publish(pages)
+            session = self._live()
+            session.publish(pages)
         except (OrbitKvError, ValueError) as e:  # ValueError: the mapping of a session lost meanwhile was closed
             log.warning("OrbitKV set of %d pages refused: %s", len(pages), str(e))
             return [False] * len(pages)
+        if hints.retain_ttl_ms:
+            chains: dict[int, list] = {}
+            for group, block_hash, _ in pages:
+                chains.setdefault(group, []).append(block_hash)
+            try:
+                session.retain(chains, hints.retain_ttl_ms, hints.retain_priority)
+            except OrbitKvError as e:
+                self._retain_refused.warn("OrbitKV retention of %d pages refused (%s): cached without it", len(pages),
+                                          e.reason)
         return [True] * len(pages)
 
     @staticmethod

@@ -57,6 +57,11 @@ Design note (who owns what):
   comes back from ``get_finished``, so vLLM recomputes them (use ``kv_load_failure_policy="recompute"``). A request
   gets one retry after a failed load, then vLLM computes. ``request_finished`` answers True for a request that had
   saves, and the worker reports it in ``get_finished``'s first set once its seals are done.
+* Hints (:mod:`orbitkv.hints`): a request's ``kv_transfer_params["orbitkv"]`` is read once by the scheduler.
+  ``do_not_store`` and ``max_stored_tokens`` shape the saves it plans; ``handoff`` and the retention travel with each
+  ``SaveSpec``. The worker publishes a handoff's pages under the request id and retains a request's stored prefix on
+  the sealing thread after its seals, before ``get_finished`` reports it (a refusal: one WARNING a minute). A
+  ``producer`` turns the scheduler's lookup into a demand naming it; WAITING_FOR_PRODUCER is PENDING, so ``None``.
 * CUDA: the worker pins its mapping of the pool once per session (``cudaHostRegister``, again after a Manager restart
   maps a new pool file); no device-wide synchronisation happens in any step. Without CUDA the same code copies with
   memcpy. The CUDA stream and events have not run here (no GPU): ``perf/gpu/vllm_async_copy.py`` checks and measures
@@ -79,6 +84,7 @@ from orbitkv import pb
 from orbitkv.checksum import crc32c
 from orbitkv.client import OrbitKvClient, Session, identity as make_identity
 from orbitkv.errors import ChecksumMismatchError, LeaseInvalidError, OrbitKvError
+from orbitkv.hints import NO_HINTS, RateLimitedWarning, StoreHints, parse_hints
 from orbitkv.hybrid import group_demand
 
 from orbitkv.engine_check import check_version, engine_installed, require_methods
@@ -214,9 +220,13 @@ class LoadSpec:
 
 @dataclasses.dataclass
 class SaveSpec:
-    """Newly computed pages of a request to publish: ``(group id, position, block hash, vLLM block id)``."""
+    """Newly computed pages of a request to publish: ``(group id, position, block hash, vLLM block id)``.
+    ``retain``: ``(ttl_ms, priority, chain)`` when the request asked to retain its stored prefix ``chain`` (the
+    selected group's hashes from block 0) once it finishes."""
     req_id: str
     pages: list
+    retain: Optional[tuple] = None
+    handoff: bool = False  # published under the request's id, for a consumer that names this request (P/D)
 
 
 @dataclasses.dataclass
@@ -241,6 +251,7 @@ class _RequestState:
     block_ids: list = dataclasses.field(default_factory=list)  # per group, the block table (position -> block id)
     offered_blocks: int = 0  # blocks [0, offered_blocks) were loaded or handed to the worker to save
     had_saves: bool = False
+    hints: StoreHints = NO_HINTS
 
 
 @dataclasses.dataclass
@@ -299,6 +310,7 @@ class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
         self._pending_loads: list[LoadSpec] = []
         self._revisions: dict[str, tuple] = {}  # request -> (revision, operation id, session), both roles
         self._loads_offered: dict[str, int] = {}
+        self._request_hints: dict[str, StoreHints] = {}
         # worker state
         self._on_cuda = False
         self._step: Optional[list[_StepPublish]] = None
@@ -311,6 +323,8 @@ class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
         self._save_reqs: set[str] = set()
         self._done_recving: set[str] = set()
         self._load_errors: set[int] = set()
+        self._retains: dict[str, tuple] = {}  # request -> (ttl_ms, priority, chain) to retain once it finishes
+        self._retain_refused = RateLimitedWarning(log)
         self._lock = threading.Lock()
         # Testing seam: called after a lease's pages are copied, before it is released.
         self.after_copy: Optional[Callable[[LoadSpec], None]] = None
@@ -434,6 +448,11 @@ class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
                                       end_block=end, selected_group=self._selected_group,
                                       positions={g.group_id: range(start, end) for g in self._groups},
                                       max_wait_micros=int(self._query_timeout * 1e6))
+                producer = self._hints_of(request).producer
+                if producer is not None:
+                    # P/D: PENDING (WAITING_FOR_PRODUCER) until the named session sealed these pages under its
+                    # request; MISS if it ends first or orbitkv.query_timeout_s passes.
+                    demand.producer.CopyFrom(producer)
                 revision = self._revise(session, request.request_id, demand)
                 lookup = _Lookup(start, end, revision, session.submit_demand(demand), session)
                 self._lookups[request.request_id] = lookup
@@ -459,9 +478,21 @@ class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
             return 0, False
         return need, True
 
+    def _hints_of(self, request) -> StoreHints:
+        """The request's ``kv_transfer_params["orbitkv"]`` (read once per request; a bad value is one WARNING and
+        that hint is ignored)."""
+        hints = self._request_hints.get(request.request_id)
+        if hints is None:
+            params = getattr(request, "kv_transfer_params", None)
+            raw = params.get("orbitkv") if isinstance(params, dict) else None
+            hints = parse_hints(raw, f"request {request.request_id}")
+            self._request_hints[request.request_id] = hints
+        return hints
+
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int):
         state = self._states.setdefault(request.request_id, _RequestState(request))
         state.request = request
+        state.hints = self._hints_of(request)
         tables = [list(table) for table in blocks.get_block_ids()] if blocks is not None else []
         if any(tables):
             state.block_ids = tables
@@ -519,20 +550,25 @@ class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
         full = min(computed_after_step // self._block_size, len(hashes), publishable, len(selected))
         if full <= state.offered_blocks:
             return
+        hints = state.hints
+        # do_not_store: nothing of the request is published. max_stored_tokens: no block past the cap is.
+        cap = 0 if hints.do_not_store else hints.stored_blocks(self._block_size)
+        stored = full if cap is None else min(full, cap)
         pages = []
         for group in self._groups:
             table = tables[group.group_id] if group.group_id < len(tables) else []
             if group.kind == pb.RECURRENT:
                 # One state per boundary: the one this step ended on, held by the block of the last full position.
-                positions = [full - 1] if computed_after_step == full * self._block_size else []
+                positions = [full - 1] if computed_after_step == full * self._block_size and full <= stored else []
             else:
-                positions = range(state.offered_blocks, full)
+                positions = range(state.offered_blocks, stored)
             pages.extend((group.group_id, p, hashes[p], table[p]) for p in positions
                          if p < len(table) and table[p] != NULL_BLOCK_ID)
         if pages:
-            meta.saves.append(SaveSpec(state.request.request_id, pages))
+            retain = (hints.retain_ttl_ms, hints.retain_priority, hashes[:stored]) if hints.retain_ttl_ms else None
+            meta.saves.append(SaveSpec(state.request.request_id, pages, retain, hints.handoff))
+            state.had_saves = True
         state.offered_blocks = full
-        state.had_saves = True
 
     def update_connector_output(self, connector_output):
         for req_id in getattr(connector_output, "finished_recving", None) or ():
@@ -543,6 +579,7 @@ class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
         self._end_lookup(request.request_id)
         self._revisions.pop(request.request_id, None)
         self._loads_offered.pop(request.request_id, None)
+        self._request_hints.pop(request.request_id, None)
         state = self._states.pop(request.request_id, None)
         return (state is not None and state.had_saves), None
 
@@ -739,12 +776,18 @@ class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
         for spec in saves:
             # Reported by get_finished once its seals are done, whether or not anything could be saved.
             self._save_reqs.add(spec.req_id)
+            if spec.retain is not None:
+                self._retains[spec.req_id] = spec.retain
         session = self.session
         if session is None:
             return  # the cache is off: these blocks are a future miss
         for spec in saves:
             try:
-                reply = session.allocate((group_id, h) for group_id, _, h, _ in spec.pages)
+                # A handoff (P/D prefill) publishes under the request's id: its seals then satisfy a consumer whose
+                # demand names this session and request as its producer. Other saves stay untagged (the Manager
+                # keeps a bounded record of tagged keys).
+                reply = session.allocate(((group_id, h) for group_id, _, h, _ in spec.pages),
+                                         request_id=_demand_request_id(spec.req_id) if spec.handoff else "")
             except OrbitKvError as e:  # best effort: a refused save is a future miss, never an engine failure
                 log.warning("OrbitKV save of %d pages refused: %s", len(spec.pages), e.reason)
                 continue
@@ -799,11 +842,41 @@ class OrbitKvConnector(KVConnectorBase_V1, SupportsHMA):
             log.warning("OrbitKV seal refused (%s): aborting the publish", getattr(e, "reason", str(e)))
             _abort_quietly(publish)
 
+    def producer_params(self, req_id: str, member: str = "") -> Optional[dict]:
+        """Worker side (the session that publishes): the ``producer`` hint a consumer's request carries to wait for
+        this request's pages (the request itself carries ``"handoff": true``), or None without a session.
+        ``member``: this Manager's cluster member id when the consumer's Manager is another one."""
+        session = self.session
+        if session is None:
+            return None
+        producer = session.producer(_demand_request_id(req_id), member)
+        params = {"instance_id": producer.instance_id, "session_epoch": producer.session_epoch,
+                  "request_id": producer.request_id}
+        return {**params, "member": member} if member else params
+
+    def _retain(self, req_id: str, ttl_ms: int, priority: int, chain: list):
+        """Retains the request's stored prefix in every full-attention group. A refusal (budget full, ttl out of
+        range, chain too long) leaves the pages cached without it: one WARNING a minute, never an engine failure."""
+        session = self.session
+        if session is None or not chain:
+            return
+        groups = [g.group_id for g in self._groups if g.kind == pb.FULL_ATTENTION] or [self._selected_group]
+        try:
+            session.retain({g: chain for g in groups}, ttl_ms, priority)
+        except OrbitKvError as e:
+            self._retain_refused.warn("OrbitKV retention of %d blocks of request %s refused (%s): cached without it",
+                                      len(chain), req_id, e.reason)
+
     def get_finished(self, finished_req_ids: set[str]) -> tuple[Optional[set[str]], Optional[set[str]]]:
         self._finish_loads()  # normally done by wait_for_save; here if this step had none
         self._finished_reqs.update(r for r in finished_req_ids if r in self._save_reqs)
         for req_id in finished_req_ids:
             self._revisions.pop(req_id, None)
+            retain = self._retains.pop(req_id, None)
+            if retain is not None and req_id in self._save_reqs:
+                # On the sealing thread, after the request's seals (one thread, in order); get_finished reports the
+                # request once the retention answered too.
+                self._seals.setdefault(req_id, []).append(self._sealer.submit(self._retain, req_id, *retain))
         done_sending = set()
         for req_id in list(self._finished_reqs):
             if all(f.done() for f in self._seals.get(req_id, ())):
