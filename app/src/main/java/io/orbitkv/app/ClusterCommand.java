@@ -32,12 +32,16 @@ final class ClusterCommand implements Callable<Integer> {
 
     /** The command that runs one Manager from this very jar (or class path), taking {@code --set key=value}. */
     static List<String> managerCommand() {
+        return managerCommand(ManagementFactory.getRuntimeMXBean().getInputArguments());
+    }
+
+    /** @param jvmArguments this JVM's own arguments: its start-up cache, if any, is passed on */
+    static List<String> managerCommand(List<String> jvmArguments) {
         String java = ProcessHandle.current().info().command().orElse("java");
         List<String> command = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED",
                 "--sun-misc-unsafe-memory-access=allow", "-Xmx512m"));
         // The launcher's start-up cache, when this JVM runs with it: same jar, so the Managers load from it too.
-        ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
-                .filter(arg -> arg.startsWith("-XX:AOTCache=")).findFirst().ifPresent(command::add);
+        jvmArguments.stream().filter(arg -> arg.startsWith("-XX:AOTCache=")).findFirst().ifPresent(command::add);
         command.addAll(List.of("-cp", System.getProperty("java.class.path"), OrbitKv.class.getName(), "manager"));
         return List.copyOf(command);
     }
