@@ -33,3 +33,15 @@ def manager_process():
 def manager(manager_process):
     yield manager_process
     manager_process.assert_no_leaks()
+
+
+@pytest.fixture
+def small_pool(tmp_path):
+    """A Manager of its own: a 4 MiB pool and no SSD, so pool pressure evicts (nothing comes back from SSD)."""
+    (tmp_path / "data").mkdir()
+    process = ManagerProcess({"pool.size": "4MiB", "ssd.enabled": "false", "session.ttl-ms": "3000"},
+                             data_dir=str(tmp_path / "data")).start()
+    try:
+        yield process
+    finally:
+        process.stop()

@@ -11,7 +11,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from manager import ManagerProcess
 from orbitkv import OrbitKvClient
 from test_client import hashes, make_identity, page
 from test_sglang_storage import PAGE, create_like_sglang, fill, page_keys
@@ -81,18 +80,6 @@ def test_bad_extra_config_values_are_one_warning_and_the_backend_serves(backends
     keys = page_keys([(i * 5) % 4000 for i in range(2 * PAGE)])
     assert written(backend, host, keys, seed=4) == [True] * 2
     assert backend.batch_exists(keys) == 2  # stored: the bad do_not_store was ignored
-
-
-@pytest.fixture
-def small_pool(tmp_path):
-    """A Manager of its own: a 4 MiB pool and no SSD, so pool pressure evicts (nothing comes back from SSD)."""
-    (tmp_path / "data").mkdir()
-    process = ManagerProcess({"pool.size": "4MiB", "ssd.enabled": "false", "session.ttl-ms": "3000"},
-                             data_dir=str(tmp_path / "data")).start()
-    try:
-        yield process
-    finally:
-        process.stop()
 
 
 def test_retained_pages_survive_pool_pressure_that_evicts_the_others(small_pool, backends):

@@ -8,7 +8,6 @@ import uuid
 
 import pytest
 
-from manager import ManagerProcess
 from orbitkv import OrbitKvClient, pb
 from test_client import hashes, make_identity, page
 from vllm_harness import BLOCK, LAYER_PAGE_BYTES, LAYERS, MiniVllm
@@ -140,18 +139,6 @@ def test_a_refused_retention_is_one_warning_and_the_pages_are_still_stored(engin
     b.add_request("again-2", second)
     b.run()
     assert b.matched["again-1"] == [(2 * BLOCK, True)] and b.matched["again-2"] == [(2 * BLOCK, True)]
-
-
-@pytest.fixture
-def small_pool(tmp_path):
-    """A Manager of its own: a 4 MiB pool and no SSD, so pool pressure evicts (nothing comes back from SSD)."""
-    (tmp_path / "data").mkdir()
-    process = ManagerProcess({"pool.size": "4MiB", "ssd.enabled": "false", "session.ttl-ms": "3000"},
-                             data_dir=str(tmp_path / "data")).start()
-    try:
-        yield process
-    finally:
-        process.stop()
 
 
 def test_a_retained_prefix_survives_pool_pressure_that_evicts_the_others(small_pool):
