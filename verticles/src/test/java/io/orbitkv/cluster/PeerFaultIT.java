@@ -79,8 +79,14 @@ class PeerFaultIT {
         namespace = Namespaces.derive(identity());
     }
 
+    /**
+     * Warming off: its probe is a real one-page source lease, and these tests count the source's leases and pins
+     * exactly.
+     */
     static Map<String, String> requesterSettings(String member) throws Exception {
-        return PeerITFixture.requesterSettings(dir, cluster, member, PREFIX, TTL_S);
+        Map<String, String> settings = PeerITFixture.requesterSettings(dir, cluster, member, PREFIX, TTL_S);
+        settings.put("peer.warm-connections", "0");
+        return settings;
     }
 
     @AfterAll
