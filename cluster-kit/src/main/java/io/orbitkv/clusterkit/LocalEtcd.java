@@ -14,6 +14,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -143,11 +144,54 @@ public final class LocalEtcd implements AutoCloseable {
     /** Ports {@link #freePort} handed out in this JVM: never handed out twice (see there). */
     private static final Set<Integer> HANDED_OUT = ConcurrentHashMap.newKeySet();
 
+    /** The lowest port {@link #freePort} hands out: above the ports services and default configurations use. */
+    static final int LOWEST_HANDED_OUT = 10_000;
+
     /**
-     * A port free now, never one this JVM handed out before: callers take several before any is bound (etcd's two,
-     * a Manager's Hazelcast and peer ports), and the kernel may answer the same ephemeral port twice meanwhile.
+     * A port free now, below the kernel's ephemeral range and never one this JVM handed out before. Callers take
+     * several before any is bound (etcd's two, a Manager's Hazelcast and peer ports) and bind them in other processes
+     * seconds later: a port from the ephemeral range (what binding port 0 answers) can meanwhile become the local end
+     * of any outgoing connection on the host (to etcd, between Managers), and the bind then fails. Ports below the
+     * range are never taken that way; the random start keeps concurrent test JVMs apart.
      */
     public static int freePort() throws IOException {
+        int[] range = ephemeralRange();
+        int low = LOWEST_HANDED_OUT;
+        int high = range[0] - 1;
+        if (high - low < 1_000) { // an unusual ephemeral range: only the kernel's own choice is left
+            return kernelChosenPort();
+        }
+        ThreadLocalRandom random = ThreadLocalRandom.current();
+        for (int attempt = 0; attempt < 512; attempt++) {
+            int port = low + random.nextInt(high - low + 1);
+            if (!HANDED_OUT.contains(port) && bindable(port) && HANDED_OUT.add(port)) {
+                return port;
+            }
+        }
+        throw new IOException("no free port in " + low + "-" + high + " that was not handed out already (512 tries)");
+    }
+
+    /** The kernel's ephemeral port range ({@code ip_local_port_range}); Linux's default when it cannot be read. */
+    static int[] ephemeralRange() {
+        try {
+            String[] bounds = Files.readString(Path.of("/proc/sys/net/ipv4/ip_local_port_range")).trim().split("\\s+");
+            return new int[] {Integer.parseInt(bounds[0]), Integer.parseInt(bounds[1])};
+        } catch (IOException | RuntimeException unreadable) {
+            return new int[] {32_768, 60_999};
+        }
+    }
+
+    private static boolean bindable(int port) {
+        try (ServerSocket socket = new ServerSocket()) {
+            socket.setReuseAddress(false);
+            socket.bind(new InetSocketAddress(port)); // the wildcard address: free on every interface, 127.0.0.1 too
+            return true;
+        } catch (IOException taken) {
+            return false;
+        }
+    }
+
+    private static int kernelChosenPort() throws IOException {
         for (int attempt = 0; attempt < 256; attempt++) {
             try (ServerSocket socket = new ServerSocket(0)) {
                 if (HANDED_OUT.add(socket.getLocalPort())) {
