@@ -132,6 +132,8 @@ final class EngineReplies {
             reply.setReadyBlocks(outcome.readyBlocks()).setBoundaryTokens(outcome.boundaryTokens());
             boolean leasing = outcome.leaseId() != 0;
             Lease.Builder lease = Lease.newBuilder().setLeaseId(outcome.leaseId());
+            // Collected at their final size and added at once: the builder's own list would grow five times for 64.
+            java.util.List<LeasedPage> pages = leasing ? new java.util.ArrayList<>(leasedPages(outcome)) : null;
             for (LeasedGroup group : outcome.leased()) {
                 GroupSpans.Builder spans = GroupSpans.newBuilder().setGroupId(group.groupId());
                 int runStart = -1;
@@ -139,7 +141,7 @@ final class EngineReplies {
                 for (int i = 0; i < group.positions().size(); i++) {
                     int position = group.positions().get(i);
                     if (leasing) {
-                        lease.addPages(leasedPage(group.groupId(), position, group.refs().get(i)));
+                        pages.add(leasedPage(group.groupId(), position, group.refs().get(i)));
                     }
                     if (position != previous + 1) {
                         if (runStart >= 0) {
@@ -155,7 +157,7 @@ final class EngineReplies {
                 reply.addLeasedRanges(spans);
             }
             if (leasing) {
-                reply.setLease(lease);
+                reply.setLease(lease.addAllPages(pages));
             }
             if (outcome.restored() != null) {
                 reply.setRestore(RestoreOutcome.newBuilder().setRoute(outcome.restored().route())
@@ -163,6 +165,14 @@ final class EngineReplies {
             }
         }
         return reply.build();
+    }
+
+    private static int leasedPages(Outcome outcome) {
+        int pages = 0;
+        for (LeasedGroup group : outcome.leased()) {
+            pages += group.positions().size();
+        }
+        return pages;
     }
 
     static LeasedPage leasedPage(int groupId, int position, ImageRef ref) {

@@ -81,7 +81,7 @@ public final class LocalOwners {
     }
 
     static DemandEvidence evidenceOf(List<KeyEvidence> found) {
-        Map<StateKey, ReplicaSet> byKey = HashMap.newHashMap(found.size());
+        HashMap<StateKey, ReplicaSet> byKey = HashMap.newHashMap(found.size());
         Set<StateKey> writing = Set.of();
         for (KeyEvidence ev : found) {
             ReplicaEvidence.LocalDram dram = ev.dramGeneration() < 0 ? null : new ReplicaEvidence.LocalDram(
@@ -99,7 +99,7 @@ public final class LocalOwners {
                 writing.add(ev.key());
             }
         }
-        return DemandEvidence.of(byKey).withWriting(writing);
+        return DemandEvidence.adopt(byKey).withWriting(writing);
     }
 
     private static List<KeyGeneration> generations(PlannedSegment segment) {

@@ -1,11 +1,8 @@
 package io.orbitkv.storage;
 
-import io.orbitkv.model.StateKey;
 import java.util.ArrayList;
 import java.util.Iterator;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.TreeMap;
 
@@ -14,47 +11,105 @@ import java.util.TreeMap;
  * ({@code do_not_store} publishes) first, then unretained images, then retained ones from the lowest retention
  * priority up; least recently used first within each class.
  *
- * <p>Design note: one access-ordered map per class, so eviction and a touch stay O(1) and a class change (a retention
- * granted or ended, see {@link RetentionTable}) moves one image. An image's class is read from its fields
+ * <p>Design note: one doubly linked queue per class, threaded through the images themselves ({@link Image#orderPrev},
+ * {@link Image#orderNext}, {@link Image#orderQueue}), so a pin's remove, an unpin's put and a touch are a few pointer
+ * writes with no hash lookup, and eviction takes the head. An image's class is read from its fields
  * ({@link Image#transientImage}, {@link Image#retainPriority}); they change only through {@link #reprioritize}, which
- * moves the image between maps, so an image is always found in the map its fields name. Loop-confined.
+ * moves the image between queues, so an image is always in the queue its fields name. Loop-confined.
  */
 final class EvictionOrder {
-    private final LinkedHashMap<StateKey, Image> transients = new LinkedHashMap<>(16, 0.75f, true);
-    private final LinkedHashMap<StateKey, Image> ordinary = new LinkedHashMap<>(16, 0.75f, true);
-    /** Retained images by priority, lowest first. */
-    private final TreeMap<Integer, LinkedHashMap<StateKey, Image>> retained = new TreeMap<>();
+    /** One class's images, least recently used at the head. */
+    static final class Queue {
+        private Image head;
+        private Image tail;
+        private int size;
 
-    private LinkedHashMap<StateKey, Image> classOf(Image image, boolean create) {
+        private void linkLast(Image image) {
+            image.orderQueue = this;
+            image.orderPrev = tail;
+            image.orderNext = null;
+            if (tail == null) {
+                head = image;
+            } else {
+                tail.orderNext = image;
+            }
+            tail = image;
+            size++;
+        }
+
+        private void linkFirst(Image image) {
+            image.orderQueue = this;
+            image.orderPrev = null;
+            image.orderNext = head;
+            if (head == null) {
+                tail = image;
+            } else {
+                head.orderPrev = image;
+            }
+            head = image;
+            size++;
+        }
+
+        private void unlink(Image image) {
+            Image prev = image.orderPrev;
+            Image next = image.orderNext;
+            if (prev == null) {
+                head = next;
+            } else {
+                prev.orderNext = next;
+            }
+            if (next == null) {
+                tail = prev;
+            } else {
+                next.orderPrev = prev;
+            }
+            image.orderQueue = null;
+            image.orderPrev = null;
+            image.orderNext = null;
+            size--;
+        }
+    }
+
+    private final Queue transients = new Queue();
+    private final Queue ordinary = new Queue();
+    /** Retained images by priority, lowest first; a class's queue exists while it holds an image. */
+    private final TreeMap<Integer, Queue> retained = new TreeMap<>();
+
+    private Queue classOf(Image image) {
         if (image.transientImage) {
             return transients;
         }
         if (image.retainPriority == RetentionTable.NOT_RETAINED) {
             return ordinary;
         }
-        return create ? retained.computeIfAbsent(image.retainPriority, p -> new LinkedHashMap<>(16, 0.75f, true))
-                : retained.get(image.retainPriority);
+        return retained.computeIfAbsent(image.retainPriority, p -> new Queue());
     }
 
+    /** Adds the image as most recently used of its class; an image already queued moves there. */
     void put(Image image) {
-        classOf(image, true).put(image.key, image);
+        if (image.orderQueue != null) {
+            remove(image);
+        }
+        classOf(image).linkLast(image);
     }
 
     void remove(Image image) {
-        LinkedHashMap<StateKey, Image> queue = classOf(image, false);
-        if (queue != null) {
-            queue.remove(image.key);
-            if (queue.isEmpty() && image.retainPriority != RetentionTable.NOT_RETAINED && !image.transientImage) {
-                retained.remove(image.retainPriority);
-            }
+        Queue queue = image.orderQueue;
+        if (queue == null) {
+            return;
+        }
+        queue.unlink(image);
+        if (queue.size == 0 && queue != transients && queue != ordinary) {
+            retained.remove(image.retainPriority, queue);
         }
     }
 
     /** Most recently used within its class, when it is evictable. */
     void touch(Image image) {
-        LinkedHashMap<StateKey, Image> queue = classOf(image, false);
-        if (queue != null) {
-            queue.get(image.key);
+        Queue queue = image.orderQueue;
+        if (queue != null && queue.tail != image) {
+            queue.unlink(image);
+            queue.linkLast(image);
         }
     }
 
@@ -64,14 +119,13 @@ final class EvictionOrder {
      * A retention ends its keys in chain order, so the chain's tail ends up eldest and what stays is a usable prefix.
      */
     void reprioritize(Image image, int priority) {
-        LinkedHashMap<StateKey, Image> queue = classOf(image, false);
-        boolean queued = queue != null && queue.containsKey(image.key);
+        boolean queued = image.orderQueue != null;
         if (queued) {
             remove(image);
         }
         image.retainPriority = priority;
-        if (queued && priority == RetentionTable.NOT_RETAINED) {
-            ordinary.putFirst(image.key, image);
+        if (queued && priority == RetentionTable.NOT_RETAINED && !image.transientImage) {
+            ordinary.linkFirst(image);
         } else if (queued) {
             put(image);
         }
@@ -79,20 +133,20 @@ final class EvictionOrder {
 
     /** Evictable images in eviction order: a live view; evict only after the iteration ended (as the caller does). */
     Iterator<Image> inOrder() {
-        List<Map<StateKey, Image>> classes = new ArrayList<>(2 + retained.size());
+        List<Queue> classes = new ArrayList<>(2 + retained.size());
         classes.add(transients);
         classes.add(ordinary);
         classes.addAll(retained.values());
         return new Iterator<>() {
             private int index;
-            private Iterator<Image> current = List.<Image>of().iterator();
+            private Image next;
 
             @Override
             public boolean hasNext() {
-                while (!current.hasNext() && index < classes.size()) {
-                    current = classes.get(index++).values().iterator();
+                while (next == null && index < classes.size()) {
+                    next = classes.get(index++).head;
                 }
-                return current.hasNext();
+                return next != null;
             }
 
             @Override
@@ -100,15 +154,17 @@ final class EvictionOrder {
                 if (!hasNext()) {
                     throw new NoSuchElementException();
                 }
-                return current.next();
+                Image current = next;
+                next = current.orderNext;
+                return current;
             }
         };
     }
 
     int size() {
-        int n = transients.size() + ordinary.size();
-        for (Map<StateKey, Image> queue : retained.values()) {
-            n += queue.size();
+        int n = transients.size + ordinary.size;
+        for (Queue queue : retained.values()) {
+            n += queue.size;
         }
         return n;
     }

@@ -16,6 +16,8 @@ final class Image {
     final long publishId;
     ImageState state = ImageState.WRITING;
     int pins;
+    /** Scratch of {@link ResidentImages#checkUnpin}: references to this image counted in the running check; 0 between calls. */
+    int unpinsChecked;
     /** Quarantine holds (see {@link Quarantine}): while non-zero the image is never evicted. */
     int holds;
     /** CRC32C of the bytes when known (sealed with a checksum, or verified on its way back from SSD). */
@@ -26,6 +28,10 @@ final class Image {
     boolean transientImage;
     /** The highest priority of the key's live retentions ({@link RetentionTable}); set while the image is sealed. */
     int retainPriority = RetentionTable.NOT_RETAINED;
+    /** The eviction-order queue this image is linked into while evictable, and its neighbours there ({@link EvictionOrder}). */
+    EvictionOrder.Queue orderQueue;
+    Image orderPrev;
+    Image orderNext;
     /**
      * Copy pins taken by the SSD role's thread through {@link ImageStore#weakSource}; with {@link #retired} they form
      * a Dekker handshake (both sequentially consistent): the copier increments then reads {@code retired}; the evictor

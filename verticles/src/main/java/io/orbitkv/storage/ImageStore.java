@@ -410,21 +410,34 @@ final class ImageStore {
      * or not sealed pins none and is named in {@code missing} (the planner's evidence was stale).
      */
     public ExactPin pinGenerations(List<KeyGeneration> pages) {
-        for (KeyGeneration page : pages) {
+        // One index lookup per page: the check pass keeps what it found, by position, for the pin pass.
+        Image[] found = new Image[pages.size()];
+        for (int i = 0; i < found.length; i++) {
+            KeyGeneration page = pages.get(i);
             Image image = images.get(page.key());
             if (image == null || !image.sealed() || image.slot.generation() != page.generation()) {
                 return new ExactPin(false, List.of(), 0, page.key());
             }
+            found[i] = image;
         }
-        List<ImageRef> refs = new ArrayList<>(pages.size());
+        List<ImageRef> refs = new ArrayList<>(found.length);
+        List<ImageRef> stored = refs;
         long bytes = 0;
-        for (KeyGeneration page : pages) {
-            Image image = images.get(page.key());
+        for (Image image : found) {
             images.pin(image);
             bytes += image.slot.lengthBytes();
-            refs.add(image.ref());
+            ImageRef ref = image.ref();
+            refs.add(ref);
+            if (image.transientImage && stored == refs) {
+                stored = new ArrayList<>(refs.subList(0, refs.size() - 1));
+            } else if (!image.transientImage && stored != refs) {
+                stored.add(ref);
+            }
         }
-        reportReused(refs);
+        // Second sightings for the SSD writer, as reportReused: transient images are never written, so never reported.
+        if (!stored.isEmpty()) {
+            listener.onReused(stored);
+        }
         return new ExactPin(true, List.of(refs), bytes, null);
     }
 
@@ -433,11 +446,8 @@ final class ImageStore {
      * and not named more often than it is pinned), so a list with one bad reference changes no pin and throws.
      */
     public void unpin(List<List<ImageRef>> pinned) {
-        images.checkUnpin(pinned);
-        for (List<ImageRef> chain : pinned) {
-            for (ImageRef ref : chain) {
-                images.unpin(images.get(ref.key()));
-            }
+        for (Image image : images.checkUnpin(pinned)) {
+            images.unpin(image);
         }
     }
 
@@ -447,17 +457,12 @@ final class ImageStore {
      * number of pages.
      */
     public int unpinIntoQuarantine(List<List<ImageRef>> pinned, long untilNanos) {
-        images.checkUnpin(pinned);
-        int pages = 0;
-        for (List<ImageRef> chain : pinned) {
-            for (ImageRef ref : chain) {
-                Image image = images.get(ref.key());
-                quarantine.hold(image, untilNanos);
-                images.unpin(image);
-                pages++;
-            }
+        Image[] checked = images.checkUnpin(pinned);
+        for (Image image : checked) {
+            quarantine.hold(image, untilNanos);
+            images.unpin(image);
         }
-        return pages;
+        return checked.length;
     }
 
     /**

@@ -2,7 +2,6 @@ package io.orbitkv.storage;
 
 import java.util.Collection;
 import java.util.HashMap;
-import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import io.orbitkv.model.StateKey;
@@ -147,21 +146,35 @@ final class ResidentImages {
 
     /**
      * Checks that every reference is pinned at its exact generation and not named more often than it is pinned;
-     * throws before anything changes otherwise.
+     * throws before anything changes otherwise. Answers the images in reference order (one index lookup each).
      */
-    void checkUnpin(List<List<ImageRef>> pinned) {
-        Map<Image, Integer> drops = new IdentityHashMap<>();
+    Image[] checkUnpin(List<List<ImageRef>> pinned) {
+        int count = 0;
         for (List<ImageRef> chain : pinned) {
-            for (ImageRef ref : chain) {
-                Image image = images.get(ref.key());
-                if (image == null || image.slot.generation() != ref.generation() || image.pins == 0) {
-                    throw new IllegalStateException("unpin of an image that is not pinned: " + ref.key());
-                }
-                if (drops.merge(image, 1, Integer::sum) > image.pins) {
-                    throw new IllegalStateException("unpin of more pins than held: " + ref.key());
+            count += chain.size();
+        }
+        Image[] checked = new Image[count];
+        int next = 0;
+        try {
+            for (List<ImageRef> chain : pinned) {
+                for (ImageRef ref : chain) {
+                    Image image = images.get(ref.key());
+                    if (image == null || image.slot.generation() != ref.generation() || image.pins == 0) {
+                        throw new IllegalStateException("unpin of an image that is not pinned: " + ref.key());
+                    }
+                    // Counted on the image itself (loop-confined, reset below): no map per call.
+                    checked[next++] = image;
+                    if (++image.unpinsChecked > image.pins) {
+                        throw new IllegalStateException("unpin of more pins than held: " + ref.key());
+                    }
                 }
             }
+        } finally {
+            for (int i = 0; i < next; i++) {
+                checked[i].unpinsChecked = 0;
+            }
         }
+        return checked;
     }
 
     Collection<Image> all() {

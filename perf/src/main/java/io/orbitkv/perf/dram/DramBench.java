@@ -261,9 +261,11 @@ public final class DramBench {
                 int warmupIterations = s.queryWarmup();
                 int pingFirstIterations = 0;
                 QueryProfile profile = null;
+                CpuWindow grpcCpu = new CpuWindow();
                 for (int i = 0; i < queryIterations + warmupIterations; i++) {
                     if (i == warmupIterations) {
                         profile = QueryProfile.start(s.profile());
+                        grpcCpu.start();
                     }
                     boolean pingFirst = pingFirst(i);
                     long pingNanos = 0;
@@ -286,6 +288,8 @@ public final class DramBench {
                         pingFirstIterations += pingFirst ? 1 : 0;
                     }
                 }
+                // The event loops here are the Manager's and the gRPC client's.
+                JsonObject grpcCpuPerIteration = grpcCpu.perIteration(queryIterations);
                 if (profile != null) {
                     report.config("profile", profile.stop());
                 }
@@ -303,6 +307,7 @@ public final class DramBench {
                         .figure("publish_restore_bytes_per_second_median", cycleMedian)
                         .figure("publish_restore_rounds_bytes_per_second", new JsonArray(Arrays.stream(cycleBps).boxed().toList()))
                         .figure("query_64_page_hit", query.toJson())
+                        .figure("query_cpu_micros_per_iteration", grpcCpuPerIteration)
                         .figure("verified_pages", 2L * rounds * batchPages)
                         .baseline("memcpy_bytes_per_second_median", memcpyMedian)
                         .baseline("memcpy_rounds_bytes_per_second", new JsonArray(Arrays.stream(memcpyBps).boxed().toList()))
@@ -322,11 +327,12 @@ public final class DramBench {
     }
 
     /** The co-located channel's hit query and its no-op round trip, p50/p99 of each. */
-    record ColocatedLatency(LatencySummary query, LatencySummary ping, JsonObject steps, int spinMicros) {
+    record ColocatedLatency(LatencySummary query, LatencySummary ping, JsonObject steps, int spinMicros, JsonObject cpu) {
         void report(BenchReport.Builder report) {
             if (steps != null) {
                 report.figure("colocated_steps", steps);
             }
+            report.figure("colocated_cpu_micros_per_iteration", cpu);
             report.figure("colocated_query_64_page_hit", query.toJson())
                     .baseline("colocated_noop_ping", ping.toJson())
                     .topLevelRatio("colocated_query_p50_ratio", query.p50Nanos(), ping.p50Nanos())
@@ -348,11 +354,15 @@ public final class DramBench {
         LatencyRecorder pingLatency = LatencyRecorder.singleWriter();
         boolean steps = s.colocatedSteps() || !s.colocatedJfr().isEmpty();
         ColocatedSteps recording = null;
+        CpuWindow cpu = new CpuWindow();
         try (ColocatedChannel channel = ColocatedChannel.connect(manager.colocatedSocket(), manager.token(),
                 Duration.ofNanos(s.colocatedSpinMicros() * 1_000L))) {
             for (int i = 0; i < iterations + warmup; i++) {
                 if (i == warmup && steps) {
                     recording = ColocatedSteps.start(s.colocatedJfr().isEmpty() ? null : Path.of(s.colocatedJfr()));
+                }
+                if (i == warmup) {
+                    cpu.start();
                 }
                 boolean pingFirst = pingFirst(i);
                 long pingNanos = pingFirst ? timedPing(channel) : 0;
@@ -373,11 +383,53 @@ public final class DramBench {
                 }
             }
         }
+        JsonObject cpuPerIteration = cpu.perIteration(iterations);
         JsonObject summary = recording == null ? null : recording.summary();
         if (summary != null) {
             System.err.println("co-located steps (p50, µs): " + summary.encodePrettily());
         }
-        return new ColocatedLatency(queryLatency.summary(), pingLatency.summary(), summary, s.colocatedSpinMicros());
+        return new ColocatedLatency(queryLatency.summary(), pingLatency.summary(), summary, s.colocatedSpinMicros(),
+                cpuPerIteration);
+    }
+
+    /**
+     * CPU time over a measured window, per iteration (query + release + Ping): the Manager's event loops (every role
+     * runs on them; in part (b) with the gRPC client's, which idles in part (c)), the calling thread (the engine's side) and the whole
+     * process. CPU time, unlike the latencies, barely moves with other processes' load on a shared machine.
+     */
+    static final class CpuWindow {
+        private final java.lang.management.ThreadMXBean threads = java.lang.management.ManagementFactory.getThreadMXBean();
+        private long loops;
+        private long caller;
+        private long process;
+
+        void start() {
+            loops = loopCpuNanos();
+            caller = threads.getCurrentThreadCpuTime();
+            process = processCpuNanos();
+        }
+
+        JsonObject perIteration(int iterations) {
+            return new JsonObject()
+                    .put("manager_event_loops", (loopCpuNanos() - loops) / 1e3 / iterations)
+                    .put("engine_thread", (threads.getCurrentThreadCpuTime() - caller) / 1e3 / iterations)
+                    .put("process", (processCpuNanos() - process) / 1e3 / iterations);
+        }
+
+        private long loopCpuNanos() {
+            long sum = 0;
+            for (java.lang.management.ThreadInfo info : threads.getThreadInfo(threads.getAllThreadIds())) {
+                if (info != null && info.getThreadName().startsWith("vert.x-eventloop-thread")) {
+                    sum += Math.max(0, threads.getThreadCpuTime(info.getThreadId()));
+                }
+            }
+            return sum;
+        }
+
+        private static long processCpuNanos() {
+            return ((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory
+                    .getOperatingSystemMXBean()).getProcessCpuTime();
+        }
     }
 
     private static final String[] CYCLE_PHASE_NAMES = {"allocate", "copy_in", "seal", "query", "copy_out", "release"};

@@ -42,6 +42,14 @@ public final class DemandEvidence {
         return new DemandEvidence(Collections.unmodifiableMap(copy), Set.of());
     }
 
+    /**
+     * As {@link #of}, without its copy: takes ownership of a map its caller built for this evidence alone, with no
+     * empty set and no null, and never touches again (discovery runs per query).
+     */
+    public static DemandEvidence adopt(HashMap<StateKey, ReplicaSet> byKey) {
+        return new DemandEvidence(Collections.unmodifiableMap(byKey), Set.of());
+    }
+
     /** This evidence plus the keys being written locally now (not replicas: nothing to acquire yet). */
     public DemandEvidence withWriting(Set<StateKey> keys) {
         if (keys.isEmpty() && writing.isEmpty()) {
