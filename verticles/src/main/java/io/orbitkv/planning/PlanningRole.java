@@ -138,6 +138,13 @@ public final class PlanningRole {
         Planner.Context context = new Planner.Context(capabilities, available, resources, estimates.mode());
         long now = ticker.nanos();
         try {
+            if (context.selection() != Planner.SelectionMode.OFF) {
+                // On the cost role's thread the estimates are answered as asked: one pass, no second plan.
+                Planner.EstimateLookup inPlace = estimates.inPlace();
+                if (inPlace != null) {
+                    return Future.succeededFuture(recorded(Planner.plan(demand, found, context, now, inPlace)));
+                }
+            }
             Set<CostEstimateKey> asked = new LinkedHashSet<>();
             Planner.Result blind = Planner.plan(demand, found, context, now, key -> {
                 asked.add(key);
