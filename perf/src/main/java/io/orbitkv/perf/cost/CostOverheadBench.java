@@ -41,7 +41,8 @@ import java.util.concurrent.TimeUnit;
  * <p>Design note — what a side's clock covers: a round's clock stops only once the Manager has finished the work the
  * round caused: every SSD write it offered is committed or dropped (the SSD counters account for every page the round
  * sealed) and the cost role's queue is empty ({@link CostProxy#drained}). Otherwise observation work queued behind the
- * clock would be charged to nobody, or to the next round.
+ * clock would be charged to nobody, or to the next round. The bench's own accounting afterwards (registry walks for the
+ * checks) is outside the clock, except the wait for an observation reported after its operation's counter.
  *
  * <p>Design note — the checks: off rounds must observe nothing (no operation, shadow decision or dropped update); on
  * rounds must observe exactly what the round did, path by path: one host-ready route per READY answer, one SSD read per
