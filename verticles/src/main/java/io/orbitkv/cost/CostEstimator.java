@@ -1,9 +1,7 @@
 package io.orbitkv.cost;
 
 import io.orbitkv.common.Ticker;
-import java.util.Iterator;
-import java.util.LinkedHashMap;
-import java.util.Map;
+import java.util.HashMap;
 import java.util.Objects;
 import java.util.OptionalLong;
 import java.util.concurrent.TimeUnit;
@@ -33,9 +31,10 @@ import io.orbitkv.model.cost.CostEstimateResult;
  * It is expired when {@code now - lastUpdate >= 5 minutes}; an expired entry is not usable, and its next successful
  * sample restarts it from zero (count 1, error 0) so stale evidence must warm up again.
  *
- * <p>Design note — eviction: at most {@value #MAX_ENTRIES} entries. The map is kept in last-update order (a trained
- * entry is moved to the tail); inserting a new key beyond the bound evicts the head, the entry updated longest ago.
- * Lookups do not reorder.
+ * <p>Design note — eviction: at most {@value #MAX_ENTRIES} entries. The entries are linked in last-update order (a
+ * trained entry is moved to the tail); inserting a new key beyond the bound evicts the head, the entry updated longest
+ * ago. Lookups do not reorder. The order is a list through the entries themselves, so training an existing key is
+ * one hash lookup.
  */
 final class CostEstimator {
 
@@ -69,14 +68,25 @@ final class CostEstimator {
     }
 
     private static final class Entry {
+        final CostEstimateKey key;
         double meanNanos;
         double errorNanos;
         long count;
         long lastUpdateNanos;
+        /** Neighbours in last-update order (null at the ends). */
+        Entry older;
+        Entry newer;
+
+        Entry(CostEstimateKey key) {
+            this.key = key;
+        }
     }
 
     private final Ticker clock;
-    private final LinkedHashMap<CostEstimateKey, Entry> entries = new LinkedHashMap<>(MAX_ENTRIES * 2);
+    private final HashMap<CostEstimateKey, Entry> entries = new HashMap<>(MAX_ENTRIES * 2);
+    /** Updated longest ago (evicted first) and most recently. */
+    private Entry oldest;
+    private Entry newest;
 
     CostEstimator(Ticker clock) {
         this.clock = Objects.requireNonNull(clock, "clock");
@@ -97,13 +107,14 @@ final class CostEstimator {
         boolean evicted = false;
         OptionalLong predictionError = OptionalLong.empty();
         if (entry == null) {
-            entry = new Entry();
             if (entries.size() >= MAX_ENTRIES) {
-                Iterator<Map.Entry<CostEstimateKey, Entry>> oldest = entries.entrySet().iterator();
-                oldest.next();
-                oldest.remove();
+                Entry head = oldest;
+                unlink(head);
+                entries.remove(head.key);
                 evicted = true;
             }
+            entry = new Entry(key);
+            entries.put(key, entry);
         } else if (isExpired(entry, now)) {
             entry.count = 0;
             restarted = true;
@@ -121,8 +132,10 @@ final class CostEstimator {
         }
         entry.count++;
         entry.lastUpdateNanos = now;
-        // To the tail of the update order: an existing entry moves in place (no new node, one lookup).
-        entries.putLast(key, entry);
+        if (entry != newest) {
+            unlink(entry);
+            linkNewest(entry);
+        }
         return new TrainingResult(Training.TRAINED, restarted, evicted, predictionError);
     }
 
@@ -140,6 +153,31 @@ final class CostEstimator {
         }
         return new CostEstimateResult.Usable(new CostEstimate(Math.round(entry.meanNanos),
                 Math.round(entry.errorNanos), entry.count, now - entry.lastUpdateNanos));
+    }
+
+    private void unlink(Entry entry) {
+        if (entry.older != null) {
+            entry.older.newer = entry.newer;
+        } else if (oldest == entry) {
+            oldest = entry.newer;
+        }
+        if (entry.newer != null) {
+            entry.newer.older = entry.older;
+        } else if (newest == entry) {
+            newest = entry.older;
+        }
+        entry.older = null;
+        entry.newer = null;
+    }
+
+    private void linkNewest(Entry entry) {
+        entry.older = newest;
+        if (newest != null) {
+            newest.newer = entry;
+        } else {
+            oldest = entry;
+        }
+        newest = entry;
     }
 
     int size() {

@@ -8,7 +8,10 @@ import io.vertx.core.eventbus.DeliveryOptions;
 import io.vertx.core.eventbus.EventBus;
 import io.vertx.core.eventbus.Message;
 import io.vertx.core.internal.ContextInternal;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.Objects;
+import java.util.function.Function;
 import io.orbitkv.model.cost.CostEstimateKey;
 import io.orbitkv.model.cost.CostPath;
 import io.orbitkv.model.cost.ObservationRecord;
@@ -148,6 +151,43 @@ public final class CostProxy {
         return bus.<CostEstimateResult>request(ADDRESS, new EstimateQuery(key), REQUEST)
                 .map(Message::body)
                 .otherwise(busy);
+    }
+
+    /**
+     * Estimates answered synchronously for one decision made now on the cost role's own event-loop thread, or
+     * {@code null} when observation is off or the caller is on another thread (then ask {@link #estimate}). The
+     * first question handles what was reported before it, as {@link #estimate} does; each distinct key is looked up
+     * once (one estimate read, as one request per key would be) and keeps its answer for the decision. Use it only
+     * in the call that obtained it: a later event-loop turn must ask again.
+     */
+    public Function<CostEstimateKey, CostEstimateResult> estimatesInPlace() {
+        if (!observing) {
+            return null;
+        }
+        Context loop = intake.drainContext();
+        if (loop == null || !((ContextInternal) loop).nettyEventLoop().inEventLoop()) {
+            return null;
+        }
+        return new InPlaceEstimates();
+    }
+
+    /** See {@link #estimatesInPlace}: the intake drained at the first question, answers kept per key. */
+    private final class InPlaceEstimates implements Function<CostEstimateKey, CostEstimateResult> {
+        private Map<CostEstimateKey, CostEstimateResult> answered;
+
+        @Override
+        public CostEstimateResult apply(CostEstimateKey key) {
+            if (answered == null) {
+                intake.drain();
+                answered = new HashMap<>(8);
+            }
+            CostEstimateResult answer = answered.get(key);
+            if (answer == null) {
+                answer = role.onEstimate(new EstimateQuery(key));
+                answered.put(key, answer);
+            }
+            return answer;
+        }
     }
 
     /**

@@ -27,6 +27,14 @@ public interface EstimateSource {
     void recordShadow(ShadowRequest request);
 
     /**
+     * Estimates answered synchronously for one plan made now, or {@code null} when they must be fetched
+     * ({@link #estimates}); use it only within the call that obtained it.
+     */
+    default Planner.EstimateLookup inPlace() {
+        return null;
+    }
+
+    /**
      * A complete-route sample from the execution of a plan (the route's own key, see {@link RouteTemplate#costKey}):
      * only successful executions report, so failures never train an estimate. Ignored without a cost role.
      */
@@ -78,6 +86,12 @@ public interface EstimateSource {
                     }
                     return Future.succeededFuture(byKey);
                 });
+            }
+
+            @Override
+            public Planner.EstimateLookup inPlace() {
+                var lookup = cost.estimatesInPlace();
+                return lookup == null ? null : lookup::apply;
             }
 
             @Override

@@ -66,8 +66,9 @@ import io.orbitkv.planning.PageOptions.Pick;
  *   <li><b>Plan</b>: per-group contiguous {@link PlannedSegment}s by route and source, exactly tiling
  *       {@link RecoveryContract#requiredRanges}.</li>
  * </ol>
- * Estimates come through a synchronous {@link EstimateLookup}: {@link PlanningRole} runs the decision once recording
- * the keys asked (all unknown), fetches them, and runs it again on the answers.
+ * Estimates come through a synchronous {@link EstimateLookup}: on the cost role's thread {@link PlanningRole} answers
+ * them as asked (one pass); elsewhere it runs the decision once recording the keys asked (all unknown), fetches them,
+ * and runs it again on the answers.
  */
 final class Planner {
 

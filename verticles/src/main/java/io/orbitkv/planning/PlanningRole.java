@@ -138,18 +138,59 @@ public final class PlanningRole {
         Planner.Context context = new Planner.Context(capabilities, available, resources, estimates.mode());
         long now = ticker.nanos();
         try {
-            Set<CostEstimateKey> asked = new LinkedHashSet<>();
-            Planner.Result blind = Planner.plan(demand, found, context, now, key -> {
-                asked.add(key);
-                return UNKNOWN;
-            });
-            if (asked.isEmpty() || context.selection() == Planner.SelectionMode.OFF) {
-                return Future.succeededFuture(recorded(blind));
+            FirstPass first = new FirstPass(estimates, context.selection() != Planner.SelectionMode.OFF);
+            Planner.Result result = Planner.plan(demand, found, context, now, first);
+            Set<CostEstimateKey> asked = first.toFetch();
+            if (asked.isEmpty()) {
+                return Future.succeededFuture(recorded(result));
             }
             return estimates.estimates(asked).map(answers -> recorded(Planner.plan(demand, found, context, now,
                     key -> answers.getOrDefault(key, UNKNOWN))));
         } catch (RuntimeException e) {
             return Future.failedFuture(e);
+        }
+    }
+
+    /**
+     * The estimates of a plan's first pass. On the cost role's thread they are answered as asked, and the plan is
+     * final (one pass); elsewhere each is unknown and its key is kept, so that the plan is made again on the fetched
+     * answers. Nothing is set up before the plan asks (a local hit asks nothing); with selection OFF nothing is
+     * asked for.
+     */
+    private static final class FirstPass implements Planner.EstimateLookup {
+        private final EstimateSource source;
+        private final boolean estimating;
+        private boolean resolved;
+        private Planner.EstimateLookup inPlace;
+        private Set<CostEstimateKey> asked;
+
+        FirstPass(EstimateSource source, boolean estimating) {
+            this.source = source;
+            this.estimating = estimating;
+        }
+
+        @Override
+        public CostEstimateResult estimate(CostEstimateKey key) {
+            if (!estimating) {
+                return UNKNOWN;
+            }
+            if (!resolved) {
+                resolved = true;
+                inPlace = source.inPlace();
+            }
+            if (inPlace != null) {
+                return inPlace.estimate(key);
+            }
+            if (asked == null) {
+                asked = new LinkedHashSet<>();
+            }
+            asked.add(key);
+            return UNKNOWN;
+        }
+
+        /** The keys to fetch for a second pass: none when answered in place or nothing was asked. */
+        Set<CostEstimateKey> toFetch() {
+            return asked == null ? Set.of() : asked;
         }
     }
 

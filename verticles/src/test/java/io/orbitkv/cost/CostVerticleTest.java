@@ -132,6 +132,34 @@ class CostVerticleTest {
     }
 
     @Test
+    void inPlaceEstimatesAnswerOnTheCostLoopAfterQueuedReportsAndReadEachKeyOnce() throws Exception {
+        CostVerticle verticle = deploy(CostSettings.observing(64));
+        CostProxy proxy = verticle.proxy();
+        CostEstimateKey key = TestKeys.ssdRead(4096);
+        CostEstimateKey unknown = TestKeys.ssdRead(1 << 20);
+        assertThat(proxy.estimatesInPlace()).as("off the cost loop: fetch instead").isNull();
+        CompletableFuture<List<CostEstimateResult>> asked = new CompletableFuture<>();
+        verticle.runOnCostLoop(() -> {
+            for (int i = 0; i < CostEstimator.WARMUP_SAMPLES; i++) {
+                proxy.report(TestKeys.succeeded(key, 1_000));
+            }
+            var lookup = proxy.estimatesInPlace(); // the reports are still queued when it is asked
+            asked.complete(List.of(lookup.apply(key), lookup.apply(key), lookup.apply(unknown)));
+        });
+        List<CostEstimateResult> answers = asked.get(WAIT_S, TimeUnit.SECONDS);
+        assertThat(answers.get(0).usable()).hasValue(new CostEstimate(1_000, 0, CostEstimator.WARMUP_SAMPLES, 0));
+        assertThat(answers.get(1)).isSameAs(answers.get(0));
+        assertThat(answers.get(2)).isEqualTo(new CostEstimateResult.Unavailable(CostEstimateResult.Reason.NO_ENTRY, 0));
+        assertThat(registry.find("orbitkv.cost.estimate.age").timer().count()).as("one read per key asked").isEqualTo(1);
+        assertThat(verticle.intake().inFlight()).isZero();
+
+        proxy.setObservationsEnabled(false);
+        CompletableFuture<Boolean> offAnswers = new CompletableFuture<>();
+        verticle.runOnCostLoop(() -> offAnswers.complete(proxy.estimatesInPlace() == null));
+        assertThat(offAnswers.get(WAIT_S, TimeUnit.SECONDS)).as("observation off: nothing in place").isTrue();
+    }
+
+    @Test
     void reportsTrainEstimatesAndShadowAnswersThroughTheProxy() throws Exception {
         CostProxy proxy = deploy(CostSettings.observing(64)).proxy();
         CostEstimateKey uring = TestKeys.restore(CostPath.SSD_RESTORE_ROUTE, TestKeys.GPU0);

@@ -14,6 +14,8 @@ import java.util.List;
 import java.util.Optional;
 import java.util.OptionalDouble;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import io.orbitkv.model.plan.BoundaryReason;
 import io.orbitkv.model.plan.DemandView;
 import io.orbitkv.model.plan.Plan;
@@ -34,12 +36,13 @@ class BoundaryChoiceTest {
     private static final DemandEvidence SPLIT = evidence().add(0, 0, 4, dram(1)).add(0, 4, PAGES, ssd(2)).build();
 
     private static Plan plan(CostRoleHarness harness, DemandView demand, DemandEvidence evidence) throws Exception {
-        return CostRoleHarness.join(harness.role(RouteCapabilities.localOnly(true), evidence).plan(demand)).plan();
+        return CostRoleHarness.join(harness.plan(harness.role(RouteCapabilities.localOnly(true), evidence), demand)).plan();
     }
 
-    @Test
-    void aShortDramBoundaryBeatsALongerSsdOneWhenRecomputingTheDifferenceIsFaster() throws Exception {
-        try (CostRoleHarness harness = new CostRoleHarness(false)) {
+    @ParameterizedTest(name = "on the cost loop: {0}")
+    @ValueSource(booleans = {false, true})
+    void aShortDramBoundaryBeatsALongerSsdOneWhenRecomputingTheDifferenceIsFaster(boolean onCostLoop) throws Exception {
+        try (CostRoleHarness harness = new CostRoleHarness(false, onCostLoop)) {
             harness.train(SSD_FOUR_PAGES, SSD_ROUTE_NANOS, 4);
             // 10,000 tokens/s: recomputing the 64 tokens of pages 4-7 takes 6.4 ms, reading them 20 ms.
             Plan plan = plan(harness, demand(fullAttention(), PAGES).withPrefillRate(10_000), SPLIT);
@@ -52,9 +55,10 @@ class BoundaryChoiceTest {
         }
     }
 
-    @Test
-    void theLongerSsdBoundaryWinsWhenRecomputingIsSlower() throws Exception {
-        try (CostRoleHarness harness = new CostRoleHarness(false)) {
+    @ParameterizedTest(name = "on the cost loop: {0}")
+    @ValueSource(booleans = {false, true})
+    void theLongerSsdBoundaryWinsWhenRecomputingIsSlower(boolean onCostLoop) throws Exception {
+        try (CostRoleHarness harness = new CostRoleHarness(false, onCostLoop)) {
             harness.train(SSD_FOUR_PAGES, SSD_ROUTE_NANOS, 4);
             // 1,000 tokens/s: recomputing 64 tokens takes 64 ms, reading them 20 ms.
             Plan plan = plan(harness, demand(fullAttention(), PAGES).withPrefillRate(1_000), SPLIT);
@@ -64,14 +68,15 @@ class BoundaryChoiceTest {
         }
     }
 
-    @Test
-    void withoutARateOrAnEstimateTheLongestBoundaryStands() throws Exception {
-        try (CostRoleHarness harness = new CostRoleHarness(false)) {
+    @ParameterizedTest(name = "on the cost loop: {0}")
+    @ValueSource(booleans = {false, true})
+    void withoutARateOrAnEstimateTheLongestBoundaryStands(boolean onCostLoop) throws Exception {
+        try (CostRoleHarness harness = new CostRoleHarness(false, onCostLoop)) {
             harness.train(SSD_FOUR_PAGES, SSD_ROUTE_NANOS, 4);
             assertThat(plan(harness, demand(fullAttention(), PAGES), SPLIT).boundaryTokens())
                     .isEqualTo(8L * PAGE_TOKENS);
         }
-        try (CostRoleHarness harness = new CostRoleHarness(false)) {
+        try (CostRoleHarness harness = new CostRoleHarness(false, onCostLoop)) {
             // A rate but no measured SSD route: unknown is not zero, and not infinite either: the default stays.
             Plan plan = plan(harness, demand(fullAttention(), PAGES).withPrefillRate(1e9), SPLIT);
             assertThat(plan.boundaryTokens()).isEqualTo(8L * PAGE_TOKENS);
@@ -80,9 +85,10 @@ class BoundaryChoiceTest {
         }
     }
 
-    @Test
-    void recomputingFromTheOriginWinsWhenEveryRestoreIsSlower() throws Exception {
-        try (CostRoleHarness harness = new CostRoleHarness(false)) {
+    @ParameterizedTest(name = "on the cost loop: {0}")
+    @ValueSource(booleans = {false, true})
+    void recomputingFromTheOriginWinsWhenEveryRestoreIsSlower(boolean onCostLoop) throws Exception {
+        try (CostRoleHarness harness = new CostRoleHarness(false, onCostLoop)) {
             CostEstimateKey allEight = CostRoleHarness.key(RouteTemplate.HOST_FROM_LOCAL_SSD, Optional.empty(), PAGES,
                     CompletionTarget.hostReady());
             harness.train(allEight, 1_000_000_000, 4);
@@ -94,9 +100,10 @@ class BoundaryChoiceTest {
         }
     }
 
-    @Test
-    void stateReadyHiddenBehindAdmissionKeepsTheLongestBoundary() throws Exception {
-        try (CostRoleHarness harness = new CostRoleHarness(false)) {
+    @ParameterizedTest(name = "on the cost loop: {0}")
+    @ValueSource(booleans = {false, true})
+    void stateReadyHiddenBehindAdmissionKeepsTheLongestBoundary(boolean onCostLoop) throws Exception {
+        try (CostRoleHarness harness = new CostRoleHarness(false, onCostLoop)) {
             harness.train(SSD_FOUR_PAGES, SSD_ROUTE_NANOS, 4);
             // The engine uses the state in 50 ms: the 20 ms read is done by then, recomputation would add 6.4 ms.
             DemandView later = demand(fullAttention(), PAGES).withPrefillRate(10_000)

@@ -10,7 +10,10 @@ import io.orbitkv.model.cost.ObservationRecord;
 import io.orbitkv.model.cost.ObservedBytes;
 import io.orbitkv.model.cost.RepresentationFamily;
 import io.vertx.core.Future;
+import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
+import io.vertx.core.VertxOptions;
+import io.orbitkv.model.plan.DemandView;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
@@ -26,12 +29,21 @@ final class CostRoleHarness implements AutoCloseable {
     static final long WAIT_S = 10;
 
     final ManualTicker ticker = new ManualTicker();
-    final Vertx vertx = Vertx.vertx();
+    final Vertx vertx;
+    /** Whether plans run on the cost role's own event-loop thread (estimates answered in place) or off it (fetched). */
+    final boolean onCostLoop;
     final SimpleMeterRegistry costRegistry = new SimpleMeterRegistry();
     final SimpleMeterRegistry planningRegistry = new SimpleMeterRegistry();
     final CostVerticle cost;
 
     CostRoleHarness(boolean selection) throws Exception {
+        this(selection, false);
+    }
+
+    /** {@code onCostLoop}: one event loop, and plans made on it, as in a Manager. */
+    CostRoleHarness(boolean selection, boolean onCostLoop) throws Exception {
+        this.onCostLoop = onCostLoop;
+        vertx = onCostLoop ? Vertx.vertx(new VertxOptions().setEventLoopPoolSize(1)) : Vertx.vertx();
         cost = new CostVerticle(new CostSettings(true, selection, 256), costRegistry, ticker::nanos);
         join(vertx.deployVerticle(cost));
     }
@@ -64,6 +76,16 @@ final class CostRoleHarness implements AutoCloseable {
         return new PlanningRole(capabilities, owner -> owner.equals(Fixtures.PEER_A) || owner.equals(Fixtures.PEER_B),
                 Fixtures.RESOURCES, demand -> Future.succeededFuture(evidence), EstimateSource.of(cost.proxy()),
                 executor, ticker, planningRegistry);
+    }
+
+    /** Plans {@code demand} with {@code role} on the cost loop or off it, as this harness was made. */
+    Future<Planner.Result> plan(PlanningRole role, DemandView demand) {
+        if (!onCostLoop) {
+            return role.plan(demand);
+        }
+        Promise<Planner.Result> planned = Promise.promise();
+        vertx.getOrCreateContext().runOnContext(ignored -> role.plan(demand).onComplete(planned));
+        return planned.future();
     }
 
     double costCount(String name, String... tags) {

@@ -13,7 +13,8 @@ import io.orbitkv.model.cost.CompletionTarget;
 import io.orbitkv.model.cost.CostEstimateKey;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import io.orbitkv.model.plan.Plan;
 import io.orbitkv.model.plan.RouteTemplate;
 import io.orbitkv.model.plan.DemandEvidence;
@@ -34,13 +35,14 @@ class RouteSelectionTest {
             .add(0, 0, PAGES, ssd(2)).build();
 
     private static Plan plan(CostRoleHarness harness, DemandEvidence evidence) throws Exception {
-        return CostRoleHarness.join(harness.role(RouteCapabilities.all(), evidence)
-                .plan(demand(fullAttention(), PAGES))).plan();
+        return CostRoleHarness.join(harness.plan(harness.role(RouteCapabilities.all(), evidence),
+                demand(fullAttention(), PAGES))).plan();
     }
 
-    @Test
-    void aClearlyFasterEqualCoverageRouteIsTaken() throws Exception {
-        try (CostRoleHarness harness = new CostRoleHarness(true)) {
+    @ParameterizedTest(name = "on the cost loop: {0}")
+    @ValueSource(booleans = {false, true})
+    void aClearlyFasterEqualCoverageRouteIsTaken(boolean onCostLoop) throws Exception {
+        try (CostRoleHarness harness = new CostRoleHarness(true, onCostLoop)) {
             harness.train(PEER, 10_000_000, 4);
             harness.train(SSD, 2_000_000, 4);
             Plan plan = plan(harness, BOTH);
@@ -58,9 +60,10 @@ class RouteSelectionTest {
         }
     }
 
-    @Test
-    void aFasterRouteInsideTheMarginLeavesTheDefault() throws Exception {
-        try (CostRoleHarness harness = new CostRoleHarness(true)) {
+    @ParameterizedTest(name = "on the cost loop: {0}")
+    @ValueSource(booleans = {false, true})
+    void aFasterRouteInsideTheMarginLeavesTheDefault(boolean onCostLoop) throws Exception {
+        try (CostRoleHarness harness = new CostRoleHarness(true, onCostLoop)) {
             // 10 ms +- 0: an alternative must be below 10 - 0 - 0.5 = 9.5 ms.
             harness.train(PEER, 10_000_000, 4);
             harness.train(SSD, 9_600_000, 4);
@@ -72,9 +75,10 @@ class RouteSelectionTest {
         }
     }
 
-    @Test
-    void anAlternativeWithoutAFreshEstimateLeavesTheDefault() throws Exception {
-        try (CostRoleHarness harness = new CostRoleHarness(true)) {
+    @ParameterizedTest(name = "on the cost loop: {0}")
+    @ValueSource(booleans = {false, true})
+    void anAlternativeWithoutAFreshEstimateLeavesTheDefault(boolean onCostLoop) throws Exception {
+        try (CostRoleHarness harness = new CostRoleHarness(true, onCostLoop)) {
             harness.train(PEER, 10_000_000, 4);
             harness.train(SSD, 1_000_000, 3); // still warming up
             assertThat(plan(harness, BOTH).choices()).singleElement()
@@ -89,9 +93,10 @@ class RouteSelectionTest {
         }
     }
 
-    @Test
-    void unequalCoverageIsNoAlternative() throws Exception {
-        try (CostRoleHarness harness = new CostRoleHarness(true)) {
+    @ParameterizedTest(name = "on the cost loop: {0}")
+    @ValueSource(booleans = {false, true})
+    void unequalCoverageIsNoAlternative(boolean onCostLoop) throws Exception {
+        try (CostRoleHarness harness = new CostRoleHarness(true, onCostLoop)) {
             harness.train(PEER, 10_000_000, 4);
             harness.train(SSD, 1_000_000, 4);
             DemandEvidence partial = evidence().add(0, 0, PAGES, peerDram(PEER_A, 1)).add(0, 0, PAGES - 1, ssd(2))
@@ -103,9 +108,10 @@ class RouteSelectionTest {
         }
     }
 
-    @Test
-    void withObservationsAloneTheDefaultStandsAndShadowRecordsTheComparison() throws Exception {
-        try (CostRoleHarness harness = new CostRoleHarness(false)) {
+    @ParameterizedTest(name = "on the cost loop: {0}")
+    @ValueSource(booleans = {false, true})
+    void withObservationsAloneTheDefaultStandsAndShadowRecordsTheComparison(boolean onCostLoop) throws Exception {
+        try (CostRoleHarness harness = new CostRoleHarness(false, onCostLoop)) {
             harness.train(PEER, 10_000_000, 4);
             harness.train(SSD, 2_000_000, 4);
             Plan plan = plan(harness, BOTH);

@@ -34,6 +34,18 @@ public record CompletionTarget(Intent intent, Optional<ResourceId> resource) {
         }
     }
 
+    // Plain equals and hashCode with an identity short cut: most keys share one of a few target instances.
+    @Override
+    public boolean equals(Object o) {
+        return o == this || o instanceof CompletionTarget other && other.intent == intent
+                && other.resource.equals(resource);
+    }
+
+    @Override
+    public int hashCode() {
+        return intent.ordinal() * 31 + resource.map(ResourceId::hashCode).orElse(0);
+    }
+
     public static CompletionTarget operationComplete() {
         return OPERATION;
     }

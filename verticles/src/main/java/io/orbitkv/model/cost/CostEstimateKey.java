@@ -50,6 +50,25 @@ public record CostEstimateKey(
         return new CostEstimateKey(path, resource, representation, bytes, fragments, target);
     }
 
+    // Plain equals and hashCode: the estimator and the shadow comparator look keys up for every observation; enums
+    // compare by identity and shared parts (resource, target, buckets) are usually the same instance.
+    @Override
+    public boolean equals(Object o) {
+        return o == this || o instanceof CostEstimateKey other && other.path == path
+                && other.representation == representation && other.bytes.equals(bytes)
+                && other.fragments.equals(fragments) && other.resource.equals(resource) && other.target.equals(target);
+    }
+
+    @Override
+    public int hashCode() {
+        int h = path.ordinal();
+        h = h * 31 + representation.ordinal();
+        h = h * 31 + bytes.hashCode();
+        h = h * 31 + fragments.hashCode();
+        h = h * 31 + resource.hashCode();
+        return h * 31 + target.hashCode();
+    }
+
     public SampleKind sampleKind() {
         return path.sampleKind();
     }

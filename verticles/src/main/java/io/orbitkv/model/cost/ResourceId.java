@@ -17,4 +17,16 @@ public record ResourceId(ResourceKind kind, String name, long incarnation) {
             throw new IllegalArgumentException("resource name must not be empty");
         }
     }
+
+    // Plain equals and hashCode with an identity short cut: keys of one resource share its instance.
+    @Override
+    public boolean equals(Object o) {
+        return o == this || o instanceof ResourceId other && other.kind == kind && other.incarnation == incarnation
+                && other.name.equals(name);
+    }
+
+    @Override
+    public int hashCode() {
+        return (kind.ordinal() * 31 + name.hashCode()) * 31 + Long.hashCode(incarnation);
+    }
 }

@@ -14,6 +14,15 @@ public record SizeBucket(int log2) {
     /** The bucket of a count that is not known. */
     public static final SizeBucket UNKNOWN = new SizeBucket(UNKNOWN_LOG2);
 
+    /** Every known bucket, so that {@link #of} allocates nothing and equal buckets are mostly the same instance. */
+    private static final SizeBucket[] KNOWN = new SizeBucket[Long.SIZE + 1];
+
+    static {
+        for (int b = 0; b <= Long.SIZE; b++) {
+            KNOWN[b] = new SizeBucket(b);
+        }
+    }
+
     public SizeBucket {
         if (log2 < UNKNOWN_LOG2 || log2 > Long.SIZE) {
             throw new IllegalArgumentException("log2 bucket out of range: " + log2);
@@ -25,7 +34,18 @@ public record SizeBucket(int log2) {
         if (count < 0) {
             throw new IllegalArgumentException("count must be >= 0 (use SizeBucket.UNKNOWN for unknown): " + count);
         }
-        return new SizeBucket(Long.SIZE - Long.numberOfLeadingZeros(count));
+        return KNOWN[Long.SIZE - Long.numberOfLeadingZeros(count)];
+    }
+
+    // Plain equals and hashCode: estimator and shadow lookups compare buckets for every observation.
+    @Override
+    public boolean equals(Object o) {
+        return o == this || o instanceof SizeBucket other && other.log2 == log2;
+    }
+
+    @Override
+    public int hashCode() {
+        return log2;
     }
 
     public boolean isKnown() {
