@@ -4,7 +4,9 @@
 Starts a Manager from the fat jar (or uses ``--data-dir`` of a running one), publishes 64 pages over gRPC, then runs
 the query over the co-located channel (``SubmitQuery`` → READY with 64 leased descriptors) and a ``Ping`` on the same
 channel, interleaved one for one (Ping first in even iterations); each lease is released over the channel, untimed.
-The same pair over gRPC from the same process is reported beside it, and the client's own protobuf work for the query
+The same query as an engine makes it (``session_query_p50_micros``: its session's ``submit_query``, the request built
+from the chain each call, on a session registered over the channel) and the same pair over gRPC from the same process
+are reported beside it, and the client's own protobuf work for the query
 (``client_protobuf_p50_micros``; alone with ``--protobuf-only``); ``--steps`` times each step of the channel's calls.
 Prints one JSON object; the headline is ``query_p50_ratio`` (query p50 / no-op p50 on the channel).
 
@@ -32,6 +34,7 @@ from orbitkv.colocated import ColocatedTransport, QueryReplyView  # noqa: E402
 
 HIT_PAGES = 64
 PAGE_BYTES = 4096
+ENGINE_IDENTITY = ("bench/colocated", "bench", "bench", 16, [(0, pb.FULL_ATTENTION, PAGE_BYTES)])
 
 
 def percentile(sorted_nanos: list[int], fraction: float) -> int:
@@ -76,6 +79,7 @@ class StepClock:
             marks.append(clock())
             return reply
 
+        self.originals = send, receive, decode
         transport._send, transport._receive, transport._decode = timed_send, timed_receive, timed_decode
 
     def record(self, method: str, started: int, returned: int, used: int) -> None:
@@ -89,10 +93,10 @@ class StepClock:
                          for i, name in enumerate(STEPS)} for method, rows in self.steps.items()}
 
 
-def interleaved(client: OrbitKvClient, session_ref, namespace, keys, iterations: int, warmup: int,
+def interleaved(client: OrbitKvClient, query, release, iterations: int, warmup: int,
                 steps: StepClock | None = None) -> dict:
-    query = pb.SubmitQueryRequest(session=session_ref, namespace_id=namespace,
-                                  groups=[pb.GroupChain(group_id=0, block_hashes=keys)])
+    """``query()`` (timed) answers the 64-page hit, ``release(lease_id)`` (untimed) ends its lease; a Ping on
+    ``client`` beside each, Ping first in even iterations."""
     ping = pb.PingRequest()
     queries, pings = [], []
     clock = time.perf_counter_ns
@@ -105,14 +109,14 @@ def interleaved(client: OrbitKvClient, session_ref, namespace, keys, iterations:
             if steps is not None:
                 steps.record("Ping", t0, t0 + ping_nanos, t0 + ping_nanos)
         t0 = clock()
-        reply = client.call("SubmitQuery", query)
+        reply = query()
         query_nanos = clock() - t0
         status, ready_blocks, lease_id = reply.status, reply.ready_blocks, reply.lease.lease_id
         if steps is not None:
             steps.record("SubmitQuery", t0, t0 + query_nanos, clock())
         if status != pb.READY or ready_blocks != HIT_PAGES:
             raise RuntimeError(f"expected a {HIT_PAGES}-page hit, got {pb.QueryStatus.Name(status)} {ready_blocks}")
-        client.call("ReleaseLease", pb.ReleaseLeaseRequest(session=session_ref, lease_id=lease_id))
+        release(lease_id)
         if steps is not None:
             steps.marks.clear()
         if not ping_first:
@@ -130,6 +134,14 @@ def interleaved(client: OrbitKvClient, session_ref, namespace, keys, iterations:
     if steps is not None:
         result["steps_p50_micros"] = steps.p50_micros(warmup)
     return result
+
+
+def prebuilt_query(client: OrbitKvClient, session_ref, namespace, keys):
+    """The headline's query and release: ``client.call`` with a request built once."""
+    query = pb.SubmitQueryRequest(session=session_ref, namespace_id=namespace,
+                                  groups=[pb.GroupChain(group_id=0, block_hashes=keys)])
+    return (lambda: client.call("SubmitQuery", query),
+            lambda lease_id: client.call("ReleaseLease", pb.ReleaseLeaseRequest(session=session_ref, lease_id=lease_id)))
 
 
 def protobuf_micros(iterations: int = 5000) -> dict:
@@ -201,19 +213,29 @@ def main() -> None:
         token = (data_dir / "engine.token").read_text().strip()
         keys = [hashlib.sha256(f"bench-colocated/{i}".encode()).digest() for i in range(HIT_PAGES)]
         with OrbitKvClient.connect_unix(data_dir / "engine.sock", token) as grpc_client, \
-                grpc_client.register(identity("bench/colocated", "bench", "bench", 16,
-                                              [(0, pb.FULL_ATTENTION, PAGE_BYTES)])) as session:
+                grpc_client.register(identity(*ENGINE_IDENTITY)) as session:
             session.publish([(0, h, bytes([i % 251]) * PAGE_BYTES) for i, h in enumerate(keys)])
             transport = ColocatedTransport(data_dir / "colocated.sock", token, spin_seconds=args.spin_micros / 1e6)
             steps = StepClock(transport) if args.steps else None
             with OrbitKvClient(f"colocated:{data_dir / 'colocated.sock'}", token, transport=transport) as channel:
-                colocated = interleaved(channel, session.ref, session.namespace, keys, args.iterations, args.warmup,
-                                        steps)
-            grpc = interleaved(grpc_client, session.ref, session.namespace, keys, args.iterations, args.warmup)
-            leases = session.stats().session_leases
+                colocated = interleaved(channel, *prebuilt_query(channel, session.ref, session.namespace, keys),
+                                        args.iterations, args.warmup, steps)
+                if steps is not None:
+                    transport._send, transport._receive, transport._decode = steps.originals
+                # What an engine calls: its own session's submit_query (the request built from the chain each time)
+                # and release, on a session registered over the channel.
+                with channel.register(identity(*ENGINE_IDENTITY)) as engine:
+                    session_path = interleaved(channel, lambda: engine.submit_query({0: keys}), engine.release,
+                                               args.iterations, args.warmup)
+                    leases = engine.stats().session_leases
+            grpc = interleaved(grpc_client, *prebuilt_query(grpc_client, session.ref, session.namespace, keys),
+                               args.iterations, args.warmup)
+            leases += session.stats().session_leases
         result = {"bench": "colocated-python", "query_p50_ratio": colocated["query_p50_ratio"],
                   "query_p50_micros": colocated["query_64_page_hit"]["p50_micros"],
-                  "colocated": colocated, "grpc": grpc, "client_protobuf_p50_micros": protobuf_micros(),
+                  "session_query_p50_micros": session_path["query_64_page_hit"]["p50_micros"],
+                  "colocated": colocated, "colocated_session": session_path, "grpc": grpc,
+                  "client_protobuf_p50_micros": protobuf_micros(),
                   "config": {"iterations": args.iterations, "warmup": args.warmup, "hit_pages": HIT_PAGES,
                              "spin_micros": args.spin_micros, "steps": args.steps,
                              "protobuf": api_implementation.Type(),

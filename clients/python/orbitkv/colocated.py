@@ -102,11 +102,11 @@ class QueryReplyView:
             self._full = pb.QueryReply.FromString(self._body)
         return self._full
 
-    def __getattr__(self, name: str):
-        if name in _HEAD_FIELDS:
-            return getattr(self._head, name)
-        if name == "lease":
-            return _LeaseView(self)
+    @property
+    def lease(self) -> "_LeaseView":
+        return _LeaseView(self)
+
+    def __getattr__(self, name: str):  # what the head does not have (the properties below answer what it has)
         return getattr(self.message(), name)
 
     def HasField(self, name: str) -> bool:  # noqa: N802 (protobuf's name)
@@ -125,6 +125,15 @@ class QueryReplyView:
 
     def __str__(self) -> str:
         return str(self.message())
+
+
+def _head_property(name: str) -> property:
+    return property(lambda view: getattr(view._head, name), doc=f"``QueryReply.{name}``, from the head")
+
+
+for _name in _HEAD_FIELDS:
+    setattr(QueryReplyView, _name, _head_property(_name))
+del _name
 
 
 class _LeaseView:
