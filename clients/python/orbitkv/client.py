@@ -224,8 +224,8 @@ class Lease:
     def __init__(self, session: "Session", reply: pb.QueryReply):
         self._session = session
         self.reply = reply
+        self.pages = list(reply.lease.pages)  # first: a reply read lazily (the co-located channel's) is parsed once
         self.lease_id = reply.lease.lease_id
-        self.pages = list(reply.lease.pages)
         self.boundary_tokens = reply.boundary_tokens
         self.ready_blocks = reply.ready_blocks
 

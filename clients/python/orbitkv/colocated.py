@@ -50,10 +50,10 @@ SOCKET_NAME = "colocated.sock"
 
 
 def _head_types():
-    """Message types that read only the head of a ``QueryReply``: its scalar and enum fields as they are, the lease's
-    id, and nothing of the lease's pages or the other nested messages (kept as unknown bytes, not parsed). Derived from
-    engine.proto's descriptors, so a new scalar field is read here without a change. proto2, so that ``lease`` has
-    presence exactly as the full message's."""
+    """Message types that read only the head of a ``QueryReply``: its scalar and enum fields as they are, the lease as
+    its encoded bytes (each piece: protobuf merges a message field sent in pieces), and nothing of the other nested
+    messages (kept as unknown bytes); and a ``Lease`` read for its id alone. Derived from engine.proto's descriptors,
+    so a new scalar field is read here without a change. proto2, so that absent and zero stay apart."""
     field = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(name="orbitkv/colocated_head.proto", package="orbitkv.colocated_head",
                                               syntax="proto2")
@@ -66,8 +66,7 @@ def _head_types():
         if f.label == f.LABEL_REPEATED:
             continue
         if f.name == "lease":
-            head.field.add(name=f.name, number=f.number, type=field.TYPE_MESSAGE, label=field.LABEL_OPTIONAL,
-                           type_name=".orbitkv.colocated_head.LeaseHead")
+            head.field.add(name=f.name, number=f.number, type=field.TYPE_BYTES, label=field.LABEL_REPEATED)
         elif f.type != f.TYPE_MESSAGE:
             # An enum travels as its number (a varint), which is what the full message's enum field reads too.
             head.field.add(name=f.name, number=f.number, label=field.LABEL_OPTIONAL,
@@ -76,25 +75,28 @@ def _head_types():
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     factory = message_factory.MessageFactory(pool)
-    return factory.GetPrototype(pool.FindMessageTypeByName("orbitkv.colocated_head.QueryReplyHead")), frozenset(names)
+    return (factory.GetPrototype(pool.FindMessageTypeByName("orbitkv.colocated_head.QueryReplyHead")),
+            factory.GetPrototype(pool.FindMessageTypeByName("orbitkv.colocated_head.LeaseHead")), frozenset(names))
 
 
-_QUERY_REPLY_HEAD, _HEAD_FIELDS = _head_types()
+_QUERY_REPLY_HEAD, _LEASE_HEAD, _HEAD_FIELDS = _head_types()
 
 
 class QueryReplyView:
-    """A ``QueryReply`` read lazily (see the module's note): its scalar fields and ``lease.lease_id`` come from the
-    head, parsed at once; any other attribute, ``HasField`` of anything but ``lease``, and comparison parse the whole
-    message once (:meth:`message`) and answer from it. It owns a copy of the reply's bytes. It is not a protobuf
+    """A ``QueryReply`` read lazily (see the module's note): its scalar fields come from the head, parsed at once, and
+    ``lease.lease_id`` from the lease's bytes (parsed for the id alone unless the whole message already is); any other
+    attribute, ``HasField`` of anything but ``lease``, and comparison parse the whole message once (:meth:`message`)
+    and answer from it. It owns a copy of the reply's bytes. It is not a protobuf
     message: hand :meth:`message` to protobuf's own functions (``CopyFrom``, ``text_format``), and compare with the view
     on the left of ``==`` (a message compares equal only to a message)."""
 
-    __slots__ = ("_body", "_head", "_full")
+    __slots__ = ("_body", "_head", "_full", "_lease_id")
 
     def __init__(self, body: bytes):
         self._body = body
         self._head = _QUERY_REPLY_HEAD.FromString(body)
         self._full = None
+        self._lease_id = None
 
     def message(self) -> pb.QueryReply:
         """The whole ``QueryReply`` (parsed on the first call)."""
@@ -110,7 +112,7 @@ class QueryReplyView:
         return getattr(self.message(), name)
 
     def HasField(self, name: str) -> bool:  # noqa: N802 (protobuf's name)
-        return self._head.HasField(name) if name == "lease" else self.message().HasField(name)
+        return len(self._head.lease) > 0 if name == "lease" else self.message().HasField(name)
 
     def SerializeToString(self, **kwargs) -> bytes:  # noqa: N802
         return self.message().SerializeToString(**kwargs)
@@ -146,7 +148,14 @@ class _LeaseView:
 
     @property
     def lease_id(self) -> int:
-        return self._reply._head.lease.lease_id
+        reply = self._reply
+        if reply._lease_id is None:
+            if reply._full is not None:
+                reply._lease_id = reply._full.lease.lease_id
+            else:
+                pieces = reply._head.lease
+                reply._lease_id = _LEASE_HEAD.FromString(pieces[0] if len(pieces) == 1 else b"".join(pieces)).lease_id
+        return reply._lease_id
 
     def __getattr__(self, name: str):
         return getattr(self._reply.message().lease, name)
