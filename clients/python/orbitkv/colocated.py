@@ -16,9 +16,10 @@ the Manager ends them, and releases the leases it handed out on the connection, 
 close, a crash of either side), so an adapter's keeper registers again instead of waiting for ``UNKNOWN_INSTANCE``.
 
 The answers of the query calls (``SubmitQuery``, ``SubmitDemand``, ``PollQuery``) come back as :class:`QueryReplyView`:
-it reads like the ``QueryReply`` it carries, but parses only the reply's top-level fields and the lease id at once, and
-the whole message (the lease's pages above all: 64 nested descriptors cost about four times the rest) on the first
-access that needs it. A lookup that only counts ready blocks and releases its lease never pays for the pages.
+it reads like the ``QueryReply`` it carries, but parses only the reply's top-level scalar fields at once, the lease id
+when asked, and the whole message (the lease's pages: nearly all of a 64-page reply's parse) on the first access that
+needs it. A lookup that only counts ready blocks and releases its lease never pays for the pages. A reply whose
+pages do not parse raises protobuf's ``DecodeError`` at that access instead of in the call.
 """
 
 from __future__ import annotations
@@ -86,9 +87,9 @@ class QueryReplyView:
     """A ``QueryReply`` read lazily (see the module's note): its scalar fields come from the head, parsed at once, and
     ``lease.lease_id`` from the lease's bytes (parsed for the id alone unless the whole message already is); any other
     attribute, ``HasField`` of anything but ``lease``, and comparison parse the whole message once (:meth:`message`)
-    and answer from it. It owns a copy of the reply's bytes. It is not a protobuf
-    message: hand :meth:`message` to protobuf's own functions (``CopyFrom``, ``text_format``), and compare with the view
-    on the left of ``==`` (a message compares equal only to a message)."""
+    and answer from it. It owns a copy of the reply's bytes. It is not a protobuf message: hand :meth:`message` to
+    protobuf's own functions (``CopyFrom``, ``text_format``), and compare with the view on the left of ``==`` (a
+    message compares equal only to a message)."""
 
     __slots__ = ("_body", "_head", "_full", "_lease_id")
 
