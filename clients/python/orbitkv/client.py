@@ -224,8 +224,8 @@ class Lease:
     def __init__(self, session: "Session", reply: pb.QueryReply):
         self._session = session
         self.reply = reply
+        self.pages = list(reply.lease.pages)  # first: a reply read lazily (the co-located channel's) is parsed once
         self.lease_id = reply.lease.lease_id
-        self.pages = list(reply.lease.pages)
         self.boundary_tokens = reply.boundary_tokens
         self.ready_blocks = reply.ready_blocks
 
@@ -394,9 +394,10 @@ class Session:
     # --- query ------------------------------------------------------------------------------------------------
     def submit_query(self, chains: dict[int, Sequence[bytes]], revision: int = 0) -> pb.QueryReply:
         """The prefix form: ``{group_id: [block hashes from block 0]}``, every group full attention."""
-        groups = [pb.GroupChain(group_id=g, block_hashes=list(h)) for g, h in chains.items()]
-        return self._call("SubmitQuery", pb.SubmitQueryRequest(session=self.ref, namespace_id=self.namespace,
-                                                                     groups=groups, revision=revision))
+        request = pb.SubmitQueryRequest(session=self.ref, namespace_id=self.namespace, revision=revision)
+        for g, h in chains.items():
+            request.groups.add(group_id=g, block_hashes=h)  # built in place: a GroupChain passed in would be copied
+        return self._call("SubmitQuery", request)
 
     def submit_demand(self, demand: pb.Demand) -> pb.QueryReply:
         """The exact form. An empty namespace is filled with this session's; a zero operation id gets a fresh one."""

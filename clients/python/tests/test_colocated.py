@@ -155,3 +155,71 @@ def test_every_engine_call_has_the_same_opcode_on_both_sides():
     listed = re.search(r"METHODS = List\.of\((.*?)\);", java.read_text(), re.S).group(1)
     assert tuple(re.findall(r'"(\w+)"', listed)) == METHODS
     assert set(METHODS) == set(pb.DESCRIPTOR.services_by_name["EngineService"].methods_by_name)
+
+
+def _full_reply() -> pb.QueryReply:
+    """A QueryReply with every field set, the lease's pages with and without a checksum."""
+    reply = pb.QueryReply(ticket=2**40 + 3, status=pb.READY, ready_blocks=3, revision=9, retry_after_micros=250,
+                          detail=pb.READY, boundary_tokens=48, request_id="req-é", operation_id=2**33,
+                          boundary_reason=pb.EARLIER_FIRST_TOKEN,
+                          leased_ranges=[pb.GroupSpans(group_id=1, spans=[pb.BlockSpan(start=0, end=3)])],
+                          restore=pb.RestoreOutcome(restored_pages=3, restored_bytes=3 * PAGE_BYTES))
+    reply.lease.lease_id = 2**63 + 5
+    for i in range(3):
+        leased = reply.lease.pages.add(group_id=1, position=i)
+        leased.slot.region_id, leased.slot.offset, leased.slot.length, leased.slot.generation = 4, i * PAGE_BYTES, \
+            PAGE_BYTES, 2**35 + i
+        if i != 1:
+            leased.crc32c = 0xFFFFFFFF - i
+    return reply
+
+
+def test_a_query_reply_view_reads_every_field_as_the_whole_message():
+    from orbitkv.colocated import QueryReplyView
+
+    full = _full_reply()
+    view = QueryReplyView(full.SerializeToString())
+    assert (view.status, view.ready_blocks, view.lease.lease_id, view.HasField("lease")) == (pb.READY, 3, 2**63 + 5,
+                                                                                             True)
+    assert view._full is None  # the head alone answered: the pages are not parsed yet
+    for field in pb.QueryReply.DESCRIPTOR.fields:
+        assert getattr(view, field.name) == getattr(full, field.name), field.name
+    assert view.HasField("restore") and view.lease.pages[1].HasField("crc32c") is False
+    assert view == full and view.lease == full.lease and view.SerializeToString() == full.SerializeToString()
+    assert str(view) == str(full)
+    # A lease sent in two pieces is merged, as protobuf merges a repeated message field: the head agrees.
+    second = pb.QueryReply()
+    second.lease.lease_id = 77
+    second.lease.pages.add(position=9)
+    merged = QueryReplyView(full.SerializeToString() + second.SerializeToString())
+    assert merged.lease.lease_id == 77 and len(merged.lease.pages) == 4
+    # No lease: absent as in the message, and a zero id; unknown fields (a newer Manager's) are skipped.
+    miss = QueryReplyView(pb.QueryReply(ticket=5, status=pb.MISS).SerializeToString() + b"\xa8\x06\x01")
+    assert not miss.HasField("lease") and miss.lease.lease_id == 0 and miss.status == pb.MISS and miss.ticket == 5
+    with pytest.raises(AttributeError):
+        miss.no_such_field
+
+
+def test_query_replies_over_the_channel_equal_the_grpc_ones(manager, colocated):
+    from orbitkv.colocated import QueryReplyView
+
+    keys = hashes(53, 5)
+    with manager.client() as grpc_client, grpc_client.register(make_identity("py-colocated/view")) as session:
+        session.publish([(0, h, page(53, i)) for i, h in enumerate(keys)])
+        request = pb.SubmitQueryRequest(session=session.ref, namespace_id=session.namespace,
+                                        groups=[pb.GroupChain(group_id=0, block_hashes=keys)])
+        reply = colocated.call("SubmitQuery", request)
+        assert isinstance(reply, QueryReplyView)
+        assert reply.status == pb.READY and reply.ready_blocks == 5
+        polled = pb.PollQueryRequest(session=session.ref, ticket=reply.ticket)
+        over_grpc = grpc_client.call("PollQuery", polled)
+        assert colocated.call("PollQuery", polled) == over_grpc and reply == over_grpc
+        assert reply.message() == over_grpc  # a protobuf message compares equal only to a message
+        with session.lease(reply) as lease:
+            for leased in lease.pages:
+                assert bytes(lease.read(leased)) == page(53, leased.position)
+        miss = colocated.call("SubmitQuery", pb.SubmitQueryRequest(
+            session=session.ref, namespace_id=session.namespace, groups=[pb.GroupChain(group_id=0,
+                                                                                       block_hashes=hashes(54, 2))]))
+        assert miss.status == pb.MISS and not miss.HasField("lease")
+        assert session.stats().session_leases == 0
