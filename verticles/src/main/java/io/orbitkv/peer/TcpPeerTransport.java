@@ -83,6 +83,8 @@ public final class TcpPeerTransport implements PeerTransport {
     private final AtomicLong warmFailures = new AtomicLong();
     private final AtomicLong receivedBytes = new AtomicLong();
     private final AtomicLong receivedInPlaceBytes = new AtomicLong();
+    private final AtomicLong recordBuffersCreated = new AtomicLong();
+    private final AtomicLong recordBuffersReused = new AtomicLong();
 
     /** With its meters in a registry of its own (tests of the transport alone). */
     public TcpPeerTransport(Vertx vertx, PeerSettings settings, Path ca, Path cert, Path key) {
@@ -155,6 +157,16 @@ public final class TcpPeerTransport implements PeerTransport {
     /** Of {@link #receivedBytes}, those the socket wrote straight into their slots (plaintext: no copy at all). */
     public long receivedInPlaceBytes() {
         return receivedInPlaceBytes.get();
+    }
+
+    /** TLS record buffers this transport's connections allocated ({@link RecordBuffers}; tests, benches). */
+    public long recordBuffersCreated() {
+        return recordBuffersCreated.get();
+    }
+
+    /** TLS record buffer requests served from a connection's own free buffers. */
+    public long recordBuffersReused() {
+        return recordBuffersReused.get();
     }
 
     /** Checks handed to the verifiers that have not ended (queued or running; 0 when none; tests). */
@@ -277,7 +289,18 @@ public final class TcpPeerTransport implements PeerTransport {
     private Future<NetSocketInternal> open(String endpoint) {
         int colon = endpoint.lastIndexOf(':');
         return client.connect(Integer.parseInt(endpoint.substring(colon + 1)), endpoint.substring(0, colon))
-                .map(socket -> (NetSocketInternal) socket);
+                .map(socket -> {
+                    NetSocketInternal connected = (NetSocketInternal) socket;
+                    if (!settings.plaintext()) {
+                        reuseRecordBuffers(connected);
+                    }
+                    return connected;
+                });
+    }
+
+    /** A TLS connection (handshake done) writes and reads its records in buffers of its own ({@link RecordBuffers}). */
+    void reuseRecordBuffers(NetSocketInternal socket) {
+        RecordBuffers.install(socket.channelHandlerContext().channel(), recordBuffersCreated, recordBuffersReused);
     }
 
     void countReceived(long n, boolean inPlace) {
