@@ -85,6 +85,7 @@ public final class TcpPeerTransport implements PeerTransport {
     private final AtomicLong receivedInPlaceBytes = new AtomicLong();
     private final AtomicLong recordBuffersCreated = new AtomicLong();
     private final AtomicLong recordBuffersReused = new AtomicLong();
+    private volatile boolean plaintextInPlace = true;
 
     /** With its meters in a registry of its own (tests of the transport alone). */
     public TcpPeerTransport(Vertx vertx, PeerSettings settings, Path ca, Path cert, Path key) {
@@ -189,6 +190,18 @@ public final class TcpPeerTransport implements PeerTransport {
         return server.refusals;
     }
 
+    /**
+     * Whether plaintext receives land straight in the slots (recv(2) into the pool mapping; the default) or go
+     * through the connection's read buffers and are copied in. The peer role turns it off for a pool on 4 KiB pages:
+     * there the kernel's copy into shared-memory pages costs about 3.5 times the CPU per byte of a copy into a reused
+     * read buffer plus a copy into the slot (measured under a paravirtualised MMU, perf/README.md); on huge pages the
+     * copy in place is the cheaper. Applies to connections opened after the call.
+     */
+    public TcpPeerTransport plaintextInPlace(boolean inPlace) {
+        this.plaintextInPlace = inPlace;
+        return this;
+    }
+
     /** Starts the transfer server (source side) on {@code host:port}, serving from the pool file at {@code poolPath}. */
     public Future<Integer> serve(String host, int port, Path poolPath, MemorySegment pool, Source source) {
         return server.serve(host, port, poolPath, pool, source);
@@ -247,7 +260,8 @@ public final class TcpPeerTransport implements PeerTransport {
                             + named + ", not of " + memberId);
                 }
                 connectionsWarmed.incrementAndGet();
-                idle.offer(new TransferConnection(endpoint, loop, socket, settings.plaintext(), idle));
+                idle.offer(new TransferConnection(endpoint, loop, socket, settings.plaintext(), plaintextInPlace,
+                        idle));
                 return Future.<Void>succeededFuture();
             }).onFailure(e -> warmFailures.incrementAndGet()));
         }
@@ -274,6 +288,11 @@ public final class TcpPeerTransport implements PeerTransport {
 
     boolean plaintext() {
         return settings.plaintext();
+    }
+
+    /** {@link #plaintextInPlace(boolean)}: whether plaintext receives land straight in the slots. */
+    public boolean plaintextInPlace() {
+        return plaintextInPlace;
     }
 
     /** A new transfer connection to {@code endpoint} (host:port) for a receive, counted. */

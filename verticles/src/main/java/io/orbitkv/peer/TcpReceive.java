@@ -184,7 +184,8 @@ final class TcpReceive implements PeerTransport.Receive {
                         + ar.cause().getMessage()));
                 return;
             }
-            attach(new TransferConnection(endpoint, context, ar.result(), transport.plaintext(), transport.idle()), false);
+            attach(new TransferConnection(endpoint, context, ar.result(), transport.plaintext(),
+                    transport.plaintextInPlace(), transport.idle()), false);
         });
     }
 

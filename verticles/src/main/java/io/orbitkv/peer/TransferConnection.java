@@ -15,7 +15,8 @@ import io.vertx.core.internal.net.NetSocketInternal;
 /**
  * One requester-side transfer connection, on one loop; carries one receive at a time ({@link #current}), then may go
  * back to the {@link IdleConnections}. Plaintext on a transport whose reads are synchronous on the loop (epoll, NIO)
- * receives straight into the slots ({@link SlotAllocator}); TLS decrypts straight into them ({@link Decrypting}, the
+ * receives straight into the slots ({@link SlotAllocator}) unless told to copy ({@code inPlace} false: read buffers
+ * copied into the slots, {@link TcpPeerTransport#plaintextInPlace}); TLS decrypts straight into them ({@link Decrypting}, the
  * connection's {@link RecordBuffers} lending {@link TcpReceive#decryptTarget}s).
  */
 final class TransferConnection {
@@ -29,14 +30,15 @@ final class TransferConnection {
     TcpReceive current;
     boolean closed;
 
-    TransferConnection(String endpoint, Context context, NetSocketInternal socket, boolean plaintext,
+    TransferConnection(String endpoint, Context context, NetSocketInternal socket, boolean plaintext, boolean inPlace,
                        IdleConnections idle) {
         this.endpoint = endpoint;
         this.context = context;
         this.socket = socket;
         this.idle = idle;
         Channel channel = socket.channelHandlerContext().channel();
-        this.direct = plaintext && (channel instanceof EpollSocketChannel || channel instanceof NioSocketChannel);
+        this.direct = plaintext && inPlace
+                && (channel instanceof EpollSocketChannel || channel instanceof NioSocketChannel);
         if (direct) {
             channel.config().setRecvByteBufAllocator(new SlotAllocator(this));
         }
