@@ -16,8 +16,8 @@ import io.vertx.core.internal.net.NetSocketInternal;
  * One requester-side transfer connection, on one loop; carries one receive at a time ({@link #current}), then may go
  * back to the {@link IdleConnections}. Plaintext on a transport whose reads are synchronous on the loop (epoll, NIO)
  * receives straight into the slots ({@link SlotAllocator}) unless told to copy ({@code inPlace} false: read buffers
- * copied into the slots, {@link TcpPeerTransport#plaintextInPlace}); TLS decrypts straight into them ({@link Decrypting}, the
- * connection's {@link RecordBuffers} lending {@link TcpReceive#decryptTarget}s).
+ * copied into the slots, {@link TcpPeerTransport#plaintextInPlace}); TLS decrypts straight into them
+ * ({@link Decrypting}, the connection's {@link RecordBuffers} lending {@link TcpReceive#decryptTarget}s).
  */
 final class TransferConnection {
     private static final int SCRATCH_READ_BYTES = 64 << 10;

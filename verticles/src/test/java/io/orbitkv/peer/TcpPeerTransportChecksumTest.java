@@ -35,11 +35,11 @@ import org.junit.jupiter.params.provider.ValueSource;
  * The transport's received checksums ({@link PeerTransport.Receive#receivedChecksums}), over real sockets, both
  * receive paths: plaintext (recv straight into the slots, sendfile from a shared-memory file) and TLS (decrypted
  * straight into the slots, a record across a page's end copied in), each with the CRC32C inline on the event loop
- * ({@code peer.verify-threads} 0) and on verifier threads (2). Each value must be the CRC32C of the bytes the slot holds after the receive, so a byte changed
- * in flight (the source's flip hook) shows as a value that differs from the source's; the requester's
- * {@code orbitkv_peer_verified_bytes_total{thread}} (labelled by the thread that really ran the CRC) shows where it ran.
- * A fence while a verifier holds a page completes only after that check let go of the slot, and the check then skips
- * the page.
+ * ({@code peer.verify-threads} 0) and on verifier threads (2). Each value must be the CRC32C of the bytes the slot
+ * holds after the receive, so a byte changed in flight (the source's flip hook) shows as a value that differs from
+ * the source's; the requester's {@code orbitkv_peer_verified_bytes_total{thread}} (labelled by the thread that
+ * really ran the CRC) shows where it ran. A fence while a verifier holds a page completes only after that check let go
+ * of the slot, and the check then skips the page.
  */
 class TcpPeerTransportChecksumTest {
     static final int PAGE = 2 << 20;
