@@ -34,9 +34,8 @@ import java.util.zip.CRC32C;
  * rest of the current page; when it comes back through {@link #take} its bytes are already in place (it must start at
  * the cursor, else the receive fails). A target smaller than a record released without being taken (the next record
  * does not fit: it crosses the page's end) makes the next decrypt go to an ordinary buffer of one record, copied in;
- * and an ordinary buffer taken
- * while a target is lent would overlap it, so the receive fails rather than mix them (netty passes decrypted buffers
- * on at once, so neither happens in order).
+ * an ordinary buffer taken while a target is lent would overlap it, so the receive fails rather than mix them (netty
+ * passes each decrypted buffer on before it asks for the next, so neither happens in order).
  *
  * <p>Cancel: a fence (or a failure) marks the receive fenced (the allocator hands out scratch buffers, nothing more is
  * copied into a slot) and closes the connection, which is never pooled again. A pooled connection found closed before
