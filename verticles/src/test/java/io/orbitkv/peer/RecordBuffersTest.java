@@ -77,6 +77,29 @@ class RecordBuffersTest {
     }
 
     @Test
+    void onlyTheDecryptersOneArgumentRequestWhileDecryptingGetsATargetAndWithoutOneAtMostARecordBuffer() {
+        EmbeddedChannel channel = new EmbeddedChannel();
+        RecordBuffers alloc = (RecordBuffers) installed(channel);
+        ByteBuf target = io.netty.buffer.Unpooled.directBuffer(64);
+        alloc.targets = capacity -> target;
+        assertThat(alloc.directBuffer(100)).as("not decrypting").isNotSameAs(target).matches(ByteBuf::release);
+        alloc.decrypting = true;
+        assertThat(alloc.directBuffer(100)).isSameAs(target);
+        for (ByteBuf other : new ByteBuf[] {alloc.buffer(100), alloc.ioBuffer(100), alloc.ioBuffer(), alloc.buffer(),
+                alloc.directBuffer(100, 1 << 20)}) {
+            assertThat(other).as("read and cumulation buffers never get a target").isNotSameAs(target);
+            other.release();
+        }
+        alloc.targets = capacity -> null;
+        ByteBuf spill = alloc.directBuffer(1 << 20);
+        assertThat(spill.capacity()).as("without a target: one record buffer, not the whole request")
+                .isEqualTo(RecordBuffers.BUFFER_BYTES);
+        spill.release();
+        target.release();
+        channel.close();
+    }
+
+    @Test
     void afterTheChannelClosedNothingIsKept() {
         EmbeddedChannel channel = new EmbeddedChannel();
         ByteBufAllocator alloc = installed(channel);
