@@ -127,7 +127,7 @@ public final class PeerVerticle extends VerticleBase {
             transport = mooncake = new MooncakePeerTransport(vertx, settings, registry, memberId);
         } else {
             transport = tcp = new TcpPeerTransport(vertx, settings, registry, cluster.tlsCa(), cluster.tlsCert(),
-                    cluster.tlsKey(), memberId, ticker);
+                    cluster.tlsKey(), memberId, ticker).plaintextInPlace(prefaultPageBytes > PoolPrefault.PAGE);
         }
         source = new PeerSource(vertx, settings, cluster.host(), membership, storage, () -> pool.segment(), registry,
                 ticker);

@@ -83,6 +83,9 @@ public final class TcpPeerTransport implements PeerTransport {
     private final AtomicLong warmFailures = new AtomicLong();
     private final AtomicLong receivedBytes = new AtomicLong();
     private final AtomicLong receivedInPlaceBytes = new AtomicLong();
+    private final AtomicLong recordBuffersCreated = new AtomicLong();
+    private final AtomicLong recordBuffersReused = new AtomicLong();
+    private volatile boolean plaintextInPlace = true;
 
     /** With its meters in a registry of its own (tests of the transport alone). */
     public TcpPeerTransport(Vertx vertx, PeerSettings settings, Path ca, Path cert, Path key) {
@@ -157,6 +160,16 @@ public final class TcpPeerTransport implements PeerTransport {
         return receivedInPlaceBytes.get();
     }
 
+    /** TLS record buffers this transport's connections allocated ({@link RecordBuffers}; tests, benches). */
+    public long recordBuffersCreated() {
+        return recordBuffersCreated.get();
+    }
+
+    /** TLS record buffer requests served from a connection's own free buffers. */
+    public long recordBuffersReused() {
+        return recordBuffersReused.get();
+    }
+
     /** Checks handed to the verifiers that have not ended (queued or running; 0 when none; tests). */
     public int verificationsPending() {
         return verifiers.pending();
@@ -175,6 +188,18 @@ public final class TcpPeerTransport implements PeerTransport {
     /** The one-line-per-interval log of connections this Manager's peer ports refused. */
     RateLimitedLog refusals() {
         return server.refusals;
+    }
+
+    /**
+     * Whether plaintext receives land straight in the slots (recv(2) into the pool mapping; the default) or go
+     * through the connection's read buffers and are copied in. The peer role turns it off for a pool on 4 KiB pages:
+     * there the kernel's copy into shared-memory pages costs about 3.5 times the CPU per byte of a copy into a reused
+     * read buffer plus a copy into the slot (measured under a paravirtualised MMU, perf/README.md); on huge pages the
+     * copy in place is the cheaper. Applies to connections opened after the call.
+     */
+    public TcpPeerTransport plaintextInPlace(boolean inPlace) {
+        this.plaintextInPlace = inPlace;
+        return this;
     }
 
     /** Starts the transfer server (source side) on {@code host:port}, serving from the pool file at {@code poolPath}. */
@@ -235,7 +260,8 @@ public final class TcpPeerTransport implements PeerTransport {
                             + named + ", not of " + memberId);
                 }
                 connectionsWarmed.incrementAndGet();
-                idle.offer(new TransferConnection(endpoint, loop, socket, settings.plaintext(), idle));
+                idle.offer(new TransferConnection(endpoint, loop, socket, settings.plaintext(), plaintextInPlace,
+                        idle));
                 return Future.<Void>succeededFuture();
             }).onFailure(e -> warmFailures.incrementAndGet()));
         }
@@ -264,6 +290,11 @@ public final class TcpPeerTransport implements PeerTransport {
         return settings.plaintext();
     }
 
+    /** {@link #plaintextInPlace(boolean)}: whether plaintext receives land straight in the slots. */
+    public boolean plaintextInPlace() {
+        return plaintextInPlace;
+    }
+
     /** A new transfer connection to {@code endpoint} (host:port) for a receive, counted. */
     Future<NetSocketInternal> connect(String endpoint) {
         return open(endpoint).andThen(ar -> {
@@ -277,7 +308,18 @@ public final class TcpPeerTransport implements PeerTransport {
     private Future<NetSocketInternal> open(String endpoint) {
         int colon = endpoint.lastIndexOf(':');
         return client.connect(Integer.parseInt(endpoint.substring(colon + 1)), endpoint.substring(0, colon))
-                .map(socket -> (NetSocketInternal) socket);
+                .map(socket -> {
+                    NetSocketInternal connected = (NetSocketInternal) socket;
+                    if (!settings.plaintext()) {
+                        reuseRecordBuffers(connected);
+                    }
+                    return connected;
+                });
+    }
+
+    /** A TLS connection (handshake done) writes and reads its records in buffers of its own ({@link RecordBuffers}). */
+    void reuseRecordBuffers(NetSocketInternal socket) {
+        RecordBuffers.install(socket.channelHandlerContext().channel(), recordBuffersCreated, recordBuffersReused);
     }
 
     void countReceived(long n, boolean inPlace) {

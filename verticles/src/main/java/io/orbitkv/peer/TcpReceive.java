@@ -1,7 +1,9 @@
 package io.orbitkv.peer;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.Unpooled;
+import io.netty.buffer.UnpooledDirectByteBuf;
 import io.orbitkv.protocol.peer.TransferHeader;
 import io.vertx.core.Context;
 import io.vertx.core.Future;
@@ -28,6 +30,13 @@ import java.util.zip.CRC32C;
  * {@code abandoned}, so a check that has not started skips its page, and {@link #fence} completes only when none is
  * outstanding. The result completes only once every byte landed and every check reported back.
  *
+ * <p>TLS decrypts into the slots: {@link #decryptTarget} lends the SslHandler one buffer at a time over the unfilled
+ * rest of the current page; when it comes back through {@link #take} its bytes are already in place (it must start at
+ * the cursor, else the receive fails). A target smaller than a record released without being taken (the next record
+ * does not fit: it crosses the page's end) makes the next decrypt go to an ordinary buffer of one record, copied in;
+ * an ordinary buffer taken while a target is lent would overlap it, so the receive fails rather than mix them (netty
+ * passes each decrypted buffer on before it asks for the next, so neither happens in order).
+ *
  * <p>Cancel: a fence (or a failure) marks the receive fenced (the allocator hands out scratch buffers, nothing more is
  * copied into a slot) and closes the connection, which is never pooled again. A pooled connection found closed before
  * any byte of this transfer arrived is replaced once by a fresh one.
@@ -51,6 +60,10 @@ final class TcpReceive implements PeerTransport.Receive {
     /** The thread the first payload bytes landed on (observability for tests of the loops). */
     volatile String landedOn;
     ByteBuf pendingTarget;
+    /** TLS: the decrypt target lent to the SslHandler, not yet taken or released; null when none. */
+    DecryptTarget lent;
+    /** TLS: the last target came back unused: the next decrypt goes to an ordinary buffer. */
+    boolean spill;
     boolean fenced;
     boolean retried;
     /** Every granted byte is in its slot (the connection is free again); completes once the checks are in too. */
@@ -170,7 +183,8 @@ final class TcpReceive implements PeerTransport.Receive {
                         + ar.cause().getMessage()));
                 return;
             }
-            attach(new TransferConnection(endpoint, context, ar.result(), transport.plaintext(), transport.idle()), false);
+            attach(new TransferConnection(endpoint, context, ar.result(), transport.plaintext(),
+                    transport.plaintextInPlace(), transport.idle()), false);
         });
     }
 
@@ -199,6 +213,27 @@ final class TcpReceive implements PeerTransport.Receive {
         MemorySegment slot = destinations.get(page).slot();
         pendingTarget = Unpooled.wrappedBuffer(slot.asSlice(inPage, slot.byteSize() - inPage).asByteBuffer()).clear();
         return pendingTarget;
+    }
+
+    /**
+     * TLS: a buffer over the unfilled rest of the current page, at most {@code capacity} bytes, for the SslHandler to
+     * decrypt into; null (an ordinary buffer then) while one is lent, after one came back unused, or without a page.
+     */
+    ByteBuf decryptTarget(ByteBufAllocator alloc, int capacity) {
+        if (spill) {
+            spill = false;
+            return null;
+        }
+        if (lent != null || capacity <= 0 || fenced || landedAll || result.future().isComplete()
+                || page >= destinations.size()) {
+            return null;
+        }
+        MemorySegment slot = destinations.get(page).slot();
+        long room = slot.byteSize() - inPage;
+        int n = (int) Math.min(capacity, room);
+        lent = new DecryptTarget(alloc, this, slot.asSlice(inPage, n).asByteBuffer(), page, inPage,
+                n == room && room < RECORD_ROOM);
+        return lent;
     }
 
     /** A read into the last target got {@code bytes}: they are in the slot, the cursor moves past them. */
@@ -235,6 +270,21 @@ final class TcpReceive implements PeerTransport.Receive {
         if (landedTargets.remove(b)) {
             received += n;
             transport.countReceived(n, true);
+        } else if (b == lent) {
+            lent = null;
+            DecryptTarget target = (DecryptTarget) b;
+            target.taken = true;
+            if (target.page != page || target.offset != inPage || b.readerIndex() != 0) {
+                fail(new PeerException(PeerException.Kind.TRANSFER_FAILED, "decrypted records arrived out of order"));
+                return;
+            }
+            checksum(inPage, n);
+            transport.countReceived(n, true);
+            received += n;
+            advance(n);
+        } else if (lent != null) {
+            fail(new PeerException(PeerException.Kind.TRANSFER_FAILED, "decrypted records arrived out of order"));
+            return;
         } else {
             int index = b.readerIndex();
             int left = n;
@@ -301,6 +351,45 @@ final class TcpReceive implements PeerTransport.Receive {
             abandoned = true;
             if (connection != null && connection.current == this) {
                 connection.close(); // not once every byte landed: the connection then serves another receive
+            }
+        }
+    }
+
+    /**
+     * The room the engine wants for one record it decrypts (its ciphertext length, at most 16 KiB of plaintext plus
+     * the cipher's expansion): a target limited by the page's end to less may be refused as too small.
+     */
+    static final int RECORD_ROOM = (16 << 10) + 2048 + 256;
+
+    /** A slot region lent to the SslHandler to decrypt into; never freed by netty (the slot is the receive's). */
+    static final class DecryptTarget extends UnpooledDirectByteBuf {
+        final TcpReceive receive;
+        final int page;
+        final long offset;
+        /** Cut short by the page's end to less than a record's room. */
+        final boolean pageEnd;
+        boolean taken;
+
+        DecryptTarget(ByteBufAllocator alloc, TcpReceive receive, java.nio.ByteBuffer region, int page, long offset,
+                      boolean pageEnd) {
+            super(alloc, region, region.remaining());
+            this.receive = receive;
+            this.page = page;
+            this.offset = offset;
+            this.pageEnd = pageEnd;
+            clear();
+        }
+
+        @Override
+        protected void deallocate() {
+            super.deallocate();
+            if (receive.lent == this) {
+                receive.lent = null;
+            }
+            if (!taken && pageEnd) {
+                // back unused at the page's end: the next record may cross it (it goes through an ordinary buffer,
+                // copied in); a target back unused elsewhere only met an incomplete record
+                receive.spill = true;
             }
         }
     }

@@ -55,6 +55,11 @@ final class TransferServer {
     static final int IDLE_SECONDS = 60;
     /** TLS: a page is queued in pieces of this size (16 records), each while the channel is writable. */
     static final int TLS_PIECE_BYTES = 256 << 10;
+    /**
+     * TLS: pieces queued and not yet written to the socket, at most (1 MiB): what is encrypted ahead of the socket,
+     * so the connection's record buffers ({@link RecordBuffers}) are reused instead of a lease encrypted whole.
+     */
+    static final int TLS_PIECES_IN_FLIGHT = 4;
 
     private final TcpPeerTransport transport;
     private final Vertx vertx;
@@ -152,6 +157,11 @@ final class TransferServer {
         Promise<Void> draining;
         /** TLS: the page whose pieces are being queued (the rest of it unread), or null. */
         ByteBuf piecing;
+        /** TLS: pieces queued whose write has not completed. */
+        int piecesInFlight;
+        /** TLS: the queueing to go on once a piece in flight was written, or null. */
+        Runnable resume;
+        boolean pumping;
 
         Serving(NetSocketInternal socket, MemorySegment pool, TcpPeerTransport.Source source, ContextInternal owner) {
             this.socket = socket;
@@ -163,6 +173,9 @@ final class TransferServer {
                 refusals.warn("peer transfer connection refused", null, "its certificate names no member");
                 close();
                 return;
+            }
+            if (!settings.plaintext()) {
+                transport.reuseRecordBuffers(socket);
             }
             socket.closeHandler(v -> {
                 closed = true;
@@ -271,14 +284,26 @@ final class TransferServer {
 
         /**
          * Queues the pages in order. Plaintext regions cost nothing until the socket takes them (sendfile), so they go
-         * at once. With TLS each page is encrypted into new buffers when it is flushed, so it goes in pieces of
-         * {@value #TLS_PIECE_BYTES} bytes, the next queued only while the channel is writable: the encrypted bytes
-         * waiting here stay about one piece (the kernel's send buffer keeps the wire busy meanwhile), so netty's
-         * allocator reuses the same few chunks instead of mapping fresh memory for a whole page encrypted ahead.
+         * at once. With TLS each page is encrypted into record buffers when it is flushed, so it goes in pieces of
+         * {@value #TLS_PIECE_BYTES} bytes, at most {@value #TLS_PIECES_IN_FLIGHT} of them not yet written to the socket
+         * (the next one queued as one completes): the encrypted bytes waiting here stay bounded while the kernel's send
+         * buffer keeps the wire busy, and the connection's record buffers are reused. The channel's writability alone
+         * does not bound it: its change reaches Vert.x only after this loop returns, so the loop would queue (and the
+         * flush encrypt) a whole lease at once.
          */
         private void pump(java.util.Iterator<TcpPeerTransport.PageSlice> pages, List<Future<Void>> writes,
                           Promise<Void> queued) {
             draining = null;
+            pumping = true;
+            try {
+                pumpPieces(pages, writes, queued);
+            } finally {
+                pumping = false;
+            }
+        }
+
+        private void pumpPieces(java.util.Iterator<TcpPeerTransport.PageSlice> pages, List<Future<Void>> writes,
+                                Promise<Void> queued) {
             while (piecing != null || pages.hasNext()) {
                 if (closed) {
                     dropPiecing();
@@ -299,6 +324,15 @@ final class TransferServer {
                     });
                     return;
                 }
+                if (piecesInFlight >= TLS_PIECES_IN_FLIGHT) {
+                    draining = queued;
+                    resume = () -> {
+                        if (!queued.future().isComplete()) {
+                            pump(pages, writes, queued);
+                        }
+                    };
+                    return;
+                }
                 if (piecing == null) {
                     piecing = (ByteBuf) message(pages.next());
                 }
@@ -306,9 +340,22 @@ final class TransferServer {
                 if (!piecing.isReadable()) {
                     dropPiecing();
                 }
-                writes.add(socket.writeMessage(piece));
+                piecesInFlight++;
+                Future<Void> written = socket.writeMessage(piece);
+                writes.add(written);
+                written.onComplete(ar -> pieceWritten());
             }
             queued.tryComplete();
+        }
+
+        /** TLS: a piece's write completed (or failed): the queueing goes on if it waited for room. */
+        private void pieceWritten() {
+            piecesInFlight--;
+            Runnable next = resume;
+            if (next != null && !pumping) {
+                resume = null;
+                next.run();
+            }
         }
 
         /** Releases the TLS page being cut into pieces (its queued pieces hold their own references). */

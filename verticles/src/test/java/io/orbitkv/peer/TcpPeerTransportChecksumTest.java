@@ -34,12 +34,12 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * The transport's received checksums ({@link PeerTransport.Receive#receivedChecksums}), over real sockets, both
  * receive paths: plaintext (recv straight into the slots, sendfile from a shared-memory file) and TLS (decrypted
- * buffers copied into the slots), each with the CRC32C inline on the event loop ({@code peer.verify-threads} 0) and on
- * verifier threads (2). Each value must be the CRC32C of the bytes the slot holds after the receive, so a byte changed
- * in flight (the source's flip hook) shows as a value that differs from the source's; the requester's
- * {@code orbitkv_peer_verified_bytes_total{thread}} (labelled by the thread that really ran the CRC) shows where it ran.
- * A fence while a verifier holds a page completes only after that check let go of the slot, and the check then skips
- * the page.
+ * straight into the slots, a record across a page's end copied in), each with the CRC32C inline on the event loop
+ * ({@code peer.verify-threads} 0) and on verifier threads (2). Each value must be the CRC32C of the bytes the slot
+ * holds after the receive, so a byte changed in flight (the source's flip hook) shows as a value that differs from
+ * the source's; the requester's {@code orbitkv_peer_verified_bytes_total{thread}} (labelled by the thread that
+ * really ran the CRC) shows where it ran. A fence while a verifier holds a page completes only after that check let go
+ * of the slot, and the check then skips the page.
  */
 class TcpPeerTransportChecksumTest {
     static final int PAGE = 2 << 20;
@@ -168,6 +168,19 @@ class TcpPeerTransportChecksumTest {
         }
         if (plaintext) {
             assertThat(requester.receivedInPlaceBytes()).as("the plaintext path received in place").isPositive();
+            assertThat(pair.source.recordBuffersCreated() + pair.source.recordBuffersReused()).as("no TLS records")
+                    .isZero();
+        } else {
+            // decrypted straight into the slots, but for a record that crosses a page's end (copied in)
+            assertThat(requester.receivedInPlaceBytes()).as("the TLS path decrypted in place")
+                    .isGreaterThanOrEqualTo(requester.receivedBytes() * 9 / 10);
+            // 20 MiB in records of at most 16 KiB: at least 1280 records, written by the source into the few buffers
+            // its connection keeps (a fresh allocation per record would count every one as created)
+            long records = 2L * PAGES * PAGE / (16 << 10);
+            assertThat(pair.source.recordBuffersReused()).as("records written into reused buffers")
+                    .isGreaterThanOrEqualTo(records - pair.source.recordBuffersCreated());
+            assertThat(pair.source.recordBuffersCreated()).as("record buffers the source allocated")
+                    .isLessThanOrEqualTo(2L * RecordBuffers.MAX_FREE);
         }
     }
 

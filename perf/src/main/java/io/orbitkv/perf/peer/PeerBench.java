@@ -120,6 +120,7 @@ public final class PeerBench {
         int iperfSeconds = args.integer("iperf-seconds", 3);
         int inFlight = args.integer("in-flight", 4);
         int warmUps = args.integer("warm-up-fetches", 8);
+        int connectionFetches = args.integer("connection-fetches", 3);
         String poolDir = args.string("pool-dir", "");
         Map<String, String> settings = managerSettings(args.string("setting", ""));
         String verifyThreadsArg = args.string("verify-threads", "");
@@ -144,16 +145,17 @@ public final class PeerBench {
         if (!verifyThreadsArg.isEmpty() && (verifyThreads < 0 || verifyThreads > 64)) {
             throw new IllegalArgumentException("--verify-threads must be an integer in 0..64, got " + verifyThreads);
         }
-        if (pages < 1 || rounds < 1 || singles < 1 || iperfSeconds < 1 || inFlight < 1 || warmUps < 1) {
-            throw new IllegalArgumentException("--pages, --rounds, --single-fetches, --iperf-seconds, --in-flight and "
-                    + "--warm-up-fetches must be >= 1");
+        if (pages < 1 || rounds < 1 || singles < 1 || iperfSeconds < 1 || inFlight < 1 || warmUps < 1
+                || connectionFetches < 1) {
+            throw new IllegalArgumentException("--pages, --rounds, --single-fetches, --iperf-seconds, --in-flight, "
+                    + "--warm-up-fetches and --connection-fetches must be >= 1");
         }
         if (!(readBackShare > 0 && readBackShare <= 1)) {
             throw new IllegalArgumentException("--read-back-share must be in (0, 1], got " + readBackShare);
         }
         try {
             return measure(new Shape(pages, rounds, singles, iperfSeconds, inFlight, warmUps, verifyThreads,
-                    readBackShare, profile), poolDir, settings, transports, hooks);
+                    readBackShare, profile, connectionFetches), poolDir, settings, transports, hooks);
         } catch (RuntimeException e) {
             throw e;
         } catch (Exception e) {
@@ -202,10 +204,16 @@ public final class PeerBench {
 
     /**
      * What one run measures: fetch size, measured and warm-up fetches, fetches in flight, single-page fetches, the
-     * requester's {@code peer.verify-threads} (-1: the Manager's default) and the share of measured fetches read back.
+     * requester's {@code peer.verify-threads} (-1: the Manager's default), the share of measured fetches read back, and
+     * the fetches of {@code pages} pages run alone, one after another (one connection: the per-connection figure).
      */
     record Shape(int pages, int rounds, int singles, int iperfSeconds, int inFlight, int warmUps, int verifyThreads,
-                 double readBackShare, String profileDir) {
+                 double readBackShare, String profileDir, int connectionFetches) {
+        Shape(int pages, int rounds, int singles, int iperfSeconds, int inFlight, int warmUps, int verifyThreads,
+              double readBackShare, String profileDir) {
+            this(pages, rounds, singles, iperfSeconds, inFlight, warmUps, verifyThreads, readBackShare, profileDir, 3);
+        }
+
         /** The requester's verifier threads as the Manager will run them. */
         int effectiveVerifyThreads() {
             return verifyThreads < 0 ? PeerSettings.VERIFY_THREADS_DEFAULT : verifyThreads;
@@ -213,7 +221,8 @@ public final class PeerBench {
 
         /** Both pools hold every fetched page (each fetch lands in fresh slots), rounded up to 64 MiB, plus 128 MiB. */
         long poolBytes() {
-            return ((long) ((rounds + warmUps) * pages + singles + 1) * PAGE / (64L << 20) + 2) * (64L << 20);
+            return ((long) ((rounds + warmUps + connectionFetches) * pages + singles + 1) * PAGE / (64L << 20) + 2)
+                    * (64L << 20);
         }
 
         /** The measured rounds read back: {@code ceil(share × rounds)} of them, seeded, in order. */
@@ -239,7 +248,7 @@ public final class PeerBench {
     record Mode(String name, String pool, double bytesPerSecond, double[] latenciesMs, long fetchedBytes,
                 double mismatches, double prefaultMs, double sourceReserveChecksums, double acquireMs, double submitMs,
                 long hugeMappedBytes, double verifiedOffLoopBytes, double verifiedOnLoopBytes, long readBackPages,
-                long measuredPages, FirstFetch first, List<String> failures) {}
+                long measuredPages, FirstFetch first, double connectionBytesPerSecond, List<String> failures) {}
 
     /**
      * The requester's first fetch from the source (one page, before any other): how long it took, the transfer
@@ -262,6 +271,7 @@ public final class PeerBench {
                 .config("pages_per_fetch", shape.pages()).config("fetches_in_flight", shape.inFlight())
                 .config("rounds", shape.rounds()).config("warm_up_fetches", shape.warmUps())
                 .config("single_fetches", shape.singles()).config("iperf_seconds", shape.iperfSeconds())
+                .config("connection_fetches", shape.connectionFetches())
                 .config("manager_settings", settings.toString())
                 .config("transfer_loops", ManagerConfig.from(settings).peer().transferLoops())
                 .config("requester_verify_threads", shape.effectiveVerifyThreads())
@@ -378,10 +388,22 @@ public final class PeerBench {
         if (te != null) {
             report.topLevelRatio("mooncake_te_transfer_ratio", te.bytesPerSecond(), iperfRate);
         }
+        // One fetch alone on one connection against one iperf3 stream: like for like, no parallelism on either side.
+        report.topLevelRatio("connection_transfer_ratio", plain.connectionBytesPerSecond(), iperfRate);
+        if (hugePlain != null) {
+            report.topLevelRatio("connection_transfer_ratio_huge_pages", hugePlain.connectionBytesPerSecond(), iperfRate);
+        }
+        if (tls != null) {
+            report.topLevelRatio("tls_connection_transfer_ratio", tls.connectionBytesPerSecond(), iperfRate);
+        }
+        if (te != null) {
+            report.ratio("mooncake_te_connection_transfer_ratio", te.connectionBytesPerSecond(), iperfRate);
+        }
         double mismatches = 0;
         for (Mode m : modes) {
             mismatches += m.mismatches();
             report.figure(m.name() + "_bytes_per_s", Math.round(m.bytesPerSecond()))
+                    .figure(m.name() + "_connection_bytes_per_s", Math.round(m.connectionBytesPerSecond()))
                     .figure(m.name() + "_fetched_bytes", m.fetchedBytes())
                     .figure(m.name() + "_pool", m.pool())
                     .figure(m.name() + "_read_back_pages", m.readBackPages())
@@ -464,6 +486,9 @@ public final class PeerBench {
                 }
                 for (int w = 0; w < warmUps; w++) {
                     batches.add(publish(session, mode + "-warm-up-" + w, pages, hooks));
+                }
+                for (int c = 0; c < shape.connectionFetches(); c++) {
+                    batches.add(publish(session, mode + "-connection-" + c, pages, hooks));
                 }
                 batches.add(publish(session, mode + "-first", 1, hooks));
                 session.close();
@@ -558,6 +583,25 @@ public final class PeerBench {
                             + fetched.local().size() + " local pages, expected " + PAGE + " in 1");
                 }
             }
+            // Per connection: fetches of `pages` pages alone, one after another (each on one transfer connection),
+            // timed whole (reserve, stream, verifying seal, release); the median's rate.
+            List<Double> connectionSeconds = new ArrayList<>();
+            for (int c = 0; c < shape.connectionFetches(); c++) {
+                List<StateKey> alone = keys.get(rounds + singles + warmUps + c);
+                List<Long> generations = generations(requester, alone);
+                long t0 = System.nanoTime();
+                io.orbitkv.peer.PeerCommands.Fetched fetched = peer.fetch(owner, namespace, alone, generations,
+                        Duration.ofSeconds(60)).await(90, TimeUnit.SECONDS);
+                connectionSeconds.add((System.nanoTime() - t0) / 1e9);
+                if (fetched.bytes() != expectedBytes || fetched.local().size() != pages) {
+                    failures.add("connection fetch " + (c + 1) + " answered " + fetched.bytes() + " bytes in "
+                            + fetched.local().size() + " local pages, expected " + expectedBytes + " in " + pages);
+                }
+            }
+            connectionSeconds.sort(null);
+            double connectionRate = expectedBytes / connectionSeconds.get(connectionSeconds.size() / 2);
+            progress("%s: one %d-page fetch alone on one connection (median of %d): %.2f GB/s", mode, pages,
+                    connectionSeconds.size(), connectionRate / 1e9);
             long readBack = readBack(requester, batches, shape.readBackRounds(), pages, failures);
             double rate = bytes / (nanos / 1e9);
             double mismatches = requester.registry().get("orbitkv_peer_checksum_mismatches_total").counter().count();
@@ -578,7 +622,7 @@ public final class PeerBench {
             failures.forEach(f -> progress("%s: FAILED: %s", mode, f));
             return new Mode(mode, run.pool().description(), rate, latencies, bytes, mismatches, prefaultMs,
                     sourceChecksums, acquire, submit, huge, verifiedOffLoop, verifiedOnLoop, readBack,
-                    (long) rounds * pages, first, failures);
+                    (long) rounds * pages, first, connectionRate, failures);
         } finally {
             requester.close();
         }

@@ -67,6 +67,9 @@ class PeerBenchTest {
         assertThat(figures.getLong("plaintext_read_back_pages")).isEqualTo(16);
         assertThat(figures.getDouble("plaintext_read_back_share")).isEqualTo(1.0);
         assertThat(figures.getLong("plaintext_fetched_bytes")).isEqualTo(16L * PeerBench.PAGE);
+        // one fetch alone on one connection, against one iperf3 stream
+        assertThat(figures.getLong("plaintext_connection_bytes_per_s")).isPositive();
+        assertThat(report.getDouble("connection_transfer_ratio")).isPositive();
     }
 
     @Test
