@@ -202,7 +202,10 @@ public final class DramBench {
                     for (int i = 0; i < batchPages; i++) {
                         KeyedContent.fill(source[i], chain.get(i));
                     }
-                    measuredRound(w, () -> cycle(session, chain, source, destination, -1, Fault.NONE),
+                    // The timed rounds' own code path (round >= 0: phases and per-round calls recorded, reset below),
+                    // so that C2 has not pruned it as never taken and the first timed round does not deoptimize.
+                    int round = w;
+                    measuredRound(w, () -> cycle(session, chain, source, destination, round, Fault.NONE),
                             () -> memcpyBaseline(source, scratch, destination), destination, chain);
                     quiet = jvmWork()[0] - compiledBefore <= JIT_QUIET_MILLIS ? quiet + 1 : 0;
                     warmRounds++;
