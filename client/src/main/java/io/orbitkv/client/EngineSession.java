@@ -98,7 +98,8 @@ public final class EngineSession implements AutoCloseable {
      * co-located channel to the same Manager, {@code null} to go back to gRPC. Only a call made off a Vert.x event loop
      * takes the channel: it runs on the calling thread (which waits in the socket for its reply, without the gRPC
      * client's event loop between it and the Manager) and returns a completed future; a call made on an event loop,
-     * and a request above the channel's frame bound, still go over gRPC, so nothing blocks a loop. Same token, same
+     * and a request above the channel's frame bound, still go over gRPC, so nothing blocks a loop (a poll whose answer
+     * is above the bound is asked again over gRPC). Same token, same
      * typed refusals ({@link OrbitKvException}). The channel stays the caller's to close; closing it releases the leases
      * it was handed (see {@link ColocatedChannel}).
      */
@@ -115,6 +116,13 @@ public final class EngineSession implements AutoCloseable {
         }
         try {
             return Future.succeededFuture(channel.call(method.methodName(), request, parser));
+        } catch (OrbitKvException e) {
+            // A poll repeats an answer whose reply may exceed the frame bound (a large query submitted over gRPC); the
+            // refused poll changed nothing, so it is asked again where any size fits.
+            if (e.reason() == ErrorReason.OVERSIZED_REQUEST && method == EngineServiceGrpcClient.PollQuery) {
+                return client.call(method, request);
+            }
+            return Future.failedFuture(e);
         } catch (RuntimeException e) {
             return Future.failedFuture(e);
         }

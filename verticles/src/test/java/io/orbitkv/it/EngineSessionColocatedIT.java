@@ -170,6 +170,36 @@ class EngineSessionColocatedIT {
         }
     }
 
+    @Test
+    void aPollWhoseAnswerIsAboveTheFrameBoundIsAskedAgainOverGrpc() throws Exception {
+        int pages = 800; // a READY reply of 800 leased pages (about 19 bytes each) is over the 8 KiB bound
+        List<ByteString> hashes = RunningManager.chain("large-answer", pages);
+        try (OrbitKvClient client = running.unixClient();
+             EngineSession session = client.register(RunningManager.identity("model-a", 4096).build(),
+                     InstanceRole.PREFILL_AND_DECODE).await();
+             ColocatedChannel channel = channel()) {
+            session.useColocated(channel);
+            AllocatePublishReply allocated = session.allocate(keys(hashes)).await();
+            for (int p = 0; p < pages; p++) {
+                session.slot(allocated.getSlots(p).getSlot()).fill((byte) p);
+            }
+            session.seal(allocated.getPublishId(), List.of()).await();
+            QueryReply reply = session.submit(List.of(group(hashes)), 0).await(); // over gRPC: the request is too large
+            assertThat(reply.getStatus()).isEqualTo(QueryStatus.READY);
+            assertThatThrownBy(() -> channel.poll(session.session(), reply.getTicket()))
+                    .isInstanceOfSatisfying(OrbitKvException.class,
+                            e -> assertThat(e.reason()).isEqualTo(ErrorReason.OVERSIZED_REQUEST));
+            QueryReply polled = session.poll(reply.getTicket()).await();
+            assertThat(polled.getLease().getLeaseId()).isEqualTo(reply.getLease().getLeaseId());
+            assertThat(polled.getLease().getPagesCount()).isEqualTo(pages);
+            for (LeasedPage leased : polled.getLease().getPagesList()) {
+                assertThat(session.slot(leased.getSlot()).get(ValueLayout.JAVA_BYTE, 4095)).isEqualTo((byte) leased.getPosition());
+            }
+            assertThat(session.release(reply.getLease().getLeaseId()).await().getLeaseValid()).isTrue();
+            RunningManager.assertNoLeases(session);
+        }
+    }
+
     private static ErrorReason reasonOf(Supplier<Future<?>> call) {
         Future<?> future = call.get();
         assertThatThrownBy(() -> future.await(30, TimeUnit.SECONDS)).isInstanceOf(OrbitKvException.class);
