@@ -159,7 +159,8 @@ public final class DramBench {
                     .build();
             try (EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE).await();
                  ColocatedChannel cycleChannel = s.cycleChannel().equals("colocated")
-                         ? ColocatedChannel.connect(manager.colocatedSocket(), manager.token()) : null) {
+                         ? ColocatedChannel.connect(manager.colocatedSocket(), manager.token(),
+                                 Duration.ofNanos(s.colocatedSpinMicros() * 1_000L)) : null) {
                 // Part (a)'s calls go over the channel the engine would use: gRPC, or the co-located channel.
                 session.useColocated(cycleChannel);
                 // The engine's own memory: pages it computed (source) and where it restores them (destination).
