@@ -41,7 +41,9 @@ import java.util.concurrent.TimeUnit;
  * in odd ones; the headline is the median of the per-round paired ratios with a bootstrap interval. Each side starts
  * from a poisoned destination and its restored bytes are compared with the key-derived bytes right after it, before
  * the other side writes the destination. A slot the Manager did not answer {@code ALLOCATED}, a query that is not
- * READY for the whole batch, or one wrong byte fails the round: the report lists it and the run does not pass.
+ * READY for the whole batch, or one wrong byte fails the round: the report lists it and the run does not pass. The
+ * cycle's calls go over the co-located channel where the Manager offers it ({@link EngineSession#useColocated}, as a
+ * co-located engine would), or over gRPC ({@code --cycle-channel=grpc}).
  *
  * <p>(b) The query round trip of a 64-page hit over the Unix-socket gRPC channel (submit → READY with 64 leased
  * descriptors), against a no-op gRPC call (Ping) on the same channel, interleaved one for one, Ping first in even
