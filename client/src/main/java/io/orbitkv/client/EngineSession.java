@@ -4,8 +4,13 @@ import com.google.protobuf.ByteString;
 import io.orbitkv.codecs.extent.Crc32c;
 import io.orbitkv.nativeio.shm.SharedMemoryFile;
 import io.orbitkv.protocol.engine.*;
+import com.google.protobuf.Message;
+import com.google.protobuf.Parser;
+import io.orbitkv.protocol.colocated.ColocatedFrame;
+import io.vertx.core.Context;
 import io.vertx.core.Future;
 import io.vertx.core.Promise;
+import io.vertx.grpc.common.ServiceMethod;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
@@ -37,6 +42,8 @@ public final class EngineSession implements AutoCloseable {
     private final AtomicLong invalidReleases = new AtomicLong();
     private final AtomicLong discardedCopies = new AtomicLong();
     private volatile boolean closed;
+    /** Where the per-request calls go when called off an event loop; null: gRPC. */
+    private volatile ColocatedChannel colocated;
 
     EngineSession(OrbitKvClient client, InstanceIdentity identity, RegisterReply registration) throws IOException {
         this.client = client;
@@ -86,13 +93,48 @@ public final class EngineSession implements AutoCloseable {
         return pool.segment().asSlice(descriptor.getOffset(), descriptor.getLength());
     }
 
+    /**
+     * Sends this session's per-request calls (allocate, seal, abort, submit, demand, poll, cancel, release) over a
+     * co-located channel to the same Manager, {@code null} to go back to gRPC. Only a call made off a Vert.x event loop
+     * takes the channel: it runs on the calling thread (which waits in the socket for its reply, without the gRPC
+     * client's event loop between it and the Manager) and returns a completed future; a call made on an event loop,
+     * and a request above the channel's frame bound, still go over gRPC, so nothing blocks a loop (a poll whose answer
+     * is above the bound is asked again over gRPC). Same token, same
+     * typed refusals ({@link OrbitKvException}). The channel stays the caller's to close; closing it releases the leases
+     * it was handed (see {@link ColocatedChannel}).
+     */
+    public EngineSession useColocated(ColocatedChannel channel) {
+        this.colocated = channel;
+        return this;
+    }
+
+    private <Q extends Message, R extends Message> Future<R> call(ServiceMethod<R, Q> method, Q request, Parser<R> parser) {
+        ColocatedChannel channel = colocated;
+        if (channel == null || Context.isOnEventLoopThread()
+                || ColocatedFrame.HEADER_BYTES + (long) request.getSerializedSize() > channel.maxFrameBytes()) {
+            return client.call(method, request);
+        }
+        try {
+            return Future.succeededFuture(channel.call(method.methodName(), request, parser));
+        } catch (OrbitKvException e) {
+            // A poll repeats an answer whose reply may exceed the frame bound (a large query submitted over gRPC); the
+            // refused poll changed nothing, so it is asked again where any size fits.
+            if (e.reason() == ErrorReason.OVERSIZED_REQUEST && method == EngineServiceGrpcClient.PollQuery) {
+                return client.call(method, request);
+            }
+            return Future.failedFuture(e);
+        } catch (RuntimeException e) {
+            return Future.failedFuture(e);
+        }
+    }
+
     public Future<HeartbeatReply> heartbeat() {
         return client.call(EngineServiceGrpcClient.Heartbeat, HeartbeatRequest.newBuilder().setSession(session).build());
     }
 
     public Future<AllocatePublishReply> allocate(List<PageKey> pages) {
-        return client.call(EngineServiceGrpcClient.AllocatePublish, AllocatePublishRequest.newBuilder()
-                .setSession(session).setNamespaceId(namespace()).addAllPages(pages).build());
+        return call(EngineServiceGrpcClient.AllocatePublish, AllocatePublishRequest.newBuilder()
+                .setSession(session).setNamespaceId(namespace()).addAllPages(pages).build(), AllocatePublishReply.parser());
     }
 
     /** An allocation with its options set ({@code do_not_store}, {@code max_stored_tokens}); session and namespace filled. */
@@ -100,7 +142,8 @@ public final class EngineSession implements AutoCloseable {
         if (request.getNamespaceId().isEmpty()) {
             request.setNamespaceId(namespace());
         }
-        return client.call(EngineServiceGrpcClient.AllocatePublish, request.setSession(session).build());
+        return call(EngineServiceGrpcClient.AllocatePublish, request.setSession(session).build(),
+                AllocatePublishReply.parser());
     }
 
     /** Retains these chains for ttl at priority (see engine.proto Retain); the namespace is this session's. */
@@ -122,26 +165,26 @@ public final class EngineSession implements AutoCloseable {
     }
 
     public Future<SealPublishReply> seal(long publishId, List<Integer> crc32c) {
-        return client.call(EngineServiceGrpcClient.SealPublish, SealPublishRequest.newBuilder().setSession(session)
-                .setPublishId(publishId).addAllCrc32C(crc32c).build());
+        return call(EngineServiceGrpcClient.SealPublish, SealPublishRequest.newBuilder().setSession(session)
+                .setPublishId(publishId).addAllCrc32C(crc32c).build(), SealPublishReply.parser());
     }
 
     public Future<SealPublishReply> seal(SealPublishRequest.Builder request) {
-        return client.call(EngineServiceGrpcClient.SealPublish, request.setSession(session).build());
+        return call(EngineServiceGrpcClient.SealPublish, request.setSession(session).build(), SealPublishReply.parser());
     }
 
     public Future<AbortPublishReply> abort(long publishId) {
-        return client.call(EngineServiceGrpcClient.AbortPublish, AbortPublishRequest.newBuilder().setSession(session)
-                .setPublishId(publishId).build());
+        return call(EngineServiceGrpcClient.AbortPublish, AbortPublishRequest.newBuilder().setSession(session)
+                .setPublishId(publishId).build(), AbortPublishReply.parser());
     }
 
     public Future<QueryReply> submit(List<GroupChain> groups, long revision) {
-        return client.call(EngineServiceGrpcClient.SubmitQuery, SubmitQueryRequest.newBuilder().setSession(session)
-                .setNamespaceId(namespace()).addAllGroups(groups).setRevision(revision).build());
+        return call(EngineServiceGrpcClient.SubmitQuery, SubmitQueryRequest.newBuilder().setSession(session)
+                .setNamespaceId(namespace()).addAllGroups(groups).setRevision(revision).build(), QueryReply.parser());
     }
 
     public Future<QueryReply> submit(SubmitQueryRequest.Builder request) {
-        return client.call(EngineServiceGrpcClient.SubmitQuery, request.setSession(session).build());
+        return call(EngineServiceGrpcClient.SubmitQuery, request.setSession(session).build(), QueryReply.parser());
     }
 
     /**
@@ -150,8 +193,8 @@ public final class EngineSession implements AutoCloseable {
      */
     public Future<QueryReply> submitDemand(Demand demand) {
         Demand filled = demand.getNamespaceId().isEmpty() ? demand.toBuilder().setNamespaceId(namespace()).build() : demand;
-        return client.call(EngineServiceGrpcClient.SubmitDemand, SubmitDemandRequest.newBuilder().setSession(session)
-                .setDemand(filled).build());
+        return call(EngineServiceGrpcClient.SubmitDemand, SubmitDemandRequest.newBuilder().setSession(session)
+                .setDemand(filled).build(), QueryReply.parser());
     }
 
     /** Submits a demand and polls (honouring retry_after) until it is no longer PENDING. */
@@ -160,8 +203,8 @@ public final class EngineSession implements AutoCloseable {
     }
 
     public Future<QueryReply> poll(long ticket) {
-        return client.call(EngineServiceGrpcClient.PollQuery, PollQueryRequest.newBuilder().setSession(session)
-                .setTicket(ticket).build());
+        return call(EngineServiceGrpcClient.PollQuery, PollQueryRequest.newBuilder().setSession(session)
+                .setTicket(ticket).build(), QueryReply.parser());
     }
 
     /** Submits and polls (as an engine scheduler would, honouring retry_after) until READY or MISS. */
@@ -180,14 +223,14 @@ public final class EngineSession implements AutoCloseable {
     }
 
     public Future<CancelQueryReply> cancel(long ticket) {
-        return client.call(EngineServiceGrpcClient.CancelQuery, CancelQueryRequest.newBuilder().setSession(session)
-                .setTicket(ticket).build());
+        return call(EngineServiceGrpcClient.CancelQuery, CancelQueryRequest.newBuilder().setSession(session)
+                .setTicket(ticket).build(), CancelQueryReply.parser());
     }
 
     /** Releases a lease; an answer of {@code lease_valid = false} is counted ({@link #invalidReleases}). */
     public Future<ReleaseLeaseReply> release(long leaseId) {
-        return client.call(EngineServiceGrpcClient.ReleaseLease, ReleaseLeaseRequest.newBuilder().setSession(session)
-                .setLeaseId(leaseId).build()).andThen(ar -> {
+        return call(EngineServiceGrpcClient.ReleaseLease, ReleaseLeaseRequest.newBuilder().setSession(session)
+                .setLeaseId(leaseId).build(), ReleaseLeaseReply.parser()).andThen(ar -> {
                     if (ar.succeeded() && !ar.result().getLeaseValid()) {
                         invalidReleases.incrementAndGet();
                     }

@@ -18,6 +18,8 @@ import io.vertx.core.json.JsonArray;
 import io.vertx.core.json.JsonObject;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -39,7 +41,9 @@ import java.util.concurrent.TimeUnit;
  * in odd ones; the headline is the median of the per-round paired ratios with a bootstrap interval. Each side starts
  * from a poisoned destination and its restored bytes are compared with the key-derived bytes right after it, before
  * the other side writes the destination. A slot the Manager did not answer {@code ALLOCATED}, a query that is not
- * READY for the whole batch, or one wrong byte fails the round: the report lists it and the run does not pass.
+ * READY for the whole batch, or one wrong byte fails the round: the report lists it and the run does not pass. The
+ * cycle's calls go over the co-located channel where the Manager offers it ({@link EngineSession#useColocated}, as a
+ * co-located engine would), or over gRPC ({@code --cycle-channel=grpc}).
  *
  * <p>(b) The query round trip of a 64-page hit over the Unix-socket gRPC channel (submit → READY with 64 leased
  * descriptors), against a no-op gRPC call (Ping) on the same channel, interleaved one for one, Ping first in even
@@ -61,7 +65,8 @@ public final class DramBench {
     /** The knobs; see the README for their meaning. */
     record Settings(long pageBytes, int batchPages, int rounds, int queryIterations, int queryWarmup, int rpcWarmup,
                     String poolSize, int eventLoopThreads, String profile, String profileCycleDir,
-                    boolean colocatedSteps, String colocatedJfr, int colocatedSpinMicros) {}
+                    boolean colocatedSteps, String colocatedJfr, int colocatedSpinMicros, String cycleChannel,
+                    int callsAloneRounds, String profileCalls, int rpcWarmupPages) {}
 
     /**
      * A bench-side seam for the tests that break the path: each method sees one step of a timed round (0-based) and
@@ -109,12 +114,17 @@ public final class DramBench {
                 a.string("profile-cycle", ""),
                 a.flag("colocated-steps", false),
                 a.string("colocated-jfr", ""),
-                a.integer("colocated-spin-micros", 0));
+                a.integer("colocated-spin-micros", 0),
+                a.string("cycle-channel", ColocatedChannel.isAvailable() ? "colocated" : "grpc"),
+                a.integer("calls-alone-rounds", -1),
+                a.string("profile-calls", ""),
+                a.integer("rpc-warmup-pages", -1));
         a.requireAllUsed();
         if (s.pageBytes() <= 0 || s.pageBytes() % 4096 != 0 || s.batchPages() < 1 || s.rounds() < 1
-                || s.queryIterations() < 1 || s.queryWarmup() < 0 || s.rpcWarmup() < 0 || s.colocatedSpinMicros() < 0) {
+                || s.queryIterations() < 1 || s.queryWarmup() < 0 || s.rpcWarmup() < 0 || s.colocatedSpinMicros() < 0
+                || !List.of("grpc", "colocated").contains(s.cycleChannel())) {
             throw new IllegalArgumentException("--page-bytes is a positive multiple of 4096; --batch-pages, --rounds and "
-                    + "--query-iterations are positive; the warm-ups are >= 0");
+                    + "--query-iterations are positive; the warm-ups are >= 0; --cycle-channel is grpc or colocated");
         }
         try {
             return measure(s, fault);
@@ -149,7 +159,12 @@ public final class DramBench {
                     .setTpSize(1).setPpSize(1)
                     .addGroups(GroupSpec.newBuilder().setGroupId(0).setKind(GroupKind.FULL_ATTENTION).setBytesPerPage(pageBytes))
                     .build();
-            try (EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE).await()) {
+            try (EngineSession session = client.register(identity, InstanceRole.PREFILL_AND_DECODE).await();
+                 ColocatedChannel cycleChannel = s.cycleChannel().equals("colocated")
+                         ? ColocatedChannel.connect(manager.colocatedSocket(), manager.token(),
+                                 Duration.ofNanos(s.colocatedSpinMicros() * 1_000L)) : null) {
+                // Part (a)'s calls go over the channel the engine would use: gRPC, or the co-located channel.
+                session.useColocated(cycleChannel);
                 // The engine's own memory: pages it computed (source) and where it restores them (destination).
                 MemorySegment[] source = new MemorySegment[batchPages];
                 MemorySegment[] destination = new MemorySegment[batchPages];
@@ -162,10 +177,14 @@ public final class DramBench {
                     destination[i].fill((byte) 1);
                     scratch[i].fill((byte) 1);
                 }
-                // Warm up the RPC path (JIT) with small batches, then touch the whole pool once through the real path
-                // so that neither interpreted code nor first-touch page faults are measured.
+                // Warm up the RPC path (JIT) with batches of the timed rounds' size (their per-page loops are what C2
+                // must have compiled; only 4 KiB of each page is copied), then run full rounds untimed (keyed fills,
+                // both sides, both verifications) that also touch the whole pool once through the real path, so that
+                // neither interpreted code, nor compilations competing for the CPUs, nor first-touch page faults are
+                // measured ("jvm_during_timed_rounds" shows what is left).
+                int warmupPages = s.rpcWarmupPages() < 0 ? batchPages : s.rpcWarmupPages();
                 for (int w = 0; w < s.rpcWarmup(); w++) {
-                    List<ByteString> small = SyntheticKv.chain(-1 - w, 4);
+                    List<ByteString> small = SyntheticKv.chain(-1 - w, warmupPages);
                     AllocatePublishReply allocated = allocate(session, small, -1, Fault.NONE);
                     copyIn(session, allocated, source, 4096);
                     session.seal(allocated.getPublishId(), List.of()).await();
@@ -174,15 +193,32 @@ public final class DramBench {
                     client.ping().await();
                 }
                 long poolBytes = config.poolSizeBytes();
-                int warmRounds = (int) Math.max(2, poolBytes / (pageBytes * batchPages) + 1);
+                int poolRounds = (int) Math.max(2, poolBytes / (pageBytes * batchPages) + 1);
                 long keySeed = 1000;
-                for (int w = 0; w < warmRounds; w++) {
-                    cycle(session, SyntheticKv.chain(keySeed++, batchPages), source, destination, -1, Fault.NONE);
-                    memcpyBaseline(source, scratch, destination);
+                // At least the rounds that touch the whole pool; then on until the JIT is quiet (two rounds in a row
+                // with at most JIT_QUIET_MILLIS of compilation: on two loaded cores C2's queue drains slowly), at most
+                // MAX_EXTRA_WARM_ROUNDS more.
+                int warmRounds = 0;
+                for (int w = 0, quiet = 0; w < poolRounds || (quiet < 2 && w < poolRounds + MAX_EXTRA_WARM_ROUNDS); w++) {
+                    long compiledBefore = jvmWork()[0];
+                    List<ByteString> chain = SyntheticKv.chain(keySeed++, batchPages);
+                    for (int i = 0; i < batchPages; i++) {
+                        KeyedContent.fill(source[i], chain.get(i));
+                    }
+                    // The timed rounds' own code path (round >= 0: phases and per-round calls recorded, reset below),
+                    // so that C2 has not pruned it as never taken and the first timed round does not deoptimize.
+                    int round = w;
+                    measuredRound(w, () -> cycle(session, chain, source, destination, round, Fault.NONE),
+                            () -> memcpyBaseline(source, scratch, destination), destination, chain);
+                    quiet = jvmWork()[0] - compiledBefore <= JIT_QUIET_MILLIS ? quiet + 1 : 0;
+                    warmRounds++;
                 }
                 Arrays.fill(MEMCPY_PHASES, 0);
                 Arrays.fill(PHASES, 0);
+                ROUND_CALLS.clear();
                 CycleProfile cycleProfile = CycleProfile.start(s.profileCycleDir());
+                long timedFromMillis = ManagementFactory.getRuntimeMXBean().getUptime();
+                long[] jvmBefore = jvmWork();
                 double[] cycleBps = new double[rounds];
                 double[] memcpyBps = new double[rounds];
                 long roundBytes = pageBytes * batchPages;
@@ -207,13 +243,34 @@ public final class DramBench {
                     cycleBps[r] = roundBytes * 1e9 / nanos[0];
                     memcpyBps[r] = roundBytes * 1e9 / nanos[1];
                     completed++;
-                    System.err.printf("dram round %d/%d (%s first): cycle %.2f GB/s, memcpy %.2f GB/s, ratio %.3f%n",
+                    long[] calls = ROUND_CALLS.getLast();
+                    System.err.printf("dram round %d/%d (%s first): cycle %.2f GB/s, memcpy %.2f GB/s, ratio %.3f;"
+                                    + " calls allocate/seal/query/release %d/%d/%d/%d µs%n",
                             r + 1, rounds, cycleFirst(r) ? "cycle" : "memcpy", cycleBps[r] / 1e9, memcpyBps[r] / 1e9,
-                            cycleBps[r] / memcpyBps[r]);
+                            cycleBps[r] / memcpyBps[r], calls[0] / 1000, calls[1] / 1000, calls[2] / 1000, calls[3] / 1000);
                 }
+                long timedToMillis = ManagementFactory.getRuntimeMXBean().getUptime();
+                long[] jvmAfter = jvmWork();
+                JsonObject jvm = new JsonObject().put("jit_compile_millis", jvmAfter[0] - jvmBefore[0])
+                        .put("gc_count", jvmAfter[1] - jvmBefore[1]).put("gc_millis", jvmAfter[2] - jvmBefore[2]);
+                report.figure("jvm_during_timed_rounds", jvm);
+                System.err.println("JVM work during the timed rounds: " + jvm.encode());
+                // The JVM's uptime over the timed rounds: -Xlog (gc, safepoint, jit+compilation with uptime
+                // decorations) tells what of the JVM's own work fell inside them.
+                report.config("timed_rounds_jvm_uptime_millis", new JsonArray(List.of(timedFromMillis, timedToMillis)));
+                System.err.println("timed rounds: JVM uptime " + timedFromMillis + ".." + timedToMillis + " ms");
                 List<String> profileFiles = cycleProfile == null ? List.of() : cycleProfile.stop();
-                long[] controlAlone = controlCallsAlone(session, keySeed, completed, batchPages);
-                keySeed += completed;
+                int aloneRounds = s.callsAloneRounds() < 0 ? completed : s.callsAloneRounds();
+                QueryProfile callsProfile = QueryProfile.start(s.profileCalls(), "calls-alone.jfr");
+                long[] controlAlone = controlCallsAlone(session, keySeed, aloneRounds, batchPages);
+                if (callsProfile != null) {
+                    report.config("profile_calls", callsProfile.stop());
+                }
+                keySeed += aloneRounds;
+                JsonObject wake = wakeProbe(client, manager, source, scratch, Math.max(completed, 5));
+                System.err.println("wake-up probe (µs): " + wake.encode());
+                report.figure("wake_probe_micros", wake).figure("cycle_calls_per_round_micros", perRoundJson(ROUND_CALLS));
+                session.useColocated(null); // parts (b) and (c) measure their own channels
                 System.err.println("cycle phases (µs, timed rounds) allocate/copy-in/seal/query/copy-out/release: "
                         + Arrays.toString(Arrays.stream(PHASES).map(x -> x / 1_000).toArray())
                         + "; memcpy in/out: " + Arrays.toString(Arrays.stream(MEMCPY_PHASES).map(x -> x / 1_000).toArray())
@@ -228,11 +285,14 @@ public final class DramBench {
                 report.config("page_bytes", pageBytes).config("batch_pages", batchPages).config("rounds", rounds)
                         .config("completed_rounds", completed)
                         .config("query_iterations", queryIterations).config("query_warmup_iterations", s.queryWarmup())
-                        .config("rpc_warmup_cycles", s.rpcWarmup()).config("pool_size", poolSize)
+                        .config("rpc_warmup_cycles", s.rpcWarmup()).config("rpc_warmup_pages", warmupPages)
+                        .config("warm_rounds", warmRounds).config("pool_size", poolSize)
                         .config("cycle_first_rounds", cycleFirstRounds).config("memcpy_first_rounds", completed - cycleFirstRounds)
                         .config("verification", "every byte of every restored page, compared with bytes derived from "
                                 + "the round's keys, after each side of each round on a destination poisoned before it")
                         .config("channel", "grpc over unix socket")
+                        .config("cycle_channel", cycleChannel == null ? "grpc over unix socket"
+                                : "the co-located channel (SOCK_SEQPACKET) for the cycle's calls")
                         .config("manager_event_loop_threads", config.eventLoopThreads());
                 if (completed < rounds) { // a round failed: no figure of a broken path
                     StatsReply stats = session.stats().await();
@@ -491,6 +551,75 @@ public final class DramBench {
     private static final long[] PHASES = new long[6];
 
     /**
+     * This JVM's own work so far: {milliseconds its JIT compilers spent, collections, milliseconds of collection}.
+     * The Manager and the engine share the JVM, so compilations or pauses inside the timed rounds cost the cycle.
+     */
+    private static long[] jvmWork() {
+        var jit = ManagementFactory.getCompilationMXBean();
+        long compile = jit != null && jit.isCompilationTimeMonitoringSupported() ? jit.getTotalCompilationTime() : -1;
+        long count = 0;
+        long millis = 0;
+        for (var gc : ManagementFactory.getGarbageCollectorMXBeans()) {
+            count += Math.max(0, gc.getCollectionCount());
+            millis += Math.max(0, gc.getCollectionTime());
+        }
+        return new long[] {compile, count, millis};
+    }
+
+    /** A warm-up round with at most this much JIT compilation counts as quiet. */
+    private static final long JIT_QUIET_MILLIS = 5;
+    /** Warm-up rounds beyond the pool's, waiting for a quiet JIT, at most. */
+    private static final int MAX_EXTRA_WARM_ROUNDS = 40;
+
+    /** Per timed round, the four calls' nanoseconds: allocate, seal, query, release. */
+    private static final List<long[]> ROUND_CALLS = new java.util.ArrayList<>();
+
+    private static JsonObject perRoundJson(List<long[]> rounds) {
+        JsonObject json = new JsonObject();
+        for (int i = 0; i < CONTROL_CALL_NAMES.length; i++) {
+            int call = i;
+            json.put(CONTROL_CALL_NAMES[i], new JsonArray(rounds.stream().map(r -> r[call] / 1_000).toList()));
+        }
+        return json;
+    }
+
+    /**
+     * A no-op Ping right after the engine thread copied a round's bytes one way (source to scratch) against a Ping
+     * right after a Ping, {@code times} of each, over gRPC and over the co-located channel: what a call pays for
+     * waking the threads (and CPUs) that idled through a copy of milliseconds. Medians and every sample, µs.
+     */
+    private static JsonObject wakeProbe(OrbitKvClient client, Manager manager, MemorySegment[] source,
+                                        MemorySegment[] scratch, int times) throws IOException {
+        JsonObject json = new JsonObject();
+        json.put("grpc", wakeProbe(() -> client.ping().await(), source, scratch, times));
+        if (ColocatedChannel.isAvailable()) {
+            try (ColocatedChannel channel = ColocatedChannel.connect(manager.colocatedSocket(), manager.token())) {
+                json.put("colocated", wakeProbe(channel::ping, source, scratch, times));
+            }
+        }
+        return json;
+    }
+
+    private static JsonObject wakeProbe(Runnable ping, MemorySegment[] source, MemorySegment[] scratch, int times) {
+        double[] afterCopy = new double[times];
+        double[] afterPing = new double[times];
+        for (int i = 0; i < times; i++) {
+            for (int p = 0; p < source.length; p++) {
+                scratch[p].copyFrom(source[p]);
+            }
+            long t0 = System.nanoTime();
+            ping.run();
+            long t1 = System.nanoTime();
+            ping.run();
+            afterCopy[i] = (t1 - t0) / 1e3;
+            afterPing[i] = (System.nanoTime() - t1) / 1e3;
+        }
+        return new JsonObject().put("ping_after_copy_p50", median(afterCopy)).put("ping_after_ping_p50", median(afterPing))
+                .put("ping_after_copy", new JsonArray(Arrays.stream(afterCopy).mapToObj(x -> (long) x).toList()))
+                .put("ping_after_ping", new JsonArray(Arrays.stream(afterPing).mapToObj(x -> (long) x).toList()));
+    }
+
+    /**
      * One publish-then-restore of a batch under {@code chain}: the full engine path. Throws {@link RoundFailure} when
      * a slot is not {@code ALLOCATED} (the publish is aborted) or the query is not READY for the whole batch.
      */
@@ -526,6 +655,7 @@ public final class DramBench {
         session.release(reply.getLease().getLeaseId()).await();
         long e = System.nanoTime();
         if (timed) {
+            ROUND_CALLS.add(new long[] {a1 - a, b - a2, c - b, e - d});
             long[] spent = {a1 - a, a2 - a1, b - a2, c - b, d - c, e - d};
             for (int i = 0; i < spent.length; i++) {
                 PHASES[i] += spent[i];

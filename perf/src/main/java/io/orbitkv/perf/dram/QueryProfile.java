@@ -27,6 +27,11 @@ final class QueryProfile {
 
     /** Starts recording into {@code dir}, or answers null without {@code --profile} or when JFR cannot start. */
     static QueryProfile start(String dir) {
+        return start(dir, "query.jfr");
+    }
+
+    /** The same recording into {@code dir/fileName} (another measured window of the bench). */
+    static QueryProfile start(String dir, String fileName) {
         if (dir.isEmpty()) {
             return null;
         }
@@ -38,7 +43,7 @@ final class QueryProfile {
             recording.enable("jdk.ExecutionSample").withPeriod(Duration.ofMillis(1));
             recording.enable("jdk.NativeMethodSample").withPeriod(Duration.ofMillis(1));
             recording.start();
-            return new QueryProfile(directory.resolve("query.jfr"), recording);
+            return new QueryProfile(directory.resolve(fileName), recording);
         } catch (Exception e) {
             System.err.println("bench dram: --profile: no JFR recording: " + e);
             return null;
