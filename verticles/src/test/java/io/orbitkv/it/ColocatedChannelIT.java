@@ -3,6 +3,7 @@ package io.orbitkv.it;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.google.protobuf.ByteString;
 import io.orbitkv.client.ColocatedChannel;
@@ -281,7 +282,9 @@ class ColocatedChannelIT {
         // The loop runs each call inside the engine role's context, so a DRAM hit's role calls are plain calls and
         // its answer is sent before the next frame is read: 16 queries sent before any reply is read are all
         // answered (a call routed through the event bus would still be in flight when the loop reads the next
-        // frames, and the bound of 2 would refuse them).
+        // frames, and the bound of 2 would refuse them). With several event loops the roles sit on other loops
+        // and a call is a hop, so the burst meets the bound by design: this holds the one-loop Manager.
+        assumeTrue(RunningManager.eventLoops() == 1, "the roles share the door's loop only with one event loop");
         int requests = 16;
         List<ByteString> hashes = chain("burst", 4);
         try (OrbitKvClient client = running.unixClient();
