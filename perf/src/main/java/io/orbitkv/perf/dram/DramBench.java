@@ -262,10 +262,33 @@ public final class DramBench {
                 List<String> profileFiles = cycleProfile == null ? List.of() : cycleProfile.stop();
                 int aloneRounds = s.callsAloneRounds() < 0 ? completed : s.callsAloneRounds();
                 QueryProfile callsProfile = QueryProfile.start(s.profileCalls(), "calls-alone.jfr");
-                long[] controlAlone = controlCallsAlone(session, keySeed, aloneRounds, batchPages);
+                LatencyRecorder[] aloneLatency = new LatencyRecorder[ALONE_CALL_NAMES.length];
+                Arrays.setAll(aloneLatency, i -> LatencyRecorder.singleWriter());
+                CpuWindow aloneCpu = new CpuWindow();
+                long[] aloneJvmBefore = jvmWork();
+                aloneCpu.start();
+                long[] controlAlone = controlCallsAlone(session, keySeed, aloneRounds, batchPages, aloneLatency);
+                JsonObject aloneCpuPerRound = aloneCpu.perIteration(Math.max(1, aloneRounds));
+                long[] aloneJvmAfter = jvmWork();
+                JsonObject aloneJvm = new JsonObject().put("jit_compile_millis", aloneJvmAfter[0] - aloneJvmBefore[0])
+                        .put("gc_count", aloneJvmAfter[1] - aloneJvmBefore[1])
+                        .put("gc_millis", aloneJvmAfter[2] - aloneJvmBefore[2]);
                 if (callsProfile != null) {
                     report.config("profile_calls", callsProfile.stop());
                 }
+                // Per call, the p50 and p99 of the calls alone (the sums above hide whether a call is slow each time
+                // or now and then), and the CPU of a round's six calls: load moves latencies, barely CPU time.
+                JsonObject alonePercentiles = new JsonObject();
+                for (int i = 0; i < ALONE_CALL_NAMES.length; i++) {
+                    LatencySummary summary = aloneLatency[i].summary();
+                    alonePercentiles.put(ALONE_CALL_NAMES[i], new JsonObject().put("p50", summary.p50Nanos() / 1e3)
+                            .put("p99", summary.p99Nanos() / 1e3));
+                }
+                report.figure("control_calls_alone_percentiles_micros", alonePercentiles)
+                        .figure("control_calls_alone_cpu_micros_per_round", aloneCpuPerRound)
+                        .figure("jvm_during_calls_alone", aloneJvm);
+                System.err.println("the calls alone, p50/p99 (µs): " + alonePercentiles.encode() + "; CPU per round (µs): "
+                        + aloneCpuPerRound.encode() + "; JVM work meanwhile: " + aloneJvm.encode());
                 keySeed += aloneRounds;
                 JsonObject wake = wakeProbe(client, manager, source, scratch, Math.max(completed, 5));
                 System.err.println("wake-up probe (µs): " + wake.encode());
@@ -274,11 +297,12 @@ public final class DramBench {
                 System.err.println("cycle phases (µs, timed rounds) allocate/copy-in/seal/query/copy-out/release: "
                         + Arrays.toString(Arrays.stream(PHASES).map(x -> x / 1_000).toArray())
                         + "; memcpy in/out: " + Arrays.toString(Arrays.stream(MEMCPY_PHASES).map(x -> x / 1_000).toArray())
-                        + "; the four calls alone (no copies between them) allocate/seal/query/release: "
+                        + "; the four calls alone (no copies between them) allocate/seal/query/release, then the same"
+                        + " query and release again: "
                         + Arrays.toString(Arrays.stream(controlAlone).map(x -> x / 1_000).toArray()));
                 report.figure("cycle_phases_micros", phasesJson(PHASES, CYCLE_PHASE_NAMES))
                         .baseline("memcpy_phases_micros", phasesJson(MEMCPY_PHASES, new String[] {"copy_in", "copy_out"}))
-                        .figure("control_calls_alone_micros", phasesJson(controlAlone, CONTROL_CALL_NAMES));
+                        .figure("control_calls_alone_micros", phasesJson(controlAlone, ALONE_CALL_NAMES));
                 if (cycleProfile != null) {
                     report.config("profile_files", new JsonArray(profileFiles));
                 }
@@ -495,6 +519,10 @@ public final class DramBench {
     private static final String[] CYCLE_PHASE_NAMES = {"allocate", "copy_in", "seal", "query", "copy_out", "release"};
     private static final String[] CONTROL_CALL_NAMES = {"allocate", "seal", "query", "release"};
 
+    /** The calls alone: the four calls, then the same query and its release once more. */
+    private static final String[] ALONE_CALL_NAMES = {"allocate", "seal", "query", "release", "query_again",
+        "release_again"};
+
     private static JsonObject phasesJson(long[] nanos, String[] names) {
         JsonObject json = new JsonObject();
         for (int i = 0; i < names.length; i++) {
@@ -508,10 +536,12 @@ public final class DramBench {
      * {@code batchPages} pages: what the calls cost when the engine thread did not just copy for milliseconds.
      * Against the cycle's phases this tells the calls' own cost from what a call pays after a copy (threads woken
      * on a CPU that idled, or waited for, through the copy). The slots are sealed unwritten: these keys are never
-     * restored or compared. Nanoseconds summed per call: allocate, seal, query, release.
+     * restored or compared. Nanoseconds summed per call: allocate, seal, query, release, the
+     * same query again and its release.
      */
-    private static long[] controlCallsAlone(EngineSession session, long firstSeed, int rounds, int batchPages) {
-        long[] spent = new long[4];
+    private static long[] controlCallsAlone(EngineSession session, long firstSeed, int rounds, int batchPages,
+                                            LatencyRecorder[] latency) {
+        long[] spent = new long[ALONE_CALL_NAMES.length];
         for (int r = 0; r < rounds; r++) {
             List<ByteString> chain = SyntheticKv.chain(firstSeed + r, batchPages);
             long a = System.nanoTime();
@@ -529,10 +559,22 @@ public final class DramBench {
             if (reply.getStatus() != QueryStatus.READY) {
                 throw new IllegalStateException("the calls alone: expected READY, got " + reply.getStatus());
             }
-            spent[0] += b - a;
-            spent[1] += c - b;
-            spent[2] += d - c;
-            spent[3] += e - d;
+            // The same query again: the first query of just-sealed pages against a repeated hit of the same pages.
+            QueryReply again = session.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(chain)
+                    .build()), 0).await();
+            long f = System.nanoTime();
+            if (again.hasLease()) {
+                session.release(again.getLease().getLeaseId()).await();
+            }
+            long g = System.nanoTime();
+            if (again.getStatus() != QueryStatus.READY) {
+                throw new IllegalStateException("the calls alone, repeated query: expected READY, got " + again.getStatus());
+            }
+            long[] calls = {b - a, c - b, d - c, e - d, f - e, g - f};
+            for (int i = 0; i < calls.length; i++) {
+                spent[i] += calls[i];
+                latency[i].recordNanos(calls[i]);
+            }
         }
         return spent;
     }

@@ -139,7 +139,16 @@ class DramBenchTest {
         JsonObject phases = report.getJsonObject("figures").getJsonObject("cycle_phases_micros");
         assertThat(phases.fieldNames()).containsExactly("allocate", "copy_in", "seal", "query", "copy_out", "release");
         JsonObject alone = report.getJsonObject("figures").getJsonObject("control_calls_alone_micros");
-        assertThat(alone.fieldNames()).containsExactly("allocate", "seal", "query", "release");
+        assertThat(alone.fieldNames()).containsExactly("allocate", "seal", "query", "release", "query_again",
+                "release_again");
+        JsonObject percentiles = report.getJsonObject("figures").getJsonObject("control_calls_alone_percentiles_micros");
+        assertThat(percentiles.fieldNames()).containsExactlyElementsOf(alone.fieldNames());
+        percentiles.forEach(e -> assertThat(((JsonObject) e.getValue()).getDouble("p50")).as(e.getKey()).isPositive()
+                .isLessThanOrEqualTo(((JsonObject) e.getValue()).getDouble("p99")));
+        assertThat(report.getJsonObject("figures").getJsonObject("control_calls_alone_cpu_micros_per_round")
+                .getDouble("engine_thread")).isPositive();
+        assertThat(report.getJsonObject("figures").getJsonObject("jvm_during_calls_alone").getLong("gc_count"))
+                .isNotNegative();
         assertThat(report.getJsonObject("baselines").getJsonObject("memcpy_phases_micros").fieldNames())
                 .containsExactly("copy_in", "copy_out");
         for (JsonObject micros : List.of(phases, alone)) {
