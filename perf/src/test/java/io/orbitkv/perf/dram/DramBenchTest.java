@@ -169,6 +169,38 @@ class DramBenchTest {
         assertThat(dir.resolve("dram-cycle.jfr")).isNotEmptyFile();
     }
 
+    @Test
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void theCallsAloneCanFollowACopyAndReportTheLoopsCpuPerCall() {
+        String[] args = java.util.Arrays.copyOf(SMALL_RUN, SMALL_RUN.length + 2);
+        args[SMALL_RUN.length] = "--calls-alone-copy-bytes=1MiB";
+        args[SMALL_RUN.length + 1] = "--calls-alone-rounds=3";
+        JsonObject report = Benchmarks.run("dram", args);
+
+        assertThat(BenchReport.passed(report)).as(report.encode()).isTrue();
+        assertThat(report.getJsonObject("config").getLong("calls_alone_copy_bytes")).isEqualTo(1L << 20);
+        assertThat(report.getJsonObject("config").getInteger("calls_alone_rounds")).isEqualTo(3);
+        // Every call alone ran on the Manager's loop (the query and the allocate do per-page work there), and every
+        // timed round's calls too.
+        JsonObject loopCpu = report.getJsonObject("figures").getJsonObject("control_calls_alone_loop_cpu_micros");
+        assertThat(loopCpu.fieldNames()).containsExactly("allocate", "seal", "query", "release", "query_again",
+                "release_again");
+        assertThat(loopCpu.getLong("query")).isPositive();
+        assertThat(loopCpu.getLong("allocate")).isPositive();
+        JsonObject roundsCpu = report.getJsonObject("figures").getJsonObject("cycle_calls_loop_cpu_per_round_micros");
+        assertThat(roundsCpu.getJsonArray("query")).hasSize(4);
+        assertThat(report.getJsonObject("figures").getJsonObject("control_calls_alone_percentiles_micros")
+                .getJsonObject("query").getLong("p50")).isPositive();
+    }
+
+    @Test
+    void aNegativeCopyBeforeTheCallsAloneIsRefused() {
+        String[] args = java.util.Arrays.copyOf(SMALL_RUN, SMALL_RUN.length + 1);
+        args[SMALL_RUN.length] = "--calls-alone-copy-bytes=-1";
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> DramBench.run(BenchArgs.parse(args), DramBench.Fault.NONE))
+                .isInstanceOf(IllegalArgumentException.class);
+    }
+
     private static JsonObject brokenRun(DramBench.Fault fault) {
         return DramBench.run(BenchArgs.parse(SMALL_RUN), fault);
     }
