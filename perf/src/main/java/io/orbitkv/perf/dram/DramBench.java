@@ -758,7 +758,7 @@ public final class DramBench {
     private static void cycle(EngineSession session, List<ByteString> chain, MemorySegment[] source,
                               MemorySegment[] destination, int round, Fault fault) {
         boolean timed = round >= 0;
-        long[] loopCpu = new long[8];
+        long[] loopCpu = new long[7];
         loopCpu[0] = timed ? LoopCpu.nanos() : 0;
         long a = System.nanoTime();
         AllocatePublishReply allocated = allocate(session, chain, round, fault);
