@@ -66,7 +66,7 @@ public final class DramBench {
     record Settings(long pageBytes, int batchPages, int rounds, int queryIterations, int queryWarmup, int rpcWarmup,
                     String poolSize, int eventLoopThreads, String profile, String profileCycleDir,
                     boolean colocatedSteps, String colocatedJfr, int colocatedSpinMicros, String cycleChannel,
-                    int callsAloneRounds, String profileCalls, int rpcWarmupPages) {}
+                    int callsAloneRounds, String profileCalls, int rpcWarmupPages, long callsAloneCopyBytes) {}
 
     /**
      * A bench-side seam for the tests that break the path: each method sees one step of a timed round (0-based) and
@@ -118,11 +118,12 @@ public final class DramBench {
                 a.string("cycle-channel", ColocatedChannel.isAvailable() ? "colocated" : "grpc"),
                 a.integer("calls-alone-rounds", -1),
                 a.string("profile-calls", ""),
-                a.integer("rpc-warmup-pages", -1));
+                a.integer("rpc-warmup-pages", -1),
+                a.bytes("calls-alone-copy-bytes", "0"));
         a.requireAllUsed();
         if (s.pageBytes() <= 0 || s.pageBytes() % 4096 != 0 || s.batchPages() < 1 || s.rounds() < 1
                 || s.queryIterations() < 1 || s.queryWarmup() < 0 || s.rpcWarmup() < 0 || s.colocatedSpinMicros() < 0
-                || !List.of("grpc", "colocated").contains(s.cycleChannel())) {
+                || !List.of("grpc", "colocated").contains(s.cycleChannel()) || s.callsAloneCopyBytes() < 0) {
             throw new IllegalArgumentException("--page-bytes is a positive multiple of 4096; --batch-pages, --rounds and "
                     + "--query-iterations are positive; the warm-ups are >= 0; --cycle-channel is grpc or colocated");
         }
@@ -216,6 +217,8 @@ public final class DramBench {
                 Arrays.fill(MEMCPY_PHASES, 0);
                 Arrays.fill(PHASES, 0);
                 ROUND_CALLS.clear();
+                ROUND_CALLS_LOOP_CPU.clear();
+                LoopCpu.reset();
                 CycleProfile cycleProfile = CycleProfile.start(s.profileCycleDir());
                 long timedFromMillis = ManagementFactory.getRuntimeMXBean().getUptime();
                 long[] jvmBefore = jvmWork();
@@ -244,10 +247,13 @@ public final class DramBench {
                     memcpyBps[r] = roundBytes * 1e9 / nanos[1];
                     completed++;
                     long[] calls = ROUND_CALLS.getLast();
+                    long[] callsCpu = ROUND_CALLS_LOOP_CPU.getLast();
                     System.err.printf("dram round %d/%d (%s first): cycle %.2f GB/s, memcpy %.2f GB/s, ratio %.3f;"
-                                    + " calls allocate/seal/query/release %d/%d/%d/%d µs%n",
+                                    + " calls allocate/seal/query/release %d/%d/%d/%d µs (Manager loop CPU"
+                                    + " %d/%d/%d/%d µs)%n",
                             r + 1, rounds, cycleFirst(r) ? "cycle" : "memcpy", cycleBps[r] / 1e9, memcpyBps[r] / 1e9,
-                            cycleBps[r] / memcpyBps[r], calls[0] / 1000, calls[1] / 1000, calls[2] / 1000, calls[3] / 1000);
+                            cycleBps[r] / memcpyBps[r], calls[0] / 1000, calls[1] / 1000, calls[2] / 1000, calls[3] / 1000,
+                            callsCpu[0] / 1000, callsCpu[1] / 1000, callsCpu[2] / 1000, callsCpu[3] / 1000);
                 }
                 long timedToMillis = ManagementFactory.getRuntimeMXBean().getUptime();
                 long[] jvmAfter = jvmWork();
@@ -262,28 +268,62 @@ public final class DramBench {
                 List<String> profileFiles = cycleProfile == null ? List.of() : cycleProfile.stop();
                 int aloneRounds = s.callsAloneRounds() < 0 ? completed : s.callsAloneRounds();
                 QueryProfile callsProfile = QueryProfile.start(s.profileCalls(), "calls-alone.jfr");
-                long[] controlAlone = controlCallsAlone(session, keySeed, aloneRounds, batchPages);
+                LatencyRecorder[] aloneLatency = new LatencyRecorder[ALONE_CALL_NAMES.length];
+                Arrays.setAll(aloneLatency, i -> LatencyRecorder.singleWriter());
+                CpuWindow aloneCpu = new CpuWindow();
+                long[] aloneJvmBefore = jvmWork();
+                aloneCpu.start();
+                CacheFlush flush = CacheFlush.of(arena, s.callsAloneCopyBytes());
+                long[] controlAlone = controlCallsAlone(session, keySeed, aloneRounds, batchPages, aloneLatency, flush);
+                JsonObject aloneCpuPerRound = aloneCpu.perIteration(Math.max(1, aloneRounds));
+                long[] aloneJvmAfter = jvmWork();
+                JsonObject aloneJvm = new JsonObject().put("jit_compile_millis", aloneJvmAfter[0] - aloneJvmBefore[0])
+                        .put("gc_count", aloneJvmAfter[1] - aloneJvmBefore[1])
+                        .put("gc_millis", aloneJvmAfter[2] - aloneJvmBefore[2]);
                 if (callsProfile != null) {
                     report.config("profile_calls", callsProfile.stop());
                 }
+                // Per call, the p50 and p99 of the calls alone (the sums above hide whether a call is slow each time
+                // or now and then), and the CPU of a round's six calls: load moves latencies, barely CPU time.
+                JsonObject alonePercentiles = new JsonObject();
+                for (int i = 0; i < ALONE_CALL_NAMES.length; i++) {
+                    LatencySummary summary = aloneLatency[i].summary();
+                    alonePercentiles.put(ALONE_CALL_NAMES[i], new JsonObject().put("p50", summary.p50Nanos() / 1e3)
+                            .put("p99", summary.p99Nanos() / 1e3));
+                }
+                report.figure("control_calls_alone_percentiles_micros", alonePercentiles)
+                        .figure("control_calls_alone_cpu_micros_per_round", aloneCpuPerRound)
+                        .figure("jvm_during_calls_alone", aloneJvm);
+                System.err.println("the calls alone, p50/p99 (µs): " + alonePercentiles.encode() + "; CPU per round (µs): "
+                        + aloneCpuPerRound.encode() + "; JVM work meanwhile: " + aloneJvm.encode());
                 keySeed += aloneRounds;
                 JsonObject wake = wakeProbe(client, manager, source, scratch, Math.max(completed, 5));
                 System.err.println("wake-up probe (µs): " + wake.encode());
-                report.figure("wake_probe_micros", wake).figure("cycle_calls_per_round_micros", perRoundJson(ROUND_CALLS));
+                report.figure("wake_probe_micros", wake).figure("cycle_calls_per_round_micros", perRoundJson(ROUND_CALLS))
+                        .figure("cycle_calls_loop_cpu_per_round_micros", perRoundJson(ROUND_CALLS_LOOP_CPU));
                 session.useColocated(null); // parts (b) and (c) measure their own channels
                 System.err.println("cycle phases (µs, timed rounds) allocate/copy-in/seal/query/copy-out/release: "
                         + Arrays.toString(Arrays.stream(PHASES).map(x -> x / 1_000).toArray())
                         + "; memcpy in/out: " + Arrays.toString(Arrays.stream(MEMCPY_PHASES).map(x -> x / 1_000).toArray())
-                        + "; the four calls alone (no copies between them) allocate/seal/query/release: "
-                        + Arrays.toString(Arrays.stream(controlAlone).map(x -> x / 1_000).toArray()));
+                        + "; the four calls alone (no copies between them) allocate/seal/query/release, then the same"
+                        + " query and release again: "
+                        + Arrays.toString(Arrays.stream(controlAlone).limit(ALONE_CALL_NAMES.length).map(x -> x / 1_000)
+                                .toArray()) + ", the Manager loops' CPU during each: "
+                        + Arrays.toString(Arrays.stream(controlAlone).skip(ALONE_CALL_NAMES.length).map(x -> x / 1_000)
+                                .toArray()));
                 report.figure("cycle_phases_micros", phasesJson(PHASES, CYCLE_PHASE_NAMES))
                         .baseline("memcpy_phases_micros", phasesJson(MEMCPY_PHASES, new String[] {"copy_in", "copy_out"}))
-                        .figure("control_calls_alone_micros", phasesJson(controlAlone, CONTROL_CALL_NAMES));
+                        .figure("control_calls_alone_micros", phasesJson(controlAlone, ALONE_CALL_NAMES))
+                        .figure("control_calls_alone_loop_cpu_micros", phasesJson(
+                                Arrays.copyOfRange(controlAlone, ALONE_CALL_NAMES.length, controlAlone.length),
+                                ALONE_CALL_NAMES));
                 if (cycleProfile != null) {
                     report.config("profile_files", new JsonArray(profileFiles));
                 }
                 report.config("page_bytes", pageBytes).config("batch_pages", batchPages).config("rounds", rounds)
                         .config("completed_rounds", completed)
+                        .config("calls_alone_rounds", aloneRounds)
+                        .config("calls_alone_copy_bytes", s.callsAloneCopyBytes())
                         .config("query_iterations", queryIterations).config("query_warmup_iterations", s.queryWarmup())
                         .config("rpc_warmup_cycles", s.rpcWarmup()).config("rpc_warmup_pages", warmupPages)
                         .config("warm_rounds", warmRounds).config("pool_size", poolSize)
@@ -492,8 +532,54 @@ public final class DramBench {
         }
     }
 
+    /**
+     * CPU time of the Manager's event loops, read around single calls: a call whose wall time is many times the loops'
+     * CPU for it waited (for a CPU, a wake-up), one whose loop CPU grew itself ran slower (cold caches after a copy).
+     * The loop threads are looked up once per run ({@link #reset}, and again when one of them ended); reading one
+     * thread's CPU clock costs about a microsecond.
+     */
+    static final class LoopCpu {
+        private static final java.lang.management.ThreadMXBean THREADS =
+                java.lang.management.ManagementFactory.getThreadMXBean();
+        private static long[] loopIds = new long[0];
+
+        static void reset() {
+            loopIds = new long[0];
+        }
+
+        static long nanos() {
+            long sum = readLoops();
+            if (sum < 0) { // a loop of an earlier run: look the threads up again
+                reset();
+                sum = readLoops();
+            }
+            return Math.max(0, sum);
+        }
+
+        private static long readLoops() {
+            if (loopIds.length == 0) {
+                loopIds = Arrays.stream(THREADS.getThreadInfo(THREADS.getAllThreadIds()))
+                        .filter(info -> info != null && info.getThreadName().startsWith("vert.x-eventloop-thread"))
+                        .mapToLong(java.lang.management.ThreadInfo::getThreadId).toArray();
+            }
+            long sum = 0;
+            for (long id : loopIds) {
+                long nanos = THREADS.getThreadCpuTime(id);
+                if (nanos < 0) {
+                    return -1;
+                }
+                sum += nanos;
+            }
+            return sum;
+        }
+    }
+
     private static final String[] CYCLE_PHASE_NAMES = {"allocate", "copy_in", "seal", "query", "copy_out", "release"};
     private static final String[] CONTROL_CALL_NAMES = {"allocate", "seal", "query", "release"};
+
+    /** The calls alone: the four calls, then the same query and its release once more. */
+    private static final String[] ALONE_CALL_NAMES = {"allocate", "seal", "query", "release", "query_again",
+        "release_again"};
 
     private static JsonObject phasesJson(long[] nanos, String[] names) {
         JsonObject json = new JsonObject();
@@ -508,33 +594,76 @@ public final class DramBench {
      * {@code batchPages} pages: what the calls cost when the engine thread did not just copy for milliseconds.
      * Against the cycle's phases this tells the calls' own cost from what a call pays after a copy (threads woken
      * on a CPU that idled, or waited for, through the copy). The slots are sealed unwritten: these keys are never
-     * restored or compared. Nanoseconds summed per call: allocate, seal, query, release.
+     * restored or compared. Nanoseconds summed per call: allocate, seal, query, release, the
+     * same query again and its release; then, in the same order, the Manager loops' CPU during each.
      */
-    private static long[] controlCallsAlone(EngineSession session, long firstSeed, int rounds, int batchPages) {
-        long[] spent = new long[4];
+    private static long[] controlCallsAlone(EngineSession session, long firstSeed, int rounds, int batchPages,
+                                            LatencyRecorder[] latency, CacheFlush flush) {
+        long[] spent = new long[ALONE_CALL_NAMES.length * 2];
+        long[] wall = new long[ALONE_CALL_NAMES.length];
+        long[] cpu = new long[ALONE_CALL_NAMES.length];
+        GroupChain[] query = new GroupChain[1];
         for (int r = 0; r < rounds; r++) {
             List<ByteString> chain = SyntheticKv.chain(firstSeed + r, batchPages);
-            long a = System.nanoTime();
-            AllocatePublishReply allocated = allocate(session, chain, -1, Fault.NONE);
-            long b = System.nanoTime();
-            session.seal(allocated.getPublishId(), List.of()).await();
-            long c = System.nanoTime();
-            QueryReply reply = session.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(chain)
-                    .build()), 0).await();
-            long d = System.nanoTime();
-            if (reply.hasLease()) {
-                session.release(reply.getLease().getLeaseId()).await();
+            query[0] = GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(chain).build();
+            AllocatePublishReply[] allocated = new AllocatePublishReply[1];
+            QueryReply[] replies = new QueryReply[2];
+            timedCall(0, wall, cpu, flush, () -> allocated[0] = allocate(session, chain, -1, Fault.NONE));
+            timedCall(1, wall, cpu, flush, () -> session.seal(allocated[0].getPublishId(), List.of()).await());
+            timedCall(2, wall, cpu, flush, () -> replies[0] = session.submit(List.of(query[0]), 0).await());
+            timedCall(3, wall, cpu, flush, () -> releaseIfLeased(session, replies[0]));
+            if (replies[0].getStatus() != QueryStatus.READY) {
+                throw new IllegalStateException("the calls alone: expected READY, got " + replies[0].getStatus());
             }
-            long e = System.nanoTime();
-            if (reply.getStatus() != QueryStatus.READY) {
-                throw new IllegalStateException("the calls alone: expected READY, got " + reply.getStatus());
+            // The same query again: the first query of just-sealed pages against a repeated hit of the same pages.
+            timedCall(4, wall, cpu, flush, () -> replies[1] = session.submit(List.of(query[0]), 0).await());
+            timedCall(5, wall, cpu, flush, () -> releaseIfLeased(session, replies[1]));
+            if (replies[1].getStatus() != QueryStatus.READY) {
+                throw new IllegalStateException("the calls alone, repeated query: expected READY, got "
+                        + replies[1].getStatus());
             }
-            spent[0] += b - a;
-            spent[1] += c - b;
-            spent[2] += d - c;
-            spent[3] += e - d;
+            for (int i = 0; i < wall.length; i++) {
+                spent[i] += wall[i];
+                spent[ALONE_CALL_NAMES.length + i] += cpu[i];
+                latency[i].recordNanos(wall[i]);
+            }
         }
         return spent;
+    }
+
+    /** Runs one call: its wall time into {@code wall[i]}, the Manager loops' CPU meanwhile into {@code cpu[i]}. */
+    private static void timedCall(int i, long[] wall, long[] cpu, CacheFlush flush, Runnable call) {
+        flush.run();
+        long cpu0 = LoopCpu.nanos();
+        long t0 = System.nanoTime();
+        call.run();
+        wall[i] = System.nanoTime() - t0;
+        cpu[i] = LoopCpu.nanos() - cpu0;
+    }
+
+    /**
+     * What the engine thread does before each call alone ({@code --calls-alone-copy-bytes}): nothing, or a copy of that
+     * many bytes between two buffers of its own, untimed, as the cycle copies its pages between calls. Against the
+     * calls alone without it this tells what a call pays because a copy ran just before it (caches and TLBs
+     * refilled with page bytes, a CPU that went idle meanwhile) from what it costs itself.
+     */
+    record CacheFlush(MemorySegment from, MemorySegment to) {
+        static CacheFlush of(Arena arena, long bytes) {
+            return bytes == 0 ? new CacheFlush(null, null)
+                    : new CacheFlush(arena.allocate(bytes, 4096), arena.allocate(bytes, 4096));
+        }
+
+        void run() {
+            if (from != null) {
+                to.copyFrom(from);
+            }
+        }
+    }
+
+    private static void releaseIfLeased(EngineSession session, QueryReply reply) {
+        if (reply.hasLease()) {
+            session.release(reply.getLease().getLeaseId()).await();
+        }
     }
 
     private static long timedPing(ColocatedChannel channel) {
@@ -573,6 +702,9 @@ public final class DramBench {
 
     /** Per timed round, the four calls' nanoseconds: allocate, seal, query, release. */
     private static final List<long[]> ROUND_CALLS = new java.util.ArrayList<>();
+
+    /** The Manager's loop CPU during each of those calls (same order), nanoseconds. */
+    private static final List<long[]> ROUND_CALLS_LOOP_CPU = new java.util.ArrayList<>();
 
     private static JsonObject perRoundJson(List<long[]> rounds) {
         JsonObject json = new JsonObject();
@@ -625,17 +757,22 @@ public final class DramBench {
      */
     private static void cycle(EngineSession session, List<ByteString> chain, MemorySegment[] source,
                               MemorySegment[] destination, int round, Fault fault) {
+        boolean timed = round >= 0;
+        long[] loopCpu = new long[7];
+        loopCpu[0] = timed ? LoopCpu.nanos() : 0;
         long a = System.nanoTime();
         AllocatePublishReply allocated = allocate(session, chain, round, fault);
         long a1 = System.nanoTime();
+        loopCpu[1] = timed ? LoopCpu.nanos() : 0;
         copyIn(session, allocated, source, Long.MAX_VALUE);
+        loopCpu[2] = timed ? LoopCpu.nanos() : 0;
         long a2 = System.nanoTime();
         session.seal(allocated.getPublishId(), List.of()).await();
         if (round >= 0) {
             fault.sealed(round, session, allocated);
         }
         long b = System.nanoTime();
-        boolean timed = round >= 0;
+        loopCpu[3] = timed ? LoopCpu.nanos() : 0;
         QueryReply reply = session.submit(List.of(GroupChain.newBuilder().setGroupId(0).addAllBlockHashes(chain).build()), 0).await();
         if (reply.getStatus() == QueryStatus.READY && round >= 0) {
             reply = fault.ready(round, reply);
@@ -648,14 +785,19 @@ public final class DramBench {
                     + reply.getStatus() + " for " + reply.getReadyBlocks());
         }
         long c = System.nanoTime();
+        loopCpu[4] = timed ? LoopCpu.nanos() : 0;
         for (LeasedPage page : reply.getLease().getPagesList()) {
             destination[page.getPosition()].copyFrom(session.slot(page.getSlot()));
         }
+        loopCpu[5] = timed ? LoopCpu.nanos() : 0;
         long d = System.nanoTime();
         session.release(reply.getLease().getLeaseId()).await();
         long e = System.nanoTime();
+        loopCpu[6] = timed ? LoopCpu.nanos() : 0;
         if (timed) {
             ROUND_CALLS.add(new long[] {a1 - a, b - a2, c - b, e - d});
+            ROUND_CALLS_LOOP_CPU.add(new long[] {loopCpu[1] - loopCpu[0], loopCpu[3] - loopCpu[2],
+                loopCpu[4] - loopCpu[3], loopCpu[6] - loopCpu[5]});
             long[] spent = {a1 - a, a2 - a1, b - a2, c - b, d - c, e - d};
             for (int i = 0; i < spent.length; i++) {
                 PHASES[i] += spent[i];

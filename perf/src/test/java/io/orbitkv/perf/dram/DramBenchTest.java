@@ -139,7 +139,16 @@ class DramBenchTest {
         JsonObject phases = report.getJsonObject("figures").getJsonObject("cycle_phases_micros");
         assertThat(phases.fieldNames()).containsExactly("allocate", "copy_in", "seal", "query", "copy_out", "release");
         JsonObject alone = report.getJsonObject("figures").getJsonObject("control_calls_alone_micros");
-        assertThat(alone.fieldNames()).containsExactly("allocate", "seal", "query", "release");
+        assertThat(alone.fieldNames()).containsExactly("allocate", "seal", "query", "release", "query_again",
+                "release_again");
+        JsonObject percentiles = report.getJsonObject("figures").getJsonObject("control_calls_alone_percentiles_micros");
+        assertThat(percentiles.fieldNames()).containsExactlyElementsOf(alone.fieldNames());
+        percentiles.forEach(e -> assertThat(((JsonObject) e.getValue()).getDouble("p50")).as(e.getKey()).isPositive()
+                .isLessThanOrEqualTo(((JsonObject) e.getValue()).getDouble("p99")));
+        assertThat(report.getJsonObject("figures").getJsonObject("control_calls_alone_cpu_micros_per_round")
+                .getDouble("engine_thread")).isPositive();
+        assertThat(report.getJsonObject("figures").getJsonObject("jvm_during_calls_alone").getLong("gc_count"))
+                .isNotNegative();
         assertThat(report.getJsonObject("baselines").getJsonObject("memcpy_phases_micros").fieldNames())
                 .containsExactly("copy_in", "copy_out");
         for (JsonObject micros : List.of(phases, alone)) {
@@ -158,6 +167,38 @@ class DramBenchTest {
         assertThat(report.getJsonObject("config").getJsonArray("profile_files").getList())
                 .contains(dir.resolve("dram-cycle.jfr").toString());
         assertThat(dir.resolve("dram-cycle.jfr")).isNotEmptyFile();
+    }
+
+    @Test
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void theCallsAloneCanFollowACopyAndReportTheLoopsCpuPerCall() {
+        String[] args = java.util.Arrays.copyOf(SMALL_RUN, SMALL_RUN.length + 2);
+        args[SMALL_RUN.length] = "--calls-alone-copy-bytes=1MiB";
+        args[SMALL_RUN.length + 1] = "--calls-alone-rounds=3";
+        JsonObject report = Benchmarks.run("dram", args);
+
+        assertThat(BenchReport.passed(report)).as(report.encode()).isTrue();
+        assertThat(report.getJsonObject("config").getLong("calls_alone_copy_bytes")).isEqualTo(1L << 20);
+        assertThat(report.getJsonObject("config").getInteger("calls_alone_rounds")).isEqualTo(3);
+        // Every call alone ran on the Manager's loop (the query and the allocate do per-page work there), and every
+        // timed round's calls too.
+        JsonObject loopCpu = report.getJsonObject("figures").getJsonObject("control_calls_alone_loop_cpu_micros");
+        assertThat(loopCpu.fieldNames()).containsExactly("allocate", "seal", "query", "release", "query_again",
+                "release_again");
+        assertThat(loopCpu.getLong("query")).isPositive();
+        assertThat(loopCpu.getLong("allocate")).isPositive();
+        JsonObject roundsCpu = report.getJsonObject("figures").getJsonObject("cycle_calls_loop_cpu_per_round_micros");
+        assertThat(roundsCpu.getJsonArray("query")).hasSize(4);
+        assertThat(report.getJsonObject("figures").getJsonObject("control_calls_alone_percentiles_micros")
+                .getJsonObject("query").getLong("p50")).isPositive();
+    }
+
+    @Test
+    void aNegativeCopyBeforeTheCallsAloneIsRefused() {
+        String[] args = java.util.Arrays.copyOf(SMALL_RUN, SMALL_RUN.length + 1);
+        args[SMALL_RUN.length] = "--calls-alone-copy-bytes=-1";
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> DramBench.run(BenchArgs.parse(args), DramBench.Fault.NONE))
+                .isInstanceOf(IllegalArgumentException.class);
     }
 
     private static JsonObject brokenRun(DramBench.Fault fault) {
