@@ -288,9 +288,6 @@ final class ColocatedEngineDoor {
         /** On the loop, when the socket is readable (a frame, its end, or an error). */
         @Override
         public void handle(IoRegistration registration, IoEvent event) {
-            // Netty calls this outside any Vert.x context: made current here, the roles' proxies see their caller on
-            // this loop and call the role in place (no event-bus message, reply timer or task per call).
-            ContextInternal previous = ((ContextInternal) context).beginDispatch();
             try {
                 for (int i = 0; i < FRAMES_PER_WAKEUP && !ended; i++) {
                     long length = socket.receiveNow(received);
@@ -307,8 +304,6 @@ final class ColocatedEngineDoor {
                     LOG.debug("a co-located connection failed", e);
                 }
                 end();
-            } finally {
-                ((ContextInternal) context).endDispatch(previous);
             }
         }
 

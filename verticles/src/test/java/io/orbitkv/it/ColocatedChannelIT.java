@@ -3,7 +3,6 @@ package io.orbitkv.it;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.google.protobuf.ByteString;
 import io.orbitkv.client.ColocatedChannel;
@@ -278,37 +277,6 @@ class ColocatedChannelIT {
     }
 
     @Test
-    void hitQueriesCompleteInPlaceSoABurstStaysWithinTheInFlightBound() throws Exception {
-        // The loop runs each call inside the engine role's context, so a DRAM hit's role calls are plain calls and
-        // its answer is sent before the next frame is read: 16 queries sent before any reply is read are all
-        // answered (a call routed through the event bus would still be in flight when the loop reads the next
-        // frames, and the bound of 2 would refuse them). With several event loops the roles sit on other loops
-        // and a call is a hop, so the burst meets the bound by design: this holds the one-loop Manager.
-        assumeTrue(RunningManager.eventLoops() == 1, "the roles share the door's loop only with one event loop");
-        int requests = 16;
-        List<ByteString> hashes = chain("burst", 4);
-        try (OrbitKvClient client = running.unixClient();
-             EngineSession session = client.register(RunningManager.identity("model-a", PAGE).build(),
-                     InstanceRole.PREFILL_AND_DECODE).await();
-             RawChannel raw = RawChannel.authenticated(running)) {
-            publish(session, hashes);
-            byte[] query = SubmitQueryRequest.newBuilder().setSession(session.session())
-                    .setNamespaceId(session.namespace()).addGroups(group(hashes)).build()
-                    .toByteArray();
-            for (int id = 1; id <= requests; id++) {
-                raw.send(ColocatedFrame.opcode("SubmitQuery"), id, query);
-            }
-            for (int id = 1; id <= requests; id++) {
-                assertThat(raw.receive()).isEqualTo(new RawReply(id, ColocatedFrame.STATUS_OK));
-                QueryReply reply = QueryReply.parseFrom(raw.body());
-                assertThat(reply.getStatus()).isEqualTo(QueryStatus.READY);
-                assertThat(reply.getLease().getPagesCount()).isEqualTo(hashes.size());
-                assertThat(session.release(reply.getLease().getLeaseId()).await().getLeaseValid()).isTrue();
-            }
-        }
-    }
-
-    @Test
     void aDisconnectEndsTheSessionsRegisteredOverItAndReleasesWhatItWasHanded() throws Exception {
         List<ByteString> hashes = chain("held", 4);
         try (OrbitKvClient client = running.unixClient();
@@ -398,7 +366,6 @@ class ColocatedChannelIT {
         private final SeqPacketSocket socket;
         private final Arena arena = Arena.ofConfined();
         private final MemorySegment buffer = arena.allocate(64 << 10, 8);
-        private long lastLength;
 
         RawChannel(Path path) throws Exception {
             socket = SeqPacketSocket.connect(path);
@@ -422,15 +389,8 @@ class ColocatedChannelIT {
             return socket.receive(buffer);
         }
 
-        /** The body of the frame {@link #receive} read last. */
-        byte[] body() {
-            return buffer.asSlice(ColocatedFrame.HEADER_BYTES, lastLength - ColocatedFrame.HEADER_BYTES)
-                    .toArray(ValueLayout.JAVA_BYTE);
-        }
-
         RawReply receive() throws Exception {
             long n = socket.receive(buffer);
-            lastLength = n;
             assertThat(n).as("a reply frame").isGreaterThanOrEqualTo(ColocatedFrame.HEADER_BYTES);
             return new RawReply(ColocatedFrame.requestId(buffer), ColocatedFrame.status(buffer));
         }
